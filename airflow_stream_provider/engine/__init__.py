@@ -1,0 +1,1 @@
+"""The Spark side: sessions, window core, detector, batch runner and compute."""

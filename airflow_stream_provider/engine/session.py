@@ -1,0 +1,68 @@
+"""Build the local Spark session with Delta Lake, configured so that it downloads nothing."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from airflow_stream_provider import config
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+class DeltaJarsMissing(RuntimeError):
+    """The Delta Lake jars are not where the session expects them."""
+
+
+def delta_jars(folder: Path | None = None) -> list[Path]:
+    folder = folder or config.jars_dir()
+    jars = sorted(folder.glob("*.jar"))
+    if not any(p.name.startswith("delta-spark_") for p in jars):
+        raise DeltaJarsMissing(
+            f"no Delta Lake jars in {folder}: run dev/setup, or point AIRFLOW_STREAM_JARS at a folder "
+            "holding delta-spark and delta-storage jars"
+        )
+    return jars
+
+
+def spark_conf(home: Path | None = None) -> dict[str, str]:
+    """Settings measured on small machines (DESIGN §9); every path points into the home folder."""
+    home = home or config.home()
+    scratch = home / "spark"
+    return {
+        "spark.jars": ",".join(str(p) for p in delta_jars()),
+        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        "spark.databricks.delta.properties.defaults.enableChangeDataFeed": "true",
+        "spark.databricks.delta.snapshotPartitions": "2",
+        "spark.sql.shuffle.partitions": "4",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.warehouse.dir": str(home / "spark-warehouse"),
+        "spark.sql.catalogImplementation": "in-memory",
+        "spark.local.dir": str(scratch / "local"),
+        "spark.driver.extraJavaOptions": f"-Djava.io.tmpdir={scratch / 'tmp'} -Dderby.system.home={scratch}",
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+    }
+
+
+def local_session(app_name: str = "airflow-stream", master: str = "local[2]") -> SparkSession:
+    """The in-process session used when no stream node runs; one per process."""
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    conf = spark_conf()
+    home = config.home()
+    for sub in ("spark/local", "spark/tmp"):
+        (home / sub).mkdir(parents=True, exist_ok=True)
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    return session

@@ -1,0 +1,27 @@
+"""Provider metadata read by Airflow's providers manager through the entry point."""
+
+from __future__ import annotations
+
+from airflow_stream_provider import __version__
+
+
+def get_provider_info() -> dict:
+    return {
+        "package-name": "airflow-stream-provider",
+        "name": "Airflow Stream",
+        "description": "TDengine-style `CREATE STREAM` processing on Spark and Delta Lake tables.",
+        "versions": [__version__],
+        "integrations": [
+            {
+                "integration-name": "Airflow Stream",
+                "external-doc-url": "https://pypi.org/project/airflow-stream-provider/",
+                "tags": ["software"],
+            }
+        ],
+        "plugins": [
+            {
+                "name": "airflow_stream",
+                "plugin-class": "airflow_stream_provider.plugin.AirflowStreamPlugin",
+            }
+        ],
+    }

@@ -1,0 +1,9 @@
+"""Airflow plugin of the provider: the entry point through which Airflow finds its parts."""
+
+from __future__ import annotations
+
+from airflow.plugins_manager import AirflowPlugin
+
+
+class AirflowStreamPlugin(AirflowPlugin):
+    name = "airflow_stream"

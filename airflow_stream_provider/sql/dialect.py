@@ -1,0 +1,369 @@
+"""TDengine SQL on sqlglot: tokenizer, parser and the nodes for TDengine-only syntax.
+
+Expressions and subqueries of the stream language are parsed here. TDengine-only syntax becomes
+typed nodes that later stages bind or translate: ``5m`` is a :class:`Duration`, ``_twstart`` a
+:class:`StreamPlaceholder`, ``FROM %%trows`` a :class:`TriggerTable`, ``_c0`` a
+:class:`PseudoColumn`, and a window clause (``INTERVAL(1m) SLIDING(30s)``) a :class:`WindowClause`
+on the SELECT. Every function call stays an ``exp.Anonymous`` so that one registry
+(:mod:`.functions`) decides what it means in Spark.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from sqlglot import exp, generator, parser, tokens
+from sqlglot.helper import csv
+from sqlglot.dialects.dialect import Dialect
+from sqlglot.errors import ParseError, TokenError
+from sqlglot.tokens import TokenType
+
+from airflow_stream_provider.exceptions import StreamDefinitionError, StreamSyntaxError
+from airflow_stream_provider.sql.lexer import Kind, Lexer
+
+#: microseconds per unit; ``b`` (nanoseconds) has no exact value at Spark's microsecond precision,
+#: and ``n``/``y`` (calendar month/year) have no fixed length.
+UNIT_MICROS = {
+    "u": 1,
+    "a": 1_000,
+    "s": 1_000_000,
+    "m": 60_000_000,
+    "h": 3_600_000_000,
+    "d": 86_400_000_000,
+    "w": 604_800_000_000,
+}
+CALENDAR_UNITS = {"n": "MONTH", "y": "YEAR"}
+ALL_UNITS = set(UNIT_MICROS) | set(CALENDAR_UNITS) | {"b"}
+
+#: placeholder name -> the trigger kinds that define it (reference 000, "Placeholders")
+PLACEHOLDERS = {
+    "_tprev_localtime": {"period"},
+    "_tnext_localtime": {"period"},
+    "_tprev_ts": {"sliding"},
+    "_tcurrent_ts": {"sliding"},
+    "_tnext_ts": {"sliding"},
+    "_twstart": {"window"},
+    "_twend": {"window"},
+    "_twduration": {"window"},
+    "_twrownum": {"window"},
+    "_tgrpid": {"period", "sliding", "window"},
+    "_tlocaltime": {"period", "sliding", "window"},
+}
+#: placeholders only defined when the window has closed
+CLOSE_ONLY_PLACEHOLDERS = {"_twend", "_twduration", "_twrownum"}
+
+PSEUDO_COLUMNS = {"_c0", "_rowts", "_wstart", "_wend", "_wduration", "_irowts", "_isfilled"}
+REJECTED_PSEUDO_COLUMNS = {"_qstart", "_qend", "_qduration"}
+
+_MASK = "__"  # replaces "%%": same length, so sqlglot's positions stay those of the source
+_MASKED = re.compile(r"^__(trows|tbname|\d+)$", re.IGNORECASE)
+
+
+class Duration(exp.Expression):
+    """A TDengine duration literal such as ``5m``: ``this`` is the count, ``unit`` the letter."""
+
+    arg_types = {"this": True, "unit": True}
+
+    @property
+    def count(self) -> int:
+        return int(self.args["this"])
+
+    @property
+    def unit(self) -> str:
+        return self.args["unit"]
+
+
+class StreamPlaceholder(exp.Expression):
+    """``_twstart``, ``%%tbname``, ``%%2``...: a value bound per trigger, never pasted as text."""
+
+    arg_types = {"this": True}
+
+    @property
+    def name(self) -> str:
+        return self.args["this"]
+
+
+class TriggerTable(exp.Expression):
+    """``%%trows`` or ``%%tbname`` used as a table in FROM."""
+
+    arg_types = {"this": True, "alias": False}
+
+    @property
+    def name(self) -> str:
+        return self.args["this"]
+
+
+class PseudoColumn(exp.Expression):
+    """``_c0``/``_rowts`` (the first column of the table) and ``_wstart``-style window columns."""
+
+    arg_types = {"this": True}
+
+    @property
+    def name(self) -> str:
+        return self.args["this"]
+
+
+class PartitionClause(exp.Expression):
+    """``PARTITION BY a, b`` after WHERE in a TDengine SELECT."""
+
+    arg_types = {"expressions": True}
+
+
+class WindowClause(exp.Expression):
+    """A TDengine window clause of a SELECT: ``kind`` is INTERVAL, SESSION, STATE_WINDOW,
+    EVENT_WINDOW or COUNT_WINDOW; ``expressions`` its arguments in order."""
+
+    arg_types = {
+        "kind": True,
+        "expressions": False,
+        "sliding": False,
+        "fill": False,
+        "start": False,
+        "end": False,
+        "true_for": False,
+    }
+
+
+def _window_keyword_tokens() -> dict[str, TokenType]:
+    # STATE_WINDOW, EVENT_WINDOW and COUNT_WINDOW share a token type TDengine SQL never produces
+    # otherwise, so that one query-modifier parser picks them all up (it dispatches on the text).
+    return {name: TokenType.CONNECT_BY for name in ("STATE_WINDOW", "EVENT_WINDOW", "COUNT_WINDOW")}
+
+
+class TDengineParser(parser.Parser):
+    # Every call is Anonymous: translation is by name, in one registry.
+    FUNCTIONS: dict = {}
+    NO_PAREN_FUNCTIONS: dict = {}
+    ID_VAR_TOKENS = parser.Parser.ID_VAR_TOKENS - {TokenType.CONNECT_BY, TokenType.SESSION, TokenType.INTERVAL}
+    TABLE_ALIAS_TOKENS = parser.Parser.TABLE_ALIAS_TOKENS - {
+        TokenType.INTERVAL,
+        TokenType.SESSION,
+        TokenType.CONNECT_BY,
+        TokenType.PARTITION_BY,
+    }
+    ALIAS_TOKENS = ID_VAR_TOKENS
+
+    def _parse_number(self, token: tokens.Token) -> exp.Expr:
+        nxt = self._curr
+        if (
+            nxt is not None
+            and nxt.token_type == TokenType.VAR
+            and nxt.start == token.end + 1
+            and nxt.text.lower() in ALL_UNITS
+            and re.fullmatch(r"\d+", token.text)
+        ):
+            self._advance()
+            return self.expression(Duration(this=token.text, unit=nxt.text.lower()))
+        return self.expression(exp.Literal.number(token.text))
+
+    PRIMARY_PARSERS = {
+        **parser.Parser.PRIMARY_PARSERS,
+        TokenType.NUMBER: lambda self, token: self._parse_number(token),
+    }
+
+    def _parse_partition_clause(self) -> tuple[str, exp.Expr]:
+        self._advance()
+        return "td_partition", self.expression(PartitionClause(expressions=self._parse_csv(self._parse_expression)))
+
+    def _parse_duration_arg(self) -> exp.Expr | None:
+        return self._parse_bitwise()
+
+    def _parse_window_clause_td(self) -> tuple[str, exp.Expr]:
+        kind = self._curr.text.upper()
+        self._advance()
+        args: dict = {"kind": kind}
+        if kind == "EVENT_WINDOW":
+            self._match_text_seq("START", "WITH") or self.raise_error("EVENT_WINDOW needs START WITH")
+            args["start"] = self._parse_assignment()
+            self._match_text_seq("END", "WITH") or self.raise_error("EVENT_WINDOW needs END WITH")
+            args["end"] = self._parse_assignment()
+        else:
+            self._match(TokenType.L_PAREN) or self.raise_error(f"{kind} needs its arguments in parentheses")
+            args["expressions"] = self._parse_csv(self._parse_assignment)
+            self._match_r_paren()
+        if kind == "INTERVAL" and self._match_text_seq("SLIDING"):
+            self._match_l_paren()
+            args["sliding"] = self._parse_bitwise()
+            self._match_r_paren()
+        if kind == "INTERVAL" and self._match_text_seq("FILL"):
+            self._match_l_paren()
+            args["fill"] = exp.Tuple(expressions=self._parse_csv(self._parse_assignment))
+            self._match_r_paren()
+        if kind in ("STATE_WINDOW", "EVENT_WINDOW") and self._match_text_seq("TRUE_FOR"):
+            self._match_l_paren()
+            args["true_for"] = self._parse_assignment()
+            self._match_r_paren()
+        return "td_window", self.expression(WindowClause(**args))
+
+    QUERY_MODIFIER_PARSERS = {
+        **parser.Parser.QUERY_MODIFIER_PARSERS,
+        TokenType.PARTITION_BY: lambda self: self._parse_partition_clause(),
+        TokenType.INTERVAL: lambda self: self._parse_window_clause_td(),
+        TokenType.SESSION: lambda self: self._parse_window_clause_td(),
+        TokenType.CONNECT_BY: lambda self: self._parse_window_clause_td(),
+    }
+    QUERY_MODIFIER_TOKENS = set(QUERY_MODIFIER_PARSERS)
+
+
+def _window_sql(self: generator.Generator, e: WindowClause) -> str:
+    kind = e.args["kind"]
+    if kind == "EVENT_WINDOW":
+        sql = f" EVENT_WINDOW START WITH {self.sql(e, 'start')} END WITH {self.sql(e, 'end')}"
+    else:
+        sql = f" {kind}({self.expressions(e, flat=True)})"
+    if e.args.get("sliding"):
+        sql += f" SLIDING({self.sql(e, 'sliding')})"
+    if e.args.get("fill"):
+        sql += f" FILL({self.expressions(e.args['fill'], flat=True)})"
+    if e.args.get("true_for"):
+        sql += f" TRUE_FOR({self.sql(e, 'true_for')})"
+    return sql
+
+
+class TDengineGenerator(generator.Generator):
+    """Writes TDengine SQL back, for messages and for the text stored with a definition."""
+
+    TRANSFORMS = {
+        **generator.Generator.TRANSFORMS,
+        Duration: lambda self, e: f"{e.count}{e.unit}",
+        StreamPlaceholder: lambda self, e: e.name,
+        TriggerTable: lambda self, e: e.name + (f" {self.sql(e, 'alias')}" if e.args.get("alias") else ""),
+        PseudoColumn: lambda self, e: e.name,
+        PartitionClause: lambda self, e: f" PARTITION BY {self.expressions(e, flat=True)}",
+        WindowClause: _window_sql,
+    }
+
+    def query_modifiers(self, expression: exp.Expr, *sqls: str) -> str:
+        full = super().query_modifiers(expression, *sqls)
+        extra = self.sql(expression, "td_partition") + self.sql(expression, "td_window")
+        if not extra:
+            return full
+        head = csv(
+            *sqls,
+            *[self.sql(join) for join in expression.args.get("joins") or []],
+            self.sql(expression, "match"),
+            *[self.sql(lateral) for lateral in expression.args.get("laterals") or []],
+            self.sql(expression, "prewhere"),
+            self.sql(expression, "where"),
+            sep="",
+        )
+        return head + extra + full[len(head) :]
+
+
+class TDengine(Dialect):
+    """TDengine's SQL: backquoted identifiers, strings in single or double quotes, ``5m`` durations."""
+
+    class Tokenizer(tokens.Tokenizer):
+        IDENTIFIERS = ["`"]
+        QUOTES = ["'", '"']
+        STRING_ESCAPES = ["\\", "'", '"']
+        KEYWORDS = {
+            **tokens.Tokenizer.KEYWORDS,
+            **_window_keyword_tokens(),
+            "SESSION": TokenType.SESSION,
+        }
+        KEYWORDS.pop("CONNECT BY", None)
+
+    Parser = TDengineParser
+    Generator = TDengineGenerator
+
+
+def _blank_prefix(text: str, start: int) -> str:
+    """Everything before ``start`` blanked but its newlines kept, so positions stay absolute."""
+    return re.sub(r"[^\n]", " ", text[:start])
+
+
+def _mask_references(text: str, start: int, end: int) -> str:
+    fragment = list(text[start:end])
+    for tok in Lexer(text[start:end]).tokens():
+        if tok.kind is Kind.REF:
+            fragment[tok.start] = fragment[tok.start + 1] = "_"
+        elif tok.kind is Kind.IDENT and _MASKED.match(tok.text):
+            line, column = Lexer(text).position(start + tok.start)
+            raise StreamDefinitionError(
+                f"identifier {tok.text} is reserved for %%{tok.text[2:]}", line=line, column=column
+            )
+    return "".join(fragment)
+
+
+def parse_fragment(text: str, start: int = 0, end: int | None = None, *, clause: str, query: bool = False) -> exp.Expr:
+    """Parse ``text[start:end]`` as a TDengine expression (or query), positions kept absolute."""
+    end = len(text) if end is None else end
+    body = _mask_references(text, start, end)
+    if not body.strip():
+        line, column = Lexer(text).position(start)
+        raise StreamSyntaxError(f"{clause} needs an expression here", line=line, column=column, clause=clause)
+    source = _blank_prefix(text, start) + body
+    try:
+        trees = [t for t in TDengine().parse(source) if t is not None]
+    except ParseError as err:
+        info = err.errors[0] if err.errors else {}
+        line, column = _error_position(text, info)
+        description = _readable(info.get("description") or str(err).split(". Line")[0])
+        raise StreamSyntaxError(description, line=line, column=column, clause=clause) from None
+    except TokenError as err:
+        line, column = Lexer(text).position(start)
+        raise StreamSyntaxError(str(err), line=line, column=column, clause=clause) from None
+    line, column = Lexer(text).position(start)
+    if len(trees) != 1:
+        raise StreamSyntaxError(f"{clause} needs one expression here", line=line, column=column, clause=clause)
+    tree = trees[0]
+    if query and not isinstance(tree, exp.Query):
+        raise StreamSyntaxError(f"{clause} needs a SELECT query here", line=line, column=column, clause=clause)
+    if not query and isinstance(tree, (exp.Query, exp.Command)):
+        raise StreamSyntaxError(f"{clause} needs an expression here, not a statement", line=line, column=column, clause=clause)
+    return resolve_tdengine_nodes(tree)
+
+
+_TOKEN_REPR = re.compile(r"<Token token_type: TokenType\.(\w+), text: (.*?), line: .*?>")
+
+
+def _readable(message: str) -> str:
+    def token(m: re.Match) -> str:
+        return "end of input" if m.group(1) == "SENTINEL" else repr(m.group(2))
+
+    return _TOKEN_REPR.sub(token, message)
+
+
+def _error_position(text: str, info: dict) -> tuple[int | None, int | None]:
+    line, col = info.get("line"), info.get("col")
+    if line is None:
+        return None, None
+    # sqlglot reports the column where the offending token ends; point at its start instead.
+    highlight = info.get("highlight") or ""
+    return line, max(1, col - len(highlight) + 1) if highlight else col
+
+
+def resolve_tdengine_nodes(tree: exp.Expr) -> exp.Expr:
+    """Turn the generic nodes sqlglot built for TDengine-only names into the typed nodes above."""
+
+    def convert(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.Column) and not node.table:
+            ident = node.this
+            name = node.name
+            lowered = name.lower()
+            quoted = isinstance(ident, exp.Identifier) and ident.quoted
+            if _MASKED.match(name):
+                return StreamPlaceholder(this="%%" + lowered[2:])
+            if quoted:
+                return node
+            if lowered in PLACEHOLDERS:
+                return StreamPlaceholder(this=lowered)
+            if lowered in PSEUDO_COLUMNS or lowered in REJECTED_PSEUDO_COLUMNS:
+                return PseudoColumn(this=lowered)
+            if lowered in ("now", "today"):
+                return exp.Anonymous(this=lowered, expressions=[])
+        if isinstance(node, exp.Table) and not node.args.get("db") and _MASKED.match(node.name):
+            return TriggerTable(this="%%" + node.name.lower()[2:], alias=node.args.get("alias"))
+        return node
+
+    return tree.transform(convert, copy=False)
+
+
+def function_calls(tree: exp.Expr) -> Iterable[exp.Anonymous]:
+    return tree.find_all(exp.Anonymous)
+
+
+def placeholders(tree: exp.Expr) -> set[str]:
+    return {node.name for node in tree.find_all(StreamPlaceholder)}

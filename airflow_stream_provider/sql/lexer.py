@@ -1,0 +1,144 @@
+"""Tokens of the stream language, each with its offset, line and column in the source text."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import Enum
+
+from airflow_stream_provider.exceptions import StreamSyntaxError
+
+
+class Kind(Enum):
+    IDENT = "identifier"
+    QUOTED_IDENT = "quoted identifier"
+    STRING = "string"
+    NUMBER = "number"
+    DURATION = "duration"
+    REF = "%% reference"
+    OP = "symbol"
+    EOF = "end of input"
+
+
+@dataclass(frozen=True)
+class Token:
+    kind: Kind
+    text: str
+    start: int
+    end: int  # exclusive
+    line: int
+    column: int
+
+    @property
+    def upper(self) -> str:
+        return self.text.upper() if self.kind is Kind.IDENT else ""
+
+    @property
+    def value(self) -> str:
+        """The identifier or string without its quotes, escapes resolved."""
+        if self.kind is Kind.QUOTED_IDENT:
+            return self.text[1:-1].replace("``", "`")
+        if self.kind is Kind.STRING:
+            quote = self.text[0]
+            body = self.text[1:-1].replace(quote * 2, quote)
+            return re.sub(r"\\(.)", r"\1", body)
+        return self.text
+
+    def describe(self) -> str:
+        return "end of input" if self.kind is Kind.EOF else repr(self.text)
+
+
+_NUMBER = re.compile(r"(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?")
+_IDENT = re.compile(r"[A-Za-z_\u0080-\uffff][A-Za-z0-9_$\u0080-\uffff]*")
+_SYMBOLS = ("<=>", "<>", "!=", ">=", "<=", "||", "->", "::", "<<", ">>")
+_REF = re.compile(r"%%(?:[A-Za-z_][A-Za-z0-9_]*|\d+)")
+
+
+class Lexer:
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
+
+    def position(self, offset: int) -> tuple[int, int]:
+        """1-based (line, column) of an offset."""
+        lo, hi = 0, len(self._line_starts) - 1
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if self._line_starts[mid] <= offset:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo + 1, offset - self._line_starts[lo] + 1
+
+    def _error(self, message: str, offset: int) -> StreamSyntaxError:
+        line, column = self.position(offset)
+        return StreamSyntaxError(message, line=line, column=column)
+
+    def tokens(self) -> list[Token]:
+        text, out, i, n = self.text, [], 0, len(self.text)
+        while i < n:
+            ch = text[i]
+            if ch.isspace():
+                i += 1
+                continue
+            if text.startswith("--", i) or ch == "#":
+                nl = text.find("\n", i)
+                i = n if nl < 0 else nl + 1
+                continue
+            if text.startswith("/*", i):
+                close = text.find("*/", i + 2)
+                if close < 0:
+                    raise self._error("comment is not closed", i)
+                i = close + 2
+                continue
+            start = i
+            if ch in "'\"":
+                i = self._scan_quoted(i, ch)
+                kind = Kind.STRING
+            elif ch == "`":
+                i = self._scan_quoted(i, "`")
+                kind = Kind.QUOTED_IDENT
+            elif ch.isdigit() or (ch == "." and i + 1 < n and text[i + 1].isdigit()):
+                m = _NUMBER.match(text, i)
+                i = m.end()
+                kind = Kind.NUMBER
+                unit = _IDENT.match(text, i)
+                if unit:
+                    if not re.fullmatch(r"\d+[a-zA-Z]", text[start : unit.end()]):
+                        raise self._error(f"malformed number or duration {text[start:unit.end()]!r}", start)
+                    i = unit.end()
+                    kind = Kind.DURATION
+            elif ch == "%" and text.startswith("%%", i):
+                m = _REF.match(text, i)
+                if not m:
+                    raise self._error("'%%' must be followed by a name or a column number, as in %%tbname", i)
+                i = m.end()
+                kind = Kind.REF
+            elif _IDENT.match(text, i):
+                i = _IDENT.match(text, i).end()
+                kind = Kind.IDENT
+            else:
+                sym = next((s for s in _SYMBOLS if text.startswith(s, i)), ch)
+                i += len(sym)
+                kind = Kind.OP
+            line, column = self.position(start)
+            out.append(Token(kind, text[start:i], start, i, line, column))
+        line, column = self.position(n)
+        out.append(Token(Kind.EOF, "", n, n, line, column))
+        return out
+
+    def _scan_quoted(self, i: int, quote: str) -> int:
+        text, n, j = self.text, len(self.text), i + 1
+        while j < n:
+            c = text[j]
+            if c == "\\" and quote != "`":
+                j += 2
+                continue
+            if c == quote:
+                if j + 1 < n and text[j + 1] == quote:
+                    j += 2
+                    continue
+                return j + 1
+            j += 1
+        what = "identifier" if quote == "`" else "string"
+        raise self._error(f"{what} starting here is not closed (missing {quote})", i)

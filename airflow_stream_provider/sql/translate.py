@@ -1,0 +1,151 @@
+"""TDengine query trees to Spark SQL, with placeholders bound as typed AST literals."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+
+from sqlglot import exp
+
+from airflow_stream_provider.exceptions import StreamDefinitionError
+from airflow_stream_provider.sql.dialect import (
+    CALENDAR_UNITS,
+    UNIT_MICROS,
+    Duration,
+    PartitionClause,
+    PseudoColumn,
+    StreamPlaceholder,
+    TriggerTable,
+    WindowClause,
+)
+from airflow_stream_provider.sql.functions import check_functions, translate_call
+
+_SPARK_UNITS = {"u": "MICROSECOND", "a": "MILLISECOND", "s": "SECOND", "m": "MINUTE", "h": "HOUR", "d": "DAY"}
+_TYPES = {
+    "BINARY": "STRING",
+    "VARCHAR": "STRING",
+    "NCHAR": "STRING",
+    "VARBINARY": "BINARY",
+    "BOOL": "BOOLEAN",
+    "TINYINT": "TINYINT",
+}
+_NUMERIC = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod, exp.Neg, exp.IntDiv)
+
+#: a bound placeholder value: a timestamp, a number, a string, or a table name for %%trows/%%tbname
+Binding = datetime | int | float | str | None
+
+
+def timestamp_literal(value: datetime) -> exp.Expr:
+    """A Spark TIMESTAMP literal of an aware datetime, exact to the microsecond."""
+    if value.tzinfo is None:
+        raise StreamDefinitionError(f"placeholder timestamp {value} has no time zone")
+    micros = int(value.timestamp()) * 1_000_000 + value.microsecond
+    return exp.Anonymous(this="TIMESTAMP_MICROS", expressions=[exp.Literal.number(micros)])
+
+
+def _literal(name: str, value: Binding) -> exp.Expr:
+    if value is None:
+        return exp.Null()
+    if isinstance(value, datetime):
+        return timestamp_literal(value)
+    if isinstance(value, bool):
+        return exp.Boolean(this=value)
+    if isinstance(value, (int, float)):
+        return exp.Literal.number(value)
+    if isinstance(value, str):
+        return exp.Literal.string(value)
+    raise StreamDefinitionError(f"placeholder {name} cannot be bound to {type(value).__name__}")
+
+
+def _duration(node: Duration) -> exp.Expr:
+    if node.unit == "w":
+        return exp.Interval(this=exp.Literal.number(node.count * 7), unit=exp.var("DAY"))
+    if node.unit in CALENDAR_UNITS:
+        return exp.Interval(this=exp.Literal.number(node.count), unit=exp.var(CALENDAR_UNITS[node.unit]))
+    if node.unit not in UNIT_MICROS:
+        raise StreamDefinitionError(f"duration {node.count}{node.unit} cannot be expressed in Spark (microseconds)")
+    return exp.Interval(this=exp.Literal.number(node.count), unit=exp.var(_SPARK_UNITS[node.unit]))
+
+
+def _is_numeric(node: exp.Expr) -> bool:
+    if isinstance(node, exp.Literal):
+        return not node.is_string
+    if isinstance(node, exp.Paren):
+        return _is_numeric(node.this)
+    return isinstance(node, _NUMERIC) and not any(
+        isinstance(n, exp.Literal) and n.is_string for n in node.find_all(exp.Literal)
+    )
+
+
+def _cast(node: exp.Cast, precision: str) -> exp.Expr:
+    to = node.to
+    name = to.this.name if hasattr(to.this, "name") else str(to.this)
+    type_name = to.sql().split("(")[0].upper()
+    if type_name == "TIMESTAMP" and _is_numeric(node.this):
+        # TDengine reads a number as epoch time in the database precision; Spark would read seconds.
+        fn = "TIMESTAMP_MILLIS" if precision == "ms" else "TIMESTAMP_MICROS"
+        return exp.Anonymous(this=fn, expressions=[exp.Cast(this=node.this, to=exp.DataType.build("BIGINT"))])
+    if type_name in _TYPES or "UNSIGNED" in to.sql().upper():
+        target = _TYPES.get(type_name, "BIGINT" if "UNSIGNED" in to.sql().upper() else type_name)
+        return exp.Cast(this=node.this, to=exp.DataType.build(target))
+    del name
+    return node
+
+
+def to_spark(
+    tree: exp.Expr,
+    *,
+    bindings: Mapping[str, Binding] | None = None,
+    timestamp_column: str | None = None,
+    precision: str = "ms",
+) -> str:
+    """Spark SQL for a TDengine expression or query.
+
+    :param bindings: placeholder values by name (``_twstart``, ``%%tbname``, ``%%trows``, ``%%1``);
+        ``%%trows`` and ``%%tbname`` in FROM are bound to table references, other values to literals.
+    :param timestamp_column: the name ``_c0``/``_rowts`` stand for (the table's first column).
+    """
+    bindings = dict(bindings or {})
+    check_functions(tree)
+    window = tree.find(WindowClause)
+    if window is not None:
+        raise StreamDefinitionError(
+            f"the TDengine window clause {window.args['kind']} has no Spark SQL form; run the query with "
+            "`airflow-stream sql`, whose window engine evaluates it"
+        )
+
+    def convert(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, Duration):
+            return _duration(node)
+        if isinstance(node, StreamPlaceholder):
+            if node.name not in bindings:
+                raise StreamDefinitionError(f"placeholder {node.name} is not bound")
+            return _literal(node.name, bindings[node.name])
+        if isinstance(node, TriggerTable):
+            table = bindings.get(node.name)
+            if not isinstance(table, str) or not table:
+                raise StreamDefinitionError(f"{node.name} is not bound to a table")
+            ref = exp.to_table(table, dialect="spark")
+            if node.args.get("alias") is not None:
+                ref.set("alias", node.args["alias"])
+            return ref
+        if isinstance(node, PseudoColumn):
+            if node.name in ("_c0", "_rowts"):
+                if not timestamp_column:
+                    raise StreamDefinitionError(f"{node.name} needs the table's timestamp column, which is unknown here")
+                return exp.column(timestamp_column, quoted=True)
+            if node.name in ("_wstart", "_wend", "_wduration"):
+                return exp.column(node.name, quoted=True)
+            raise StreamDefinitionError(f"pseudo-column {node.name} is not supported")
+        if isinstance(node, PartitionClause):
+            raise StreamDefinitionError("PARTITION BY in a SELECT has no Spark SQL form without a window clause")
+        return node
+
+    # A replaced node's children are not visited again, so each rewrite gets its own pass: functions
+    # first (their templates hold `_c0`), then TDengine nodes, then casts over the bound literals.
+    spark_tree = tree.copy().transform(lambda n: translate_call(n) if isinstance(n, exp.Anonymous) else n)
+    spark_tree = spark_tree.transform(convert)
+    spark_tree = spark_tree.transform(lambda n: _cast(n, precision) if isinstance(n, exp.Cast) else n)
+    if spark_tree.find(PartitionClause) is not None or "td_partition" in spark_tree.args:
+        raise StreamDefinitionError("PARTITION BY in a SELECT needs a window clause")
+    return spark_tree.sql(dialect="spark")

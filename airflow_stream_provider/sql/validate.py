@@ -1,0 +1,237 @@
+"""Rules of reference 000 that a CREATE STREAM breaks visibly in its text alone."""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from airflow_stream_provider import model as m
+from airflow_stream_provider.exceptions import StreamDefinitionError
+from airflow_stream_provider.sql.dialect import (
+    CLOSE_ONLY_PLACEHOLDERS,
+    PLACEHOLDERS,
+    REJECTED_PSEUDO_COLUMNS,
+    PseudoColumn,
+    StreamPlaceholder,
+    TriggerTable,
+)
+from airflow_stream_provider.sql.functions import check_functions
+from airflow_stream_provider.sql.lexer import Token
+
+DAY_MICROS = 86_400_000_000
+PERIOD_MIN = m.Duration(10, "a")
+PERIOD_MAX = m.Duration(3650, "d")
+MAX_DELAY_MIN = m.Duration(3, "s")
+
+
+class _Checker:
+    def __init__(self, stmt: m.CreateStream, where: dict[str, Token]) -> None:
+        self.stmt = stmt
+        self.where = where
+
+    def fail(self, clause: str, message: str, hint: str | None = None, at: str | None = None) -> None:
+        tok = self.where.get(at or clause) or self.where.get("trigger") or self.where["CREATE STREAM"]
+        raise StreamDefinitionError(message, line=tok.line, column=tok.column, clause=clause, hint=hint)
+
+    def expression_position(self, expr: m.SqlExpression | None, clause: str) -> None:
+        if expr is not None and expr.position is not None:
+            self.where.setdefault(clause, Token(None, "", 0, 0, expr.position.line, expr.position.column))  # type: ignore[arg-type]
+
+
+def validate_create_stream(stmt: m.CreateStream, where: dict[str, Token]) -> None:
+    c = _Checker(stmt, where)
+    _check_trigger(c)
+    _check_options(c)
+    _check_notify(c)
+    _check_output(c)
+    _check_query(c)
+
+
+def _check_trigger(c: _Checker) -> None:
+    trig, stmt = c.stmt.trigger, c.stmt
+    if isinstance(trig, m.PeriodTrigger):
+        if not PERIOD_MIN.micros <= trig.period.micros <= PERIOD_MAX.micros:
+            c.fail("PERIOD", f"period {trig.period} is outside the allowed range [10a, 3650d]", at="trigger")
+        if trig.offset and trig.offset.micros >= DAY_MICROS:
+            c.fail("PERIOD", f"offset {trig.offset} must be less than 1 day", at="trigger")
+        if stmt.partition_by and stmt.trigger_table is None:
+            c.fail("PARTITION BY", "PARTITION BY needs a trigger table (FROM)")
+    else:
+        kind = type(trig).__name__
+        label = {"SlidingTrigger": "SLIDING", "IntervalWindow": "INTERVAL", "SessionWindow": "SESSION",
+                 "StateWindow": "STATE_WINDOW", "EventWindow": "EVENT_WINDOW", "CountWindow": "COUNT_WINDOW"}[kind]
+        if stmt.trigger_table is None:
+            c.fail(label, f"{label} triggers need a trigger table: add FROM [db.]table", at="trigger")
+    if isinstance(trig, m.SlidingTrigger) and trig.offset and trig.offset.micros >= DAY_MICROS:
+        c.fail("SLIDING", f"offset {trig.offset} must be less than 1 day", at="trigger")
+    if isinstance(trig, m.IntervalWindow):
+        if trig.sliding.micros > trig.interval.micros:
+            c.fail("SLIDING", f"sliding {trig.sliding} must not be greater than interval {trig.interval}", at="trigger")
+        if trig.offset and trig.offset.micros >= trig.interval.micros:
+            c.fail("INTERVAL", f"offset {trig.offset} must be less than interval {trig.interval}", at="trigger")
+
+
+def _check_options(c: _Checker) -> None:
+    opts, trig = c.stmt.options, c.stmt.trigger
+    window = trig.kind == "window"
+    given = opts.given
+    if opts.max_delay and opts.max_delay.micros < MAX_DELAY_MIN.micros:
+        c.fail("MAX_DELAY", f"MAX_DELAY({opts.max_delay}) is below the minimum of 3s")
+    if opts.fill_history and isinstance(trig, m.PeriodTrigger):
+        name = "FILL_HISTORY_FIRST" if opts.fill_history.first else "FILL_HISTORY"
+        c.fail(name, f"{name} is not supported with PERIOD triggers (they run on wall-clock time)")
+    not_for_period = {"WATERMARK": "WATERMARK does not apply to PERIOD triggers",
+                      "EXPIRED_TIME": "EXPIRED_TIME does not apply to PERIOD triggers",
+                      "IGNORE_DISORDER": "IGNORE_DISORDER does not apply to PERIOD triggers"}
+    if isinstance(trig, m.PeriodTrigger):
+        for name, message in not_for_period.items():
+            if name in given:
+                c.fail(name, message)
+    if not window:
+        for name in ("MAX_DELAY", "EVENT_TYPE"):
+            if name in given:
+                c.fail(name, f"{name} applies to window triggers only, not to {str(trig).split('(')[0]}")
+    if "IGNORE_NODATA_TRIGGER" in given and not isinstance(trig, (m.PeriodTrigger, m.SlidingTrigger, m.IntervalWindow)):
+        c.fail("IGNORE_NODATA_TRIGGER", "IGNORE_NODATA_TRIGGER applies to PERIOD, SLIDING and INTERVAL triggers only")
+    if "DELETE_RECALC" in given and not (window and not isinstance(trig, m.CountWindow)):
+        c.fail("DELETE_RECALC", "DELETE_RECALC needs a trigger that recalculates: INTERVAL, SESSION, STATE_WINDOW or "
+                                "EVENT_WINDOW")
+    if "DELETE_OUTPUT_TABLE" in given and "tbname" not in {p.lower() for p in c.stmt.partition_by}:
+        c.fail("DELETE_OUTPUT_TABLE", "DELETE_OUTPUT_TABLE needs PARTITION BY tbname (one output subtable per "
+                                      "trigger subtable)")
+    if opts.calc_notify_only:
+        if c.stmt.notify is None:
+            c.fail("CALC_NOTIFY_ONLY", "CALC_NOTIFY_ONLY sends results only as notifications: add NOTIFY(...)")
+        if c.stmt.into is not None:
+            c.fail("CALC_NOTIFY_ONLY", "CALC_NOTIFY_ONLY does not write results: remove INTO")
+    if opts.force_output and c.stmt.query is None:
+        c.fail("FORCE_OUTPUT", "FORCE_OUTPUT needs a computation (AS subquery)")
+    if opts.pre_filter is not None:
+        _reject_in_tree(c, opts.pre_filter, "PRE_FILTER", placeholders=True)
+
+
+def _check_notify(c: _Checker) -> None:
+    notify, trig = c.stmt.notify, c.stmt.trigger
+    if notify is None:
+        return
+    if trig.kind == "window":
+        if not notify.on:
+            c.fail("NOTIFY", f"NOTIFY on a {trig.notify_type} window trigger needs ON (WINDOW_OPEN|WINDOW_CLOSE)")
+        if m.ON_TIME in notify.on:
+            c.fail("NOTIFY ON", "ON_TIME is the event of PERIOD and SLIDING triggers; window triggers send "
+                                "WINDOW_OPEN and WINDOW_CLOSE")
+    elif set(notify.on) - {m.ON_TIME}:
+        c.fail("NOTIFY ON", f"{str(trig).split('(')[0]} triggers only send ON_TIME events")
+    if notify.where is not None:
+        if c.stmt.query is None:
+            c.fail("NOTIFY WHERE", "NOTIFY WHERE filters on result columns, so it needs a computation (AS subquery)")
+        _reject_in_tree(c, notify.where, "NOTIFY WHERE", placeholders=True)
+
+
+def _check_output(c: _Checker) -> None:
+    stmt = c.stmt
+    if stmt.query is None and stmt.notify is None:
+        c.fail("CREATE STREAM", "a stream needs a computation (AS subquery), a notification (NOTIFY), or both")
+    if not stmt.partition_by:
+        if stmt.output_subtable is not None:
+            c.fail("OUTPUT_SUBTABLE", "OUTPUT_SUBTABLE needs PARTITION BY: without groups there is one output table")
+        if stmt.tags:
+            c.fail("TAGS", "TAGS needs PARTITION BY: without groups the output is a regular table")
+    if stmt.into is not None and stmt.query is None:
+        c.fail("INTO", "INTO needs a computation (AS subquery) whose results it stores")
+    if (stmt.columns or stmt.tags or stmt.output_subtable) and stmt.into is None:
+        clause = "TAGS" if stmt.tags else "OUTPUT_SUBTABLE" if stmt.output_subtable else "columns"
+        c.fail(clause, f"{clause} describes the output table: add INTO [db.]table")
+    if stmt.into is not None:
+        db = stmt.name.db
+        if stmt.trigger_table is not None and stmt.into.key(db) == stmt.trigger_table.key(db):
+            c.fail("INTO", f"the output table {stmt.into} cannot be the trigger table")
+        if stmt.query is not None:
+            for table in stmt.query.tree.find_all(exp.Table):
+                source = m.TableName(table.name, table.db or None)
+                if source.key(db) == stmt.into.key(db):
+                    c.fail("INTO", f"the output table {stmt.into} cannot also be a source table of the computation")
+    seen: set[str] = set()
+    for i, col in enumerate(stmt.columns):
+        if col.name.lower() in seen:
+            c.fail("columns", f"output column {col.name} is named twice")
+        seen.add(col.name.lower())
+    for tag in stmt.tags:
+        if tag.name.lower() in seen:
+            c.fail("TAGS", f"tag {tag.name} has the name of another output column or tag")
+        seen.add(tag.name.lower())
+        c.expression_position(tag.expr, f"TAGS {tag.name}")
+        _check_group_refs(c, tag.expr, "TAGS")
+    if stmt.output_subtable is not None:
+        _check_group_refs(c, stmt.output_subtable, "OUTPUT_SUBTABLE")
+
+
+def _check_group_refs(c: _Checker, expr: m.SqlExpression, clause: str) -> None:
+    """TAGS and OUTPUT_SUBTABLE expressions may use only the grouping columns and constants."""
+    groups = {p.lower() for p in c.stmt.partition_by}
+    for col in expr.tree.find_all(exp.Column):
+        if col.name.lower() not in groups:
+            c.fail(clause, f"{clause} can use only PARTITION BY columns ({', '.join(c.stmt.partition_by)}), "
+                           f"not {col.name}")
+    _reject_in_tree(c, expr, clause, placeholders=False)
+
+
+def _reject_in_tree(c: _Checker, expr: m.SqlExpression, clause: str, placeholders: bool) -> None:
+    check_functions(expr.tree, expr.text, expr.position, clause)
+    if placeholders:
+        for node in expr.tree.find_all(StreamPlaceholder, TriggerTable):
+            c.fail(clause, f"{clause} cannot use the placeholder {node.name}")
+    for node in expr.tree.find_all(PseudoColumn):
+        if node.name in REJECTED_PSEUDO_COLUMNS:
+            c.fail(clause, f"pseudo-column {node.name} is not supported in stream queries")
+
+
+def _check_query(c: _Checker) -> None:
+    stmt, query = c.stmt, c.stmt.query
+    if query is None:
+        return
+    tree = query.tree
+    check_functions(tree, query.text, query.position, "AS")
+    trig = stmt.trigger
+    for node in tree.find_all(PseudoColumn):
+        if node.name in REJECTED_PSEUDO_COLUMNS:
+            c.fail("AS", f"pseudo-column {node.name} is not supported in stream queries")
+    opens = m.WINDOW_OPEN in stmt.options.event_types and trig.kind == "window"
+    groups = [p.lower() for p in stmt.partition_by]
+    for node in tree.find_all(StreamPlaceholder):
+        name = node.name
+        if name.startswith("%%"):
+            ref = name[2:]
+            if ref == "trows":
+                c.fail("AS", "%%trows can only be used as a table: FROM %%trows")
+            if ref == "tbname" and "tbname" not in groups:
+                c.fail("AS", "%%tbname needs PARTITION BY tbname")
+            if ref.isdigit() and not 1 <= int(ref) <= len(groups):
+                c.fail("AS", f"%%{ref} refers to PARTITION BY column {ref}, but the stream groups by "
+                             f"{len(groups)} column(s)")
+            continue
+        kinds = PLACEHOLDERS[name]
+        if trig.kind not in kinds:
+            owners = " and ".join(sorted(k.upper() if k != "window" else "window" for k in kinds))
+            c.fail("AS", f"placeholder {name} is not defined for {str(trig).split('(')[0]} triggers "
+                         f"(it belongs to {owners} triggers)")
+        if name in CLOSE_ONLY_PLACEHOLDERS and opens:
+            c.fail("AS", f"placeholder {name} is only defined at WINDOW_CLOSE, but EVENT_TYPE includes WINDOW_OPEN")
+    for node in tree.find_all(TriggerTable):
+        if node.name == "%%tbname":
+            if "tbname" not in groups:
+                c.fail("AS", "FROM %%tbname needs PARTITION BY tbname")
+            continue
+        if node.name != "%%trows":
+            c.fail("AS", f"{node.name} cannot be used as a table; only %%trows and %%tbname can")
+        if stmt.trigger_table is None:
+            c.fail("AS", "%%trows needs a trigger table (FROM)")
+        if opens:
+            c.fail("AS", "%%trows is only defined at WINDOW_CLOSE, but EVENT_TYPE includes WINDOW_OPEN")
+        select = node.find_ancestor(exp.Select)
+        if select is not None:
+            if select.args.get("where") is not None:
+                c.fail("AS", "a query on %%trows cannot filter it with WHERE; use PRE_FILTER, or a subquery")
+            if select.args.get("joins"):
+                c.fail("AS", "%%trows cannot be joined")
+        if node.find_ancestor(exp.Join) is not None:
+            c.fail("AS", "%%trows cannot be joined")
