@@ -66,3 +66,43 @@ def local_session(app_name: str = "airflow-stream", master: str = "local[2]") ->
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session
+
+
+def delta_round_trip() -> int:
+    """Create, write, MERGE into and read back a Delta table with its change feed; return rows read.
+
+    Raises ``RuntimeError`` when anything differs from what was written.
+    """
+    import shutil
+    import tempfile
+
+    from delta.tables import DeltaTable
+
+    session = local_session("airflow-stream-selfcheck")
+    root = config.home() / "spark"
+    root.mkdir(parents=True, exist_ok=True)
+    path = Path(tempfile.mkdtemp(prefix="selfcheck-", dir=root)) / "table"
+    try:
+        session.sql("SELECT id, id * 10 AS value FROM range(5)").write.format("delta").save(str(path))
+        updates = session.sql("SELECT id, id * 100 AS value FROM range(3, 8)")
+        (
+            DeltaTable.forPath(session, str(path)).alias("t")
+            .merge(updates.alias("s"), "t.id = s.id")
+            .whenMatchedUpdateAll()
+            .whenNotMatchedInsertAll()
+            .execute()
+        )
+        rows = {r.id: r.value for r in session.read.format("delta").load(str(path)).collect()}
+        expected = {i: i * 10 for i in range(3)} | {i: i * 100 for i in range(3, 8)}
+        if rows != expected:
+            raise RuntimeError(f"Delta round trip read {rows}, expected {expected}")
+        changes = (
+            session.read.format("delta").option("readChangeFeed", "true").option("startingVersion", 0)
+            .load(str(path)).groupBy("_change_type").count().collect()
+        )
+        counts = {r["_change_type"]: r["count"] for r in changes}
+        if counts.get("insert") != 8 or counts.get("update_postimage") != 2:
+            raise RuntimeError(f"Delta change data feed shows {counts}, expected 8 inserts and 2 updates")
+        return len(rows)
+    finally:
+        shutil.rmtree(path.parent, ignore_errors=True)

@@ -1,0 +1,21 @@
+"""Shared fixtures: a private home folder per run and one local Spark session."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+import pytest
+
+_HOME = tempfile.mkdtemp(prefix="airflow-stream-test-")
+os.environ["AIRFLOW_STREAM_HOME"] = _HOME
+os.environ.setdefault("AIRFLOW_STREAM_TIMEZONE", "UTC")
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from airflow_stream_provider.engine.session import local_session
+
+    session = local_session("airflow-stream-tests")
+    yield session
+    session.stop()

@@ -1,0 +1,114 @@
+"""Each rule of reference 000 checkable from the text is enforced, with its position and clause."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_stream_provider.exceptions import StreamDefinitionError, StreamSyntaxError
+from airflow_stream_provider.sql import parse
+
+W = "CREATE STREAM s INTERVAL(1m) SLIDING(1m) FROM meters"
+
+# (statement, words the message must contain, expected clause)
+RULES = [
+    ("CREATE STREAM s PERIOD(5a) NOTIFY('ws://h:1')", "outside the allowed range [10a, 3650d]", "PERIOD"),
+    ("CREATE STREAM s PERIOD(3651d) NOTIFY('ws://h:1')", "outside the allowed range", "PERIOD"),
+    ("CREATE STREAM s PERIOD(2d, 1d) NOTIFY('ws://h:1')", "must be less than 1 day", "PERIOD"),
+    ("CREATE STREAM s SLIDING(1m) NOTIFY('ws://h:1')", "need a trigger table", "SLIDING"),
+    ("CREATE STREAM s SESSION(ts, 1m) NOTIFY('ws://h:1') ON (WINDOW_CLOSE)", "need a trigger table", "SESSION"),
+    ("CREATE STREAM s STATE_WINDOW(st) NOTIFY('ws://h:1') ON (WINDOW_CLOSE)", "need a trigger table",
+     "STATE_WINDOW"),
+    ("CREATE STREAM s COUNT_WINDOW(0) FROM t NOTIFY('ws://h:1') ON (WINDOW_CLOSE)", "at least 1", "COUNT_WINDOW"),
+    ("CREATE STREAM s COUNT_WINDOW(5, 6) FROM t NOTIFY('ws://h:1') ON (WINDOW_CLOSE)",
+     "between 1 and the count 5", "COUNT_WINDOW"),
+    ("CREATE STREAM s INTERVAL(1m) SLIDING(2m) FROM t NOTIFY('ws://h:1') ON (WINDOW_CLOSE)",
+     "must not be greater than interval", "SLIDING"),
+    (W + " STREAM_OPTIONS(MAX_DELAY(2s)) NOTIFY('ws://h:1') ON (WINDOW_CLOSE)", "below the minimum of 3s",
+     "MAX_DELAY"),
+    (W + " STREAM_OPTIONS(FILL_HISTORY | FILL_HISTORY_FIRST) NOTIFY('ws://h:1') ON (WINDOW_CLOSE)",
+     "cannot be used together", "STREAM_OPTIONS"),
+    ("CREATE STREAM s PERIOD(1h) STREAM_OPTIONS(FILL_HISTORY) NOTIFY('ws://h:1')",
+     "not supported with PERIOD", "FILL_HISTORY"),
+    (W + " STREAM_OPTIONS(WATERMARK(1s) | WATERMARK(2s)) NOTIFY('ws://h:1') ON (WINDOW_CLOSE)",
+     "option WATERMARK is given twice", "STREAM_OPTIONS"),
+    (W + " NOTIFY('ws://h:1')", "needs ON (WINDOW_OPEN|WINDOW_CLOSE)", "NOTIFY"),
+    (W + " NOTIFY('http://h:1/x') ON (WINDOW_CLOSE)", "must use ws:// or wss://", "NOTIFY"),
+    (W + " NOTIFY('ws://h/x') ON (WINDOW_CLOSE)", "must give a port", "NOTIFY"),
+    (W + " INTO out OUTPUT_SUBTABLE(concat('a', tbname)) AS SELECT _twstart, avg(v) FROM meters",
+     "OUTPUT_SUBTABLE needs PARTITION BY", "OUTPUT_SUBTABLE"),
+    (W + " INTO out TAGS (g VARCHAR(10) AS 'x') AS SELECT _twstart, avg(v) FROM meters",
+     "TAGS needs PARTITION BY", "TAGS"),
+    (W + " INTO meters AS SELECT _twstart, avg(v) FROM other", "cannot be the trigger table", "INTO"),
+    (W.replace("FROM meters", "FROM db1.meters") + " INTO db1.MeTeRs AS SELECT _twstart FROM x",
+     "cannot be the trigger table", "INTO"),
+    (W, "needs a computation (AS subquery), a notification (NOTIFY), or both", "CREATE STREAM"),
+    ("CREATE STREAM s PERIOD(1h) INTO o AS SELECT _twstart, count(*) FROM t", "placeholder _twstart", "AS"),
+    ("CREATE STREAM s PERIOD(1h) INTO o AS SELECT _tcurrent_ts, count(*) FROM t", "placeholder _tcurrent_ts", "AS"),
+    (W + " INTO o AS SELECT _tprev_localtime, count(*) FROM t", "placeholder _tprev_localtime", "AS"),
+    (W + " STREAM_OPTIONS(EVENT_TYPE(WINDOW_OPEN)) INTO o AS SELECT _twstart, _twend FROM t",
+     "only defined at WINDOW_CLOSE", "AS"),
+    (W + " INTO o AS SELECT _twstart, avg(v) FROM %%trows WHERE v > 0", "cannot filter it with WHERE", "AS"),
+    (W + " INTO o AS SELECT _twstart, avg(a.v) FROM %%trows a JOIN other b ON a.ts = b.ts", "cannot be joined",
+     "AS"),
+    (W + " STREAM_OPTIONS(LOW_LATENCY | FORCE_OUTPUT) INTO o AS SELECT _twstart FROM t",
+     "unknown stream option LOW_LATENCY", "STREAM_OPTIONS"),
+    (W + " INTO o AS SELECT _twstart, avgg(v) FROM t", "unknown function AVGG", "AS"),
+    (W + " INTO o AS SELECT _twstart, interp(v) FROM t", "function INTERP is not supported", "AS"),
+    (W + " NOTIFY('ws://h:1') ON (WINDOW_CLOSE) NOTIFY_OPTIONS(ON_FAILURE_RETRY)",
+     "unknown notify option ON_FAILURE_RETRY", "NOTIFY_OPTIONS"),
+    (W + " INTO o AS SELECT _twstart, %%tbname FROM t", "%%tbname needs PARTITION BY tbname", "AS"),
+    (W + " PARTITION BY tbname INTO o AS SELECT _twstart, %%2 FROM t", "%%2 refers to PARTITION BY column 2", "AS"),
+    ("CREATE STREAM s PERIOD(1h) STREAM_OPTIONS(MAX_DELAY(5s)) NOTIFY('ws://h:1')",
+     "applies to window triggers only", "MAX_DELAY"),
+    (W + " STREAM_OPTIONS(DELETE_OUTPUT_TABLE) INTO o AS SELECT _twstart FROM t",
+     "needs PARTITION BY tbname", "DELETE_OUTPUT_TABLE"),
+    (W + " STREAM_OPTIONS(CALC_NOTIFY_ONLY) INTO o AS SELECT _twstart FROM t", "add NOTIFY", "CALC_NOTIFY_ONLY"),
+    (W + " INTO o AS SELECT _qstart, count(*) FROM t", "pseudo-column _qstart", "AS"),
+    (W + " INTO o AS SELECT _twstart, v FROM o", "cannot also be a source table", "INTO"),
+    ("CREATE STREAM s SESSION(ts, 0s) FROM t NOTIFY('ws://h:1') ON (WINDOW_CLOSE)", "must be positive", "SESSION"),
+    ("CREATE STREAM s STATE_WINDOW(st) TRUE_FOR(COUNT 0) FROM t NOTIFY('ws://h:1') ON (WINDOW_CLOSE)",
+     "TRUE_FOR COUNT must be at least 1", "TRUE_FOR"),
+    (W + " STREAM_OPTIONS(WATERMARK(10)) NOTIFY('ws://h:1') ON (WINDOW_CLOSE)", "needs a unit", "WATERMARK"),
+    (W + " STREAM_OPTIONS(WATERMARK(10b)) NOTIFY('ws://h:1') ON (WINDOW_CLOSE)", "PRECISION 'ns'", "WATERMARK"),
+]
+
+
+@pytest.mark.parametrize("text, words, clause", RULES, ids=[r[1][:40] for r in RULES])
+def test_rule_is_enforced(text, words, clause):
+    with pytest.raises(StreamDefinitionError) as info:
+        parse(text)
+    err = info.value
+    assert isinstance(err, ValueError)
+    assert words in str(err)
+    assert err.clause == clause
+    assert err.line == 1 and err.column is not None and 1 <= err.column <= len(text)
+
+
+def test_error_points_at_the_offending_token():
+    text = "CREATE STREAM s\n  INTERVAL(1m) SLIDING(1m) FROM t\n  STREAM_OPTIONS(WATERMARK(1s) | BOGUS)\n"
+    with pytest.raises(StreamDefinitionError) as info:
+        parse(text)
+    assert (info.value.line, info.value.column) == (3, 34)
+    assert str(info.value).startswith("line 3, col 34: STREAM_OPTIONS: unknown stream option BOGUS")
+
+
+def test_syntax_error_in_subquery_has_absolute_position():
+    text = "CREATE STREAM s PERIOD(1h)\nINTO o AS\nSELECT count(* FROM t"
+    with pytest.raises(StreamSyntaxError) as info:
+        parse(text)
+    assert info.value.line == 3
+    assert info.value.clause == "AS"
+
+
+def test_unknown_function_position_is_inside_the_query():
+    text = "CREATE STREAM s PERIOD(1h)\nINTO o AS\nSELECT now(), bogus_fn(1) FROM t"
+    with pytest.raises(StreamDefinitionError) as info:
+        parse(text)
+    assert (info.value.line, info.value.column) == (3, 15)
+
+
+def test_valid_notify_only_and_period_stream_passes():
+    [stmt] = parse("CREATE STREAM IF NOT EXISTS power.s PERIOD(10a, 59m) FROM meters PARTITION BY tbname "
+                   "NOTIFY('wss://example.com:443/x') ON (ON_TIME)")
+    assert stmt.if_not_exists and stmt.name.db == "power"
+    assert stmt.trigger.offset.micros == 59 * 60_000_000
