@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import os
 import tempfile
+import time
 
 import pytest
 
 _HOME = tempfile.mkdtemp(prefix="airflow-stream-test-")
 os.environ["AIRFLOW_STREAM_HOME"] = _HOME
 os.environ.setdefault("AIRFLOW_STREAM_TIMEZONE", "UTC")
+# Spark hands timestamps to Python in the process's local zone; fix it so results read the same anywhere.
+os.environ["TZ"] = "UTC"
+time.tzset()
 
 
 @pytest.fixture(scope="session")

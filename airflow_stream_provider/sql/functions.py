@@ -89,28 +89,18 @@ def _log(args: list[exp.Expr]) -> exp.Expr:
     return template("LN(__a0)")(args) if len(args) == 1 else template("LOG(__a1, __a0)")(args)
 
 
-# Time-weighted average over the rows of the group, ordered by the row timestamp: the trapezoid
-# area under the value divided by the covered time; a single row gives its own value.
+# Time-weighted average: one fold over the group's non-NULL points sorted by row time, adding the
+# trapezoid area between consecutive points; the area over the covered time, or the single value.
 _TWA = (
-    "AGGREGATE(SEQUENCE(1, GREATEST(SIZE(ARRAY_SORT(COLLECT_LIST(IF(__a0 IS NULL, NULL, "
-    "STRUCT(UNIX_MICROS(__ts) AS t, CAST(__a0 AS DOUBLE) AS v))))) - 1, 1)), CAST(0 AS DOUBLE), "
-    "(acc, i) -> acc + (ARRAY_SORT(COLLECT_LIST(IF(__a0 IS NULL, NULL, STRUCT(UNIX_MICROS(__ts) AS t, "
-    "CAST(__a0 AS DOUBLE) AS v))))[i - 1].v + ARRAY_SORT(COLLECT_LIST(IF(__a0 IS NULL, NULL, "
-    "STRUCT(UNIX_MICROS(__ts) AS t, CAST(__a0 AS DOUBLE) AS v))))[i].v) / 2 * (ARRAY_SORT(COLLECT_LIST("
-    "IF(__a0 IS NULL, NULL, STRUCT(UNIX_MICROS(__ts) AS t, CAST(__a0 AS DOUBLE) AS v))))[i].t - "
-    "ARRAY_SORT(COLLECT_LIST(IF(__a0 IS NULL, NULL, STRUCT(UNIX_MICROS(__ts) AS t, CAST(__a0 AS DOUBLE) "
-    "AS v))))[i - 1].t))"
+    "AGGREGATE(ARRAY_SORT(COLLECT_LIST(IF(__a0 IS NULL, NULL, STRUCT(UNIX_MICROS(__ts) AS t, "
+    "CAST(__a0 AS DOUBLE) AS v)))), NAMED_STRUCT('first_t', CAST(NULL AS BIGINT), 'last_t', CAST(NULL AS BIGINT), "
+    "'last_v', CAST(NULL AS DOUBLE), 'area', CAST(0 AS DOUBLE)), (twa_acc__, twa_p__) -> NAMED_STRUCT("
+    "'first_t', COALESCE(twa_acc__.first_t, twa_p__.t), 'last_t', twa_p__.t, 'last_v', twa_p__.v, "
+    "'area', twa_acc__.area + IF(twa_acc__.last_t IS NULL, CAST(0 AS DOUBLE), "
+    "(twa_acc__.last_v + twa_p__.v) / 2 * (twa_p__.t - twa_acc__.last_t))), "
+    "twa_acc__ -> IF(twa_acc__.last_t IS NULL, NULL, IF(twa_acc__.last_t = twa_acc__.first_t, twa_acc__.last_v, "
+    "twa_acc__.area / (twa_acc__.last_t - twa_acc__.first_t))))"
 )
-
-
-def _twa(args: list[exp.Expr]) -> exp.Expr:
-    points = (
-        "ARRAY_SORT(COLLECT_LIST(IF(__a0 IS NULL, NULL, STRUCT(UNIX_MICROS(__ts) AS t, CAST(__a0 AS DOUBLE) AS v))))"
-    )
-    return template(
-        f"CASE WHEN SIZE({points}) = 1 THEN ELEMENT_AT({points}, 1).v WHEN SIZE({points}) > 1 THEN {_TWA} / "
-        f"(ELEMENT_AT({points}, -1).t - ELEMENT_AT({points}, 1).t) END"
-    )(args)
 
 
 def _f(name: str, lo: int, hi: int | None, build: Builder | str) -> Function:
@@ -145,7 +135,7 @@ REGISTRY: dict[str, Function] = {
         _f("apercentile", 2, 3, template("APPROX_PERCENTILE(__a0, __a1 / 100.0)")),
         _f("percentile", 2, 11, _percentile),
         _f("elapsed", 1, 2, _elapsed),
-        _f("twa", 1, 1, _twa),
+        _f("twa", 1, 1, template(_TWA)),
         # math
         _f("abs", 1, 1, "ABS"),
         _f("acos", 1, 1, "ACOS"),

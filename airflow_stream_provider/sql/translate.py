@@ -77,18 +77,19 @@ def _is_numeric(node: exp.Expr) -> bool:
     )
 
 
+_UNSIGNED = {"UTINYINT": "SMALLINT", "USMALLINT": "INT", "UINT": "BIGINT", "UBIGINT": "DECIMAL(20, 0)"}
+
+
 def _cast(node: exp.Cast, precision: str) -> exp.Expr:
     to = node.to
-    name = to.this.name if hasattr(to.this, "name") else str(to.this)
-    type_name = to.sql().split("(")[0].upper()
+    type_name = to.this.name if isinstance(to.this, exp.DType) else to.sql().split("(")[0].upper()
     if type_name == "TIMESTAMP" and _is_numeric(node.this):
         # TDengine reads a number as epoch time in the database precision; Spark would read seconds.
         fn = "TIMESTAMP_MILLIS" if precision == "ms" else "TIMESTAMP_MICROS"
         return exp.Anonymous(this=fn, expressions=[exp.Cast(this=node.this, to=exp.DataType.build("BIGINT"))])
-    if type_name in _TYPES or "UNSIGNED" in to.sql().upper():
-        target = _TYPES.get(type_name, "BIGINT" if "UNSIGNED" in to.sql().upper() else type_name)
-        return exp.Cast(this=node.this, to=exp.DataType.build(target))
-    del name
+    target = _UNSIGNED.get(type_name) or _TYPES.get(type_name)
+    if target:
+        return exp.Cast(this=node.this, to=exp.DataType.build(target, dialect="spark"))
     return node
 
 
