@@ -305,6 +305,9 @@ def parse_fragment(text: str, start: int = 0, end: int | None = None, *, clause:
     except TokenError as err:
         line, column = Lexer(text).position(start)
         raise StreamSyntaxError(str(err), line=line, column=column, clause=clause) from None
+    except RecursionError:
+        line, column = Lexer(text).position(start)
+        raise StreamSyntaxError("expression is nested too deeply", line=line, column=column, clause=clause) from None
     line, column = Lexer(text).position(start)
     if len(trees) != 1:
         raise StreamSyntaxError(f"{clause} needs one expression here", line=line, column=column, clause=clause)

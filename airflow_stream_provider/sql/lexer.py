@@ -48,7 +48,8 @@ class Token:
         return "end of input" if self.kind is Kind.EOF else repr(self.text)
 
 
-_NUMBER = re.compile(r"(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?")
+_DIGITS = frozenset("0123456789")
+_NUMBER = re.compile(r"(?:[0-9]+\.[0-9]*|\.[0-9]+|[0-9]+)(?:[eE][+-]?[0-9]+)?", re.ASCII)
 _IDENT = re.compile(r"[A-Za-z_\u0080-\uffff][A-Za-z0-9_$\u0080-\uffff]*")
 _SYMBOLS = ("<=>", "<>", "!=", ">=", "<=", "||", "->", "::", "<<", ">>")
 _REF = re.compile(r"%%(?:[A-Za-z_][A-Za-z0-9_]*|\d+)")
@@ -98,13 +99,13 @@ class Lexer:
             elif ch == "`":
                 i = self._scan_quoted(i, "`")
                 kind = Kind.QUOTED_IDENT
-            elif ch.isdigit() or (ch == "." and i + 1 < n and text[i + 1].isdigit()):
+            elif ch in _DIGITS or (ch == "." and i + 1 < n and text[i + 1] in _DIGITS):
                 m = _NUMBER.match(text, i)
                 i = m.end()
                 kind = Kind.NUMBER
                 unit = _IDENT.match(text, i)
                 if unit:
-                    if not re.fullmatch(r"\d+[a-zA-Z]", text[start : unit.end()]):
+                    if not re.fullmatch(r"[0-9]+[a-zA-Z]", text[start : unit.end()]):
                         raise self._error(f"malformed number or duration {text[start:unit.end()]!r}", start)
                     i = unit.end()
                     kind = Kind.DURATION
