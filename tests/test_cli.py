@@ -1,0 +1,58 @@
+"""`airflow-stream check` through the installed console script."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(sys.executable).with_name("airflow-stream")
+
+
+def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([str(SCRIPT), *args], input=stdin, capture_output=True, text=True, timeout=60,
+                          env=os.environ.copy())
+
+
+def test_check_prints_one_ok_line_per_statement(tmp_path):
+    path = tmp_path / "streams.sql"
+    path.write_text(
+        "CREATE DATABASE power;\n"
+        "CREATE STABLE power.meters (ts TIMESTAMP, current FLOAT) TAGS (location VARCHAR(24));\n"
+        "CREATE STREAM power.avg_current INTERVAL(1m) SLIDING(1m) FROM power.meters PARTITION BY tbname\n"
+        "  INTO power.avg_out AS SELECT _twstart, avg(current) FROM %%tbname;\n"
+        "SHOW power.STREAMS;\n"
+    )
+    result = run("check", "-f", str(path))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "ok: CREATE DATABASE power",
+        "ok: CREATE STABLE power.meters",
+        "ok: CREATE STREAM power.avg_current",
+        "ok: SHOW STREAMS power",
+    ]
+
+
+def test_check_reports_position_with_the_line_and_a_caret():
+    statement = "CREATE STREAM s INTERVAL(1m) SLIDING(1m) FROM t\nSTREAM_OPTIONS(MAX_DELAY(1s))\nNOTIFY('ws://h:1') ON (WINDOW_CLOSE)"
+    result = run("check", statement)
+    assert result.returncode == 2
+    lines = result.stderr.splitlines()
+    assert lines[0] == "error: line 2, col 16: MAX_DELAY(1s) is below the minimum of 3s"
+    assert lines[1] == "  STREAM_OPTIONS(MAX_DELAY(1s))"
+    assert lines[2] == "  " + " " * 15 + "^"
+
+
+def test_check_reads_standard_input_and_rejects_empty_input():
+    assert run("check", stdin="DROP STREAM IF EXISTS s;").stdout == "ok: DROP STREAM s\n"
+    empty = run("check", stdin="  ;  ")
+    assert empty.returncode == 2 and "no statement" in empty.stderr
+
+
+@pytest.mark.parametrize("flag", [["-f", "/nonexistent/file.sql"]])
+def test_check_missing_file_fails(flag):
+    result = run("check", *flag)
+    assert result.returncode != 0
