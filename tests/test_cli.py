@@ -56,3 +56,10 @@ def test_check_reads_standard_input_and_rejects_empty_input():
 def test_check_missing_file_fails(flag):
     result = run("check", *flag)
     assert result.returncode != 0
+
+
+def test_readme_example_file_checks():
+    example = Path(__file__).resolve().parent.parent / "examples" / "power.sql"
+    result = run("check", "-f", str(example))
+    assert result.returncode == 0, result.stderr
+    assert sum(line.startswith("ok: CREATE STREAM") for line in result.stdout.splitlines()) == 4
