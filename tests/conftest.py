@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 import time
@@ -14,6 +15,10 @@ os.environ.setdefault("AIRFLOW_STREAM_TIMEZONE", "UTC")
 # Spark hands timestamps to Python in the process's local zone; fix it so results read the same anywhere.
 os.environ["TZ"] = "UTC"
 time.tzset()
+
+
+# py4j logs from object finalizers at interpreter exit, after pytest has closed its streams.
+logging.getLogger("py4j").setLevel(logging.WARNING)
 
 
 @pytest.fixture(scope="session")
