@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
 from airflow_stream_provider import model as m
@@ -186,7 +186,7 @@ class Parser:
                 raise self.error(str(err), tok, clause) from None
         if tok.kind is Kind.NUMBER and tok.text.isdigit():
             self.advance()
-            return m.TimePoint(at=datetime.fromtimestamp(int(tok.text) / 1000, tz=_utc()))
+            return m.TimePoint(at=datetime.fromtimestamp(int(tok.text) / 1000, tz=UTC))
         if tok.upper == "NOW":
             self.advance()
             if self.accept_op("("):
@@ -248,7 +248,7 @@ class Parser:
 
     def span_until(self, stop: Callable[[], bool], clause: str) -> tuple[int, int]:
         """Token span from here to the first depth-0 token where ``stop()`` holds."""
-        depth, first = 0, self.tok
+        depth, first, first_index = 0, self.tok, self.i
         while True:
             tok = self.tok
             if tok.kind is Kind.EOF:
@@ -260,7 +260,7 @@ class Parser:
             elif tok.kind is Kind.OP and tok.text == ")":
                 depth -= 1
             self.advance()
-        if self.i == self.toks.index(first):
+        if self.i == first_index:
             raise self.error(f"{clause} needs an expression here, found {self.tok.describe()}", clause=clause,
                              syntax=True)
         return first.start, self.toks[self.i - 1].end
@@ -398,36 +398,20 @@ class Parser:
         tok = self.tok
         word = tok.upper
         if word == "PERIOD":
-            self.advance()
-            self.expect_op("(", "PERIOD")
-            period = self.duration("PERIOD", "period")
-            offset = self.duration("PERIOD", "offset") if self.accept_op(",") else None
-            self.expect_op(")", "PERIOD")
-            return m.PeriodTrigger(period, offset)
+            return m.PeriodTrigger(*self.duration_and_offset("PERIOD", "period"))
         if word == "INTERVAL":
-            self.advance()
-            self.expect_op("(", "INTERVAL")
-            interval = self.duration("INTERVAL", "interval")
-            offset = self.duration("INTERVAL", "offset") if self.accept_op(",") else None
-            self.expect_op(")", "INTERVAL")
+            interval, offset = self.duration_and_offset("INTERVAL", "interval")
             if not self.at("SLIDING"):
                 raise self.error("INTERVAL needs SLIDING(sliding_val), as in INTERVAL(5m) SLIDING(5m)",
                                  clause="INTERVAL", syntax=True)
-            sliding_tok = self.advance()
-            self.expect_op("(", "SLIDING")
-            sliding = self.duration("SLIDING", "sliding")
-            if self.at_op(","):
+            sliding_tok = self.tok
+            sliding, sliding_offset = self.duration_and_offset("SLIDING", "sliding")
+            if sliding_offset is not None:
                 raise self.error("SLIDING takes no offset after INTERVAL: put the offset in INTERVAL(interval, offset)",
                                  sliding_tok, "SLIDING")
-            self.expect_op(")", "SLIDING")
             return m.IntervalWindow(interval, sliding, offset)
         if word == "SLIDING":
-            self.advance()
-            self.expect_op("(", "SLIDING")
-            sliding = self.duration("SLIDING", "sliding")
-            offset = self.duration("SLIDING", "offset") if self.accept_op(",") else None
-            self.expect_op(")", "SLIDING")
-            return m.SlidingTrigger(sliding, offset)
+            return m.SlidingTrigger(*self.duration_and_offset("SLIDING", "sliding"))
         if word == "SESSION":
             self.advance()
             self.expect_op("(", "SESSION")
@@ -475,6 +459,15 @@ class Parser:
         raise self.error(
             f"expected a trigger ({', '.join(TRIGGER_KEYWORDS)}), found {tok.describe()}", clause="CREATE STREAM",
             hint=hint, syntax=True)
+
+    def duration_and_offset(self, keyword: str, what: str) -> tuple[m.Duration, m.Duration | None]:
+        """``KEYWORD(duration[, offset])``."""
+        self.expect(keyword)
+        self.expect_op("(", keyword)
+        value = self.duration(keyword, what)
+        offset = self.duration(keyword, "offset") if self.accept_op(",") else None
+        self.expect_op(")", keyword)
+        return value, offset
 
     def true_for(self) -> m.TrueFor | None:
         if not self.accept("TRUE_FOR"):
@@ -871,12 +864,6 @@ class Parser:
         if self.accept("WHERE"):
             where = self.expression("WHERE", lambda: self.at_op(";"))
         return m.Delete(table, where, **pos)
-
-
-def _utc():
-    from datetime import UTC
-
-    return UTC
 
 
 def parse(text: str) -> list[m.Statement]:

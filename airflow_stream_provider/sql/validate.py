@@ -32,10 +32,6 @@ class _Checker:
         tok = self.where.get(at or clause) or self.where.get("trigger") or self.where["CREATE STREAM"]
         raise StreamDefinitionError(message, line=tok.line, column=tok.column, clause=clause, hint=hint)
 
-    def expression_position(self, expr: m.SqlExpression | None, clause: str) -> None:
-        if expr is not None and expr.position is not None:
-            self.where.setdefault(clause, Token(None, "", 0, 0, expr.position.line, expr.position.column))  # type: ignore[arg-type]
-
 
 def validate_create_stream(stmt: m.CreateStream, where: dict[str, Token]) -> None:
     c = _Checker(stmt, where)
@@ -151,7 +147,7 @@ def _check_output(c: _Checker) -> None:
                 if source.key(db) == stmt.into.key(db):
                     c.fail("INTO", f"the output table {stmt.into} cannot also be a source table of the computation")
     seen: set[str] = set()
-    for i, col in enumerate(stmt.columns):
+    for col in stmt.columns:
         if col.name.lower() in seen:
             c.fail("columns", f"output column {col.name} is named twice")
         seen.add(col.name.lower())
@@ -159,7 +155,6 @@ def _check_output(c: _Checker) -> None:
         if tag.name.lower() in seen:
             c.fail("TAGS", f"tag {tag.name} has the name of another output column or tag")
         seen.add(tag.name.lower())
-        c.expression_position(tag.expr, f"TAGS {tag.name}")
         _check_group_refs(c, tag.expr, "TAGS")
     if stmt.output_subtable is not None:
         _check_group_refs(c, stmt.output_subtable, "OUTPUT_SUBTABLE")

@@ -112,3 +112,9 @@ def test_valid_notify_only_and_period_stream_passes():
                    "NOTIFY('wss://example.com:443/x') ON (ON_TIME)")
     assert stmt.if_not_exists and stmt.name.db == "power"
     assert stmt.trigger.offset.micros == 59 * 60_000_000
+
+
+def test_sliding_offset_is_refused_after_interval():
+    with pytest.raises(StreamDefinitionError, match="SLIDING takes no offset after INTERVAL") as info:
+        parse("CREATE STREAM s INTERVAL(1m) SLIDING(1m, 5s) FROM t NOTIFY('ws://h:1') ON (WINDOW_CLOSE)")
+    assert (info.value.line, info.value.column) == (1, 30)
