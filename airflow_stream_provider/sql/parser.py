@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import StreamDefinitionError, StreamSyntaxError
 from airflow_stream_provider.sql.dialect import CALENDAR_UNITS, UNIT_MICROS, parse_fragment
+from airflow_stream_provider.sql.functions import check_functions
 from airflow_stream_provider.sql.lexer import Kind, Lexer, Token
 from airflow_stream_provider.sql.timeparse import parse_timestamp
 
@@ -333,7 +334,9 @@ class Parser:
         elif word == "DELETE":
             return [self.delete(pos)]
         elif word in ("SELECT", "WITH") or self.at_op("("):
-            return [m.Select(self.query_to_end("SELECT"), **pos)]
+            query = self.query_to_end("SELECT")
+            check_functions(query.tree, query.text, query.position, "SELECT")
+            return [m.Select(query, **pos)]
         known = "CREATE, DROP, SHOW, START, STOP, RECALCULATE, USE, INSERT, DELETE or SELECT"
         raise self.error(f"unknown statement {tok.describe()}: expected {known}", syntax=True)
 
@@ -863,6 +866,7 @@ class Parser:
         where = None
         if self.accept("WHERE"):
             where = self.expression("WHERE", lambda: self.at_op(";"))
+            check_functions(where.tree, where.text, where.position, "WHERE")
         return m.Delete(table, where, **pos)
 
 

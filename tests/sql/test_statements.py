@@ -171,6 +171,8 @@ def test_delete_and_select():
         ("SHOW TABLES", "only SHOW [db.]STREAMS"),
         ("UPDATE t SET v = 1", "unknown statement 'UPDATE'"),
         ("SELECT 'unclosed FROM t", "string starting here is not closed"),
+        ("SELECT avgg(current) FROM meters", "unknown function AVGG"),
+        ("DELETE FROM d1 WHERE tail(v) > 1", "function TAIL is not supported"),
     ],
 )
 def test_bad_table_statements(text, words):
