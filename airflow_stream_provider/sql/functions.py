@@ -218,7 +218,8 @@ REGISTRY: dict[str, Function] = {
 }
 
 
-def _position_of(name: str, text: str, position) -> tuple[int | None, int | None]:
+def position_in(name: str, text: str, position) -> tuple[int | None, int | None]:
+    """Line and column of ``name`` (preferably called, as ``name(``) in ``text`` starting at ``position``."""
     if position is None:
         return None, None
     lowered = text.lower()
@@ -240,7 +241,7 @@ def check_functions(tree: exp.Expr, text: str = "", position=None, clause: str |
     for call in tree.find_all(exp.Anonymous):
         name = call.name.lower()
         fn = REGISTRY.get(name)
-        line, column = _position_of(call.name, text, position)
+        line, column = position_in(call.name, text, position)
         if fn is None:
             close = difflib.get_close_matches(name, list(REGISTRY), n=1)
             hint = f"did you mean {close[0].upper()}?" if close else None

@@ -160,9 +160,7 @@ class Parser:
         if tok.kind is not Kind.DURATION:
             raise self.error(f"expected a {what} such as 10s or 5m, found {tok.describe()}", tok, clause, syntax=True)
         self.advance()
-        count, unit = int(tok.text[:-1]), tok.text[-1]
-        if unit.isupper() and unit.lower() in UNIT_MICROS and unit.lower() != "m":
-            unit = unit.lower()
+        count, unit = int(tok.text[:-1]), tok.text[-1].lower()
         if unit == "b":
             raise self.error(
                 f"{what} {tok.text}: nanosecond durations need PRECISION 'ns', which Spark timestamps "
@@ -210,8 +208,8 @@ class Parser:
         if tok.upper in ("TRUE", "FALSE"):
             self.advance()
             return tok.upper == "TRUE"
-        if tok.upper in ("NOW", "TODAY"):
-            return self.time_point(clause) if tok.upper == "NOW" else self._today()
+        if tok.upper == "NOW":
+            return self.time_point(clause)
         sign = -1 if self.accept_op("-") else 1
         if not sign == -1:
             self.accept_op("+")
@@ -222,12 +220,6 @@ class Parser:
                 return sign * int(tok.text)
             return sign * float(tok.text)
         raise self.error(f"expected a value, found {tok.describe()}", tok, clause, syntax=True)
-
-    def _today(self) -> m.TimePoint:
-        tok = self.advance()
-        self.expect_op("(")
-        self.expect_op(")")
-        raise self.error("today() is not allowed as a value here; write a timestamp or now", tok)
 
     def value_list(self, clause: str) -> tuple[m.Value, ...]:
         self.expect_op("(", clause)

@@ -14,7 +14,7 @@ from airflow_stream_provider.sql.dialect import (
     StreamPlaceholder,
     TriggerTable,
 )
-from airflow_stream_provider.sql.functions import check_functions
+from airflow_stream_provider.sql.functions import check_functions, position_in
 from airflow_stream_provider.sql.lexer import Token
 
 DAY_MICROS = 86_400_000_000
@@ -31,6 +31,13 @@ class _Checker:
     def fail(self, clause: str, message: str, hint: str | None = None, at: str | None = None) -> None:
         tok = self.where.get(at or clause) or self.where.get("trigger") or self.where["CREATE STREAM"]
         raise StreamDefinitionError(message, line=tok.line, column=tok.column, clause=clause, hint=hint)
+
+    def fail_in(self, expr: m.SqlExpression, needle: str, clause: str, message: str) -> None:
+        """Fail at the first occurrence of ``needle`` inside ``expr``'s text."""
+        line, column = position_in(needle, expr.text, expr.position)
+        if line is None:
+            self.fail(clause, message)
+        raise StreamDefinitionError(message, line=line, column=column, clause=clause)
 
 
 def validate_create_stream(stmt: m.CreateStream, where: dict[str, Token]) -> None:
@@ -197,20 +204,21 @@ def _check_query(c: _Checker) -> None:
         if name.startswith("%%"):
             ref = name[2:]
             if ref == "trows":
-                c.fail("AS", "%%trows can only be used as a table: FROM %%trows")
+                c.fail_in(query, name, "AS", "%%trows can only be used as a table: FROM %%trows")
             if ref == "tbname" and "tbname" not in groups:
-                c.fail("AS", "%%tbname needs PARTITION BY tbname")
+                c.fail_in(query, name, "AS", "%%tbname needs PARTITION BY tbname")
             if ref.isdigit() and not 1 <= int(ref) <= len(groups):
-                c.fail("AS", f"%%{ref} refers to PARTITION BY column {ref}, but the stream groups by "
-                             f"{len(groups)} column(s)")
+                c.fail_in(query, name, "AS", f"%%{ref} refers to PARTITION BY column {ref}, but the stream groups "
+                                             f"by {len(groups)} column(s)")
             continue
         kinds = PLACEHOLDERS[name]
         if trig.kind not in kinds:
             owners = " and ".join(sorted(k.upper() if k != "window" else "window" for k in kinds))
-            c.fail("AS", f"placeholder {name} is not defined for {str(trig).split('(')[0]} triggers "
-                         f"(it belongs to {owners} triggers)")
+            c.fail_in(query, name, "AS", f"placeholder {name} is not defined for {str(trig).split('(')[0]} "
+                                         f"triggers (it belongs to {owners} triggers)")
         if name in CLOSE_ONLY_PLACEHOLDERS and opens:
-            c.fail("AS", f"placeholder {name} is only defined at WINDOW_CLOSE, but EVENT_TYPE includes WINDOW_OPEN")
+            c.fail_in(query, name, "AS", f"placeholder {name} is only defined at WINDOW_CLOSE, but EVENT_TYPE "
+                                         "includes WINDOW_OPEN")
     for node in tree.find_all(TriggerTable):
         if node.name == "%%tbname":
             if "tbname" not in groups:

@@ -42,6 +42,8 @@ def test_true_for_forms(clause, expected):
         ("SLIDING(1h, 5m)", m.SlidingTrigger(D(1, "h"), D(5, "m"))),
         ("INTERVAL(1h, 10m) SLIDING(30m)", m.IntervalWindow(D(1, "h"), D(30, "m"), D(10, "m"))),
         ("SESSION(ts, 30s)", m.SessionWindow("ts", D(30, "s"))),
+        ("SESSION(ts, 30S)", m.SessionWindow("ts", D(30, "s"))),
+        ("INTERVAL(1H) SLIDING(5M)", m.IntervalWindow(D(1, "h"), D(5, "m"))),
         ("COUNT_WINDOW(100)", m.CountWindow(100)),
         ("COUNT_WINDOW(100, 50)", m.CountWindow(100, 50)),
         ("COUNT_WINDOW(100, 50, c1, c2)", m.CountWindow(100, 50, ("c1", "c2"))),

@@ -118,3 +118,10 @@ def test_sliding_offset_is_refused_after_interval():
     with pytest.raises(StreamDefinitionError, match="SLIDING takes no offset after INTERVAL") as info:
         parse("CREATE STREAM s INTERVAL(1m) SLIDING(1m, 5s) FROM t NOTIFY('ws://h:1') ON (WINDOW_CLOSE)")
     assert (info.value.line, info.value.column) == (1, 30)
+
+
+def test_placeholder_error_points_at_the_placeholder():
+    text = "CREATE STREAM s PERIOD(1h)\nINTO o AS\nSELECT now(),\n       _twstart FROM t"
+    with pytest.raises(StreamDefinitionError, match="placeholder _twstart") as info:
+        parse(text)
+    assert (info.value.line, info.value.column) == (4, 8)
