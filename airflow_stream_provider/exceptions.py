@@ -2,6 +2,16 @@
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str | None:
+    """A hint naming the closest choice, compared case-insensitively, or None."""
+    upper = {c.upper(): c for c in choices}
+    close = difflib.get_close_matches(word.upper(), list(upper), n=1, cutoff=0.6)
+    return f"did you mean {close[0]}?" if close else None
+
 
 class StreamError(Exception):
     """Base of every error this package raises on purpose."""

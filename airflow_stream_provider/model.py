@@ -105,6 +105,7 @@ class SqlExpression:
 class PeriodTrigger:
     period: Duration
     offset: Duration | None = None
+    keyword = "PERIOD"
     kind = "period"
     notify_type = "Period"
 
@@ -118,6 +119,7 @@ class SlidingTrigger:
 
     sliding: Duration
     offset: Duration | None = None
+    keyword = "SLIDING"
     kind = "sliding"
     notify_type = "Sliding"
 
@@ -130,6 +132,7 @@ class IntervalWindow:
     interval: Duration
     sliding: Duration
     offset: Duration | None = None
+    keyword = "INTERVAL"
     kind = "window"
     notify_type = "Interval"
 
@@ -142,6 +145,7 @@ class IntervalWindow:
 class SessionWindow:
     ts_column: str
     gap: Duration
+    keyword = "SESSION"
     kind = "window"
     notify_type = "Session"
 
@@ -168,6 +172,7 @@ class TrueFor:
 class StateWindow:
     column: SqlExpression
     true_for: TrueFor | None = None
+    keyword = "STATE_WINDOW"
     kind = "window"
     notify_type = "State"
 
@@ -180,6 +185,7 @@ class EventWindow:
     start: SqlExpression
     end: SqlExpression
     true_for: TrueFor | None = None
+    keyword = "EVENT_WINDOW"
     kind = "window"
     notify_type = "Event"
 
@@ -193,6 +199,7 @@ class CountWindow:
     count: int
     sliding: int | None = None
     columns: tuple[str, ...] = ()
+    keyword = "COUNT_WINDOW"
     kind = "window"
     notify_type = "Count"
 

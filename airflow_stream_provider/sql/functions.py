@@ -13,7 +13,7 @@ from functools import lru_cache
 import sqlglot
 from sqlglot import exp
 
-from airflow_stream_provider.exceptions import StreamDefinitionError
+from airflow_stream_provider.exceptions import StreamDefinitionError, did_you_mean
 from airflow_stream_provider.sql.dialect import UNIT_MICROS, Duration, PseudoColumn
 
 Builder = Callable[[list[exp.Expr]], exp.Expr]
@@ -236,17 +236,13 @@ def position_in(name: str, text: str, position) -> tuple[int | None, int | None]
 
 def check_functions(tree: exp.Expr, text: str = "", position=None, clause: str | None = None) -> None:
     """Reject unknown functions, functions Spark cannot express, and wrong argument counts."""
-    import difflib
-
     for call in tree.find_all(exp.Anonymous):
         name = call.name.lower()
         fn = REGISTRY.get(name)
         line, column = position_in(call.name, text, position)
         if fn is None:
-            close = difflib.get_close_matches(name, list(REGISTRY), n=1)
-            hint = f"did you mean {close[0].upper()}?" if close else None
             raise StreamDefinitionError(f"unknown function {call.name.upper()}", line=line, column=column,
-                                        clause=clause, hint=hint)
+                                        clause=clause, hint=did_you_mean(name, (n.upper() for n in REGISTRY)))
         if fn.unsupported:
             raise StreamDefinitionError(f"function {call.name.upper()} is not supported: it {fn.unsupported}",
                                         line=line, column=column, clause=clause)

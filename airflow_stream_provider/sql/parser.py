@@ -8,13 +8,12 @@ dialect on sqlglot (:mod:`.dialect`). Each statement grammar is one method, so a
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable
 from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
 from airflow_stream_provider import model as m
-from airflow_stream_provider.exceptions import StreamDefinitionError, StreamSyntaxError
+from airflow_stream_provider.exceptions import StreamDefinitionError, StreamSyntaxError, did_you_mean
 from airflow_stream_provider.sql.dialect import CALENDAR_UNITS, UNIT_MICROS, parse_fragment
 from airflow_stream_provider.sql.functions import check_functions
 from airflow_stream_provider.sql.lexer import Kind, Lexer, Token
@@ -60,11 +59,6 @@ DATABASE_OPTIONS = (
     "WAL_RETENTION_PERIOD WAL_RETENTION_SIZE ENCRYPT_ALGORITHM SS_CHUNKPAGES SS_KEEPLOCAL SS_COMPACT DNODES "
     "COMPACT_INTERVAL COMPACT_TIME_RANGE COMPACT_TIME_OFFSET"
 ).split()
-
-
-def did_you_mean(word: str, choices: tuple[str, ...] | list[str]) -> str | None:
-    close = difflib.get_close_matches(word.upper(), choices, n=1, cutoff=0.6)
-    return f"did you mean {close[0]}?" if close else None
 
 
 class Parser:

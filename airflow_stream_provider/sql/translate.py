@@ -27,7 +27,6 @@ _TYPES = {
     "NCHAR": "STRING",
     "VARBINARY": "BINARY",
     "BOOL": "BOOLEAN",
-    "TINYINT": "TINYINT",
 }
 _NUMERIC = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod, exp.Neg, exp.IntDiv)
 
@@ -114,6 +113,8 @@ def to_spark(
             f"the TDengine window clause {window.args['kind']} has no Spark SQL form; run the query with "
             "`airflow-stream sql`, whose window engine evaluates it"
         )
+    if tree.find(PartitionClause) is not None:
+        raise StreamDefinitionError("PARTITION BY in a SELECT has no Spark SQL form without a window clause")
 
     def convert(node: exp.Expr) -> exp.Expr:
         if isinstance(node, Duration):
@@ -138,8 +139,6 @@ def to_spark(
             if node.name in ("_wstart", "_wend", "_wduration"):
                 return exp.column(node.name, quoted=True)
             raise StreamDefinitionError(f"pseudo-column {node.name} is not supported")
-        if isinstance(node, PartitionClause):
-            raise StreamDefinitionError("PARTITION BY in a SELECT has no Spark SQL form without a window clause")
         return node
 
     # A replaced node's children are not visited again, so each rewrite gets its own pass: functions
@@ -147,6 +146,4 @@ def to_spark(
     spark_tree = tree.copy().transform(lambda n: translate_call(n) if isinstance(n, exp.Anonymous) else n)
     spark_tree = spark_tree.transform(convert)
     spark_tree = spark_tree.transform(lambda n: _cast(n, precision) if isinstance(n, exp.Cast) else n)
-    if spark_tree.find(PartitionClause) is not None or "td_partition" in spark_tree.args:
-        raise StreamDefinitionError("PARTITION BY in a SELECT needs a window clause")
     return spark_tree.sql(dialect="spark")

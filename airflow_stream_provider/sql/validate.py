@@ -58,12 +58,9 @@ def _check_trigger(c: _Checker) -> None:
             c.fail("PERIOD", f"offset {trig.offset} must be less than 1 day", at="trigger")
         if stmt.partition_by and stmt.trigger_table is None:
             c.fail("PARTITION BY", "PARTITION BY needs a trigger table (FROM)")
-    else:
-        kind = type(trig).__name__
-        label = {"SlidingTrigger": "SLIDING", "IntervalWindow": "INTERVAL", "SessionWindow": "SESSION",
-                 "StateWindow": "STATE_WINDOW", "EventWindow": "EVENT_WINDOW", "CountWindow": "COUNT_WINDOW"}[kind]
-        if stmt.trigger_table is None:
-            c.fail(label, f"{label} triggers need a trigger table: add FROM [db.]table", at="trigger")
+    elif stmt.trigger_table is None:
+        label = trig.keyword
+        c.fail(label, f"{label} triggers need a trigger table: add FROM [db.]table", at="trigger")
     if isinstance(trig, m.SlidingTrigger) and trig.offset and trig.offset.micros >= DAY_MICROS:
         c.fail("SLIDING", f"offset {trig.offset} must be less than 1 day", at="trigger")
     if isinstance(trig, m.IntervalWindow):
@@ -92,7 +89,7 @@ def _check_options(c: _Checker) -> None:
     if not window:
         for name in ("MAX_DELAY", "EVENT_TYPE"):
             if name in given:
-                c.fail(name, f"{name} applies to window triggers only, not to {str(trig).split('(')[0]}")
+                c.fail(name, f"{name} applies to window triggers only, not to {trig.keyword}")
     if "IGNORE_NODATA_TRIGGER" in given and not isinstance(trig, (m.PeriodTrigger, m.SlidingTrigger, m.IntervalWindow)):
         c.fail("IGNORE_NODATA_TRIGGER", "IGNORE_NODATA_TRIGGER applies to PERIOD, SLIDING and INTERVAL triggers only")
     if "DELETE_RECALC" in given and not (window and not isinstance(trig, m.CountWindow)):
@@ -123,7 +120,7 @@ def _check_notify(c: _Checker) -> None:
             c.fail("NOTIFY ON", "ON_TIME is the event of PERIOD and SLIDING triggers; window triggers send "
                                 "WINDOW_OPEN and WINDOW_CLOSE")
     elif set(notify.on) - {m.ON_TIME}:
-        c.fail("NOTIFY ON", f"{str(trig).split('(')[0]} triggers only send ON_TIME events")
+        c.fail("NOTIFY ON", f"{trig.keyword} triggers only send ON_TIME events")
     if notify.where is not None:
         if c.stmt.query is None:
             c.fail("NOTIFY WHERE", "NOTIFY WHERE filters on result columns, so it needs a computation (AS subquery)")
@@ -214,7 +211,7 @@ def _check_query(c: _Checker) -> None:
         kinds = PLACEHOLDERS[name]
         if trig.kind not in kinds:
             owners = " and ".join(sorted(k.upper() if k != "window" else "window" for k in kinds))
-            c.fail_in(query, name, "AS", f"placeholder {name} is not defined for {str(trig).split('(')[0]} "
+            c.fail_in(query, name, "AS", f"placeholder {name} is not defined for {trig.keyword} "
                                          f"triggers (it belongs to {owners} triggers)")
         if name in CLOSE_ONLY_PLACEHOLDERS and opens:
             c.fail_in(query, name, "AS", f"placeholder {name} is only defined at WINDOW_CLOSE, but EVENT_TYPE "
