@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import json
+import logging
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from airflow_stream_provider.exceptions import StreamDefinitionError
 
@@ -70,6 +73,141 @@ def cmd_selfcheck(args: argparse.Namespace) -> int:
     return 0
 
 
+def _statement_error(index: int, stmt, err: Exception, text: str, source: str) -> str:  # type: ignore[no-untyped-def]
+    """``error: statement N (KIND subject) at line L, col C: message`` and the statement's first line."""
+    where = f"line {stmt.position.line}, col {stmt.position.column}"
+    if isinstance(err, StreamDefinitionError) and err.line is not None:
+        where = f"line {err.line}, col {err.column}"
+    message = err.message if isinstance(err, StreamDefinitionError) and err.line is not None else str(err)
+    if isinstance(err, StreamDefinitionError) and err.line is not None and err.hint:
+        message += f" ({err.hint})"
+    first_line = str(message).strip().splitlines()[0] if str(message).strip() else type(err).__name__
+    label = f"{stmt.kind} {stmt.subject}".rstrip()
+    lines = [f"error: statement {index} ({label}) at {where}: {first_line}"]
+    src_lines = text.splitlines()
+    if 1 <= stmt.position.line <= len(src_lines):
+        lines.append(f"  {src_lines[stmt.position.line - 1]}")
+    if source and source not in ("<statement>", "<stdin>"):
+        lines.append(f"  in {source}")
+    return "\n".join(lines)
+
+
+def cmd_sql(args: argparse.Namespace) -> int:
+    from airflow_stream_provider.exceptions import StreamError
+    from airflow_stream_provider.output import render
+    from airflow_stream_provider.sql import parse
+    from airflow_stream_provider.warehouse import Warehouse
+
+    text, source = _read_input(args)
+    try:
+        statements = parse(text)
+    except StreamDefinitionError as err:
+        print(format_error(err, text, source) + "\n  nothing was executed", file=sys.stderr)
+        return 2
+    if not statements:
+        print("error: no statement found", file=sys.stderr)
+        return 2
+    warehouse = Warehouse(database=args.database)
+    notes = sys.stdout if args.format == "table" else sys.stderr
+    for index, stmt in enumerate(statements, start=1):
+        try:
+            result = warehouse.execute(stmt)
+        except StreamError as err:
+            print(_statement_error(index, stmt, err, text, source), file=sys.stderr)
+            return 2
+        except Exception as err:
+            if not _is_spark_error(err):
+                raise
+            print(_statement_error(index, stmt, err, text, source), file=sys.stderr)
+            return 2
+        if result.table is not None:
+            sys.stdout.write(render(result.table, args.format))
+            sys.stdout.flush()
+            if args.format == "table":
+                print(f"({result.message})")
+        else:
+            print(f"ok: {result.message}", file=notes)
+    return 0
+
+
+def _is_spark_error(err: Exception) -> bool:
+    try:
+        from pyspark.errors import PySparkException
+    except ImportError:
+        return False
+    return isinstance(err, PySparkException)
+
+
+def cmd_load(args: argparse.Namespace) -> int:
+    from airflow_stream_provider.exceptions import StreamError
+    from airflow_stream_provider.model import TableName
+    from airflow_stream_provider.warehouse import Warehouse
+    from airflow_stream_provider.warehouse.load import load
+
+    if args.into.upper() != "INTO":
+        print(f"error: expected INTO after the file name, found {args.into!r}", file=sys.stderr)
+        return 2
+    db, _, name = args.table.rpartition(".")
+    if not db:
+        print(f"error: name the table with its database, as in power.meters (found {args.table!r})", file=sys.stderr)
+        return 2
+
+    def progress(message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    try:
+        report = load(Warehouse(), Path(args.file), TableName(name, db), batch_rows=args.batch_rows,
+                      progress=progress)
+    except (StreamError, FileNotFoundError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(f"ok: {report.rows} rows loaded into {report.table} in {report.seconds:.1f} s "
+          f"({report.rows / max(report.seconds, 1e-9):,.0f} rows/s, {report.commits} commit"
+          f"{'s' if report.commits != 1 else ''})")
+    return 0
+
+
+def cmd_node(args: argparse.Namespace) -> int:
+    from airflow_stream_provider.engine import node
+
+    if args.action == "start":
+        try:
+            info = node.start(port=args.port, memory=args.memory)
+        except node.NodeError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 1
+        print(f"stream node running: pid {info.pid}, {info.url}, log {node.folder() / 'node.log'}")
+        return 0
+    if args.action == "stop":
+        pid = node.stop()
+        print(f"stream node stopped (pid {pid})" if pid else "stream node was not running")
+        return 0
+    report = node.status()
+    if report is None:
+        print("stream node: not running")
+        return 3
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    print(f"stream node: running, pid {report['pid']}, {report['url']}, up {_uptime(report['uptime_s'])}")
+    print(f"  log: {report['log']}")
+    queries = report.get("queries", [])
+    print(f"  streaming queries: {len(queries)}")
+    for query in queries:
+        progress = query.get("last_progress") or {}
+        last = (f"batch {progress.get('batchId')} at {progress.get('timestamp')}, "
+                f"{progress.get('numInputRows')} rows, {progress.get('processedRowsPerSecond', 0):.1f} rows/s"
+                if progress else "no batch yet")
+        print(f"  - {query.get('name') or query['id']}: {last}")
+    return 0
+
+
+def _uptime(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m{secs:02d}s" if hours else f"{minutes}m{secs:02d}s"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="airflow-stream", description="TDengine-style streams on Spark and Airflow")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -79,11 +217,36 @@ def build_parser() -> argparse.ArgumentParser:
     check.set_defaults(func=cmd_check)
     selfcheck = sub.add_parser("selfcheck", help="create, write and read back a Delta table on local Spark")
     selfcheck.set_defaults(func=cmd_selfcheck)
+
+    sql = sub.add_parser("sql", help="execute table statements and queries on the Delta warehouse")
+    sql.add_argument("-f", "--file", help="read statements from FILE ('-' for standard input)")
+    sql.add_argument("statement", nargs="?", help="statements to execute")
+    sql.add_argument("--format", choices=("table", "csv", "json"), default="table", help="how SELECT results print")
+    sql.add_argument("-d", "--database", help="database used by names without one (as after USE)")
+    sql.set_defaults(func=cmd_sql)
+
+    load = sub.add_parser("load", help="bulk-load a CSV or Parquet file into a table",
+                          usage="airflow-stream load FILE INTO db.table [--batch-rows N]")
+    load.add_argument("file", help="a .csv (with a header line) or .parquet file")
+    load.add_argument("into", metavar="INTO")
+    load.add_argument("table", help="db.table: a supertable, subtable or regular table")
+    load.add_argument("--batch-rows", type=int, default=2_000_000,
+                      help="rows per commit; a file up to this size loads in one atomic commit (default 2000000)")
+    load.set_defaults(func=cmd_load)
+
+    node = sub.add_parser("node", help="start, stop or inspect the stream node (Spark with Spark Connect)")
+    node.add_argument("action", choices=("start", "stop", "status"))
+    node.add_argument("--port", type=int, help="Spark Connect port on 127.0.0.1 (default 15002)")
+    node.add_argument("--memory", help="driver memory of the node, such as 4g")
+    node.add_argument("--json", action="store_true", help="status as JSON")
+    node.set_defaults(func=cmd_node)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    # PySpark logs every failed query as JSON before raising it; the error is reported once, below.
+    logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
     return args.func(args)
 
 

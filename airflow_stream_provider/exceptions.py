@@ -10,7 +10,7 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str | None:
     """A hint naming the closest choice, compared case-insensitively, or None."""
     upper = {c.upper(): c for c in choices}
     close = difflib.get_close_matches(word.upper(), list(upper), n=1, cutoff=0.6)
-    return f"did you mean {close[0]}?" if close else None
+    return f"did you mean {upper[close[0]]}?" if close else None
 
 
 class StreamError(Exception):

@@ -13,6 +13,9 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
+LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
+
+
 class DeltaJarsMissing(RuntimeError):
     """The Delta Lake jars are not where the session expects them."""
 
@@ -43,20 +46,25 @@ def spark_conf(home: Path | None = None) -> dict[str, str]:
         "spark.sql.warehouse.dir": str(home / "spark-warehouse"),
         "spark.sql.catalogImplementation": "in-memory",
         "spark.local.dir": str(scratch / "local"),
-        "spark.driver.extraJavaOptions": f"-Djava.io.tmpdir={scratch / 'tmp'} -Dderby.system.home={scratch}",
+        "spark.driver.extraJavaOptions": (
+            f"-Djava.io.tmpdir={scratch / 'tmp'} -Dderby.system.home={scratch} "
+            f"-Dlog4j2.configurationFile={LOG4J_CONFIG}"
+        ),
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
     }
 
 
-def local_session(app_name: str = "airflow-stream", master: str = "local[2]") -> SparkSession:
+def local_session(
+    app_name: str = "airflow-stream", master: str = "local[2]", extra: dict[str, str] | None = None
+) -> SparkSession:
     """The in-process session used when no stream node runs; one per process."""
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    conf = spark_conf()
+    conf = spark_conf() | (extra or {})
     home = config.home()
     for sub in ("spark/local", "spark/tmp"):
         (home / sub).mkdir(parents=True, exist_ok=True)
@@ -106,3 +114,44 @@ def delta_round_trip() -> int:
         return len(rows)
     finally:
         shutil.rmtree(path.parent, ignore_errors=True)
+
+
+def spark_session() -> SparkSession:
+    """The session SQL runs on: the stream node over Spark Connect when one is configured or running,
+    else the in-process local session (see :func:`remote_url`)."""
+    url = remote_url()
+    if url is None:
+        return local_session()
+    from pyspark.sql import SparkSession
+
+    return SparkSession.builder.remote(url).getOrCreate()
+
+
+def remote_url() -> str | None:
+    """The Spark Connect URL to use, first found of:
+
+    1. ``AIRFLOW_STREAM_SPARK_REMOTE`` (``sc://host:port``);
+    2. the Airflow connection ``AIRFLOW_STREAM_CONN_ID`` (default ``spark_connect``), when Airflow
+       defines it in the environment (``AIRFLOW_CONN_SPARK_CONNECT``) or the caller runs in a task;
+    3. ``[spark] remote`` in ``$AIRFLOW_STREAM_HOME/airflow-stream.toml``;
+    4. the stream node of this home, when it runs.
+    """
+    explicit = os.environ.get("AIRFLOW_STREAM_SPARK_REMOTE")
+    if explicit:
+        return explicit
+    conn_id = config.conn_id()
+    if os.environ.get(f"AIRFLOW_CONN_{conn_id.upper()}"):
+        return airflow_connection_url(conn_id)
+    configured = config.settings().get("spark", {}).get("remote")
+    if configured:
+        return str(configured)
+    from airflow_stream_provider.engine import node
+
+    return node.running_url()
+
+
+def airflow_connection_url(conn_id: str) -> str:
+    """The Spark Connect URL of an Airflow ``spark_connect`` connection, via the Spark provider's hook."""
+    from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
+
+    return SparkConnectHook(conn_id=conn_id).get_connection_url()

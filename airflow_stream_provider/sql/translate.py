@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 
 from sqlglot import exp
@@ -98,25 +98,30 @@ def to_spark(
     bindings: Mapping[str, Binding] | None = None,
     timestamp_column: str | None = None,
     precision: str = "ms",
+    tables: Callable[[exp.Table], exp.Expr] | None = None,
 ) -> str:
     """Spark SQL for a TDengine expression or query.
 
     :param bindings: placeholder values by name (``_twstart``, ``%%tbname``, ``%%trows``, ``%%1``);
         ``%%trows`` and ``%%tbname`` in FROM are bound to table references, other values to literals.
     :param timestamp_column: the name ``_c0``/``_rowts`` stand for (the table's first column).
+    :param tables: maps each table in FROM (other than CTE names) to what Spark reads instead.
     """
     bindings = dict(bindings or {})
     check_functions(tree)
     window = tree.find(WindowClause)
     if window is not None:
         raise StreamDefinitionError(
-            f"the TDengine window clause {window.args['kind']} has no Spark SQL form; run the query with "
-            "`airflow-stream sql`, whose window engine evaluates it"
+            f"the TDengine window clause {window.args['kind']} is not supported in a query run as Spark SQL"
         )
     if tree.find(PartitionClause) is not None:
         raise StreamDefinitionError("PARTITION BY in a SELECT has no Spark SQL form without a window clause")
 
+    ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
+
     def convert(node: exp.Expr) -> exp.Expr:
+        if tables is not None and type(node) is exp.Table and node.name.lower() not in ctes:
+            return tables(node)
         if isinstance(node, Duration):
             return _duration(node)
         if isinstance(node, StreamPlaceholder):

@@ -1,0 +1,280 @@
+"""The stream node: one long-running Spark application serving Spark Connect on 127.0.0.1.
+
+``airflow-stream node start`` spawns ``python -m airflow_stream_provider.engine.node`` detached,
+with its log, pid and state under ``$AIRFLOW_STREAM_HOME/node/``. The node writes ``status.json``
+every few seconds with the streaming queries it runs (its own and those started over Connect) and
+their last progress, which ``node status`` prints.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from airflow_stream_provider import config
+
+DEFAULT_PORT = 15002
+HOST = "127.0.0.1"
+STATUS_EVERY_S = 2.0
+_MODULE = "airflow_stream_provider.engine.node"
+
+
+def folder() -> Path:
+    return config.home() / "node"
+
+
+def default_port() -> int:
+    value = os.environ.get("AIRFLOW_STREAM_NODE_PORT") or config.settings().get("node", {}).get("port")
+    return int(value) if value else DEFAULT_PORT
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    pid: int
+    port: int
+    started: datetime
+
+    @property
+    def url(self) -> str:
+        return f"sc://{HOST}:{self.port}"
+
+
+def _alive(pid: int) -> bool:
+    """True when ``pid`` runs this module (a recycled pid running something else does not count)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    if Path(f"/proc/{pid}/stat").read_text().split(") ")[-1].startswith("Z"):
+        return False
+    return _MODULE.encode() in cmdline
+
+
+def running() -> NodeInfo | None:
+    """The node of this home when it runs."""
+    try:
+        data = json.loads((folder() / "node.json").read_text(encoding="utf-8"))
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+    info = NodeInfo(int(data["pid"]), int(data["port"]), datetime.fromisoformat(data["started"]))
+    return info if _alive(info.pid) else None
+
+
+def running_url() -> str | None:
+    info = running()
+    return info.url if info else None
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((HOST, port))
+        except OSError:
+            return False
+    return True
+
+
+def _accepts(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(1.0)
+        return sock.connect_ex((HOST, port)) == 0
+
+
+class NodeError(RuntimeError):
+    """The node could not be started or stopped; the message says why and where the log is."""
+
+
+def start(port: int | None = None, timeout: float = 180.0, memory: str | None = None) -> NodeInfo:
+    """Start the node and wait until Spark Connect accepts connections; return it when already running."""
+    current = running()
+    if current is not None:
+        return current
+    port = port or default_port()
+    if not _port_free(port):
+        raise NodeError(f"port {port} on {HOST} is in use; choose another with --port or AIRFLOW_STREAM_NODE_PORT")
+    node_dir = folder()
+    node_dir.mkdir(parents=True, exist_ok=True)
+    for name in ("node.json", "status.json"):
+        (node_dir / name).unlink(missing_ok=True)
+    log_path = node_dir / "node.log"
+    command = [sys.executable, "-m", _MODULE, "--port", str(port)]
+    if memory:
+        command += ["--memory", memory]
+    with log_path.open("ab") as log:
+        log.write(f"--- starting {' '.join(command)} at {datetime.now(UTC).isoformat()}\n".encode())
+        log.flush()
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                   cwd=node_dir, start_new_session=True)
+    (node_dir / "node.pid").write_text(str(process.pid), encoding="utf-8")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        code = process.poll()
+        if code is not None:
+            raise NodeError(f"the stream node exited with code {code} while starting:\n{_tail(log_path)}")
+        info = running()
+        if info is not None and info.pid == process.pid and _accepts(port):
+            return info
+        time.sleep(0.25)
+    _terminate(process.pid, 10.0)
+    raise NodeError(f"the stream node did not accept connections on {HOST}:{port} within {timeout:.0f} s:\n"
+                    f"{_tail(log_path)}")
+
+
+def stop(timeout: float = 60.0) -> int | None:
+    """Stop the node; return the pid stopped, or None when none ran."""
+    node_dir = folder()
+    try:
+        pid = int((node_dir / "node.pid").read_text(encoding="utf-8"))
+    except (FileNotFoundError, ValueError):
+        return None
+    stopped = pid if _alive(pid) else None
+    if stopped:
+        _terminate(pid, timeout)
+    for name in ("node.pid", "node.json", "status.json"):
+        (node_dir / name).unlink(missing_ok=True)
+    return stopped
+
+
+def _terminate(pid: int, timeout: float) -> None:
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not _alive(pid):
+            return
+        time.sleep(0.2)
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def status() -> dict | None:
+    """What the node last reported, with its pid, URL and uptime; None when it does not run."""
+    info = running()
+    if info is None:
+        return None
+    try:
+        report = json.loads((folder() / "status.json").read_text(encoding="utf-8"))
+    except (FileNotFoundError, json.JSONDecodeError):
+        report = {"queries": []}
+    now = datetime.now(UTC)
+    return report | {
+        "pid": info.pid,
+        "url": info.url,
+        "started": info.started.isoformat(),
+        "uptime_s": round((now - info.started).total_seconds(), 1),
+        "log": str(folder() / "node.log"),
+    }
+
+
+def _tail(path: Path, lines: int = 30) -> str:
+    try:
+        return "\n".join(path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
+    except FileNotFoundError:
+        return "(no log)"
+
+
+# --- the node process --------------------------------------------------------------------------
+
+
+def _queries(session) -> list[dict]:  # type: ignore[no-untyped-def]
+    """Active streaming queries of the node's session and of every Spark Connect session."""
+    managers = [session._jsparkSession.streams()]
+    jvm = session._jvm
+    try:
+        service = getattr(getattr(jvm.org.apache.spark.sql.connect.service, "SparkConnectService$"), "MODULE$")
+        manager = service.sessionManager()
+        infos = manager.listActiveSessions()
+        for i in range(infos.size()):
+            info = infos.apply(i)
+            key = jvm.org.apache.spark.sql.connect.service.SessionKey(info.userId(), info.sessionId())
+            holder = manager.getIsolatedSessionIfPresent(key)
+            if holder.isDefined():
+                managers.append(holder.get().session().streams())
+    except Exception as err:  # the Connect internals moved: report the node's own queries only
+        print(f"cannot list Spark Connect sessions: {err}", file=sys.stderr)
+    out = []
+    for streams in managers:
+        for query in streams.active():
+            progress = query.lastProgress()
+            out.append({
+                "id": query.id().toString(),
+                "run_id": query.runId().toString(),
+                "name": query.name(),
+                "active": query.isActive(),
+                "last_progress": json.loads(progress.json()) if progress is not None else None,
+            })
+    return out
+
+
+def _write_json(path: Path, payload: dict) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(payload), encoding="utf-8")
+    tmp.replace(path)
+
+
+def serve(port: int, memory: str | None = None) -> int:
+    from airflow_stream_provider.engine.session import local_session
+
+    extra = {
+        "spark.plugins": "org.apache.spark.sql.connect.SparkConnectPlugin",
+        "spark.connect.grpc.binding.address": HOST,
+        "spark.connect.grpc.binding.port": str(port),
+    }
+    if memory:
+        os.environ["PYSPARK_SUBMIT_ARGS"] = f"--driver-memory {memory} pyspark-shell"
+    session = local_session("airflow-stream-node", extra=extra)
+    stopping = False
+
+    def request_stop(signum, frame):  # type: ignore[no-untyped-def]
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+    node_dir = folder()
+    started = datetime.now(UTC)
+    _write_json(node_dir / "node.json", {"pid": os.getpid(), "port": port, "started": started.isoformat()})
+    print(f"stream node serving Spark Connect on sc://{HOST}:{port}", flush=True)
+    try:
+        while not stopping:
+            _write_json(node_dir / "status.json", {
+                "reported": datetime.now(UTC).isoformat(),
+                "spark_version": session.version,
+                "queries": _queries(session),
+            })
+            deadline = time.monotonic() + STATUS_EVERY_S
+            while not stopping and time.monotonic() < deadline:
+                time.sleep(0.1)
+    finally:
+        print("stream node stopping", flush=True)
+        for query in session.streams.active:
+            query.stop()
+        session.stop()
+        (node_dir / "node.json").unlink(missing_ok=True)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog=f"python -m {_MODULE}")
+    parser.add_argument("--port", type=int, default=default_port())
+    parser.add_argument("--memory", help="driver memory, such as 2g")
+    args = parser.parse_args(argv)
+    return serve(args.port, args.memory)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

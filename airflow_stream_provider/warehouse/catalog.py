@@ -1,0 +1,296 @@
+"""Where TDengine databases and tables live on disk, and what each table is.
+
+Layout under the warehouse root (DESIGN §2):
+
+- ``<db>/.database.json``: the database's precision;
+- ``<db>/<table>/``: a Delta table, for a supertable or a regular table. Its schema's field metadata
+  carries the TDengine type and role of each column, so a table describes itself wherever it is
+  copied;
+- ``<db>/.subtables/<name>.json``: a subtable's supertable and tag values. It is created with an
+  atomic create-if-absent, so two writers creating the same subtable agree on one set of tags.
+
+Names are case-insensitive, as in TDengine: they are stored in lower case.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pyarrow as pa
+
+from airflow_stream_provider.exceptions import StreamError, did_you_mean
+from airflow_stream_provider.model import DataType, TableName
+from airflow_stream_provider.warehouse.types import arrow_type, from_json_value, parse_type, to_json_value
+
+ROLE = "tdengine.role"
+TYPE = "tdengine.type"
+TBNAME = "tbname"
+CDF = {"delta.enableChangeDataFeed": "true"}
+
+
+class WarehouseError(StreamError):
+    """A table statement cannot run: unknown table, bad value, existing name..."""
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        self.message = message
+        self.hint = hint
+        super().__init__(message + (f" ({hint})" if hint else ""))
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    dtype: DataType
+    role: str  # "ts" (first column), "key" (composite key), "metric", "tbname" or "tag"
+
+    def arrow_field(self) -> pa.Field:
+        nullable = self.role not in ("ts", "key", "tbname")
+        return pa.field(self.name, arrow_type(self.dtype), nullable=nullable,
+                        metadata={ROLE: self.role, TYPE: str(self.dtype)})
+
+
+@dataclass(frozen=True)
+class TableInfo:
+    """A supertable or regular table: one Delta table."""
+
+    db: str
+    name: str
+    path: Path
+    columns: tuple[Column, ...]
+    precision: str
+
+    @property
+    def is_super(self) -> bool:
+        return any(c.role == TBNAME for c in self.columns)
+
+    @property
+    def kind(self) -> str:
+        return "supertable" if self.is_super else "table"
+
+    @property
+    def qualified(self) -> str:
+        return f"{self.db}.{self.name}"
+
+    @property
+    def data_columns(self) -> tuple[Column, ...]:
+        """The columns an INSERT names: timestamp, composite key and metrics."""
+        return tuple(c for c in self.columns if c.role in ("ts", "key", "metric"))
+
+    @property
+    def tags(self) -> tuple[Column, ...]:
+        return tuple(c for c in self.columns if c.role == "tag")
+
+    @property
+    def timestamp_column(self) -> str:
+        return self.columns[0].name
+
+    @property
+    def key_columns(self) -> tuple[str, ...]:
+        """The row identity: (tbname, timestamp[, composite key]) as TDengine's primary key per table."""
+        keys = tuple(c.name for c in self.columns if c.role in ("ts", "key"))
+        return ((TBNAME,) if self.is_super else ()) + keys
+
+    def column(self, name: str) -> Column | None:
+        lowered = name.lower()
+        return next((c for c in self.columns if c.name == lowered), None)
+
+    def arrow_schema(self) -> pa.Schema:
+        return pa.schema([c.arrow_field() for c in self.columns])
+
+
+@dataclass(frozen=True)
+class SubTable:
+    db: str
+    name: str
+    stable: TableInfo
+    tags: dict[str, object]
+
+    @property
+    def qualified(self) -> str:
+        return f"{self.db}.{self.name}"
+
+
+def table_columns(columns, tags=()) -> tuple[Column, ...]:  # type: ignore[no-untyped-def]
+    """Columns of a table from CREATE [S]TABLE definitions (``ColumnDefinition``)."""
+    out = []
+    for i, col in enumerate(columns):
+        role = "ts" if i == 0 else "key" if col.primary_key else "metric"
+        out.append(Column(col.name.lower(), col.type, role))
+    if tags:
+        out.append(Column(TBNAME, DataType("VARCHAR", (192,)), TBNAME))
+        out.extend(Column(t.name.lower(), t.type, "tag") for t in tags)
+    return tuple(out)
+
+
+def _check_name(name: str, what: str) -> str:
+    lowered = name.lower()
+    if not lowered or lowered.startswith(".") or "/" in lowered or "\\" in lowered or "\0" in lowered:
+        raise WarehouseError(f"{what} name {name!r} cannot be used as a folder name")
+    if what != "database" and lowered == TBNAME:
+        raise WarehouseError(f"{name} is reserved for the subtable name column")
+    return lowered
+
+
+def _write_new(path: Path, payload: dict) -> bool:
+    """Create ``path`` holding ``payload`` unless it exists; True when this call created it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(payload, handle)
+        os.link(tmp, path)  # fails when the name exists: an atomic create-if-absent with full content
+        return True
+    except FileExistsError:
+        return False
+    finally:
+        os.unlink(tmp)
+
+
+class Catalog:
+    """Databases, tables and subtables under one warehouse root."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self._tables: dict[Path, TableInfo] = {}
+
+    # databases ---------------------------------------------------------------------------------
+
+    def databases(self) -> list[str]:
+        if not self.root.is_dir():
+            return []
+        return sorted(p.name for p in self.root.iterdir() if (p / ".database.json").is_file())
+
+    def precision(self, db: str) -> str:
+        meta = self.root / db.lower() / ".database.json"
+        try:
+            return json.loads(meta.read_text(encoding="utf-8"))["precision"]
+        except FileNotFoundError:
+            raise WarehouseError(
+                f"database {db} does not exist", hint=did_you_mean(db, self.databases())) from None
+
+    def create_database(self, name: str, precision: str, if_not_exists: bool) -> bool:
+        name = _check_name(name, "database")
+        created = _write_new(self.root / name / ".database.json",
+                             {"precision": precision, "created": datetime.now(UTC).isoformat()})
+        if not created and not if_not_exists:
+            raise WarehouseError(f"database {name} already exists")
+        return created
+
+    def drop_database(self, name: str, if_exists: bool) -> bool:
+        folder = self.root / name.lower()
+        if not (folder / ".database.json").is_file():
+            if if_exists:
+                return False
+            raise WarehouseError(f"database {name} does not exist", hint=did_you_mean(name, self.databases()))
+        shutil.rmtree(folder)
+        self._tables.clear()
+        return True
+
+    # tables ------------------------------------------------------------------------------------
+
+    def table_path(self, db: str, name: str) -> Path:
+        return self.root / db.lower() / name.lower()
+
+    def names(self, db: str) -> list[str]:
+        folder = self.root / db.lower()
+        tables = [p.name for p in folder.iterdir() if (p / "_delta_log").is_dir()] if folder.is_dir() else []
+        subs = [p.stem for p in (folder / ".subtables").glob("*.json")]
+        return sorted(tables + subs)
+
+    def lookup(self, name: TableName, db: str) -> TableInfo | SubTable | None:
+        """The table ``name`` in ``db``, or None when there is none."""
+        self.precision(db)
+        lowered = name.name.lower()
+        path = self.table_path(db, lowered)
+        if (path / "_delta_log").is_dir():
+            return self._info(db, lowered, path)
+        registry = self.root / db.lower() / ".subtables" / f"{lowered}.json"
+        try:
+            entry = json.loads(registry.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return None
+        stable = self._info(db, entry["stable"], self.table_path(db, entry["stable"]))
+        types = {t.name: t.dtype for t in stable.tags}
+        tags = {k: from_json_value(v, types[k]) for k, v in entry["tags"].items()}
+        return SubTable(db.lower(), lowered, stable, tags)
+
+    def resolve(self, name: TableName, db: str, what: str = "table") -> TableInfo | SubTable:
+        found = self.lookup(name, db)
+        if found is None:
+            raise WarehouseError(f"{what} {db.lower()}.{name.name.lower()} does not exist",
+                                 hint=did_you_mean(name.name, self.names(db)))
+        return found
+
+    def _info(self, db: str, name: str, path: Path) -> TableInfo:
+        cached = self._tables.get(path)
+        if cached is not None:
+            return cached
+        from deltalake import DeltaTable
+
+        fields = DeltaTable(str(path)).schema().fields
+        columns = tuple(Column(f.name, parse_type(f.metadata[TYPE]), f.metadata[ROLE]) for f in fields
+                        if ROLE in f.metadata)
+        info = TableInfo(db.lower(), name, path, columns, self.precision(db))
+        self._tables[path] = info
+        return info
+
+    def create_table(self, db: str, name: str, columns: tuple[Column, ...], if_not_exists: bool) -> bool:
+        from deltalake import DeltaTable
+
+        name = _check_name(name, "table")
+        if self.lookup(TableName(name), db) is not None:
+            if if_not_exists:
+                return False
+            raise WarehouseError(f"table {db.lower()}.{name} already exists")
+        info = TableInfo(db.lower(), name, self.table_path(db, name), columns, self.precision(db))
+        try:
+            DeltaTable.create(str(info.path), info.arrow_schema(), mode="error", name=name,
+                              description=f"TDengine {info.kind} {info.qualified}", configuration=CDF)
+        except Exception as err:
+            if "exists" in str(err).lower():
+                if if_not_exists:
+                    return False
+                raise WarehouseError(f"table {info.qualified} already exists") from None
+            raise
+        return True
+
+    def create_subtable(self, stable: TableInfo, name: str, tags: dict[str, object],
+                        if_not_exists: bool) -> SubTable:
+        """Register subtable ``name``; when it exists, return the registered one (its tags win)."""
+        name = _check_name(name, "table")
+        existing = self.lookup(TableName(name), stable.db)
+        if existing is None:
+            entry = {"stable": stable.name, "tags": {k: to_json_value(v) for k, v in tags.items()},
+                     "created": datetime.now(UTC).isoformat()}
+            if _write_new(self.root / stable.db / ".subtables" / f"{name}.json", entry):
+                return SubTable(stable.db, name, stable, dict(tags))
+            existing = self.lookup(TableName(name), stable.db)
+        if not if_not_exists:
+            raise WarehouseError(f"table {stable.db}.{name} already exists")
+        if not isinstance(existing, SubTable) or existing.stable.name != stable.name:
+            owner = existing.stable.qualified if isinstance(existing, SubTable) else "a table of its own"
+            raise WarehouseError(f"table {stable.db}.{name} exists and belongs to {owner}, not {stable.qualified}")
+        return existing
+
+    def subtables(self, stable: TableInfo) -> list[str]:
+        out = []
+        for entry in (self.root / stable.db / ".subtables").glob("*.json"):
+            if json.loads(entry.read_text(encoding="utf-8"))["stable"] == stable.name:
+                out.append(entry.stem)
+        return sorted(out)
+
+    def drop_subtable_entry(self, sub: SubTable) -> None:
+        (self.root / sub.db / ".subtables" / f"{sub.name}.json").unlink(missing_ok=True)
+
+    def drop_table_files(self, info: TableInfo) -> None:
+        for sub in self.subtables(info):
+            (self.root / info.db / ".subtables" / f"{sub}.json").unlink(missing_ok=True)
+        shutil.rmtree(info.path)
+        self._tables.pop(info.path, None)
+

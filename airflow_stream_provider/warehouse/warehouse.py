@@ -1,0 +1,434 @@
+"""Execute TDengine table statements on Delta tables (DESIGN §2).
+
+Writes (CREATE, INSERT, DROP) commit through the Delta Lake Rust kernel and need no Spark;
+SELECT and DELETE ... WHERE run on Spark (the stream node over Spark Connect, or an in-process
+session), because their expressions are TDengine SQL translated to Spark SQL.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+from sqlglot import exp
+
+from airflow_stream_provider import config
+from airflow_stream_provider import model as m
+from airflow_stream_provider.exceptions import did_you_mean
+from airflow_stream_provider.warehouse import writer
+from airflow_stream_provider.warehouse.catalog import (
+    TBNAME,
+    Catalog,
+    Column,
+    SubTable,
+    TableInfo,
+    WarehouseError,
+    table_columns,
+)
+from airflow_stream_provider.warehouse.types import BadValue, TimeContext, coerce
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Result:
+    statement: m.Statement
+    message: str
+    table: pa.Table | None = None  # the rows of a SELECT
+    rows: int = 0  # rows written or deleted
+
+
+@dataclass
+class _Batch:
+    """Rows bound for one Delta table."""
+
+    info: TableInfo
+    rows: list[dict] = field(default_factory=list)
+    labels: set[str] = field(default_factory=set)
+
+
+class Warehouse:
+    """The TDengine databases under ``$AIRFLOW_STREAM_HOME/warehouse``.
+
+    :param spark: a session for SELECT and DELETE, or a callable returning one; by default the
+        stream node's session when it runs, else an in-process local session (created on first use).
+    """
+
+    def __init__(
+        self,
+        root: Path | None = None,
+        *,
+        spark: SparkSession | Callable[[], SparkSession] | None = None,
+        database: str | None = None,
+    ) -> None:
+        self.catalog = Catalog(root or config.warehouse())
+        self.database = database.lower() if database else None
+        self._spark = spark
+
+    # --- entry points ----------------------------------------------------------------------------
+
+    def run(self, text: str) -> Iterator[Result]:
+        """Parse all of ``text``, then execute its statements in order, yielding each result."""
+        from airflow_stream_provider.sql import parse
+
+        for statement in parse(text):
+            yield self.execute(statement)
+
+    def execute(self, statement: m.Statement) -> Result:
+        handler = _HANDLERS.get(type(statement))
+        if handler is None:
+            raise WarehouseError(
+                f"{statement.kind} is a stream statement; `airflow-stream sql` runs table statements and "
+                "queries (CREATE DATABASE/STABLE/TABLE, INSERT, DELETE, DROP, SELECT, USE)")
+        return handler(self, statement)
+
+    @property
+    def spark(self) -> SparkSession:
+        if self._spark is None:
+            from airflow_stream_provider.engine.session import spark_session
+
+            self._spark = spark_session()
+        elif callable(self._spark) and not hasattr(self._spark, "sql"):
+            self._spark = self._spark()
+        return self._spark  # type: ignore[return-value]
+
+    # --- databases -------------------------------------------------------------------------------
+
+    def _db(self, name: m.TableName) -> str:
+        db = name.db or self.database
+        if db is None:
+            raise WarehouseError(f"no database selected for {name.name}: write db.{name.name} or USE a database first")
+        return db.lower()
+
+    def _create_database(self, stmt: m.CreateDatabase) -> Result:
+        created = self.catalog.create_database(stmt.name, stmt.precision, stmt.if_not_exists)
+        verb = "created" if created else "exists:"
+        return Result(stmt, f"{verb} database {stmt.name.lower()} (precision {stmt.precision})")
+
+    def _use(self, stmt: m.UseDatabase) -> Result:
+        self.catalog.precision(stmt.name)
+        self.database = stmt.name.lower()
+        return Result(stmt, f"using database {self.database}")
+
+    def _drop_database(self, stmt: m.DropDatabase) -> Result:
+        dropped = self.catalog.drop_database(stmt.name, stmt.if_exists)
+        if self.database == stmt.name.lower():
+            self.database = None
+        return Result(stmt, f"dropped database {stmt.name.lower()}" if dropped else "nothing to drop")
+
+    # --- tables ----------------------------------------------------------------------------------
+
+    def _create_table(self, stmt: m.CreateSuperTable | m.CreateTable) -> Result:
+        db = self._db(stmt.name)
+        tags = stmt.tags if isinstance(stmt, m.CreateSuperTable) else ()
+        columns = table_columns(stmt.columns, tags)
+        created = self.catalog.create_table(db, stmt.name.name, columns, stmt.if_not_exists)
+        what = "supertable" if tags else "table"
+        name = f"{db}.{stmt.name.name.lower()}"
+        return Result(stmt, f"created {what} {name}" if created else f"exists: {what} {name}")
+
+    def _supertable(self, name: m.TableName, db: str) -> TableInfo:
+        found = self.catalog.resolve(name, db, "supertable")
+        if not isinstance(found, TableInfo) or not found.is_super:
+            raise WarehouseError(f"{db}.{name.name.lower()} is not a supertable")
+        return found
+
+    def _tags(self, stable: TableInfo, names: tuple[str, ...] | None, values: tuple[m.Value, ...],
+              label: str, ctx: TimeContext) -> dict[str, object]:
+        """Typed tag values of a new subtable; tags not named are NULL."""
+        if names is None:
+            if len(values) != len(stable.tags):
+                raise WarehouseError(
+                    f"{label}: {stable.qualified} has {len(stable.tags)} tags "
+                    f"({', '.join(t.name for t in stable.tags)}), {len(values)} values given")
+            columns = list(stable.tags)
+        else:
+            columns = [self._column(stable, n, label, roles=("tag",)) for n in names]
+        tags: dict[str, object] = {t.name: None for t in stable.tags}
+        for column, value in zip(columns, values, strict=True):
+            tags[column.name] = _coerce(value, column, label, ctx, "tag")
+        return tags
+
+    def _column(self, info: TableInfo, name: str, label: str, roles: tuple[str, ...]) -> Column:
+        column = info.column(name)
+        if column is None or column.role not in roles:
+            choices = [c.name for c in info.columns if c.role in roles]
+            what = "tag" if roles == ("tag",) else "column"
+            raise WarehouseError(f"{label}: {info.qualified} has no {what} {name}", hint=did_you_mean(name, choices))
+        return column
+
+    def _create_subtable(self, stmt: m.CreateSubTable) -> Result:
+        db = self._db(stmt.name)
+        stable = self._supertable(stmt.stable, db)
+        label = f"{db}.{stmt.name.name.lower()}"
+        ctx = TimeContext(stable.precision, datetime.now(UTC))
+        tags = self._tags(stable, stmt.tag_names, stmt.tag_values, label, ctx)
+        existing = self.catalog.lookup(stmt.name, db)
+        if existing is not None:
+            if stmt.if_not_exists:
+                return Result(stmt, f"exists: table {label}")
+            raise WarehouseError(f"table {label} already exists")
+        self.catalog.create_subtable(stable, stmt.name.name, tags, stmt.if_not_exists)
+        return Result(stmt, f"created table {label} using {stable.qualified}")
+
+    def _drop_table(self, stmt: m.DropTable) -> Result:
+        dropped = []
+        for name in stmt.names:
+            db = self._db(name)
+            found = self.catalog.lookup(name, db)
+            label = f"{db}.{name.name.lower()}"
+            if found is None:
+                if stmt.if_exists:
+                    continue
+                raise WarehouseError(f"table {label} does not exist",
+                                     hint=did_you_mean(name.name, self.catalog.names(db)))
+            is_super = isinstance(found, TableInfo) and found.is_super
+            if stmt.stable and not is_super:
+                raise WarehouseError(f"{label} is not a supertable; use DROP TABLE")
+            if not stmt.stable and is_super:
+                raise WarehouseError(f"{label} is a supertable; use DROP STABLE")
+            if isinstance(found, SubTable):
+                writer.delete_rows(found.stable.path, writer.string_equals(TBNAME, found.name))
+                self.catalog.drop_subtable_entry(found)
+            else:
+                self.catalog.drop_table_files(found)
+            dropped.append(label)
+        return Result(stmt, f"dropped {', '.join(dropped)}" if dropped else "nothing to drop")
+
+    # --- INSERT ----------------------------------------------------------------------------------
+
+    def _insert(self, stmt: m.Insert) -> Result:
+        """Validate every row of every target, then commit one MERGE per Delta table.
+
+        Rows for subtables of one supertable share one commit. When a statement spans several
+        Delta tables and a later commit fails, the earlier ones are restored (unless another writer
+        has committed on top of them, which the error then reports).
+        """
+        now = datetime.now(UTC)
+        batches: dict[Path, _Batch] = {}
+        new_subtables: dict[tuple[str, str], SubTable] = {}
+        known: dict[tuple[str, str], SubTable] = {}  # subtables written to, with their registered tags
+        for target in stmt.targets:
+            db = self._db(target.table)
+            label = f"{db}.{target.table.name.lower()}"
+            found = self.catalog.lookup(target.table, db)
+            key = (db, target.table.name.lower())
+            if found is None and key in new_subtables:
+                found = new_subtables[key]
+            if found is None:
+                if target.using is None:
+                    raise WarehouseError(
+                        f"table {label} does not exist",
+                        hint=did_you_mean(target.table.name, self.catalog.names(db))
+                        or f"create it with INSERT INTO {target.table.name} USING <supertable> TAGS (...) VALUES ...")
+                stable = self._supertable(target.using, db)
+                ctx = TimeContext(stable.precision, now)
+                tags = self._tags(stable, target.tag_names, target.tag_values, label, ctx)
+                found = new_subtables[key] = SubTable(db, key[1], stable, tags)
+            elif target.using is not None:
+                owner = found.stable if isinstance(found, SubTable) else found
+                if owner.name != target.using.name.lower():
+                    raise WarehouseError(f"{label} belongs to {owner.qualified}, not {db}.{target.using.name.lower()}")
+            info, tbname = (found.stable, found.name) if isinstance(found, SubTable) else (found, None)
+            if isinstance(found, SubTable):
+                known.setdefault(key, found)
+            batch = batches.setdefault(info.path, _Batch(info))
+            batch.labels.add(label)
+            ctx = TimeContext(info.precision, now)
+            for values in target.rows:
+                batch.rows.append(self._row(info, target, values, tbname, label, ctx, new_subtables, known))
+
+        for sub in new_subtables.values():
+            registered = self.catalog.create_subtable(sub.stable, sub.name, sub.tags, if_not_exists=True)
+            known[(sub.db, sub.name)] = registered
+        commits: list[writer.Commit] = []
+        total = 0
+        for batch in batches.values():
+            rows = self._arrow_rows(batch, known)
+            try:
+                commits.append(writer.upsert(batch.info.path, rows, batch.info.key_columns))
+            except Exception as err:
+                self._undo(commits, batch, err)
+            total += rows.num_rows
+        targets = ", ".join(sorted(set().union(*(b.labels for b in batches.values()))))
+        return Result(stmt, f"{total} row{'s' if total != 1 else ''} written to {targets}", rows=total)
+
+    def _row(self, info: TableInfo, target: m.InsertTarget, values: tuple[m.Value, ...], tbname: str | None,
+             label: str, ctx: TimeContext, new_subtables: dict[tuple[str, str], SubTable],
+             known: dict[tuple[str, str], SubTable]) -> dict:
+        if target.columns is None:
+            columns = list(info.data_columns)
+            if len(values) != len(columns):
+                raise WarehouseError(
+                    f"{label}: {len(values)} values for {len(columns)} columns "
+                    f"({', '.join(c.name for c in columns)})")
+        else:
+            roles = ("ts", "key", "metric", TBNAME, "tag") if tbname is None and info.is_super else ("ts", "key", "metric")
+            columns = [self._column(info, name, label, roles) for name in target.columns]
+            seen = set()
+            for column in columns:
+                if column.name in seen:
+                    raise WarehouseError(f"{label}: column {column.name} is listed twice")
+                seen.add(column.name)
+        row = {c.name: _coerce(v, c, label, ctx) for c, v in zip(columns, values, strict=True)}
+        for column in info.columns:
+            if column.role in ("ts", "key") and row.get(column.name) is None:
+                raise WarehouseError(f"{label}: column {column.name} ({column.dtype}) is part of the key and needs a value")
+        if info.is_super:
+            if tbname is None:
+                tbname = self._subtable_of_row(info, row, label, new_subtables, known)
+            row[TBNAME] = tbname
+        return row
+
+    def _subtable_of_row(self, stable: TableInfo, row: dict, label: str,
+                         new_subtables: dict[tuple[str, str], SubTable], known: dict[tuple[str, str], SubTable]) -> str:
+        """For ``INSERT INTO <supertable> (tbname, ...)``: the row's subtable, created from its tags if new."""
+        name = row.get(TBNAME)
+        if not name:
+            raise WarehouseError(f"{label}: an INSERT into a supertable must give tbname for each row")
+        name = str(name).lower()
+        key = (stable.db, name)
+        if key in new_subtables:
+            return name
+        found = self.catalog.lookup(m.TableName(name), stable.db)
+        if isinstance(found, SubTable):
+            if found.stable.name != stable.name:
+                raise WarehouseError(f"{label}: subtable {name} belongs to {found.stable.qualified}")
+            known[key] = found
+            return name
+        if found is not None:
+            raise WarehouseError(f"{label}: {stable.db}.{name} is not a subtable of {stable.qualified}")
+        if not any(t.name in row for t in stable.tags):
+            raise WarehouseError(f"{label}: subtable {stable.db}.{name} does not exist and the row gives no tags")
+        tags = {t.name: row.get(t.name) for t in stable.tags}
+        new_subtables[key] = SubTable(stable.db, name, stable, tags)
+        return name
+
+    @staticmethod
+    def _arrow_rows(batch: _Batch, subtables: dict[tuple[str, str], SubTable]) -> pa.Table:
+        info = batch.info
+        if info.is_super:
+            tag_cache: dict[str, dict[str, object]] = {}
+            for row in batch.rows:
+                name = row[TBNAME]
+                tags = tag_cache.get(name)
+                if tags is None:
+                    sub = subtables.get((info.db, name))
+                    tags = tag_cache[name] = (sub.tags if sub else {})
+                row.update(tags)
+        return pa.Table.from_pylist(batch.rows, schema=info.arrow_schema())
+
+    def _undo(self, commits: list[writer.Commit], failed: _Batch, err: Exception) -> None:
+        kept = [str(c.path) for c in commits if not writer.undo(c)]
+        detail = f"; other writers committed after this statement's changes to {', '.join(kept)}, which stay" if kept else ""
+        raise WarehouseError(
+            f"writing {', '.join(sorted(failed.labels))} failed ({type(err).__name__}: {err}); "
+            f"the statement's earlier writes were undone{detail}") from err
+
+    # --- DELETE and SELECT (Spark) ---------------------------------------------------------------
+
+    def _delete(self, stmt: m.Delete) -> Result:
+        from airflow_stream_provider.sql import to_spark
+
+        db = self._db(stmt.table)
+        found = self.catalog.resolve(stmt.table, db)
+        info = found.stable if isinstance(found, SubTable) else found
+        conditions = []
+        if isinstance(found, SubTable):
+            conditions.append(exp.column(TBNAME).eq(exp.Literal.string(found.name)).sql(dialect="spark"))
+        if stmt.where is not None:
+            where = to_spark(stmt.where.tree, timestamp_column=info.timestamp_column, precision=info.precision)
+            conditions.append(f"({where})")
+        sql = f"DELETE FROM delta.`{info.path}`" + (f" WHERE {' AND '.join(conditions)}" if conditions else "")
+        with self._local_time():
+            affected = self.spark.sql(sql).collect()
+        count = int(affected[0][0]) if affected else 0
+        return Result(stmt, f"{count} row{'s' if count != 1 else ''} deleted from {found.qualified}", rows=count)
+
+    def _select(self, stmt: m.Select) -> Result:
+        table = self.query(stmt.query)
+        return Result(stmt, f"{table.num_rows} row{'s' if table.num_rows != 1 else ''}", table=table)
+
+    def spark_sql(self, query: m.SqlExpression) -> str:
+        """The Spark SQL of a TDengine query, its tables resolved to the Delta tables they live in."""
+        from airflow_stream_provider.sql import to_spark
+
+        def table_ref(node: exp.Table) -> exp.Expr:
+            name = m.TableName(node.name, node.db or None)
+            found = self.catalog.resolve(name, self._db(name))
+            alias = node.alias or node.name
+            if isinstance(found, SubTable):
+                inner = exp.select("*").from_(_delta_table(found.stable.path)).where(
+                    exp.column(TBNAME).eq(exp.Literal.string(found.name)))
+                return inner.subquery(alias)
+            return _delta_table(found.path).as_(alias)
+
+        tree = query.tree
+        ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
+        infos = set()
+        for node in tree.find_all(exp.Table):
+            if node.name.lower() not in ctes:
+                name = m.TableName(node.name, node.db or None)
+                found = self.catalog.resolve(name, self._db(name))
+                infos.add(found.stable if isinstance(found, SubTable) else found)
+        ts_column = precision = None
+        if len(infos) == 1:
+            (info,) = infos
+            ts_column, precision = info.timestamp_column, info.precision
+        return to_spark(tree, tables=table_ref, timestamp_column=ts_column, precision=precision or "ms")
+
+    def query(self, query: m.SqlExpression) -> pa.Table:
+        sql = self.spark_sql(query)
+        with self._local_time():
+            return self.spark.sql(sql).toArrow()
+
+    @contextlib.contextmanager
+    def _local_time(self) -> Iterator[None]:
+        """Read timestamp strings in the statement in ``AIRFLOW_STREAM_TIMEZONE``, as INSERT does."""
+        spark = self.spark
+        zone = config.timezone_name()
+        previous = spark.conf.get("spark.sql.session.timeZone")
+        if previous == zone:
+            yield
+            return
+        spark.conf.set("spark.sql.session.timeZone", zone)
+        try:
+            yield
+        finally:
+            spark.conf.set("spark.sql.session.timeZone", previous)
+
+
+def _delta_table(path: Path) -> exp.Table:
+    return exp.Table(this=exp.to_identifier(str(path), quoted=True), db=exp.to_identifier("delta"))
+
+
+def _coerce(value: m.Value, column: Column, label: str, ctx: TimeContext, what: str = "column") -> object:
+    try:
+        return coerce(value, column.dtype, ctx)
+    except BadValue as err:
+        raise WarehouseError(f"{label}: {what} {column.name} ({column.dtype}): {err}") from None
+
+
+_HANDLERS: dict[type, Callable[[Warehouse, m.Statement], Result]] = {
+    m.CreateDatabase: Warehouse._create_database,
+    m.UseDatabase: Warehouse._use,
+    m.DropDatabase: Warehouse._drop_database,
+    m.CreateSuperTable: Warehouse._create_table,
+    m.CreateTable: Warehouse._create_table,
+    m.CreateSubTable: Warehouse._create_subtable,
+    m.DropTable: Warehouse._drop_table,
+    m.Insert: Warehouse._insert,
+    m.Delete: Warehouse._delete,
+    m.Select: Warehouse._select,
+}  # type: ignore[dict-item]
+
+
