@@ -103,7 +103,8 @@ class Warehouse:
 
     # --- databases -------------------------------------------------------------------------------
 
-    def _db(self, name: m.TableName) -> str:
+    def database_of(self, name: m.TableName) -> str:
+        """The database of ``name``: its own, or the current one."""
         db = name.db or self.database
         if db is None:
             raise WarehouseError(f"no database selected for {name.name}: write db.{name.name} or USE a database first")
@@ -128,7 +129,7 @@ class Warehouse:
     # --- tables ----------------------------------------------------------------------------------
 
     def _create_table(self, stmt: m.CreateSuperTable | m.CreateTable) -> Result:
-        db = self._db(stmt.name)
+        db = self.database_of(stmt.name)
         tags = stmt.tags if isinstance(stmt, m.CreateSuperTable) else ()
         columns = table_columns(stmt.columns, tags)
         created = self.catalog.create_table(db, stmt.name.name, columns, stmt.if_not_exists)
@@ -167,7 +168,7 @@ class Warehouse:
         return column
 
     def _create_subtable(self, stmt: m.CreateSubTable) -> Result:
-        db = self._db(stmt.name)
+        db = self.database_of(stmt.name)
         stable = self._supertable(stmt.stable, db)
         label = f"{db}.{stmt.name.name.lower()}"
         ctx = TimeContext(stable.precision, datetime.now(UTC))
@@ -183,7 +184,7 @@ class Warehouse:
     def _drop_table(self, stmt: m.DropTable) -> Result:
         dropped = []
         for name in stmt.names:
-            db = self._db(name)
+            db = self.database_of(name)
             found = self.catalog.lookup(name, db)
             label = f"{db}.{name.name.lower()}"
             if found is None:
@@ -218,7 +219,7 @@ class Warehouse:
         new_subtables: dict[tuple[str, str], SubTable] = {}
         known: dict[tuple[str, str], SubTable] = {}  # subtables written to, with their registered tags
         for target in stmt.targets:
-            db = self._db(target.table)
+            db = self.database_of(target.table)
             label = f"{db}.{target.table.name.lower()}"
             found = self.catalog.lookup(target.table, db)
             key = (db, target.table.name.lower())
@@ -339,7 +340,7 @@ class Warehouse:
     def _delete(self, stmt: m.Delete) -> Result:
         from airflow_stream_provider.sql import to_spark
 
-        db = self._db(stmt.table)
+        db = self.database_of(stmt.table)
         found = self.catalog.resolve(stmt.table, db)
         info = found.stable if isinstance(found, SubTable) else found
         conditions = []
@@ -364,7 +365,7 @@ class Warehouse:
 
         def table_ref(node: exp.Table) -> exp.Expr:
             name = m.TableName(node.name, node.db or None)
-            found = self.catalog.resolve(name, self._db(name))
+            found = self.catalog.resolve(name, self.database_of(name))
             alias = node.alias or node.name
             if isinstance(found, SubTable):
                 inner = exp.select("*").from_(_delta_table(found.stable.path)).where(
@@ -378,7 +379,7 @@ class Warehouse:
         for node in tree.find_all(exp.Table):
             if node.name.lower() not in ctes:
                 name = m.TableName(node.name, node.db or None)
-                found = self.catalog.resolve(name, self._db(name))
+                found = self.catalog.resolve(name, self.database_of(name))
                 infos.add(found.stable if isinstance(found, SubTable) else found)
         ts_column = precision = None
         if len(infos) == 1:

@@ -1,0 +1,245 @@
+"""Bulk load of CSV and Parquet files: ``airflow-stream load FILE INTO db.table``.
+
+The file is read twice: a first pass converts and checks every row against the table (a bad value
+names the table, the column and the row, and nothing is written), a second pass commits MERGEs of
+up to ``batch_rows`` rows, so a file of that size or less loads atomically and a later write of
+an existing key replaces the row, as INSERT does.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from airflow_stream_provider import config
+from airflow_stream_provider.exceptions import did_you_mean
+from airflow_stream_provider.model import TableName
+from airflow_stream_provider.warehouse import writer
+from airflow_stream_provider.warehouse.catalog import TBNAME, Column, SubTable, TableInfo, WarehouseError
+from airflow_stream_provider.warehouse.types import arrow_type
+
+READ_ROWS = 262_144
+
+
+@dataclass(frozen=True)
+class LoadReport:
+    table: str
+    rows: int
+    seconds: float
+    commits: int
+
+
+def _batches(path: Path) -> Iterator[pa.RecordBatch]:
+    suffix = path.suffix.lower()
+    if suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        yield from pq.ParquetFile(path).iter_batches(batch_size=READ_ROWS)
+    elif suffix == ".csv":
+        from pyarrow import csv
+
+        reader = csv.open_csv(path, read_options=csv.ReadOptions(block_size=16 << 20),
+                              convert_options=csv.ConvertOptions(strings_can_be_null=True))
+        yield from reader
+    else:
+        raise WarehouseError(f"{path.name}: load reads .csv (with a header line) and .parquet files")
+
+
+class _Converter:
+    """Casts file batches to a table's columns, checking what a cast alone would not."""
+
+    def __init__(self, info: TableInfo, sub: SubTable | None, label: str, source: str) -> None:
+        self.info, self.sub, self.label, self.source = info, sub, label, source
+        allowed = list(info.data_columns)
+        if info.is_super and sub is None:
+            allowed += [c for c in info.columns if c.role in (TBNAME, "tag")]
+        self.allowed = {c.name: c for c in allowed}
+        self.rows_seen = 0
+
+    def columns_of(self, schema: pa.Schema) -> dict[str, Column]:
+        mapping: dict[str, Column] = {}
+        for name in schema.names:
+            column = self.allowed.get(name.lower())
+            if column is None:
+                raise WarehouseError(f"{self.label}: {self.source} has column {name!r}, which {self.info.qualified} "
+                                     "does not have", hint=did_you_mean(name, list(self.allowed)))
+            mapping[name] = column
+        required = [c.name for c in self.info.columns if c.role in ("ts", "key")]
+        if self.info.is_super and self.sub is None:
+            required.append(TBNAME)
+        missing = [r for r in required if r not in {c.name for c in mapping.values()}]
+        if missing:
+            raise WarehouseError(f"{self.label}: {self.source} lacks column {', '.join(missing)}, which every row needs")
+        return mapping
+
+    def convert(self, batch: pa.RecordBatch) -> pa.Table:
+        mapping = self.columns_of(batch.schema)
+        arrays: dict[str, pa.Array] = {}
+        for name, column in mapping.items():
+            arrays[column.name] = self._cast(batch.column(name), column)
+        first_row = self.rows_seen + 1
+        self.rows_seen += batch.num_rows
+        for column in self.info.columns:
+            if column.role in ("ts", "key") or (column.role == TBNAME and self.sub is None):
+                if column.name in arrays and arrays[column.name].null_count:
+                    row = first_row + pc.index(pc.is_null(arrays[column.name]), True).as_py()
+                    raise WarehouseError(f"{self.label}: column {column.name} is empty in row {row} of {self.source}; "
+                                         "it is part of the key")
+        n = batch.num_rows
+        if self.sub is not None:
+            arrays[TBNAME] = pa.array([self.sub.name] * n, pa.string())
+            for tag in self.info.tags:
+                arrays[tag.name] = pa.array([self.sub.tags.get(tag.name)] * n, arrow_type(tag.dtype))
+        schema = self.info.arrow_schema()
+        return pa.table({f.name: arrays.get(f.name, pa.nulls(n, f.type)) for f in schema}, schema=schema)
+
+    def _cast(self, array: pa.Array, column: Column) -> pa.Array:
+        target = arrow_type(column.dtype)
+        where = f"{self.label}: column {column.name} ({column.dtype}) in {self.source}"
+        try:
+            if column.role == "ts" or column.dtype.name == "TIMESTAMP":
+                return self._timestamps(array, where)
+            if column.dtype.name in ("TINYINT UNSIGNED", "SMALLINT UNSIGNED", "INT UNSIGNED", "BIGINT UNSIGNED"):
+                low = pc.min(array).as_py()
+                if low is not None and low < 0:
+                    raise WarehouseError(f"{where}: {low} is negative")
+            casted = array.cast(target, safe=True)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as err:
+            raise WarehouseError(f"{where}: {err}") from None
+        if column.dtype.name in ("BINARY", "VARCHAR", "NCHAR", "VARBINARY") and len(casted):
+            sizes = pc.utf8_length(casted) if column.dtype.name == "NCHAR" else pc.binary_length(casted)
+            longest = pc.max(sizes).as_py()
+            if longest is not None and longest > column.dtype.args[0]:
+                raise WarehouseError(f"{where}: a value of {longest} is longer than {column.dtype}")
+        return casted
+
+    def _timestamps(self, array: pa.Array, where: str) -> pa.Array:
+        kind = array.type
+        if pa.types.is_timestamp(kind):
+            if kind.tz is None:
+                array = pc.assume_timezone(array, config.timezone_name())
+            return array.cast(pa.timestamp("us", tz="UTC"))
+        if pa.types.is_integer(kind):
+            unit = "ms" if self.info.precision == "ms" else "us"
+            return array.cast(pa.int64()).cast(pa.timestamp(unit, tz="UTC")).cast(pa.timestamp("us", tz="UTC"))
+        if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+            for parsed in (pa.timestamp("us"), pa.timestamp("us", tz="UTC")):
+                try:
+                    return self._timestamps(array.cast(parsed), where)
+                except pa.ArrowInvalid:
+                    continue
+            raise WarehouseError(f"{where}: values are not 'YYYY-MM-DD HH:MM:SS[.ffffff][+HH:MM]' timestamps")
+        raise WarehouseError(f"{where}: {kind} values are not timestamps")
+
+
+def load(
+    warehouse,  # type: ignore[no-untyped-def]
+    path: Path,
+    target: TableName,
+    *,
+    batch_rows: int = 2_000_000,
+    progress: Callable[[str], None] | None = None,
+) -> LoadReport:
+    """Load ``path`` into ``target``; returns what was written."""
+    started = time.perf_counter()
+    say = progress or (lambda message: None)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file")
+    db = warehouse.database_of(target)
+    found = warehouse.catalog.resolve(target, db)
+    sub = found if isinstance(found, SubTable) else None
+    info = found.stable if isinstance(found, SubTable) else found
+    label = f"load into {found.qualified}"
+    converter = _Converter(info, sub, label, path.name)
+
+    total = 0
+    for batch in _batches(path):  # pass 1: every row converts and fits
+        converter.convert(batch)
+        total += batch.num_rows
+    subtables = _subtables(warehouse, info, path, label) if info.is_super and sub is None else {}
+    say(f"{path.name}: {total:,} rows checked against {found.qualified}")
+
+    converter = _Converter(info, sub, label, path.name)
+    pending: list[pa.Table] = []
+    pending_rows = written = commits = 0
+
+    def flush() -> None:
+        nonlocal pending, pending_rows, written, commits
+        if not pending:
+            return
+        rows = pa.concat_tables(pending)
+        if subtables:
+            rows = _with_registered_tags(rows, info, subtables)
+        writer.upsert(info.path, rows, info.key_columns)
+        written += rows.num_rows
+        commits += 1
+        pending, pending_rows = [], 0
+        say(f"{path.name}: {written:,} of {total:,} rows committed")
+
+    for batch in _batches(path):  # pass 2: commit
+        pending.append(converter.convert(batch))
+        pending_rows += batch.num_rows
+        if pending_rows >= batch_rows:
+            flush()
+    flush()
+    return LoadReport(found.qualified, written, time.perf_counter() - started, commits)
+
+
+def _subtables(warehouse, info: TableInfo, path: Path, label: str) -> dict[str, SubTable]:  # type: ignore[no-untyped-def]
+    """The subtables a supertable load writes to, created from the file's tag columns when new."""
+    firsts: dict[str, dict] = {}
+    for batch in _batches(path):
+        table = pa.Table.from_batches([batch])
+        names = {n.lower(): n for n in table.column_names}
+        tbnames = table.column(names[TBNAME])
+        unique, first_index = _first_occurrences(tbnames)
+        for name, index in zip(unique, first_index, strict=True):
+            if name.lower() not in firsts:
+                row = {n.lower(): table.column(n)[index].as_py() for n in table.column_names}
+                firsts[name.lower()] = row
+    out: dict[str, SubTable] = {}
+    for name, row in firsts.items():
+        found = warehouse.catalog.lookup(TableName(name), info.db)
+        if isinstance(found, SubTable):
+            if found.stable.name != info.name:
+                raise WarehouseError(f"{label}: subtable {name} belongs to {found.stable.qualified}")
+            out[name] = found
+            continue
+        if found is not None:
+            raise WarehouseError(f"{label}: {info.db}.{name} is not a subtable of {info.qualified}")
+        if not any(t.name in row for t in info.tags):
+            raise WarehouseError(f"{label}: subtable {info.db}.{name} does not exist and {path.name} has no tag columns")
+        tags = {t.name: _tag_value(row.get(t.name), t) for t in info.tags}
+        out[name] = warehouse.catalog.create_subtable(info, name, tags, if_not_exists=True)
+    return out
+
+
+def _tag_value(value: object, column: Column) -> object:
+    if value is None:
+        return None
+    return pa.array([value]).cast(arrow_type(column.dtype)).to_pylist()[0]
+
+
+def _first_occurrences(values: pa.ChunkedArray) -> tuple[list[str], list[int]]:
+    indexed = pa.table({"v": values, "i": pa.array(range(len(values)), pa.int64())})
+    grouped = indexed.group_by("v").aggregate([("i", "min")])
+    return grouped.column("v").to_pylist(), grouped.column("i_min").to_pylist()
+
+
+def _with_registered_tags(rows: pa.Table, info: TableInfo, subtables: dict[str, SubTable]) -> pa.Table:
+    """Tag columns from the registry: a subtable's tags are those it was created with."""
+    names = rows.column(TBNAME)
+    lowered = pc.utf8_lower(names)
+    rows = rows.set_column(rows.schema.get_field_index(TBNAME), rows.schema.field(TBNAME), lowered)
+    keys = pa.array(sorted(subtables))
+    positions = pc.index_in(lowered, value_set=keys)
+    for tag in info.tags:
+        values = pa.array([subtables[k].tags.get(tag.name) for k in keys.to_pylist()], arrow_type(tag.dtype))
+        index = rows.schema.get_field_index(tag.name)
+        rows = rows.set_column(index, rows.schema.field(index), pc.take(values, positions))
+    return rows
