@@ -6,7 +6,7 @@ import json
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from decimal import Decimal, InvalidOperation
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 
 import pyarrow as pa
 
@@ -187,7 +187,7 @@ def _decimal(value: Value, dtype: DataType) -> Decimal:
         raise BadValue(f"{value!r} is not a number") from None
     if not number.is_finite():
         raise BadValue(f"{value!r} is not a finite number")
-    quantized = number.quantize(Decimal(1).scaleb(-scale))
+    quantized = number.quantize(Decimal(1).scaleb(-scale), rounding=ROUND_HALF_UP)
     if len(quantized.as_tuple().digits) > precision and quantized != 0:
         raise BadValue(f"{value} does not fit {dtype}")
     return quantized
