@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 from airflow_stream_provider import config
 from airflow_stream_provider.exceptions import did_you_mean
 from airflow_stream_provider.model import TableName
+from airflow_stream_provider.sql.timeparse import parse_timestamp
 from airflow_stream_provider.warehouse import writer
 from airflow_stream_provider.warehouse.catalog import TBNAME, Column, SubTable, TableInfo, WarehouseError
 from airflow_stream_provider.warehouse.types import arrow_type
@@ -34,7 +35,15 @@ class LoadReport:
     commits: int
 
 
-def _batches(path: Path) -> Iterator[pa.RecordBatch]:
+def _batches(path: Path, label: str) -> Iterator[pa.RecordBatch]:
+    """The file's record batches; a malformed file raises an error naming the load and the file."""
+    try:
+        yield from _read(path)
+    except (pa.ArrowInvalid, OSError) as err:
+        raise WarehouseError(f"{label}: {path.name} cannot be read: {err}") from None
+
+
+def _read(path: Path) -> Iterator[pa.RecordBatch]:
     suffix = path.suffix.lower()
     if suffix == ".parquet":
         import pyarrow.parquet as pq
@@ -133,8 +142,18 @@ class _Converter:
                     return self._timestamps(array.cast(parsed), where)
                 except pa.ArrowInvalid:
                     continue
-            raise WarehouseError(f"{where}: values are not 'YYYY-MM-DD HH:MM:SS[.ffffff][+HH:MM]' timestamps")
+            return self._timestamps(self._parse_each(array, where), where)
         raise WarehouseError(f"{where}: {kind} values are not timestamps")
+
+    def _parse_each(self, array: pa.Array, where: str) -> pa.Array:
+        """Strings that mix zoned and local forms, one at a time; names the first that is no timestamp."""
+        out = []
+        for index, text in enumerate(array.to_pylist()):
+            try:
+                out.append(None if text is None else parse_timestamp(text))
+            except ValueError as err:
+                raise WarehouseError(f"{where}, row {self.rows_seen + index + 1}: {err}") from None
+        return pa.array(out, pa.timestamp("us", tz="UTC"))
 
 
 def load(
@@ -158,7 +177,7 @@ def load(
     converter = _Converter(info, sub, label, path.name)
 
     total = 0
-    for batch in _batches(path):  # pass 1: every row converts and fits
+    for batch in _batches(path, label):  # pass 1: every row converts and fits
         converter.convert(batch)
         total += batch.num_rows
     subtables = _subtables(warehouse, info, path, label) if info.is_super and sub is None else {}
@@ -181,7 +200,7 @@ def load(
         pending, pending_rows = [], 0
         say(f"{path.name}: {written:,} of {total:,} rows committed")
 
-    for batch in _batches(path):  # pass 2: commit
+    for batch in _batches(path, label):  # pass 2: commit
         pending.append(converter.convert(batch))
         pending_rows += batch.num_rows
         if pending_rows >= batch_rows:
@@ -193,7 +212,7 @@ def load(
 def _subtables(warehouse, info: TableInfo, path: Path, label: str) -> dict[str, SubTable]:  # type: ignore[no-untyped-def]
     """The subtables a supertable load writes to, created from the file's tag columns when new."""
     firsts: dict[str, dict] = {}
-    for batch in _batches(path):
+    for batch in _batches(path, label):
         table = pa.Table.from_batches([batch])
         names = {n.lower(): n for n in table.column_names}
         tbnames = table.column(names[TBNAME])
