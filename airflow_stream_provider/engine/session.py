@@ -122,9 +122,11 @@ def spark_session() -> SparkSession:
     url = remote_url()
     if url is None:
         return local_session()
-    from pyspark.sql import SparkSession
+    # The Connect builder itself, not pyspark.sql's dispatcher: that one refuses a remote session in a
+    # process that also holds a local one, and switches later local builders to Connect mode.
+    from pyspark.sql.connect.session import SparkSession as RemoteSparkSession
 
-    return SparkSession.builder.remote(url).getOrCreate()
+    return RemoteSparkSession.builder.remote(url).getOrCreate()
 
 
 def remote_url() -> str | None:

@@ -1,0 +1,146 @@
+"""The stream node: start, status, stop, and the Spark Connect path against the in-process path."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from airflow_stream_provider.engine import node, session
+from airflow_stream_provider.warehouse import Warehouse
+
+pytestmark = pytest.mark.spark
+
+SCRIPT = Path(sys.executable).with_name("airflow-stream")
+
+STATEMENTS = """
+CREATE DATABASE power;
+USE power;
+CREATE STABLE meters (ts TIMESTAMP, current FLOAT, voltage INT, phase FLOAT) TAGS (location VARCHAR(24), groupid INT);
+INSERT INTO d1001 USING meters TAGS ('California.SanFrancisco', 2)
+  VALUES ('2018-10-03 14:38:05.000', 10.3, 219, 0.31) ('2018-10-03 14:38:15.000', 12.6, 218, 0.33)
+  d1002 USING meters TAGS ('California.LosAngeles', 3) VALUES ('2018-10-03 14:38:16.650', 10.3, 218, 0.25);
+INSERT INTO d1001 VALUES ('2018-10-03 14:38:15.000', 13.1, 221, 0.35);
+DELETE FROM meters WHERE voltage = 218;
+"""
+QUERIES = [
+    "SELECT tbname, location, groupid, ts, current, voltage, phase FROM power.meters ORDER BY tbname, ts",
+    "SELECT tbname, COUNT(*), AVG(voltage), SPREAD(current), LAST(ts) FROM power.meters GROUP BY tbname ORDER BY tbname",
+    "SELECT ts, TIMETRUNCATE(ts, 1m) AS minute, CAST(voltage AS BIGINT) + 1 AS v FROM power.d1001 WHERE ts >= '2018-10-03 14:38:00'",
+]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def cli(home: Path, *args: str, timeout: int = 240) -> subprocess.CompletedProcess:
+    env = os.environ | {"AIRFLOW_STREAM_HOME": str(home)}
+    return subprocess.run([str(SCRIPT), *args], capture_output=True, text=True, timeout=timeout, env=env)
+
+
+@pytest.fixture(scope="module")
+def running_node(tmp_path_factory, spark):
+    home = tmp_path_factory.mktemp("node-home")
+    port = free_port()
+    started = cli(home, "node", "start", "--port", str(port))
+    assert started.returncode == 0, started.stderr + started.stdout
+    try:
+        yield home, port
+    finally:
+        from pyspark.sql.connect.session import SparkSession as RemoteSparkSession
+
+        active = RemoteSparkSession.getActiveSession()
+        if active is not None:
+            active.stop()
+        stopped = cli(home, "node", "stop", timeout=120)
+        assert stopped.returncode == 0, stopped.stderr
+
+
+def test_status_shows_uptime_and_streaming_queries_with_progress(running_node, monkeypatch):
+    home, port = running_node
+    monkeypatch.setenv("AIRFLOW_STREAM_HOME", str(home))
+    assert node.running_url() == f"sc://127.0.0.1:{port}"
+    remote = session.spark_session()
+    assert type(remote).__module__.startswith("pyspark.sql.connect")
+    query = (remote.readStream.format("rate").option("rowsPerSecond", 10).load()
+             .writeStream.format("noop").queryName("probe_rate").start())
+    try:
+        deadline = time.monotonic() + 60
+        listed = {}
+        while time.monotonic() < deadline:
+            report = node.status()
+            listed = {q["name"]: q for q in report["queries"]}
+            if listed.get("probe_rate", {}).get("last_progress"):
+                break
+            time.sleep(1)
+        assert listed["probe_rate"]["last_progress"]["batchId"] >= 0
+        shown = cli(home, "node", "status")
+        assert shown.returncode == 0, shown.stderr
+        first = shown.stdout.splitlines()[0]
+        assert first.startswith(f"stream node: running, pid {report['pid']}, sc://127.0.0.1:{port}, up ")
+        assert "streaming queries: 1" in shown.stdout
+        assert "- probe_rate: batch " in shown.stdout
+        as_json = json.loads(cli(home, "node", "status", "--json").stdout)
+        assert as_json["uptime_s"] > 0 and as_json["url"] == f"sc://127.0.0.1:{port}"
+    finally:
+        query.stop()
+    # nothing of Spark's lands in the working directory of the node
+    assert not {"spark-warehouse", "metastore_db", "derby.log"} & {p.name for p in (home / "node").iterdir()}
+
+
+def test_connect_path_and_local_path_give_identical_results(running_node, tmp_path, spark, monkeypatch):
+    home, _ = running_node
+    monkeypatch.setenv("AIRFLOW_STREAM_HOME", str(home))
+    remote = session.spark_session()
+    results = {}
+    for label, spark_session, root in (("connect", remote, home / "warehouse"), ("local", spark, tmp_path / "wh")):
+        warehouse = Warehouse(root, spark=spark_session)
+        list(warehouse.run(STATEMENTS))
+        results[label] = [list(warehouse.run(q))[0].table.to_pylist() for q in QUERIES]
+    assert results["connect"] == results["local"]
+    # and both are right: d1001 keeps its replaced 14:38:15 row, the voltage-218 row of d1002 is gone
+    assert [(r["tbname"], r["voltage"]) for r in results["local"][0]] == [("d1001", 219), ("d1001", 221)]
+
+
+def test_status_and_stop_without_a_node(tmp_path):
+    shown = cli(tmp_path, "node", "status")
+    assert shown.returncode == 3 and shown.stdout.strip() == "stream node: not running"
+    stopped = cli(tmp_path, "node", "stop")
+    assert stopped.returncode == 0 and "was not running" in stopped.stdout
+
+
+def test_start_refuses_a_busy_port(tmp_path):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = cli(tmp_path, "node", "start", "--port", str(port))
+    assert result.returncode == 1
+    assert f"port {port} on 127.0.0.1 is in use" in result.stderr
+
+
+def test_airflow_connection_gives_the_connect_url(monkeypatch, tmp_path):
+    monkeypatch.setenv("AIRFLOW_STREAM_HOME", str(tmp_path))
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_CONNECT", json.dumps({"conn_type": "spark_connect", "host": "127.0.0.1",
+                                                                 "port": 15999}))
+    assert session.remote_url() == "sc://127.0.0.1:15999/"
+    monkeypatch.setenv("AIRFLOW_STREAM_SPARK_REMOTE", "sc://10.0.0.5:15002")
+    assert session.remote_url() == "sc://10.0.0.5:15002"
+
+
+def test_home_config_names_a_remote_node(monkeypatch, tmp_path):
+    monkeypatch.setenv("AIRFLOW_STREAM_HOME", str(tmp_path))
+    monkeypatch.delenv("AIRFLOW_CONN_SPARK_CONNECT", raising=False)
+    monkeypatch.delenv("AIRFLOW_STREAM_SPARK_REMOTE", raising=False)
+    assert session.remote_url() is None
+    (tmp_path / "airflow-stream.toml").write_text('[spark]\nremote = "sc://spark-node.internal:15002"\n')
+    assert session.remote_url() == "sc://spark-node.internal:15002"
