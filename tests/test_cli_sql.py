@@ -97,6 +97,8 @@ def test_select_prints_table_csv_and_json_with_iso_timestamps(home):
     assert json.loads(as_json.stdout) == [{"ts": "2018-10-03T14:38:05.000+00:00", "voltage": 219}]
     # csv and json keep standard output for the rows: statement notes go to standard error
     assert "ok:" not in both.stdout and "ok:" not in as_json.stdout
+    # Spark ran in this working directory and left nothing of its own there
+    assert not {"spark-warehouse", "metastore_db", "derby.log"} & {p.name for p in home.iterdir()}
 
 
 def test_load_parquet_and_csv_into_supertable_and_subtable(home):

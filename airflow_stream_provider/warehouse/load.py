@@ -164,7 +164,9 @@ def load(
     batch_rows: int = 2_000_000,
     progress: Callable[[str], None] | None = None,
 ) -> LoadReport:
-    """Load ``path`` into ``target``; returns what was written."""
+    """Load ``path`` into ``target`` in commits of at most ``batch_rows`` rows; returns what was written."""
+    if batch_rows < 1:
+        raise WarehouseError(f"batch_rows must be at least 1, not {batch_rows}")
     started = time.perf_counter()
     say = progress or (lambda message: None)
     if not path.is_file():
@@ -201,10 +203,15 @@ def load(
         say(f"{path.name}: {written:,} of {total:,} rows committed")
 
     for batch in _batches(path, label):  # pass 2: commit
-        pending.append(converter.convert(batch))
-        pending_rows += batch.num_rows
-        if pending_rows >= batch_rows:
-            flush()
+        converted = converter.convert(batch)
+        offset = 0
+        while offset < converted.num_rows:
+            take = min(batch_rows - pending_rows, converted.num_rows - offset)
+            pending.append(converted.slice(offset, take))
+            pending_rows += take
+            offset += take
+            if pending_rows >= batch_rows:
+                flush()
     flush()
     return LoadReport(found.qualified, written, time.perf_counter() - started, commits)
 

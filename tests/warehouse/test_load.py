@@ -1,0 +1,57 @@
+"""Bulk load semantics, read back through the Delta kernel (no Spark needed)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from deltalake import DeltaTable, QueryBuilder
+
+from airflow_stream_provider.model import TableName
+from airflow_stream_provider.warehouse import Warehouse, WarehouseError
+from airflow_stream_provider.warehouse.load import load
+
+
+def read(wh: Warehouse, db: str, table: str, query: str) -> list[dict]:
+    delta = DeltaTable(str(wh.catalog.root / db / table))
+    return pa.table(QueryBuilder().register("t", delta).execute(query).read_all()).to_pylist()
+
+
+@pytest.fixture
+def wh(tmp_path):
+    warehouse = Warehouse(tmp_path / "warehouse")
+    list(warehouse.run("CREATE DATABASE fine PRECISION 'us'; CREATE TABLE fine.readings (ts TIMESTAMP, v INT);"
+                       "INSERT INTO fine.readings VALUES (1, 100) (2, 200)"))
+    return warehouse
+
+
+def test_load_replaces_existing_keys_and_the_last_duplicate_wins(wh, tmp_path):
+    path = tmp_path / "r.parquet"
+    # epoch numbers in a 'us' database are microseconds; key 2 exists, key 3 appears twice
+    pq.write_table(pa.table({"ts": pa.array([2, 3, 3], pa.int64()), "v": pa.array([201, 300, 301], pa.int32())}), path)
+    report = load(wh, path, TableName("readings", "fine"), batch_rows=2)
+    assert (report.rows, report.commits) == (3, 2)
+    got = read(wh, "fine", "readings", "SELECT ts, v FROM t ORDER BY ts")
+    epoch = datetime(1970, 1, 1, tzinfo=UTC)
+    assert [(r["ts"] - epoch).microseconds for r in got] == [1, 2, 3]
+    assert [r["v"] for r in got] == [100, 201, 301]
+
+
+def test_a_bad_value_in_a_later_batch_writes_nothing(wh, tmp_path):
+    path = tmp_path / "r.csv"
+    path.write_text("ts,v\n10,1\n11,2\n12,99999999999\n")
+    before = DeltaTable(str(wh.catalog.root / "fine" / "readings")).version()
+    with pytest.raises(WarehouseError, match=r"load into fine.readings: column v \(INT\) in r.csv"):
+        load(wh, path, TableName("readings", "fine"), batch_rows=1)
+    assert DeltaTable(str(wh.catalog.root / "fine" / "readings")).version() == before
+
+
+def test_unknown_file_types_and_tables_are_refused(wh, tmp_path):
+    path = tmp_path / "r.json"
+    path.write_text("{}")
+    with pytest.raises(WarehouseError, match="load reads .csv"):
+        load(wh, path, TableName("readings", "fine"))
+    with pytest.raises(WarehouseError, match="table fine.nosuch does not exist"):
+        load(wh, path, TableName("nosuch", "fine"))
