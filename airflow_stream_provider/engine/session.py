@@ -43,7 +43,7 @@ def spark_conf(home: Path | None = None) -> dict[str, str]:
         "spark.databricks.delta.snapshotPartitions": "2",
         "spark.sql.shuffle.partitions": "4",
         "spark.sql.session.timeZone": "UTC",
-        "spark.sql.warehouse.dir": str(home / "spark-warehouse"),
+        "spark.sql.warehouse.dir": str(scratch / "spark-warehouse"),
         "spark.sql.catalogImplementation": "in-memory",
         "spark.local.dir": str(scratch / "local"),
         "spark.driver.extraJavaOptions": (
