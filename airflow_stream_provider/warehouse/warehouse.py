@@ -363,9 +363,18 @@ class Warehouse:
         """The Spark SQL of a TDengine query, its tables resolved to the Delta tables they live in."""
         from airflow_stream_provider.sql import to_spark
 
+        tree = query.tree
+        ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
+        resolved: dict[tuple[str, str], TableInfo | SubTable] = {}
+        for node in tree.find_all(exp.Table):
+            if node.name.lower() not in ctes:
+                name = m.TableName(node.name, node.db or None)
+                db = self.database_of(name)
+                resolved[(db, name.name.lower())] = self.catalog.resolve(name, db)
+
         def table_ref(node: exp.Table) -> exp.Expr:
             name = m.TableName(node.name, node.db or None)
-            found = self.catalog.resolve(name, self.database_of(name))
+            found = resolved[(self.database_of(name), name.name.lower())]
             alias = node.alias or node.name
             if isinstance(found, SubTable):
                 inner = exp.select("*").from_(_delta_table(found.stable.path)).where(
@@ -373,14 +382,7 @@ class Warehouse:
                 return inner.subquery(alias)
             return _delta_table(found.path).as_(alias)
 
-        tree = query.tree
-        ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
-        infos = set()
-        for node in tree.find_all(exp.Table):
-            if node.name.lower() not in ctes:
-                name = m.TableName(node.name, node.db or None)
-                found = self.catalog.resolve(name, self.database_of(name))
-                infos.add(found.stable if isinstance(found, SubTable) else found)
+        infos = {found.stable if isinstance(found, SubTable) else found for found in resolved.values()}
         ts_column = precision = None
         if len(infos) == 1:
             (info,) = infos
