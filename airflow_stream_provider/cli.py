@@ -27,18 +27,22 @@ def _read_input(args: argparse.Namespace) -> tuple[str, str]:
     raise SystemExit("airflow-stream: give a STATEMENT, -f FILE, or statements on standard input")
 
 
-def format_error(err: StreamDefinitionError, text: str, source: str = "") -> str:
-    """``error: line L, col C: message``, then the offending line and a caret under the column."""
-    lines = [f"error: {err}"]
-    if err.line is not None:
-        src_lines = text.splitlines() or [""]
-        if 1 <= err.line <= len(src_lines):
-            code = src_lines[err.line - 1]
-            lines.append(f"  {code}")
-            lines.append("  " + " " * (max(err.column or 1, 1) - 1) + "^")
+def _quote_source(lines: list[str], text: str, line: int | None, source: str, column: int | None = None) -> str:
+    """``lines``, then line ``line`` of ``text`` (with a caret under ``column``) and the file name."""
+    src_lines = text.splitlines() or [""]
+    if line is not None and 1 <= line <= len(src_lines):
+        lines.append(f"  {src_lines[line - 1]}")
+        if column is not None:
+            lines.append("  " + " " * (max(column, 1) - 1) + "^")
     if source and source not in ("<statement>", "<stdin>"):
         lines.append(f"  in {source}")
     return "\n".join(lines)
+
+
+def format_error(err: StreamDefinitionError, text: str, source: str = "") -> str:
+    """``error: line L, col C: message``, then the offending line and a caret under the column."""
+    column = (err.column or 1) if err.line is not None else None
+    return _quote_source([f"error: {err}"], text, err.line, source, column)
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -83,13 +87,8 @@ def _statement_error(index: int, stmt, err: Exception, text: str, source: str) -
         message += f" ({err.hint})"
     first_line = str(message).strip().splitlines()[0] if str(message).strip() else type(err).__name__
     label = f"{stmt.kind} {stmt.subject}".rstrip()
-    lines = [f"error: statement {index} ({label}) at {where}: {first_line}"]
-    src_lines = text.splitlines()
-    if 1 <= stmt.position.line <= len(src_lines):
-        lines.append(f"  {src_lines[stmt.position.line - 1]}")
-    if source and source not in ("<statement>", "<stdin>"):
-        lines.append(f"  in {source}")
-    return "\n".join(lines)
+    return _quote_source([f"error: statement {index} ({label}) at {where}: {first_line}"], text,
+                         stmt.position.line, source)
 
 
 def cmd_sql(args: argparse.Namespace) -> int:

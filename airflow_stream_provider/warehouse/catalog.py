@@ -158,6 +158,7 @@ class Catalog:
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
         self._tables: dict[Path, TableInfo] = {}
+        self._precisions: dict[str, str] = {}
 
     # databases ---------------------------------------------------------------------------------
 
@@ -167,9 +168,14 @@ class Catalog:
         return sorted(p.name for p in self.root.iterdir() if (p / ".database.json").is_file())
 
     def precision(self, db: str) -> str:
-        meta = self.root / db.lower() / ".database.json"
+        """The database's precision; raises when the database does not exist."""
+        db = db.lower()
+        if db in self._precisions:
+            return self._precisions[db]
+        meta = self.root / db / ".database.json"
         try:
-            return json.loads(meta.read_text(encoding="utf-8"))["precision"]
+            precision = self._precisions[db] = json.loads(meta.read_text(encoding="utf-8"))["precision"]
+            return precision
         except FileNotFoundError:
             raise WarehouseError(
                 f"database {db} does not exist", hint=did_you_mean(db, self.databases())) from None
@@ -190,6 +196,7 @@ class Catalog:
             raise WarehouseError(f"database {name} does not exist", hint=did_you_mean(name, self.databases()))
         shutil.rmtree(folder)
         self._tables.clear()
+        self._precisions.pop(name.lower(), None)
         return True
 
     # tables ------------------------------------------------------------------------------------
@@ -260,23 +267,36 @@ class Catalog:
             raise
         return True
 
+    def existing_subtable(self, stable: TableInfo, name: str, label: str) -> SubTable | None:
+        """Subtable ``name`` of ``stable``, or None when no table has that name.
+
+        Raises when the name belongs to another supertable's subtable or to a table of its own.
+        """
+        found = self.lookup(TableName(name), stable.db)
+        if found is None:
+            return None
+        if not isinstance(found, SubTable):
+            raise WarehouseError(f"{label}: {stable.db}.{name.lower()} is not a subtable of {stable.qualified}")
+        if found.stable.name != stable.name:
+            raise WarehouseError(f"{label}: subtable {found.name} belongs to {found.stable.qualified}, "
+                                 f"not {stable.qualified}")
+        return found
+
     def create_subtable(self, stable: TableInfo, name: str, tags: dict[str, object],
                         if_not_exists: bool) -> SubTable:
         """Register subtable ``name``; when it exists, return the registered one (its tags win)."""
         name = _check_name(name, "table")
-        existing = self.lookup(TableName(name), stable.db)
+        label = f"{stable.db}.{name}"
+        existing = self.existing_subtable(stable, name, label)
         if existing is None:
             entry = {"stable": stable.name, "tags": {k: to_json_value(v) for k, v in tags.items()},
                      "created": datetime.now(UTC).isoformat()}
             if _write_new(self.root / stable.db / ".subtables" / f"{name}.json", entry):
                 return SubTable(stable.db, name, stable, dict(tags))
-            existing = self.lookup(TableName(name), stable.db)
+            existing = self.existing_subtable(stable, name, label)
         if not if_not_exists:
-            raise WarehouseError(f"table {stable.db}.{name} already exists")
-        if not isinstance(existing, SubTable) or existing.stable.name != stable.name:
-            owner = existing.stable.qualified if isinstance(existing, SubTable) else "a table of its own"
-            raise WarehouseError(f"table {stable.db}.{name} exists and belongs to {owner}, not {stable.qualified}")
-        return existing
+            raise WarehouseError(f"table {label} already exists")
+        return existing  # type: ignore[return-value]
 
     def subtables(self, stable: TableInfo) -> list[str]:
         out = []

@@ -69,6 +69,7 @@ class _Converter:
             allowed += [c for c in info.columns if c.role in (TBNAME, "tag")]
         self.allowed = {c.name: c for c in allowed}
         self.rows_seen = 0
+        self.mapped: set[str] = set()
 
     def columns_of(self, schema: pa.Schema) -> dict[str, Column]:
         mapping: dict[str, Column] = {}
@@ -78,6 +79,7 @@ class _Converter:
                 raise WarehouseError(f"{self.label}: {self.source} has column {name!r}, which {self.info.qualified} "
                                      "does not have", hint=did_you_mean(name, list(self.allowed)))
             mapping[name] = column
+        self.mapped = {c.name for c in mapping.values()}
         required = [c.name for c in self.info.columns if c.role in ("ts", "key")]
         if self.info.is_super and self.sub is None:
             required.append(TBNAME)
@@ -118,7 +120,7 @@ class _Converter:
                 if low is not None and low < 0:
                     raise WarehouseError(f"{where}: {low} is negative")
             casted = array.cast(target, safe=True)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as err:
+        except pa.ArrowException as err:
             raise WarehouseError(f"{where}: {err}") from None
         if column.dtype.name in ("BINARY", "VARCHAR", "NCHAR", "VARBINARY") and len(casted):
             sizes = pc.utf8_length(casted) if column.dtype.name == "NCHAR" else pc.binary_length(casted)
@@ -179,10 +181,14 @@ def load(
     converter = _Converter(info, sub, label, path.name)
 
     total = 0
+    per_row_subtables = info.is_super and sub is None
+    firsts: dict[str, dict] = {}  # each subtable's first row, for the tags of new subtables
     for batch in _batches(path, label):  # pass 1: every row converts and fits
-        converter.convert(batch)
+        converted = converter.convert(batch)
         total += batch.num_rows
-    subtables = _subtables(warehouse, info, path, label) if info.is_super and sub is None else {}
+        if per_row_subtables:
+            _first_rows(converted, firsts)
+    subtables = _subtables(warehouse.catalog, info, firsts, converter, label) if per_row_subtables else {}
     say(f"{path.name}: {total:,} rows checked against {found.qualified}")
 
     converter = _Converter(info, sub, label, path.name)
@@ -216,45 +222,30 @@ def load(
     return LoadReport(found.qualified, written, time.perf_counter() - started, commits)
 
 
-def _subtables(warehouse, info: TableInfo, path: Path, label: str) -> dict[str, SubTable]:  # type: ignore[no-untyped-def]
-    """The subtables a supertable load writes to, created from the file's tag columns when new."""
-    firsts: dict[str, dict] = {}
-    for batch in _batches(path, label):
-        table = pa.Table.from_batches([batch])
-        names = {n.lower(): n for n in table.column_names}
-        tbnames = table.column(names[TBNAME])
-        unique, first_index = _first_occurrences(tbnames)
-        for name, index in zip(unique, first_index, strict=True):
-            if name.lower() not in firsts:
-                row = {n.lower(): table.column(n)[index].as_py() for n in table.column_names}
-                firsts[name.lower()] = row
+def _first_rows(rows: pa.Table, firsts: dict[str, dict]) -> None:
+    """Add the first row of each subtable in ``rows`` not yet in ``firsts`` (keyed by lower-case tbname)."""
+    names = pc.utf8_lower(rows.column(TBNAME))
+    indexed = pa.table({"name": names, "i": pa.array(range(rows.num_rows), pa.int64())})
+    grouped = indexed.group_by("name").aggregate([("i", "min")])
+    for name, index in zip(grouped.column("name").to_pylist(), grouped.column("i_min").to_pylist(), strict=True):
+        if name not in firsts:
+            firsts[name] = rows.slice(index, 1).to_pylist()[0]
+
+
+def _subtables(catalog, info: TableInfo, firsts: dict[str, dict], converter: _Converter,  # type: ignore[no-untyped-def]
+               label: str) -> dict[str, SubTable]:
+    """The subtables a supertable load writes to; new ones are created with their first row's tags."""
+    has_tags = any(tag.name in converter.mapped for tag in info.tags)
     out: dict[str, SubTable] = {}
     for name, row in firsts.items():
-        found = warehouse.catalog.lookup(TableName(name), info.db)
-        if isinstance(found, SubTable):
-            if found.stable.name != info.name:
-                raise WarehouseError(f"{label}: subtable {name} belongs to {found.stable.qualified}")
-            out[name] = found
-            continue
-        if found is not None:
-            raise WarehouseError(f"{label}: {info.db}.{name} is not a subtable of {info.qualified}")
-        if not any(t.name in row for t in info.tags):
-            raise WarehouseError(f"{label}: subtable {info.db}.{name} does not exist and {path.name} has no tag columns")
-        tags = {t.name: _tag_value(row.get(t.name), t) for t in info.tags}
-        out[name] = warehouse.catalog.create_subtable(info, name, tags, if_not_exists=True)
+        found = catalog.existing_subtable(info, name, label)
+        if found is None:
+            if not has_tags:
+                raise WarehouseError(f"{label}: subtable {info.db}.{name} does not exist and "
+                                     f"{converter.source} has no tag columns")
+            found = catalog.create_subtable(info, name, {t.name: row[t.name] for t in info.tags}, if_not_exists=True)
+        out[name] = found
     return out
-
-
-def _tag_value(value: object, column: Column) -> object:
-    if value is None:
-        return None
-    return pa.array([value]).cast(arrow_type(column.dtype)).to_pylist()[0]
-
-
-def _first_occurrences(values: pa.ChunkedArray) -> tuple[list[str], list[int]]:
-    indexed = pa.table({"v": values, "i": pa.array(range(len(values)), pa.int64())})
-    grouped = indexed.group_by("v").aggregate([("i", "min")])
-    return grouped.column("v").to_pylist(), grouped.column("i_min").to_pylist()
 
 
 def _with_registered_tags(rows: pa.Table, info: TableInfo, subtables: dict[str, SubTable]) -> pa.Table:

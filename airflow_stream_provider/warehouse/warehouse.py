@@ -300,14 +300,10 @@ class Warehouse:
         key = (stable.db, name)
         if key in new_subtables:
             return name
-        found = self.catalog.lookup(m.TableName(name), stable.db)
-        if isinstance(found, SubTable):
-            if found.stable.name != stable.name:
-                raise WarehouseError(f"{label}: subtable {name} belongs to {found.stable.qualified}")
+        found = self.catalog.existing_subtable(stable, name, label)
+        if found is not None:
             known[key] = found
             return name
-        if found is not None:
-            raise WarehouseError(f"{label}: {stable.db}.{name} is not a subtable of {stable.qualified}")
         if not any(t.name in row for t in stable.tags):
             raise WarehouseError(f"{label}: subtable {stable.db}.{name} does not exist and the row gives no tags")
         tags = {t.name: row.get(t.name) for t in stable.tags}
