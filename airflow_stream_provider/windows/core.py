@@ -1,0 +1,473 @@
+"""The window core: where windows of every TDengine trigger type open and close.
+
+One scanner per trigger type walks a group's rows in event-time order and returns the windows that
+opened or closed, plus a small *carry*: the open window(s) and counters, JSON-safe, so that the
+next call continues exactly where this one stopped. Batch mode calls a scanner once over all rows
+of a group; the streaming detector calls it once per micro-batch with the carry kept in Spark
+state. Either way the same code decides, so both give the same windows.
+
+Input rows are a pandas DataFrame sorted by ``ts`` (int64 microseconds since the epoch) holding
+only the rows the caller judged eligible (pre-filtered, at or before the watermark), plus the
+columns the trigger type needs:
+
+=========  ===================================================================================
+type       columns
+=========  ===================================================================================
+interval   ``ts``
+session    ``ts``
+state      ``ts``, ``_state`` (NULL rows are skipped: they neither open nor split a window)
+event      ``ts``, ``_start``, ``_end`` (booleans), the condition columns ``_f_<name>``
+count      ``ts``, ``_valid`` (boolean: the row counts)
+=========  ===================================================================================
+
+Windows come back as a DataFrame with :data:`WINDOW_COLUMNS`. ``wend`` is the exclusive end
+(start + interval) for INTERVAL windows, as in TDengine's notifications, and the timestamp of the
+last row for the others. ``opened`` marks windows whose opening is reported by this call (with
+TRUE_FOR: the moment the window qualifies), ``closed`` windows that closed in it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from airflow_stream_provider import model as m
+from airflow_stream_provider.exceptions import StreamDefinitionError
+
+WINDOW_COLUMNS = (
+    "wstart", "wend", "rows", "closed", "opened", "ordinal",
+    "prev_state", "cur_state", "next_state",
+    "open_index", "open_fields", "close_index", "close_fields",
+)
+
+KINDS = ("interval", "session", "state", "event", "count")
+
+
+@dataclass(frozen=True)
+class WindowSpec:
+    """Everything a scanner needs to know about a trigger, in microseconds and plain values."""
+
+    kind: str
+    interval: int = 0
+    sliding: int = 0
+    offset: int = 0
+    gap: int = 0
+    count: int = 0
+    count_sliding: int = 0
+    true_for_duration: int | None = None
+    true_for_count: int | None = None
+    true_for_op: str | None = None
+    watermark: int = 0
+    keep_empty: bool = True  # INTERVAL windows without rows still trigger (no IGNORE_NODATA_TRIGGER)
+    start_fields: tuple[str, ...] = ()
+    end_fields: tuple[str, ...] = ()
+    trigger_type: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise StreamDefinitionError(f"unknown window kind {self.kind!r}")
+
+    @classmethod
+    def from_trigger(cls, trigger: m.Trigger, options: m.StreamOptions | None = None, *,
+                     start_fields: tuple[str, ...] = (), end_fields: tuple[str, ...] = ()) -> WindowSpec:
+        options = options or m.StreamOptions()
+        common: dict[str, Any] = {
+            "watermark": _micros(options.watermark, "WATERMARK") if options.watermark else 0,
+            "trigger_type": trigger.notify_type,
+        }
+        tf = getattr(trigger, "true_for", None)
+        if tf is not None:
+            common.update(
+                true_for_duration=_micros(tf.duration, "TRUE_FOR") if tf.duration else None,
+                true_for_count=tf.count,
+                true_for_op=tf.op,
+            )
+        if isinstance(trigger, m.IntervalWindow):
+            interval = _micros(trigger.interval, "INTERVAL")
+            sliding = _micros(trigger.sliding, "SLIDING")
+            if sliding > interval:
+                raise StreamDefinitionError(f"SLIDING({trigger.sliding}) is longer than INTERVAL({trigger.interval})")
+            return cls("interval", interval=interval, sliding=sliding,
+                       offset=_micros(trigger.offset, "INTERVAL offset") if trigger.offset else 0,
+                       keep_empty=not options.ignore_nodata_trigger, **common)
+        if isinstance(trigger, m.SessionWindow):
+            return cls("session", gap=_micros(trigger.gap, "SESSION"), **common)
+        if isinstance(trigger, m.StateWindow):
+            return cls("state", **common)
+        if isinstance(trigger, m.EventWindow):
+            return cls("event", start_fields=start_fields, end_fields=end_fields, **common)
+        if isinstance(trigger, m.CountWindow):
+            return cls("count", count=trigger.count, count_sliding=trigger.sliding or trigger.count, **common)
+        raise StreamDefinitionError(f"{trigger.keyword} is not a window trigger")
+
+    # --- TRUE_FOR -------------------------------------------------------------------------
+
+    @property
+    def has_true_for(self) -> bool:
+        return self.true_for_duration is not None or self.true_for_count is not None
+
+    def qualifies(self, duration: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """Which windows satisfy TRUE_FOR (all of them when there is none)."""
+        by_time = duration >= self.true_for_duration if self.true_for_duration is not None else None
+        by_count = rows >= self.true_for_count if self.true_for_count is not None else None
+        if by_time is None and by_count is None:
+            return np.ones(len(duration), dtype=bool)
+        if by_time is None:
+            return by_count
+        if by_count is None:
+            return by_time
+        return (by_time | by_count) if self.true_for_op == "OR" else (by_time & by_count)
+
+    def qualifies_one(self, duration: int, rows: int) -> bool:
+        return bool(self.qualifies(np.array([duration]), np.array([rows]))[0])
+
+
+def _micros(duration: m.Duration, clause: str) -> int:
+    if duration.is_calendar:
+        raise StreamDefinitionError(
+            f"{clause}({duration}) uses a calendar unit; windows need a fixed length (u, a, s, m, h, d, w)",
+            clause=clause)
+    if duration.unit == "b":
+        raise StreamDefinitionError(f"{clause}({duration}) is in nanoseconds; windows are exact to microseconds",
+                                    clause=clause)
+    return duration.micros
+
+
+# --- results -------------------------------------------------------------------------------
+
+
+def empty_windows() -> pd.DataFrame:
+    return _frame(np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int64),
+                  np.empty(0, bool), np.empty(0, bool))
+
+
+def _frame(wstart, wend, rows, closed, opened, **extra) -> pd.DataFrame:
+    n = len(wstart)
+    none = np.full(n, None, dtype=object)
+    minus = np.full(n, -1, dtype=np.int64)
+    data = {
+        "wstart": np.asarray(wstart, np.int64),
+        "wend": np.asarray(wend, np.int64),
+        "rows": np.asarray(rows, np.int64),
+        "closed": np.asarray(closed, bool),
+        "opened": np.asarray(opened, bool),
+        "ordinal": np.asarray(extra.pop("ordinal", np.zeros(n, np.int64)), np.int64),
+        "prev_state": extra.pop("prev_state", none),
+        "cur_state": extra.pop("cur_state", none),
+        "next_state": extra.pop("next_state", none),
+        "open_index": extra.pop("open_index", minus),
+        "open_fields": extra.pop("open_fields", none),
+        "close_index": extra.pop("close_index", minus),
+        "close_fields": extra.pop("close_fields", none),
+    }
+    if extra:
+        raise TypeError(f"unknown window columns {sorted(extra)}")
+    return pd.DataFrame(data, columns=list(WINDOW_COLUMNS))
+
+
+def _plain(value: Any) -> Any:
+    """A JSON-safe Python value from a numpy/pandas scalar."""
+    if value is None:
+        return None
+    if isinstance(value, (np.generic,)):
+        value = value.item()
+    if isinstance(value, float) and np.isnan(value):
+        return None
+    if isinstance(value, pd.Timestamp):
+        return int(value.value // 1000)
+    if isinstance(value, (bytes, bytearray)):
+        return value.hex()
+    return value
+
+
+def _fields_json(frame: pd.DataFrame, names: tuple[str, ...], index: int) -> str:
+    return json.dumps({name: _plain(frame[f"_f_{name}"].iat[index]) for name in names}, sort_keys=False)
+
+
+# --- scanners ------------------------------------------------------------------------------
+
+
+def scan(spec: WindowSpec, rows: pd.DataFrame, carry: dict | None, *, watermark: int | None = None,
+         final: bool = False) -> tuple[pd.DataFrame, dict | None]:
+    """Continue the scan of one group over ``rows``.
+
+    :param carry: what the previous call returned (``None`` for a fresh group).
+    :param watermark: event time up to which the group is complete; time-based windows (INTERVAL,
+        SESSION) close once it passes their end. Defaults to the last row's time minus WATERMARK.
+    :param final: close every window at the end, as a query over a finished table does.
+    """
+    if watermark is None:
+        last = int(rows["ts"].iat[-1]) if len(rows) else (carry or {}).get("max_ts")
+        watermark = None if last is None else last - spec.watermark
+    result, carry = _SCANNERS[spec.kind](spec, rows, carry, watermark, final)
+    if carry is not None and len(rows):
+        carry["max_ts"] = max(int(rows["ts"].iat[-1]), carry.get("max_ts", -(2**63)))
+    return result, carry
+
+
+def _interval(spec: WindowSpec, rows: pd.DataFrame, carry: dict | None, watermark: int | None,
+              final: bool) -> tuple[pd.DataFrame, dict | None]:
+    size, step, offset = spec.interval, spec.sliding, spec.offset
+    carry = dict(carry) if carry else {"lo": None, "counts": {}}
+    counts: dict[int, int] = {int(k): v for k, v in carry["counts"].items()}
+    before = set(counts)
+    ts = rows["ts"].to_numpy(np.int64)
+    if len(ts):
+        last_k = (ts - offset) // step
+        ks, per_k = [], []
+        for j in range(-(-size // step)):
+            k = last_k - j
+            inside = k * step + offset + size > ts
+            ks.append(k[inside])
+        allk = np.concatenate(ks)
+        uniq, cnt = np.unique(allk, return_counts=True)
+        for k, c in zip(uniq.tolist(), cnt.tolist()):
+            counts[k] = counts.get(k, 0) + c
+        first_k = int(((ts[0] - offset - size) // step) + 1)
+        if carry["lo"] is None or first_k < carry["lo"]:
+            carry["lo"] = first_k
+    lo = carry["lo"]
+    if lo is None:
+        return empty_windows(), carry
+    # Windows k < close_hi are closed: their end k*step + offset + size is at or before the watermark.
+    if final:
+        close_hi = max(counts) + 1 if counts else lo
+    elif watermark is None:
+        close_hi = lo
+    else:
+        close_hi = max(lo, (watermark - offset - size) // step + 1)
+    if spec.keep_empty:
+        closed_k = np.arange(lo, close_hi, dtype=np.int64)
+    else:
+        closed_k = np.array(sorted(k for k in counts if k < close_hi), dtype=np.int64)
+    opened_now = sorted(k for k in counts if k not in before)
+    # an empty window is reported open and closed together, when it closes
+    opened_set = set(opened_now) | {int(k) for k in closed_k if int(k) not in before}
+    open_k = np.array(sorted(k for k in counts if k >= close_hi and k in opened_set), dtype=np.int64)
+    all_k = np.concatenate([closed_k, open_k])
+    starts = all_k * step + offset
+    rows_out = np.array([counts.get(int(k), 0) for k in all_k], dtype=np.int64)
+    closed = np.concatenate([np.ones(len(closed_k), bool), np.zeros(len(open_k), bool)])
+    opened = np.array([int(k) in opened_set for k in all_k], dtype=bool)
+    for k in closed_k.tolist():
+        counts.pop(k, None)
+    carry["lo"] = int(close_hi)
+    carry["counts"] = {str(k): v for k, v in counts.items()}
+    return _frame(starts, starts + size, rows_out, closed, opened), carry
+
+
+def _segments(breaks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Start and end (inclusive) row indices of the runs that ``breaks`` (True = new run) cut."""
+    n = len(breaks)
+    starts = np.flatnonzero(breaks)
+    if n and (len(starts) == 0 or starts[0] != 0):
+        starts = np.concatenate([[0], starts])
+    ends = np.concatenate([starts[1:] - 1, [n - 1]]) if n else np.empty(0, np.int64)
+    return starts.astype(np.int64), ends.astype(np.int64)
+
+
+def _session(spec: WindowSpec, rows: pd.DataFrame, carry: dict | None, watermark: int | None,
+             final: bool) -> tuple[pd.DataFrame, dict | None]:
+    ts = rows["ts"].to_numpy(np.int64)
+    if len(ts) == 0:
+        if carry and carry.get("open") and (final or (watermark is not None and watermark - carry["open"]["last"] > spec.gap)):
+            o = carry["open"]
+            out = _frame([o["start"]], [o["last"]], [o["count"]], [True], [False])
+            return out, {**carry, "open": None}
+        return empty_windows(), carry
+    o = (carry or {}).get("open")
+    prev = np.concatenate([[o["last"]], ts[:-1]]) if o else np.concatenate([[ts[0]], ts[:-1]])
+    breaks = (ts - prev) > spec.gap
+    if not o:
+        breaks[0] = True
+    s_idx, e_idx = _segments(breaks)
+    starts, ends = ts[s_idx], ts[e_idx]
+    counts = e_idx - s_idx + 1
+    opened = np.ones(len(s_idx), bool)
+    if o and not breaks[0]:
+        starts[0] = o["start"]
+        counts[0] += o["count"]
+        opened[0] = False
+    elif o:  # the carried session ended before these rows
+        starts = np.concatenate([[o["start"]], starts])
+        ends = np.concatenate([[o["last"]], ends])
+        counts = np.concatenate([[o["count"]], counts])
+        opened = np.concatenate([[False], opened])
+    closed = np.ones(len(starts), bool)
+    last_open = not final and (watermark is None or watermark - ends[-1] <= spec.gap)
+    closed[-1] = not last_open
+    new_open = {"start": int(starts[-1]), "last": int(ends[-1]), "count": int(counts[-1])} if last_open else None
+    return _frame(starts, ends, counts, closed, opened), {**(carry or {}), "open": new_open}
+
+
+def _state(spec: WindowSpec, rows: pd.DataFrame, carry: dict | None, watermark: int | None,
+           final: bool) -> tuple[pd.DataFrame, dict | None]:
+    carry = dict(carry or {"open": None, "prev": None})
+    state = rows["_state"] if len(rows) else pd.Series([], dtype=object)
+    keep = state.notna().to_numpy()
+    ts = rows["ts"].to_numpy(np.int64)[keep]
+    values = state.to_numpy()[keep]
+    o = carry.get("open")
+    if len(ts) == 0:
+        if o and final:
+            return _close_only(spec, o, carry), {**carry, "open": None}
+        return empty_windows(), carry
+    breaks = np.empty(len(values), dtype=bool)
+    breaks[1:] = values[1:] != values[:-1]
+    breaks[0] = o is None or _plain(values[0]) != o["state"]
+    s_idx, e_idx = _segments(breaks)
+    win_state = np.array([_plain(v) for v in values[s_idx]], dtype=object)
+    starts, ends = ts[s_idx], ts[e_idx]
+    counts = e_idx - s_idx + 1
+    was_opened = np.zeros(len(s_idx), bool)
+    prev_state = np.empty(len(s_idx), dtype=object)
+    prev_state[1:] = win_state[:-1]
+    prev_state[0] = carry.get("prev")
+    if o and not breaks[0]:
+        starts[0] = o["start"]
+        counts[0] += o["count"]
+        was_opened[0] = o["opened"]
+        prev_state[0] = o["prev"]
+    elif o:  # the carried window closes at this chunk's first row
+        starts = np.concatenate([[o["start"]], starts])
+        ends = np.concatenate([[o["last"]], ends])
+        counts = np.concatenate([[o["count"]], counts])
+        was_opened = np.concatenate([[o["opened"]], was_opened])
+        win_state = np.concatenate([np.array([o["state"]], dtype=object), win_state])
+        prev_state = np.concatenate([np.array([o["prev"]], dtype=object), prev_state])
+        prev_state[1] = o["state"]
+    n = len(starts)
+    next_state = np.empty(n, dtype=object)
+    next_state[:-1] = win_state[1:]
+    closed = np.ones(n, bool)
+    closed[-1] = final
+    ok = spec.qualifies(ends - starts, counts)
+    opened = ok & ~was_opened
+    last = n - 1
+    new_open = None if final else {
+        "start": int(starts[last]), "last": int(ends[last]), "count": int(counts[last]),
+        "state": win_state[last], "prev": prev_state[last], "opened": bool(ok[last] or was_opened[last]),
+    }
+    report = ok | was_opened
+    if not final:
+        report[last] = opened[last]  # an open window is reported once, when it opens
+    out = _frame(starts, ends, counts, closed, opened, prev_state=prev_state, cur_state=win_state,
+                 next_state=next_state)[report]
+    carry.update(open=new_open, prev=win_state[last] if final else carry.get("prev"))
+    if not final and n > 1:
+        carry["prev"] = win_state[last - 1]
+    return out.reset_index(drop=True), carry
+
+
+def _close_only(spec: WindowSpec, o: dict, carry: dict) -> pd.DataFrame:
+    if not (o["opened"] or spec.qualifies_one(o["last"] - o["start"], o["count"])):
+        return empty_windows()
+    extra = {}
+    if spec.kind == "state":
+        extra = {"prev_state": np.array([o["prev"]], object), "cur_state": np.array([o["state"]], object),
+                 "next_state": np.array([None], object)}
+    if spec.kind == "event":
+        extra = {"open_index": [0], "open_fields": np.array([o["fields"]], object)}
+    return _frame([o["start"]], [o["last"]], [o["count"]], [True], [not o["opened"]], **extra)
+
+
+def _event(spec: WindowSpec, rows: pd.DataFrame, carry: dict | None, watermark: int | None,
+           final: bool) -> tuple[pd.DataFrame, dict | None]:
+    carry = dict(carry or {"open": None})
+    ts = rows["ts"].to_numpy(np.int64)
+    n = len(ts)
+    start_at = np.flatnonzero(rows["_start"].fillna(False).to_numpy(bool)) if n else np.empty(0, np.int64)
+    end_at = np.flatnonzero(rows["_end"].fillna(False).to_numpy(bool)) if n else np.empty(0, np.int64)
+    out: dict[str, list] = {k: [] for k in ("s", "e", "c", "closed", "opened", "of", "cf")}
+    o = carry.get("open")
+
+    def add(start: int, end: int, count: int, closed: bool, opened: bool, of: str, cf: str | None) -> None:
+        for key, value in zip(out, (start, end, count, closed, opened, of, cf)):
+            out[key].append(value)
+
+    pos = 0
+    if o is not None:
+        k = np.searchsorted(end_at, 0)
+        if k < len(end_at):
+            e = int(end_at[k])
+            count = o["count"] + e + 1
+            ok = spec.qualifies_one(int(ts[e]) - o["start"], count)
+            if ok or o["opened"]:
+                add(o["start"], int(ts[e]), count, True, not o["opened"], o["fields"],
+                    _fields_json(rows, spec.end_fields, e))
+            o = None
+            pos = e + 1
+        elif n:
+            o = {**o, "last": int(ts[-1]), "count": o["count"] + n}
+            pos = n
+    starts_list, ends_list = start_at.tolist(), end_at.tolist()
+    si = int(np.searchsorted(start_at, pos))
+    while o is None and si < len(starts_list):
+        s = starts_list[si]
+        ei = int(np.searchsorted(end_at, s))
+        fields = _fields_json(rows, spec.start_fields, s)
+        if ei < len(ends_list):
+            e = ends_list[ei]
+            count = e - s + 1
+            if spec.qualifies_one(int(ts[e] - ts[s]), count):
+                add(int(ts[s]), int(ts[e]), count, True, True, fields, _fields_json(rows, spec.end_fields, e))
+            si = int(np.searchsorted(start_at, e + 1))
+        else:
+            o = {"start": int(ts[s]), "last": int(ts[-1]), "count": n - s, "fields": fields, "opened": False}
+    if o is not None:
+        if final:
+            # a query reports only windows whose end condition was met
+            o = None
+        elif not o["opened"] and spec.qualifies_one(o["last"] - o["start"], o["count"]):
+            o["opened"] = True
+            add(o["start"], o["last"], o["count"], False, True, o["fields"], None)
+    carry["open"] = o
+    size = len(out["s"])
+    frame = _frame(out["s"], out["e"], out["c"], out["closed"], out["opened"],
+                   open_index=np.zeros(size, np.int64), open_fields=np.array(out["of"], dtype=object),
+                   close_index=np.array([1 if c else -1 for c in out["closed"]], np.int64),
+                   close_fields=np.array(out["cf"], dtype=object))
+    return frame, carry
+
+
+def _count(spec: WindowSpec, rows: pd.DataFrame, carry: dict | None, watermark: int | None,
+           final: bool) -> tuple[pd.DataFrame, dict | None]:
+    size, step = spec.count, spec.count_sliding
+    carry = dict(carry or {"total": 0, "open": []})
+    valid = rows["_valid"].fillna(False).to_numpy(bool) if "_valid" in rows else np.ones(len(rows), bool)
+    ts = rows["ts"].to_numpy(np.int64)[valid]
+    before = carry["total"]
+    total = before + len(ts)
+    open_before: dict[int, int] = {int(j): s for j, s in carry["open"]}  # window ordinal -> start ts
+    # windows whose first row is in this chunk
+    first_new = -(-before // step)
+    last_new = (total - 1) // step if total else -1
+    new_j = np.arange(first_new, last_new + 1, dtype=np.int64)
+    starts_of = dict(open_before)
+    starts_of.update(zip(new_j.tolist(), ts[new_j * step - before].tolist()))
+    # windows whose last row is in this chunk
+    close_j = [j for j in sorted(starts_of) if before <= j * step + size - 1 < total]
+    if final:
+        close_j = sorted(starts_of)
+    still_open = [j for j in sorted(starts_of) if j not in set(close_j)]
+    js = np.array(close_j + still_open, dtype=np.int64)
+    end_idx = np.minimum(js * step + size - 1, total - 1) - before
+    last_ts = carry.get("last")
+    ends = np.array([ts[i] if i >= 0 else last_ts for i in end_idx.tolist()], dtype=np.int64) if len(js) else \
+        np.empty(0, np.int64)
+    counts = np.minimum(js * step + size, total) - js * step
+    closed = np.array([True] * len(close_j) + [False] * len(still_open), dtype=bool)
+    opened = np.array([j not in open_before for j in js.tolist()], dtype=bool)
+    report = closed | opened
+    starts = np.array([starts_of[j] for j in js.tolist()], dtype=np.int64)
+    frame = _frame(starts, ends, counts, closed, opened, ordinal=js)[report]
+    carry.update(total=int(total), open=[[int(j), int(starts_of[j])] for j in still_open],
+                 last=int(ts[-1]) if len(ts) else last_ts)
+    return frame.reset_index(drop=True), carry
+
+
+_SCANNERS = {"interval": _interval, "session": _session, "state": _state, "event": _event, "count": _count}
