@@ -1,0 +1,104 @@
+"""Window events: the rows the detector appends to a stream's event table.
+
+One row per ``WINDOW_OPEN``, ``WINDOW_CLOSE`` or ``WINDOW_INVALIDATION``, carrying the fields
+reference 000 lists for the trigger type ("Fields of the event Object"): window start and end,
+row count, ``prevState``/``curState``/``nextState`` (JSON text of the state value) and the
+``triggerCondition`` of event windows, plus the group and a stable ``trigger_id``.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+
+from airflow_stream_provider import model as m
+
+WINDOW_INVALIDATION = "WINDOW_INVALIDATION"
+
+#: (name, Spark type) of an event row, in order
+EVENT_FIELDS = (
+    ("stream", "string"),
+    ("trigger_id", "string"),
+    ("event_type", "string"),
+    ("trigger_type", "string"),
+    ("group_id", "string"),
+    ("group_keys", "string"),
+    ("window_start", "timestamp"),
+    ("window_end", "timestamp"),
+    ("row_count", "bigint"),
+    ("window_ordinal", "bigint"),
+    ("prev_state", "string"),
+    ("cur_state", "string"),
+    ("next_state", "string"),
+    ("condition_index", "int"),
+    ("field_values", "string"),
+)
+EVENT_SCHEMA = ", ".join(f"{name} {kind}" for name, kind in EVENT_FIELDS)
+EVENT_COLUMNS = tuple(name for name, _ in EVENT_FIELDS)
+_ORDER = {m.WINDOW_OPEN: 0, WINDOW_INVALIDATION: 1, m.WINDOW_CLOSE: 2}
+
+
+def _json(values: np.ndarray) -> np.ndarray:
+    return np.array([None if v is None else json.dumps(v) for v in values], dtype=object)
+
+
+def _stamps(values: np.ndarray) -> pd.Series:
+    return pd.Series(pd.to_datetime(values, unit="us", utc=True))
+
+
+def event_rows(plan, keys: dict, windows: pd.DataFrame, *, invalidate: pd.DataFrame | None = None) -> pd.DataFrame:  # noqa: ANN001
+    """Events of one group from the windows a scan reported (see :mod:`.core`).
+
+    :param invalidate: windows reported earlier that are no longer valid; each gets a
+        ``WINDOW_INVALIDATION`` with its old start and end.
+    """
+    group_id = plan.group_id(keys)
+    parts = []
+    wanted = set(plan.event_types)
+    if m.WINDOW_OPEN in wanted:
+        parts.append(_part(plan, windows[windows["opened"]], m.WINDOW_OPEN))
+    if invalidate is not None and len(invalidate):
+        parts.append(_part(plan, invalidate, WINDOW_INVALIDATION))
+    if m.WINDOW_CLOSE in wanted:
+        parts.append(_part(plan, windows[windows["closed"]], m.WINDOW_CLOSE))
+    frame = pd.concat([p for p in parts if len(p)], ignore_index=True) if any(len(p) for p in parts) else None
+    if frame is None:
+        return empty_events()
+    frame.insert(0, "stream", plan.stream)
+    frame["trigger_id"] = plan.trigger_ids(group_id, frame.pop("_start").to_numpy(), frame["window_ordinal"].to_numpy())
+    frame["trigger_type"] = plan.spec.trigger_type
+    frame["group_id"] = group_id
+    frame["group_keys"] = json.dumps(keys, default=str)
+    frame["_rank"] = frame["event_type"].map(_ORDER)
+    frame = frame.sort_values(["window_start", "window_ordinal", "_rank"], kind="stable").drop(columns="_rank")
+    return frame[list(EVENT_COLUMNS)].reset_index(drop=True)
+
+
+def _part(plan, w: pd.DataFrame, kind: str) -> pd.DataFrame:  # noqa: ANN001
+    n = len(w)
+    is_open = kind == m.WINDOW_OPEN
+    state = plan.spec.kind == "state"
+    event = plan.spec.kind == "event"
+    none = np.full(n, None, dtype=object)
+    return pd.DataFrame({
+        "event_type": np.full(n, kind, dtype=object),
+        "_start": w["wstart"].to_numpy(np.int64),
+        "window_start": _stamps(w["wstart"].to_numpy(np.int64)),
+        "window_end": _stamps(w["wend"].to_numpy(np.int64)) if not is_open else pd.Series(
+            pd.array([pd.NaT] * n, dtype="datetime64[us, UTC]")),
+        "row_count": w["rows"].to_numpy(np.int64) if not is_open else pd.array([None] * n, dtype="Int64"),
+        "window_ordinal": w["ordinal"].to_numpy(np.int64),
+        "prev_state": _json(w["prev_state"].to_numpy(object)) if state and is_open else none,
+        "cur_state": _json(w["cur_state"].to_numpy(object)) if state else none,
+        "next_state": _json(w["next_state"].to_numpy(object)) if state and kind == m.WINDOW_CLOSE else none,
+        "condition_index": (w["open_index"] if is_open else w["close_index"]).to_numpy(np.int64).astype("int32")
+        if event and kind != WINDOW_INVALIDATION else pd.array([None] * n, dtype="Int32"),
+        "field_values": (w["open_fields"] if is_open else w["close_fields"]).to_numpy(object)
+        if event and kind != WINDOW_INVALIDATION else none,
+    })
+
+
+def empty_events() -> pd.DataFrame:
+    return pd.DataFrame({name: pd.Series([], dtype=object) for name in EVENT_COLUMNS})

@@ -1,0 +1,183 @@
+"""The trigger side of a stream, decided once: which table, which columns, which groups, which windows.
+
+A :class:`TriggerPlan` is plain data (expressions kept as TDengine text), so it travels to Spark's
+Python workers and into Airflow unchanged. :meth:`TriggerPlan.prepare` turns raw rows of the
+trigger table into the rows the window core reads; batch mode, the streaming detector and rescans
+all go through it.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from sqlglot import exp
+
+from airflow_stream_provider import model as m
+from airflow_stream_provider.exceptions import StreamDefinitionError, did_you_mean
+from airflow_stream_provider.sql.dialect import parse_fragment
+from airflow_stream_provider.windows import expr
+from airflow_stream_provider.windows.core import WindowSpec, _plain
+
+
+@dataclass(frozen=True)
+class TriggerPlan:
+    stream: str
+    spec: WindowSpec
+    table: str  # qualified name of the trigger table, for messages
+    path: str  # the Delta table holding its rows
+    ts_column: str
+    keys: tuple[str, ...] = ()  # PARTITION BY columns, as the table spells them
+    subtable: str | None = None  # the trigger table is this subtable of ``path``
+    state: str | None = None  # STATE_WINDOW expression
+    start: str | None = None  # EVENT_WINDOW START WITH
+    end: str | None = None  # EVENT_WINDOW END WITH
+    pre_filter: str | None = None
+    count_columns: tuple[str, ...] = ()
+    event_types: tuple[str, ...] = (m.WINDOW_CLOSE,)
+    reads: tuple[str, ...] = ()  # columns besides ts and keys that the expressions read
+
+    # --- building ---------------------------------------------------------------------------
+
+    @classmethod
+    def build(cls, stmt: m.CreateStream, table: object, *, path: str, columns: list[str],
+              ts_column: str, subtable: str | None = None) -> TriggerPlan:
+        """Plan the trigger of ``stmt`` over a table with ``columns`` (``table`` names it in messages)."""
+        trigger = stmt.trigger
+        if trigger.kind != "window":
+            raise StreamDefinitionError(f"{trigger.keyword} is not a window trigger; it needs no detector")
+        by_lower = {c.lower(): c for c in columns}
+
+        def real(name: str, clause: str) -> str:
+            found = by_lower.get(name.lower())
+            if found is None:
+                raise StreamDefinitionError(f"{clause}: column {name} is not in {table}", clause=clause,
+                                            hint=did_you_mean(name, columns))
+            return found
+
+        keys = tuple(real(k, "PARTITION BY") for k in stmt.partition_by)
+        texts: dict[str, str | None] = {"state": None, "start": None, "end": None}
+        reads: list[str] = []
+
+        def use(sql: m.SqlExpression, clause: str) -> str:
+            expr.check(sql.tree, clause)
+            for name in expr.columns_of(sql.tree, ts_column):
+                found = real(name, clause)
+                if found != ts_column and found not in keys and found not in reads:
+                    reads.append(found)
+            return sql.text
+
+        start_fields: tuple[str, ...] = ()
+        end_fields: tuple[str, ...] = ()
+        if isinstance(trigger, m.StateWindow):
+            texts["state"] = use(trigger.column, "STATE_WINDOW")
+        if isinstance(trigger, m.EventWindow):
+            texts["start"] = use(trigger.start, "EVENT_WINDOW START WITH")
+            texts["end"] = use(trigger.end, "EVENT_WINDOW END WITH")
+            start_fields = tuple(real(n, "EVENT_WINDOW") for n in expr.columns_of(trigger.start.tree, ts_column))
+            end_fields = tuple(real(n, "EVENT_WINDOW") for n in expr.columns_of(trigger.end.tree, ts_column))
+        count_columns: tuple[str, ...] = ()
+        if isinstance(trigger, m.CountWindow):
+            count_columns = tuple(real(c, "COUNT_WINDOW") for c in trigger.columns)
+            for c in count_columns:
+                if c not in reads:
+                    reads.append(c)
+        pre_filter = use(stmt.options.pre_filter, "PRE_FILTER") if stmt.options.pre_filter else None
+        if isinstance(trigger, m.SessionWindow):
+            real(trigger.ts_column, "SESSION")
+        spec = WindowSpec.from_trigger(trigger, stmt.options, start_fields=start_fields, end_fields=end_fields)
+        return cls(
+            stream=str(stmt.name), spec=spec, table=str(table), path=path, ts_column=ts_column, keys=keys,
+            subtable=subtable, pre_filter=pre_filter, count_columns=count_columns,
+            event_types=stmt.options.event_types, reads=tuple(reads), **texts,
+        )
+
+    # --- rows -------------------------------------------------------------------------------
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The trigger-table columns to read: timestamp, keys, then what the expressions use."""
+        out = [self.ts_column, *self.keys]
+        out += [c for c in self.reads if c not in out]
+        if self.subtable and "tbname" not in out:
+            out.append("tbname")
+        return tuple(out)
+
+    @functools.cached_property
+    def _trees(self) -> dict[str, exp.Expr]:
+        return {name: parse_fragment(text, clause=name) for name, text in
+                (("state", self.state), ("start", self.start), ("end", self.end), ("pre_filter", self.pre_filter))
+                if text}
+
+    def prepare(self, raw: pd.DataFrame) -> pd.DataFrame:
+        """Raw trigger-table rows -> the rows the window core reads, pre-filtered and in time order."""
+        frame = raw.reset_index(drop=True)
+        if self.subtable is not None:
+            frame = frame[frame["tbname"] == self.subtable].reset_index(drop=True)
+        trees = self._trees
+        if "pre_filter" in trees and len(frame):
+            frame = frame[expr.holds(trees["pre_filter"], frame, self.ts_column)].reset_index(drop=True)
+        out = pd.DataFrame({"ts": micros(frame[self.ts_column])})
+        if "state" in trees:
+            out["_state"] = expr.evaluate(trees["state"], frame, self.ts_column).astype(object).where(
+                lambda s: s.notna(), None) if len(frame) else pd.Series([], dtype=object)
+        if "start" in trees:
+            out["_start"] = expr.holds(trees["start"], frame, self.ts_column) if len(frame) else []
+            out["_end"] = expr.holds(trees["end"], frame, self.ts_column) if len(frame) else []
+            for name in dict.fromkeys(self.spec.start_fields + self.spec.end_fields):
+                out[f"_f_{name}"] = frame[name].to_numpy(object)
+        if self.count_columns:
+            out["_valid"] = frame[list(self.count_columns)].notna().any(axis=1).to_numpy(bool)
+        order = ["ts", "_tie"] if "tbname" in frame else ["ts"]
+        if "tbname" in frame:
+            out["_tie"] = frame["tbname"].to_numpy(object)
+        return out.sort_values(order, kind="stable").drop(columns=["_tie"], errors="ignore").reset_index(drop=True)
+
+    # --- identity ---------------------------------------------------------------------------
+
+    def group_keys(self, values: tuple) -> dict[str, object]:
+        return {k: _plain(v) for k, v in zip(self.keys, values)}
+
+    @staticmethod
+    def group_id(keys: dict[str, object]) -> str:
+        """A stable number for a group, as TDengine's groupId: the same keys give the same id."""
+        digest = hashlib.blake2b(json.dumps(keys, sort_keys=True, default=str).encode(), digest_size=8).digest()
+        return str(int.from_bytes(digest, "big") >> 1)
+
+    def trigger_ids(self, group_id: str, starts: np.ndarray, ordinals: np.ndarray) -> list[str]:
+        """One id per window, the same across restarts and reruns: stream, group, window start (and
+        ordinal for COUNT_WINDOW)."""
+        prefix = f"{self.stream.lower()}\x1f{group_id}\x1f"
+        return [hashlib.blake2b(f"{prefix}{s}\x1f{o}".encode(), digest_size=12).hexdigest()
+                for s, o in zip(starts.tolist(), ordinals.tolist())]
+
+
+def micros(values: pd.Series) -> np.ndarray:
+    """Timestamps (datetime64 of any unit, or aware) as int64 microseconds since the epoch."""
+    if len(values) == 0:
+        return np.empty(0, np.int64)
+    if pd.api.types.is_integer_dtype(values.dtype):
+        return values.to_numpy(np.int64)
+    stamps = pd.to_datetime(values, utc=True)
+    return stamps.dt.tz_localize(None).to_numpy("datetime64[us]").astype(np.int64)
+
+
+def plan_trigger(stmt: m.CreateStream, catalog, default_db: str | None = None) -> TriggerPlan:  # noqa: ANN001
+    """The trigger plan of ``stmt`` over its trigger table in the warehouse ``catalog``."""
+    from airflow_stream_provider.warehouse.catalog import SubTable
+
+    if stmt.trigger_table is None:
+        raise StreamDefinitionError(f"{stmt.trigger.keyword} triggers need a trigger table (FROM)")
+    db = stmt.trigger_table.db or default_db or stmt.name.db
+    if db is None:
+        raise StreamDefinitionError(f"stream {stmt.name}: name the trigger table's database ({stmt.trigger_table})")
+    found = catalog.resolve(stmt.trigger_table, db, "trigger table")
+    info = found.stable if isinstance(found, SubTable) else found
+    return TriggerPlan.build(
+        stmt, found.qualified, path=str(info.path), columns=[c.name for c in info.columns],
+        ts_column=info.timestamp_column, subtable=found.name if isinstance(found, SubTable) else None,
+    )
