@@ -185,7 +185,9 @@ def test_windows_close_only_behind_the_watermark_without_final(data):
         name = pd.read_json(pd.io.common.StringIO(row.group_keys), typ="series")["tbname"]
         watermark = latest[name] - pd.Timedelta(seconds=30)
         # closed: the watermark is more than the gap past the session's last row
-        assert watermark - row.window_end > pd.Timedelta(seconds=10)
+        end = pd.Timestamp(row.window_end)
+        end = end.tz_localize("UTC") if end.tzinfo is None else end
+        assert watermark - end > pd.Timedelta(seconds=10)
 
 
 def test_unknown_columns_and_functions_are_rejected_by_name():
