@@ -150,9 +150,9 @@ KILLED_RUN = textwrap.dedent("""
     from airflow_stream_provider.warehouse.catalog import Catalog
     from airflow_stream_provider.windows import detector
     from airflow_stream_provider.windows.trigger import plan_trigger
-    root, events, checkpoint = sys.argv[1:4]
+    root, events, checkpoint, trigger = sys.argv[1:5]
     spark = local_session("detector-under-test")
-    (stmt,) = parse("CREATE STREAM power.s_k STATE_WINDOW(voltage) FROM power.k PARTITION BY tbname "
+    (stmt,) = parse(f"CREATE STREAM power.s_k {trigger} FROM power.k PARTITION BY tbname "
                     "INTO power.out_k AS SELECT _twstart, count(*) FROM power.k")
     plan = plan_trigger(stmt, Catalog(__import__("pathlib").Path(root)), "power")
     opts = detector.DetectorOptions(events_path=events, checkpoint=checkpoint, starting_version=0)
@@ -172,7 +172,7 @@ def test_killed_detector_resumes_exactly_once(spark, tmp_path):
 
     def launch() -> subprocess.Popen:
         proc = subprocess.Popen([sys.executable, str(script), str(tmp_path / "warehouse"), opts.events_path,
-                                 opts.checkpoint], env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                 opts.checkpoint, TRIGGERS["state"]], env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                 text=True, start_new_session=True)
         assert proc.stdout.readline().strip() == "started"
         return proc
