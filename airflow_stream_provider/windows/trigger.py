@@ -167,3 +167,20 @@ def micros(values: pd.Series) -> np.ndarray:
     elif not pd.api.types.is_datetime64_dtype(values.dtype):
         values = pd.to_datetime(values, utc=True).dt.tz_localize(None)
     return values.to_numpy().astype("datetime64[us]").astype(np.int64)
+
+
+def plan_trigger(stmt: m.CreateStream, catalog, default_db: str | None = None) -> TriggerPlan:  # noqa: ANN001
+    """The trigger plan of ``stmt`` over its trigger table in the warehouse ``catalog``."""
+    from airflow_stream_provider.warehouse.catalog import SubTable
+
+    if stmt.trigger_table is None:
+        raise StreamDefinitionError(f"{stmt.trigger.keyword} triggers need a trigger table (FROM)")
+    db = stmt.trigger_table.db or default_db or stmt.name.db
+    if db is None:
+        raise StreamDefinitionError(f"stream {stmt.name}: name the trigger table's database ({stmt.trigger_table})")
+    found = catalog.resolve(stmt.trigger_table, db, "trigger table")
+    info = found.stable if isinstance(found, SubTable) else found
+    return TriggerPlan.build(
+        stmt, found.qualified, path=str(info.path), columns=[c.name for c in info.columns],
+        ts_column=info.timestamp_column, subtable=found.name if isinstance(found, SubTable) else None,
+    )

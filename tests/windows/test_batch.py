@@ -61,6 +61,15 @@ def closes(events: pd.DataFrame, key: str | None = "tbname") -> list[tuple]:
     return sorted(out)
 
 
+def per_table(pdf: pd.DataFrame, row_fields, windows_of) -> list[tuple]:  # noqa: ANN001
+    """Reference windows of every subtable: (tbname, start, end, rows)."""
+    expected = []
+    for name, part in pdf.groupby("tbname"):
+        rows = [{"ts": int(r.ts.value // 1000), **row_fields(r)} for r in part.sort_values("ts").itertuples()]
+        expected += [(name, *w[:3]) for w in windows_of(rows)]
+    return sorted(expected)
+
+
 @pytest.fixture(scope="module")
 def data(spark):
     pdf = meters()
@@ -107,12 +116,9 @@ def test_state_windows_with_pre_filter_and_true_for_match_reference(data):
     plan = plan_of(stream("STATE_WINDOW(voltage) TRUE_FOR(3s OR COUNT 2)",
                           options="STREAM_OPTIONS(PRE_FILTER(current > 2))"))
     events = detect(df, plan, final=True).toPandas()
-    expected = []
-    for name, part in pdf.groupby("tbname"):
-        part = part[part["current"] > 2].sort_values("ts")  # NULL current is not > 2
-        rows = [{"ts": int(t.value // 1000), "_state": int(v)} for t, v in zip(part["ts"], part["voltage"])]
-        expected += [(name, s, e, n) for s, e, n, *_ in ref.state(rows, 3 * S, 2, "OR")]
-    assert closes(events) == sorted(expected)
+    expected = per_table(pdf[pdf["current"] > 2],  # NULL current is not > 2
+                         lambda r: {"_state": int(r.voltage)}, lambda rows: ref.state(rows, 3 * S, 2, "OR"))
+    assert closes(events) == expected
     close = events[events["event_type"] == "WINDOW_CLOSE"].iloc[0]
     assert close.trigger_type == "State" and close.cur_state is not None
 
@@ -122,13 +128,9 @@ def test_event_windows_match_reference_and_carry_conditions(data):
     plan = plan_of(stream("EVENT_WINDOW(START WITH current > 15 END WITH current < 5 OR voltage = 221)",
                           options="STREAM_OPTIONS(EVENT_TYPE(WINDOW_OPEN|WINDOW_CLOSE))"))
     events = detect(df, plan, final=True).toPandas()
-    expected = []
-    for name, part in pdf.groupby("tbname"):
-        part = part.sort_values("ts")
-        rows = [{"ts": int(t.value // 1000), "_start": bool(c > 15), "_end": bool(c < 5 or v == 221)}
-                for t, c, v in zip(part["ts"], part["current"], part["voltage"])]
-        expected += [(name, s, e, n) for s, e, n in ref.event(rows)]
-    assert closes(events) == sorted(expected)
+    expected = per_table(pdf, lambda r: {"_start": bool(r.current > 15), "_end": bool(r.current < 5 or r.voltage == 221)},
+                         ref.event)
+    assert closes(events) == expected
     opens = events[events["event_type"] == "WINDOW_OPEN"]
     assert len(opens) == len(expected)
     first = opens.iloc[0]
