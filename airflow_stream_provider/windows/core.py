@@ -169,7 +169,7 @@ def _frame(wstart, wend, rows, closed, opened, **extra) -> pd.DataFrame:
     return pd.DataFrame(data, columns=list(WINDOW_COLUMNS))
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
     """A JSON-safe Python value from a numpy/pandas scalar."""
     if value is None:
         return None
@@ -185,7 +185,7 @@ def _plain(value: Any) -> Any:
 
 
 def _fields_json(frame: pd.DataFrame, names: tuple[str, ...], index: int) -> str:
-    return json.dumps({name: _plain(frame[f"_f_{name}"].iat[index]) for name in names}, sort_keys=False)
+    return json.dumps({name: plain(frame[f"_f_{name}"].iat[index]) for name in names}, sort_keys=False)
 
 
 # --- scanners ------------------------------------------------------------------------------
@@ -318,9 +318,9 @@ def _state(spec: WindowSpec, rows: pd.DataFrame, carry: dict | None, watermark: 
         return empty_windows(), carry
     breaks = np.empty(len(values), dtype=bool)
     breaks[1:] = values[1:] != values[:-1]
-    breaks[0] = o is None or _plain(values[0]) != o["state"]
+    breaks[0] = o is None or plain(values[0]) != o["state"]
     s_idx, e_idx = _segments(breaks)
-    win_state = np.array([_plain(v) for v in values[s_idx]], dtype=object)
+    win_state = np.array([plain(v) for v in values[s_idx]], dtype=object)
     starts, ends = ts[s_idx], ts[e_idx]
     counts = e_idx - s_idx + 1
     was_opened = np.zeros(len(s_idx), bool)

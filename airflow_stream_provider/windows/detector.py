@@ -30,8 +30,6 @@ from airflow_stream_provider.windows.core import scan
 from airflow_stream_provider.windows.events import EVENT_COLUMNS, EVENT_SCHEMA, empty_events, event_rows
 from airflow_stream_provider.windows.trigger import TriggerPlan
 
-#: columns the detector adds to an event row when it writes it
-SINK_FIELDS = (("batch_id", "bigint"), ("seq", "bigint"), ("event_time", "timestamp"))
 STATE_SCHEMA = "carry string"
 _DATA_CHANGES = ("insert", "update_postimage")
 
@@ -71,6 +69,7 @@ def start(spark: SparkSession, plan: TriggerPlan, options: DetectorOptions, *,
         f"{plan.stream}\x1f{Path(options.checkpoint).resolve()}".encode()).hexdigest()[:16]
 
     def write(batch: DataFrame, batch_id: int) -> None:
+        # an event row as written: the core's fields plus batch_id, seq and event_time
         rows = (batch.withColumn("batch_id", F.lit(batch_id).cast("bigint"))
                 .withColumn("seq", F.monotonically_increasing_id())
                 .withColumn("event_time", F.current_timestamp()))

@@ -21,7 +21,7 @@ from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import StreamDefinitionError, did_you_mean
 from airflow_stream_provider.sql.dialect import parse_fragment
 from airflow_stream_provider.windows import expr
-from airflow_stream_provider.windows.core import WindowSpec, _plain
+from airflow_stream_provider.windows.core import WindowSpec, plain
 
 
 @dataclass(frozen=True)
@@ -140,7 +140,7 @@ class TriggerPlan:
     # --- identity ---------------------------------------------------------------------------
 
     def group_keys(self, values: tuple) -> dict[str, object]:
-        return {k: _plain(v) for k, v in zip(self.keys, values)}
+        return {k: plain(v) for k, v in zip(self.keys, values)}
 
     @staticmethod
     def group_id(keys: dict[str, object]) -> str:
