@@ -470,4 +470,30 @@ def _count(spec: WindowSpec, rows: pd.DataFrame, carry: dict | None, watermark: 
     return frame.reset_index(drop=True), carry
 
 
+def open_windows(spec: WindowSpec, carry: dict | None) -> pd.DataFrame:
+    """The windows a carry holds open, as they stand: ``wend`` is the latest row so far (INTERVAL:
+    the window's end), ``rows`` the rows so far. Neither closed nor newly opened."""
+    if not carry:
+        return empty_windows()
+    if spec.kind == "interval":
+        ks = np.array(sorted(int(k) for k in carry["counts"]), dtype=np.int64)
+        starts = ks * spec.sliding + spec.offset
+        rows = [carry["counts"][str(k)] for k in ks.tolist()]
+        return _frame(starts, starts + spec.interval, rows, np.zeros(len(ks), bool), np.zeros(len(ks), bool))
+    if spec.kind == "count":
+        js = np.array([j for j, _ in carry["open"]], dtype=np.int64)
+        rows = np.minimum(js * spec.count_sliding + spec.count, carry["total"]) - js * spec.count_sliding
+        return _frame([s for _, s in carry["open"]], np.full(len(js), carry.get("last") or 0), rows,
+                      np.zeros(len(js), bool), np.zeros(len(js), bool), ordinal=js)
+    o = carry.get("open")
+    if not o:
+        return empty_windows()
+    extra: dict[str, Any] = {}
+    if spec.kind == "state":
+        extra = {"prev_state": np.array([o["prev"]], object), "cur_state": np.array([o["state"]], object)}
+    if spec.kind == "event":
+        extra = {"open_index": [0], "open_fields": np.array([o["fields"]], object)}
+    return _frame([o["start"]], [o["last"]], [o["count"]], [False], [False], **extra)
+
+
 _SCANNERS = {"interval": _interval, "session": _session, "state": _state, "event": _event, "count": _count}

@@ -7,16 +7,27 @@ and the WATERMARK span, never by history. Events go to the stream's event table 
 ``foreachBatch`` with Delta's idempotent writes (``txnAppId`` + ``txnVersion`` = batch id): a batch
 replayed after a crash is written once.
 
-Rows at or before the time the group has already scanned (late rows, and rewrites of an existing
-timestamp) cannot change windows here: they are dropped and counted in the group's state
-(``dropped``), as IGNORE_DISORDER asks and as reference 000 prescribes for COUNT_WINDOW. Rows older
-than the latest event time minus EXPIRED_TIME are dropped the same way.
+Time semantics (reference 000, "Atypical Data Ingestion Scenarios"):
+
+- A row is *late* when its time is at or before the group's decided time, the watermark of its
+  last scan. Late rows, and updates of rows already scanned, are recalculated
+  (:mod:`.recalc`): changed windows get ``WINDOW_INVALIDATION`` and a recomputed
+  ``WINDOW_CLOSE`` with the same trigger id. Under IGNORE_DISORDER, and always for COUNT_WINDOW,
+  they are dropped and counted in the group's state (``dropped``).
+- Deletes are read only under DELETE_RECALC, and recalculated like late rows.
+- Rows older than the latest event time minus EXPIRED_TIME are dropped and counted.
+- MAX_DELAY: every MAX_DELAY of processing time a window stays open, a ``MAX_DELAY`` event
+  reports it as it stands (a processing-time timeout fires it when no rows come).
+- FILL_HISTORY[_FIRST]: the query starts from the table as it is (Delta's initial snapshot, in
+  one micro-batch) and continues with the changes after it, so history is complete before any
+  live row is processed.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,45 +37,62 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
-from airflow_stream_provider.windows.core import scan
+from airflow_stream_provider.windows.core import empty_windows, open_windows, scan
 from airflow_stream_provider.windows.events import EVENT_COLUMNS, EVENT_SCHEMA, empty_events, event_rows
-from airflow_stream_provider.windows.trigger import TriggerPlan
+from airflow_stream_provider.windows.recalc import DATA_CHANGES, recalculate
+from airflow_stream_provider.windows.trigger import TriggerPlan, micros
 
 STATE_SCHEMA = "carry string"
-_DATA_CHANGES = ("insert", "update_postimage")
+_HISTORY_FILES = 1 << 30  # admit the whole initial snapshot in one micro-batch
 
 
 @dataclass(frozen=True)
 class DetectorOptions:
-    """Where a detector keeps its things and how it treats late rows."""
+    """Where a detector keeps its things and where in the table's history it starts."""
 
     events_path: str
     checkpoint: str
-    starting_version: int | str = "latest"  # a Delta version, or "latest" for new changes only
-    expired_time: int | None = None  # EXPIRED_TIME in microseconds
+    # a Delta version, or "latest" for new changes only; FILL_HISTORY plans start from the snapshot
+    starting_version: int | str = "latest"
+    max_files_per_trigger: int | None = None  # Delta's admission limit per micro-batch (live changes)
 
 
 def source(spark: SparkSession, plan: TriggerPlan, options: DetectorOptions) -> DataFrame:
-    """The trigger table's change feed: data rows only (deletes are ignored without DELETE_RECALC)."""
-    df = (spark.readStream.format("delta").option("readChangeFeed", "true")
-          .option("startingVersion", str(options.starting_version)).load(plan.path))
-    df = df.where(F.col("_change_type").isin(*_DATA_CHANGES))
+    """The trigger table's change feed: new row values, the old values of updates, and deletes
+    under DELETE_RECALC."""
+    reader = spark.readStream.format("delta").option("readChangeFeed", "true")
+    if plan.history:
+        reader = reader.option("maxFilesPerTrigger", _HISTORY_FILES)
+    else:
+        reader = reader.option("startingVersion", str(options.starting_version))
+        if options.max_files_per_trigger:
+            reader = reader.option("maxFilesPerTrigger", options.max_files_per_trigger)
+    df = reader.load(plan.path)
+    kinds = [*DATA_CHANGES, "update_preimage"] + (["delete"] if plan.delete_recalc else [])
+    df = df.where(F.col("_change_type").isin(*kinds))
     if plan.subtable is not None:
         df = df.where(F.col("tbname") == plan.subtable)
-    return df.select(*plan.columns, "_commit_version")
+    if plan.since is not None:
+        df = df.where(F.col(plan.ts_column) >= F.timestamp_micros(F.lit(plan.since)))
+    return df.select(*plan.columns, "_change_type", "_commit_version")
 
 
-def events_stream(df: DataFrame, plan: TriggerPlan, options: DetectorOptions) -> DataFrame:
-    """Window events of a change-feed stream of raw trigger rows."""
-    step = _Step(plan, options)
+def events_stream(df: DataFrame, plan: TriggerPlan, *, timeouts: bool = True) -> DataFrame:
+    """Window events of a change-feed stream of raw trigger rows.
+
+    :param timeouts: fire MAX_DELAY without new rows (processing-time timeouts). Spark then runs a
+        micro-batch every trigger interval, so a query that must end (``availableNow``) goes without.
+    """
+    timeouts = timeouts and plan.max_delay is not None
     grouped = df.groupBy(*plan.keys) if plan.keys else df.groupBy(F.lit(0).alias("_all"))
-    return grouped.applyInPandasWithState(step, EVENT_SCHEMA, STATE_SCHEMA, "append", "NoTimeout")
+    return grouped.applyInPandasWithState(_Step(plan, timeouts=timeouts), EVENT_SCHEMA, STATE_SCHEMA, "append",
+                                          "ProcessingTimeTimeout" if timeouts else "NoTimeout")
 
 
 def start(spark: SparkSession, plan: TriggerPlan, options: DetectorOptions, *,
           available_now: bool = False, interval: str = "1 second") -> StreamingQuery:
     """Start the detector query of ``plan``; with ``available_now`` it stops once caught up."""
-    events = events_stream(source(spark, plan, options), plan, options)
+    events = events_stream(source(spark, plan, options), plan, timeouts=not available_now)
     app_id = "airflow-stream-detector-" + hashlib.sha1(
         f"{plan.stream}\x1f{Path(options.checkpoint).resolve()}".encode()).hexdigest()[:16]
 
@@ -72,10 +100,15 @@ def start(spark: SparkSession, plan: TriggerPlan, options: DetectorOptions, *,
         # an event row as written: the core's fields plus batch_id, seq and event_time
         rows = (batch.withColumn("batch_id", F.lit(batch_id).cast("bigint"))
                 .withColumn("seq", F.monotonically_increasing_id())
-                .withColumn("event_time", F.current_timestamp()))
-        (rows.write.format("delta").mode("append")
-         .option("txnAppId", app_id).option("txnVersion", batch_id)
-         .save(options.events_path))
+                .withColumn("event_time", F.current_timestamp())).persist()
+        try:
+            if rows.isEmpty():  # no commit for a batch without events (MAX_DELAY runs one per interval)
+                return
+            (rows.write.format("delta").mode("append")
+             .option("txnAppId", app_id).option("txnVersion", batch_id)
+             .save(options.events_path))
+        finally:
+            rows.unpersist()
 
     writer = (events.writeStream.queryName(f"detector:{plan.stream}")
               .option("checkpointLocation", options.checkpoint).foreachBatch(write))
@@ -84,57 +117,108 @@ def start(spark: SparkSession, plan: TriggerPlan, options: DetectorOptions, *,
 
 
 class _Step:
-    """The per-group state function: the core's carry plus rows waiting for the watermark."""
+    """The per-group state function.
 
-    def __init__(self, plan: TriggerPlan, options: DetectorOptions) -> None:
+    The state (JSON) holds the core's ``carry``; ``pending``, the rows after the decided time that
+    wait for the watermark (raw trigger-table values, ``ts`` in microseconds); ``decided``, the
+    watermark of the last scan; ``max_ts`` and ``first_ts``, the latest and earliest event times
+    scanned; ``due``, the next MAX_DELAY trigger of each open window (processing time); and the
+    counters ``dropped`` and ``recalculations``.
+    """
+
+    def __init__(self, plan: TriggerPlan, *, timeouts: bool) -> None:
         self.plan = plan
-        self.options = options
+        self.timeouts = timeouts
 
     def __call__(self, key: tuple, chunks: Iterator[pd.DataFrame], state) -> Iterator[pd.DataFrame]:  # noqa: ANN001
-        plan = self.plan
+        plan, spec, ts = self.plan, self.plan.spec, self.plan.ts_column
         saved = json.loads(state.get[0]) if state.exists else {}
-        raw = pd.concat(list(chunks), ignore_index=True)
+        frames = [] if state.hasTimedOut else [f for f in chunks if len(f)]
         keys = plan.group_keys(tuple(key) if plan.keys else ())
-        rows = plan.prepare(raw)
-        frontier = saved.get("frontier")  # the latest time the core has scanned
-        max_ts = saved.get("max_ts")
-        if len(rows):
-            top = int(rows["ts"].iat[-1])
-            max_ts = top if max_ts is None else max(max_ts, top)
-        late = rows["ts"] <= frontier if frontier is not None else pd.Series(False, index=rows.index)
-        dropped = int(late.sum())
-        rows = rows[~late]
-        if self.options.expired_time is not None and max_ts is not None:
-            expired = rows["ts"] < max_ts - self.options.expired_time
-            dropped += int(expired.sum())
-            rows = rows[~expired]
-        pending = _from_records(saved.get("pending"), rows)
-        waiting = pd.concat([pending, rows], ignore_index=True).sort_values("ts", kind="stable")
-        watermark = None if max_ts is None else max_ts - plan.spec.watermark
-        ready = waiting[waiting["ts"] <= watermark] if watermark is not None else waiting.iloc[0:0]
-        waiting = waiting[waiting["ts"] > watermark] if watermark is not None else waiting
-        windows, carry = scan(plan.spec, ready.reset_index(drop=True), saved.get("carry"), watermark=watermark)
-        if len(ready):
-            frontier = int(ready["ts"].iat[-1])
-        saved.update(carry=carry, frontier=frontier, max_ts=max_ts, pending=_records(waiting),
-                     dropped=saved.get("dropped", 0) + dropped)
+        carry, decided, max_ts, first_ts = (saved.get(k) for k in ("carry", "decided", "max_ts", "first_ts"))
+        pending = _from_records(saved.get("pending"))
+        events = []
+        if frames:
+            raw = pd.concat(frames, ignore_index=True)
+            raw[ts] = micros(raw[ts])
+            data = raw["_change_type"].isin(DATA_CHANGES)
+            if data.any():
+                top = int(raw.loc[data, ts].max())
+                max_ts = top if max_ts is None else max(max_ts, top)
+            late = raw[ts] <= decided if decided is not None else pd.Series(False, index=raw.index)
+            drop = pd.Series(False, index=raw.index)
+            if plan.expired_time is not None and max_ts is not None:
+                drop |= raw[ts] < max_ts - plan.expired_time
+            if not plan.recalculates:
+                drop |= late
+            saved["dropped"] = saved.get("dropped", 0) + int((drop & data).sum())
+            changes = raw[late & ~drop]
+            if len(changes):
+                done = recalculate(plan, tuple(key), changes, version=int(raw["_commit_version"].max()),
+                                   decided=decided, first_ts=first_ts)
+                events.append(event_rows(plan, keys, done.windows, invalidate=done.invalidate))
+                carry = done.carry
+                low = int(changes[ts].min())
+                first_ts = low if first_ts is None else min(first_ts, low)
+                saved["recalculations"] = saved.get("recalculations", 0) + 1
+            pending = _merge(plan, pending, raw[~late & ~drop])
+            watermark = max_ts - spec.watermark if max_ts is not None else None
+            if watermark is not None:
+                ready = pending[pending[ts] <= watermark]
+                pending = pending[pending[ts] > watermark]
+                windows, carry = scan(spec, plan.prepare(ready), carry, watermark=watermark)
+                events.append(event_rows(plan, keys, windows))
+                if len(ready):
+                    low = int(ready[ts].min())
+                    first_ts = low if first_ts is None else min(first_ts, low)
+                decided = watermark
+        if plan.max_delay is not None:
+            events.append(self._max_delay(saved, keys, carry, state))
+        saved.update(carry=carry, decided=decided, max_ts=max_ts, first_ts=first_ts, pending=_records(pending))
         state.update((json.dumps(saved, default=_json_default),))
-        out = event_rows(plan, keys, windows)
-        yield out[list(EVENT_COLUMNS)] if len(out) else empty_events()
+        events = [e for e in events if len(e)]
+        yield pd.concat(events, ignore_index=True)[list(EVENT_COLUMNS)] if events else empty_events()
+
+    def _max_delay(self, saved: dict, keys: dict, carry: dict | None, state) -> pd.DataFrame:  # noqa: ANN001
+        """MAX_DELAY events of windows open for another delay, and the timeout to the next one."""
+        delay, now = self.plan.max_delay, time.time_ns() // 1000
+        windows = open_windows(self.plan.spec, carry)
+        due_before, due, fire = saved.get("due", {}), {}, []
+        for i, (start_ts, ordinal) in enumerate(zip(windows["wstart"].tolist(), windows["ordinal"].tolist())):
+            name = f"{start_ts}:{ordinal}"
+            at = due_before.get(name, now + delay)  # the first trigger comes a delay after the window is seen
+            if now >= at:
+                fire.append(i)
+                at += (now - at) // delay * delay + delay  # triggers missed while busy are skipped
+            due[name] = at
+        saved["due"] = due
+        if due and self.timeouts:
+            state.setTimeoutDuration(max(1, (min(due.values()) - now) // 1000))
+        if not fire:
+            return empty_events()
+        return event_rows(self.plan, keys, empty_windows(), delayed=windows.iloc[fire])
 
 
-def _records(frame: pd.DataFrame) -> dict | None:
-    if frame.empty:
+def _merge(plan: TriggerPlan, pending: pd.DataFrame | None, changes: pd.DataFrame) -> pd.DataFrame:
+    """Pending rows with ``changes`` (not late) applied: the last value of each row wins, and a
+    delete removes the row."""
+    frames = [changes]
+    if pending is not None:
+        frames.insert(0, pending.assign(_change_type="insert", _commit_version=-1))
+    rows = pd.concat(frames, ignore_index=True)
+    rows = rows[rows["_change_type"] != "update_preimage"]
+    rows = rows.sort_values("_commit_version", kind="stable").drop_duplicates(list(plan.row_key), keep="last")
+    return rows.loc[rows["_change_type"] != "delete", list(plan.columns)].reset_index(drop=True)
+
+
+def _records(frame: pd.DataFrame | None) -> dict | None:
+    if frame is None or frame.empty:
         return None
     return {c: [v.item() if hasattr(v, "item") else v for v in frame[c].tolist()] for c in frame.columns}
 
 
-def _from_records(records: dict | None, like: pd.DataFrame) -> pd.DataFrame:
-    if not records:
-        return like.iloc[0:0]
-    frame = pd.DataFrame(records)
-    frame["ts"] = frame["ts"].astype("int64")
-    return frame
+def _from_records(records: dict | None) -> pd.DataFrame | None:
+    return pd.DataFrame(records) if records else None
 
 
 def _json_default(value: object) -> object:

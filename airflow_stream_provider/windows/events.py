@@ -16,6 +16,8 @@ import pandas as pd
 from airflow_stream_provider import model as m
 
 WINDOW_INVALIDATION = "WINDOW_INVALIDATION"
+#: an intermediate trigger of a window still open after MAX_DELAY (processing time)
+MAX_DELAY = "MAX_DELAY"
 
 #: (name, Spark type) of an event row, in order
 EVENT_FIELDS = (
@@ -37,7 +39,7 @@ EVENT_FIELDS = (
 )
 EVENT_SCHEMA = ", ".join(f"{name} {kind}" for name, kind in EVENT_FIELDS)
 EVENT_COLUMNS = tuple(name for name, _ in EVENT_FIELDS)
-_ORDER = {m.WINDOW_OPEN: 0, WINDOW_INVALIDATION: 1, m.WINDOW_CLOSE: 2}
+_ORDER = {m.WINDOW_OPEN: 0, MAX_DELAY: 1, WINDOW_INVALIDATION: 2, m.WINDOW_CLOSE: 3}
 
 
 def _json(values: np.ndarray) -> np.ndarray:
@@ -48,17 +50,21 @@ def _stamps(values: np.ndarray) -> pd.Series:
     return pd.Series(pd.to_datetime(values, unit="us", utc=True))
 
 
-def event_rows(plan, keys: dict, windows: pd.DataFrame, *, invalidate: pd.DataFrame | None = None) -> pd.DataFrame:  # noqa: ANN001
+def event_rows(plan, keys: dict, windows: pd.DataFrame, *, invalidate: pd.DataFrame | None = None,  # noqa: ANN001
+               delayed: pd.DataFrame | None = None) -> pd.DataFrame:
     """Events of one group from the windows a scan reported (see :mod:`.core`).
 
     :param invalidate: windows reported earlier that are no longer valid; each gets a
         ``WINDOW_INVALIDATION`` with its old start and end.
+    :param delayed: open windows due for a ``MAX_DELAY`` trigger, as they stand.
     """
     group_id = plan.group_id(keys)
     parts = []
     wanted = set(plan.event_types)
     if m.WINDOW_OPEN in wanted:
         parts.append(_part(plan, windows[windows["opened"]], m.WINDOW_OPEN))
+    if delayed is not None and len(delayed):
+        parts.append(_part(plan, delayed, MAX_DELAY))
     if invalidate is not None and len(invalidate):
         parts.append(_part(plan, invalidate, WINDOW_INVALIDATION))
     if m.WINDOW_CLOSE in wanted:
@@ -79,6 +85,7 @@ def event_rows(plan, keys: dict, windows: pd.DataFrame, *, invalidate: pd.DataFr
 def _part(plan, w: pd.DataFrame, kind: str) -> pd.DataFrame:  # noqa: ANN001
     n = len(w)
     is_open = kind == m.WINDOW_OPEN
+    as_open = kind in (m.WINDOW_OPEN, MAX_DELAY)  # states and conditions as when the window opened
     state = plan.spec.kind == "state"
     event = plan.spec.kind == "event"
     none = np.full(n, None, dtype=object)
@@ -90,12 +97,12 @@ def _part(plan, w: pd.DataFrame, kind: str) -> pd.DataFrame:  # noqa: ANN001
             pd.array([pd.NaT] * n, dtype="datetime64[us, UTC]")),
         "row_count": w["rows"].to_numpy(np.int64) if not is_open else pd.array([None] * n, dtype="Int64"),
         "window_ordinal": w["ordinal"].to_numpy(np.int64),
-        "prev_state": _json(w["prev_state"].to_numpy(object)) if state and is_open else none,
+        "prev_state": _json(w["prev_state"].to_numpy(object)) if state and as_open else none,
         "cur_state": _json(w["cur_state"].to_numpy(object)) if state else none,
         "next_state": _json(w["next_state"].to_numpy(object)) if state and kind == m.WINDOW_CLOSE else none,
-        "condition_index": (w["open_index"] if is_open else w["close_index"]).to_numpy(np.int64).astype("int32")
+        "condition_index": (w["open_index"] if as_open else w["close_index"]).to_numpy(np.int64).astype("int32")
         if event and kind != WINDOW_INVALIDATION else pd.array([None] * n, dtype="Int32"),
-        "field_values": (w["open_fields"] if is_open else w["close_fields"]).to_numpy(object)
+        "field_values": (w["open_fields"] if as_open else w["close_fields"]).to_numpy(object)
         if event and kind != WINDOW_INVALIDATION else none,
     })
 

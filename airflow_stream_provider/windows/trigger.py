@@ -12,6 +12,7 @@ import functools
 import hashlib
 import json
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 
 import numpy as np
 import pandas as pd
@@ -40,13 +41,31 @@ class TriggerPlan:
     count_columns: tuple[str, ...] = ()
     event_types: tuple[str, ...] = (m.WINDOW_CLOSE,)
     reads: tuple[str, ...] = ()  # columns besides ts and keys that the expressions read
+    row_key: tuple[str, ...] = ()  # the table's row identity (tbname, timestamp[, composite key])
+    # how late rows, updates and deletes are treated (STREAM_OPTIONS), times in microseconds
+    ignore_disorder: bool = False
+    delete_recalc: bool = False
+    expired_time: int | None = None
+    max_delay: int | None = None
+    history: bool = False  # FILL_HISTORY / FILL_HISTORY_FIRST: rows written before the stream count too
+    since: int | None = None  # ... from this event time on; earlier rows are never read
+
+    @property
+    def recalculates(self) -> bool:
+        """Late rows and updates recompute closed windows (not under IGNORE_DISORDER; never for COUNT)."""
+        return not self.ignore_disorder and self.spec.kind != "count"
 
     # --- building ---------------------------------------------------------------------------
 
     @classmethod
     def build(cls, stmt: m.CreateStream, table: object, *, path: str, columns: list[str],
-              ts_column: str, subtable: str | None = None) -> TriggerPlan:
-        """Plan the trigger of ``stmt`` over a table with ``columns`` (``table`` names it in messages)."""
+              ts_column: str, subtable: str | None = None, row_key: tuple[str, ...] = (),
+              now: datetime | None = None) -> TriggerPlan:
+        """Plan the trigger of ``stmt`` over a table with ``columns`` (``table`` names it in messages).
+
+        :param row_key: the columns identifying a row (default: the timestamp column).
+        :param now: the time ``FILL_HISTORY(now - 1d)`` is measured from (default: the clock).
+        """
         trigger = stmt.trigger
         if trigger.kind != "window":
             raise StreamDefinitionError(f"{trigger.keyword} is not a window trigger; it needs no detector")
@@ -90,10 +109,19 @@ class TriggerPlan:
         if isinstance(trigger, m.SessionWindow):
             real(trigger.ts_column, "SESSION")
         spec = WindowSpec.from_trigger(trigger, stmt.options, start_fields=start_fields, end_fields=end_fields)
+        opts = stmt.options
+        fill = opts.fill_history
+        since = None
+        if fill is not None and fill.start is not None:
+            since = _epoch_micros(fill.start.resolve(now or datetime.now(timezone.utc)))
         return cls(
             stream=str(stmt.name), spec=spec, table=str(table), path=path, ts_column=ts_column, keys=keys,
             subtable=subtable, pre_filter=pre_filter, count_columns=count_columns,
-            event_types=stmt.options.event_types, reads=tuple(reads), **texts,
+            event_types=opts.event_types, reads=tuple(reads), row_key=row_key or (ts_column,),
+            ignore_disorder=opts.ignore_disorder, delete_recalc=opts.delete_recalc,
+            expired_time=opts.expired_time.micros if opts.expired_time else None,
+            max_delay=opts.max_delay.micros if opts.max_delay else None,
+            history=fill is not None, since=since, **texts,
         )
 
     # --- rows -------------------------------------------------------------------------------
@@ -102,7 +130,7 @@ class TriggerPlan:
     def columns(self) -> tuple[str, ...]:
         """The trigger-table columns to read: timestamp, keys, then what the expressions use."""
         out = [self.ts_column, *self.keys]
-        out += [c for c in self.reads if c not in out]
+        out += [c for c in (*self.reads, *self.row_key) if c not in out]
         if self.subtable and "tbname" not in out:
             out.append("tbname")
         return tuple(out)
@@ -156,6 +184,12 @@ class TriggerPlan:
                 for s, o in zip(starts.tolist(), ordinals.tolist())]
 
 
+def _epoch_micros(at: datetime) -> int:
+    if at.tzinfo is None:
+        at = at.replace(tzinfo=timezone.utc)
+    return (at - datetime(1970, 1, 1, tzinfo=timezone.utc)) // timedelta(microseconds=1)
+
+
 def micros(values: pd.Series) -> np.ndarray:
     """Timestamps (datetime64 of any unit, or aware) as int64 microseconds since the epoch."""
     if len(values) == 0:
@@ -183,4 +217,5 @@ def plan_trigger(stmt: m.CreateStream, catalog, default_db: str | None = None) -
     return TriggerPlan.build(
         stmt, found.qualified, path=str(info.path), columns=[c.name for c in info.columns],
         ts_column=info.timestamp_column, subtable=found.name if isinstance(found, SubTable) else None,
+        row_key=info.key_columns,
     )

@@ -3,6 +3,7 @@ rows are split into commits and micro-batches, exactly once across restarts and 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import subprocess
@@ -82,7 +83,8 @@ def events_table(opts) -> pd.DataFrame:
     try:
         return DeltaTable(opts.events_path).to_pandas()
     except TableNotFoundError:  # no commit yet (a run may be killed before its first one)
-        return pd.DataFrame(columns=["trigger_id", "event_type", "window_start", "window_end", "row_count"])
+        return pd.DataFrame(columns=["trigger_id", "event_type", "window_start", "window_end", "row_count",
+                                     "batch_id", "seq"])
 
 
 def key(frame: pd.DataFrame) -> list[tuple]:
@@ -95,12 +97,8 @@ def key(frame: pd.DataFrame) -> list[tuple]:
 
 
 def run_available_now(spark, plan, opts, *, max_files: int | None = None) -> None:
-    src = detector.source(spark, plan, opts)
-    if max_files:
-        src = (spark.readStream.format("delta").option("readChangeFeed", "true")
-               .option("startingVersion", "0").option("maxFilesPerTrigger", str(max_files)).load(plan.path)
-               .where("_change_type IN ('insert', 'update_postimage')").select(*plan.columns, "_commit_version"))
-    events = detector.events_stream(src, plan, opts)
+    src = detector.source(spark, plan, dataclasses.replace(opts, max_files_per_trigger=max_files))
+    events = detector.events_stream(src, plan)
     query = (events.writeStream.option("checkpointLocation", opts.checkpoint)
              .foreachBatch(lambda b, i: b.write.format("delta").mode("append")
                            .option("txnAppId", "t").option("txnVersion", i).save(opts.events_path))

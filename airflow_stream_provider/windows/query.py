@@ -1,0 +1,274 @@
+"""TDengine window clauses in SELECT, on Spark.
+
+``SELECT ... FROM t [WHERE ...] [PARTITION BY cols] INTERVAL(...) [SLIDING(...)] [FILL(...)]``, and
+likewise SESSION, STATE_WINDOW, EVENT_WINDOW and COUNT_WINDOW. The window core assigns each row
+to its window(s), per PARTITION BY group, in one ``applyInPandas`` job; Spark then aggregates the
+select list per window with ``_wstart``, ``_wend`` and ``_wduration`` as columns. The windows are
+the ones a stream over the same rows would close (``scan(..., final=True)``).
+
+FILL (INTERVAL only) covers the windows between each group's first and last row:
+``NONE`` (default), ``NULL``/``NULL_F``, ``VALUE[_F], v...`` (one value per select item with an
+aggregate), ``PREV``, ``NEXT`` and ``LINEAR``. Only items with an aggregate are filled; the
+others (``_wstart``, group columns, constants) are computed for every window.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+
+import numpy as np
+import pandas as pd
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+from sqlglot import exp
+
+from airflow_stream_provider import model as m
+from airflow_stream_provider.exceptions import StreamDefinitionError
+from airflow_stream_provider.sql.dialect import Duration, PartitionClause, TDengine, WindowClause
+from airflow_stream_provider.sql.functions import AGGREGATES
+from airflow_stream_provider.windows.core import WindowSpec, scan
+from airflow_stream_provider.windows.trigger import TriggerPlan
+
+FILL_MODES = ("NONE", "NULL", "NULL_F", "VALUE", "VALUE_F", "PREV", "NEXT", "LINEAR")
+_WINDOW_FIELDS = [T.StructField("_wstart", T.TimestampType()), T.StructField("_wend", T.TimestampType()),
+                  T.StructField("_wduration", T.LongType()), T.StructField("_wid", T.LongType()),
+                  T.StructField("_empty", T.BooleanType())]
+
+
+def has_window(tree: exp.Expr) -> bool:
+    return isinstance(tree, exp.Select) and tree.args.get("td_window") is not None
+
+
+def _reject(message: str, clause: str = "window clause") -> StreamDefinitionError:
+    return StreamDefinitionError(message, clause=clause)
+
+
+def _micros(node: exp.Expr, clause: str) -> int:
+    if not isinstance(node, Duration):
+        raise _reject(f"{clause} needs a duration such as 10s, not {node.sql(dialect=TDengine)}", clause)
+    duration = m.Duration(node.count, node.unit)
+    if duration.is_calendar or duration.unit == "b":
+        raise _reject(f"{clause}({duration}) needs a fixed length in u, a, s, m, h, d or w", clause)
+    return duration.micros
+
+
+def _int(node: exp.Expr, clause: str) -> int:
+    if not (isinstance(node, exp.Literal) and not node.is_string and node.this.isdigit()):
+        raise _reject(f"{clause} needs a positive whole number, not {node.sql(dialect=TDengine)}", clause)
+    return int(node.this)
+
+
+def plan_of(select: exp.Select, *, columns: list[str], ts_column: str) -> tuple[TriggerPlan, tuple]:
+    """The window plan of a SELECT's window clause, and its FILL (mode, values)."""
+    clause: WindowClause = select.args["td_window"]
+    kind, args = clause.args["kind"], list(clause.args.get("expressions") or [])
+    by_lower = {c.lower(): c for c in columns}
+
+    def column(node: exp.Expr, where: str) -> str:
+        if not isinstance(node, exp.Column) or node.name.lower() not in by_lower:
+            raise _reject(f"{where}: {node.sql(dialect=TDengine)} is not a column of the table", where)
+        return by_lower[node.name.lower()]
+
+    partition: PartitionClause | None = select.args.get("td_partition")
+    keys = tuple(column(e, "PARTITION BY") for e in (partition.expressions if partition else []))
+    fill = clause.args.get("fill")
+    fill_mode, fill_values = "NONE", ()
+    if fill is not None:
+        items = fill.expressions if isinstance(fill, exp.Tuple) else [fill]
+        fill_mode = items[0].name.upper()
+        fill_values = tuple(items[1:])
+        if fill_mode not in FILL_MODES:
+            raise _reject(f"FILL({fill_mode}) is not a fill mode; use one of {', '.join(FILL_MODES)}", "FILL")
+        if kind != "INTERVAL":
+            raise _reject("FILL applies to INTERVAL windows only", "FILL")
+    true_for = clause.args.get("true_for")
+    common = {"true_for_duration": _micros(true_for, "TRUE_FOR") if true_for is not None else None}
+    texts: dict = {}
+    reads: list[str] = []
+    if kind == "INTERVAL":
+        interval = _micros(args[0], "INTERVAL")
+        offset = _micros(args[1], "INTERVAL offset") if len(args) > 1 else 0
+        sliding = _micros(clause.args["sliding"], "SLIDING") if clause.args.get("sliding") else interval
+        if sliding > interval:
+            raise _reject("SLIDING is longer than INTERVAL", "SLIDING")
+        spec = WindowSpec("interval", interval=interval, sliding=sliding, offset=offset,
+                          keep_empty=fill_mode != "NONE")
+    elif kind == "SESSION":
+        if column(args[0], "SESSION") != ts_column:
+            raise _reject(f"SESSION needs the timestamp column {ts_column}", "SESSION")
+        spec = WindowSpec("session", gap=_micros(args[1], "SESSION"))
+    elif kind == "STATE_WINDOW":
+        texts["state"] = args[0].sql(dialect=TDengine)
+        spec = WindowSpec("state", **common)
+    elif kind == "EVENT_WINDOW":
+        texts["start"] = clause.args["start"].sql(dialect=TDengine)
+        texts["end"] = clause.args["end"].sql(dialect=TDengine)
+        fields = lambda node: tuple(dict.fromkeys(column(c, "EVENT_WINDOW") for c in node.find_all(exp.Column)))  # noqa: E731
+        spec = WindowSpec("event", start_fields=fields(clause.args["start"]), end_fields=fields(clause.args["end"]),
+                          **common)
+    elif kind == "COUNT_WINDOW":
+        count = _int(args[0], "COUNT_WINDOW")
+        slide = _int(args[1], "COUNT_WINDOW") if len(args) > 1 and isinstance(args[1], exp.Literal) else count
+        cols = tuple(column(c, "COUNT_WINDOW") for c in args if isinstance(c, exp.Column))
+        if not 0 < slide <= count:
+            raise _reject(f"COUNT_WINDOW({count}, {slide}): the slide must be between 1 and the count", "COUNT_WINDOW")
+        spec = WindowSpec("count", count=count, count_sliding=slide)
+        texts["count_columns"] = cols
+    else:
+        raise _reject(f"{kind} is not a window clause")
+    for text in (texts.get("state"), texts.get("start"), texts.get("end")):
+        if text:
+            for c in exp.maybe_parse(text, dialect=TDengine).find_all(exp.Column):
+                reads.append(column(c, kind))
+    plan = TriggerPlan(stream="query", spec=spec, table="query", path="", ts_column=ts_column, keys=keys,
+                       reads=tuple(dict.fromkeys(reads)), **texts)
+    return plan, (fill_mode, fill_values)
+
+
+def assign(df: DataFrame, plan: TriggerPlan, *, precision: str) -> DataFrame:
+    """Each row of ``df`` once per window it belongs to, with ``_wstart``, ``_wend``, ``_wduration``
+    (in the database precision) and ``_wid``; windows without rows (kept INTERVAL windows) get one
+    row of NULLs with ``_empty``."""
+    schema = T.StructType([*df.schema.fields, *_WINDOW_FIELDS])
+    columns = df.columns
+    unit = 1000 if precision == "ms" else 1
+
+    def fn(raw):  # noqa: ANN001, ANN202 - no hints: Spark would read them as an eval type
+        return _assign_group(plan, raw, columns, unit)
+
+    grouped = df.groupBy(*plan.keys) if plan.keys else df.groupBy(F.lit(0).alias("_all"))
+    return grouped.applyInPandas(fn, schema=schema)
+
+
+def _assign_group(plan: TriggerPlan, raw: pd.DataFrame, columns: list[str], unit: int) -> pd.DataFrame:
+    spec = plan.spec
+    order = [plan.ts_column, "tbname"] if "tbname" in raw else [plan.ts_column]
+    raw = raw.sort_values(order, kind="stable").reset_index(drop=True)
+    rows = plan.prepare(raw)  # the same order: prepare sorts stably by the same keys
+    windows, _ = scan(spec, rows, None, final=True)
+    ts = rows["ts"].to_numpy(np.int64)
+    starts, ends = windows["wstart"].to_numpy(np.int64), windows["wend"].to_numpy(np.int64)
+    member = np.ones(len(rows), bool)
+    if spec.kind == "count":
+        member = rows["_valid"].to_numpy(bool) if "_valid" in rows else member
+        positions = np.flatnonzero(member)
+        first = windows["ordinal"].to_numpy(np.int64) * spec.count_sliding
+        lo, hi = first, np.minimum(first + spec.count, len(positions))
+        index = [positions[a:b] for a, b in zip(lo.tolist(), hi.tolist())]
+    else:
+        if spec.kind == "state":
+            member = rows["_state"].notna().to_numpy(bool)
+        lo = np.searchsorted(ts, starts, "left")
+        hi = np.searchsorted(ts, ends, "left" if spec.kind == "interval" else "right")
+        index = [np.arange(a, b)[member[a:b]] for a, b in zip(lo.tolist(), hi.tolist())]
+    sizes = np.array([len(i) for i in index], dtype=np.int64)
+    taken = np.concatenate(index) if index else np.empty(0, np.int64)
+    wid = np.repeat(np.arange(len(windows)), sizes)
+    out = raw.iloc[taken].reset_index(drop=True)[columns]
+    out["_wid"], out["_empty"] = wid, False
+    empty = np.flatnonzero(sizes == 0)
+    if len(empty):
+        blank = pd.DataFrame({c: pd.Series([None] * len(empty), dtype=object) for c in columns})
+        for k in plan.keys:  # an empty window still belongs to its group
+            blank[k] = raw[k].iat[0] if len(raw) else None
+        blank["_wid"], blank["_empty"] = empty, True
+        out = pd.concat([out, blank], ignore_index=True)
+    w = out["_wid"].to_numpy(np.int64)
+    out["_wstart"] = pd.to_datetime(starts[w], unit="us", utc=True)
+    out["_wend"] = pd.to_datetime(ends[w], unit="us", utc=True)
+    out["_wduration"] = (ends[w] - starts[w]) // unit
+    return out[[*columns, "_wstart", "_wend", "_wduration", "_wid", "_empty"]]
+
+
+def run(spark: SparkSession, select: exp.Select, *, source: DataFrame, ts_column: str, precision: str,
+        translate: Callable[[exp.Expr], str]) -> DataFrame:
+    """The result of a SELECT with a window clause over ``source`` (its FROM with WHERE applied).
+
+    :param translate: TDengine tree -> Spark SQL (functions, pseudo-columns) for this table.
+    """
+    for arg in ("group", "having", "joins", "distinct"):
+        if select.args.get(arg):
+            raise _reject(f"{arg.upper()} cannot be combined with a window clause")
+    plan, (fill_mode, fill_values) = plan_of(select, columns=source.columns, ts_column=ts_column)
+    assigned = assign(source, plan, precision=precision)
+    view = f"_w_{uuid.uuid4().hex[:12]}"
+    assigned.createOrReplaceTempView(view)
+    keys = [exp.column(k, quoted=True) for k in plan.keys]
+    window_cols = [exp.column(c) for c in ("_wid", "_wstart", "_wend", "_wduration")]
+    # result columns are named as TDengine names them: the item's alias, or its text (``count(*)``)
+    items = [e.copy() if isinstance(e, exp.Alias) else exp.alias_(e.copy(), e.sql(dialect=TDengine), quoted=True)
+             for e in select.expressions]
+    order = select.args.get("order")
+    limit = select.args.get("limit")
+    if fill_mode == "NONE":
+        query = exp.select(*items).from_(view).where("NOT _empty").group_by(*keys, *window_cols)
+        if order is None:
+            query = query.order_by(*keys, exp.column("_wstart"))
+        return spark.sql(translate(_finish(query, order, limit)))
+    return _filled(spark, view, items, keys, window_cols, fill_mode, fill_values, order, limit, translate)
+
+
+def _finish(query: exp.Select, order: exp.Expr | None, limit: exp.Expr | None) -> exp.Select:
+    if order is not None:
+        query.set("order", order.copy())
+    if limit is not None:
+        query.set("limit", limit.copy())
+    return query
+
+
+def _is_aggregate(node: exp.Expr) -> bool:
+    return any(isinstance(n, exp.Anonymous) and n.name.lower() in AGGREGATES or isinstance(n, exp.Count)
+               for n in node.walk())
+
+
+def _filled(spark: SparkSession, view: str, items: list[exp.Expr], keys: list[exp.Column],
+            window_cols: list[exp.Column], mode: str, values: tuple, order, limit,  # noqa: ANN001
+            translate: Callable[[exp.Expr], str]) -> DataFrame:
+    aggregated = [i for i, e in enumerate(items) if _is_aggregate(e)]
+    if mode.startswith("VALUE") and len(values) != len(aggregated):
+        raise _reject(f"FILL({mode}) needs {len(aggregated)} value(s), one per select item with an aggregate; "
+                      f"got {len(values)}", "FILL")
+    key_names = [k.name for k in keys]
+    # the windows, every one of them, and the aggregates of those with rows
+    windows = spark.sql(translate(exp.select(*keys, *window_cols).from_(view).distinct()))
+    agg_items = [exp.alias_(items[i].unalias(), f"_a{i}") for i in aggregated]
+    present = spark.sql(translate(
+        exp.select(*keys, exp.column("_wid"), *agg_items, exp.alias_(exp.true(), "_present"))
+        .from_(view).where("NOT _empty").group_by(*keys, exp.column("_wid"))))
+    joined = windows.join(present, on=[*key_names, "_wid"], how="left")
+    group = F.struct(*[F.col(f"`{k}`") for k in key_names]) if key_names else F.lit(0)
+    before = Window.partitionBy(group).orderBy("_wstart").rowsBetween(Window.unboundedPreceding, 0)
+    after = Window.partitionBy(group).orderBy("_wstart").rowsBetween(0, Window.unboundedFollowing)
+    have = F.col("_present").isNotNull()
+    t = F.unix_micros(F.col("_wstart"))
+    for n, i in enumerate(aggregated):
+        col = F.col(f"_a{i}")
+        if mode in ("NULL", "NULL_F"):
+            filled = col
+        elif mode.startswith("VALUE"):
+            value = F.expr(translate(values[n]))
+            filled = F.when(have, col).otherwise(value)
+        else:
+            prev_v = F.last(F.when(have, col), ignorenulls=True).over(before)
+            next_v = F.first(F.when(have, col), ignorenulls=True).over(after)
+            if mode == "PREV":
+                filled = F.when(have, col).otherwise(prev_v)
+            elif mode == "NEXT":
+                filled = F.when(have, col).otherwise(next_v)
+            else:  # LINEAR: on the line between the nearest windows with a value, by window start
+                prev_t = F.last(F.when(have & col.isNotNull(), t), ignorenulls=True).over(before)
+                next_t = F.first(F.when(have & col.isNotNull(), t), ignorenulls=True).over(after)
+                line = prev_v + (next_v - prev_v) * (t - prev_t) / (next_t - prev_t)
+                filled = F.when(have, col).otherwise(line)
+        joined = joined.withColumn(f"_a{i}", filled)
+    filled_view = f"{view}_filled"
+    joined.createOrReplaceTempView(filled_view)
+    final_items = [exp.alias_(exp.column(f"_a{i}"), e.alias, quoted=True) if i in aggregated else e
+                   for i, e in enumerate(items)]
+    query = exp.select(*final_items).from_(filled_view)
+    if order is None:
+        query = query.order_by(*keys, exp.column("_wstart"))
+    return spark.sql(translate(_finish(query, order, limit)))
+

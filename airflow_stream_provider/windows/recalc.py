@@ -1,0 +1,171 @@
+"""Recalculation: what late rows, updates and deletes change in windows a group already decided.
+
+A change is *late* when its time is at or before the group's decided time (the watermark of its
+last scan): the windows there were already reported. The group's rows are read back from the
+trigger table (delta-rs, at the batch's commit version) from a *safe point* before the earliest
+change: a place where the window core's carry is known without scanning history (the start of the
+affected INTERVAL window, a SESSION gap, a STATE change, the row after an EVENT end). The rows as
+they stood before the changes are the same rows with every changed row taken back to its first
+pre-image (or removed, when it was first inserted by these changes). Both versions are scanned from
+the safe point up to the decided time; windows that differ become ``WINDOW_INVALIDATION`` (old) and
+``WINDOW_CLOSE`` (new) events, and the new scan's carry replaces the group's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.dataset as ds
+from deltalake import DeltaTable
+
+from airflow_stream_provider.windows.core import WINDOW_COLUMNS, plain, scan
+from airflow_stream_provider.windows.trigger import TriggerPlan, micros
+
+#: change-feed row kinds that carry a row's new value, and the ones that carry an old value
+DATA_CHANGES = ("insert", "update_postimage")
+OLD_VALUES = ("update_preimage", "delete")
+_FIRST = {"update_preimage": 0, "delete": 0, "insert": 1, "update_postimage": 1}
+
+_LOOKBACK = 60_000_000  # first look this far before the earliest change for a safe point (doubles)
+_SIGNATURE = [c for c in WINDOW_COLUMNS if c not in ("opened", "closed")]
+
+
+@dataclass(frozen=True)
+class Recalculation:
+    invalidate: pd.DataFrame  # closed windows reported before that no longer hold
+    windows: pd.DataFrame  # windows to report now: recomputed closes, newly opened windows
+    carry: dict | None  # the group's carry at the decided time, with the changes applied
+    start: int  # the safe point the rescan started from
+
+
+def read_group(plan: TriggerPlan, key_values: tuple, version: int, lo: int, hi: int) -> pd.DataFrame:
+    """Rows of one group with ``lo <= ts <= hi`` (microseconds) in the trigger table at ``version``."""
+    dataset = DeltaTable(plan.path, version=version).to_pyarrow_dataset()
+    ts_type = dataset.schema.field(plan.ts_column).type
+    if plan.since is not None:
+        lo = max(lo, plan.since)
+    cond = (ds.field(plan.ts_column) >= _stamp(lo, ts_type)) & (ds.field(plan.ts_column) <= _stamp(hi, ts_type))
+    rows = dataset.to_table(columns=list(plan.columns), filter=cond).to_pandas()
+    # the group's rows (in pandas: delta-rs scans strings as string_view, which arrow filters can't compare)
+    keep = np.ones(len(rows), bool)
+    for name, value in zip(plan.keys, key_values):
+        value = plain(value)
+        keep &= rows[name].isna().to_numpy() if value is None else (rows[name] == value).to_numpy(bool)
+    if plan.subtable is not None:
+        keep &= (rows["tbname"] == plan.subtable).to_numpy(bool)
+    rows = rows[keep].reset_index(drop=True)
+    rows[plan.ts_column] = micros(rows[plan.ts_column])
+    return rows
+
+
+def _stamp(value: int, kind: pa.DataType) -> pa.Scalar:
+    if pa.types.is_timestamp(kind):
+        per_micro = {"s": 1_000_000, "ms": 1_000, "us": 1, "ns": 1}[kind.unit]
+        scaled = value * 1000 if kind.unit == "ns" else value // per_micro
+        return pa.scalar(scaled, type=kind)
+    return pa.scalar(value, type=kind)
+
+
+def first_values(plan: TriggerPlan, changes: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The keys ``changes`` touch, and the rows as they were before them (changed rows that
+    existed already, with their old values)."""
+    order = changes.assign(_first=changes["_change_type"].map(_FIRST))
+    order = order.sort_values(["_commit_version", "_first"], kind="stable")
+    first = order.drop_duplicates(list(plan.row_key), keep="first")
+    before = first[first["_change_type"].isin(OLD_VALUES)]
+    return first[list(plan.row_key)], before[list(plan.columns)]
+
+
+def _without(rows: pd.DataFrame, keys: pd.DataFrame, row_key: tuple[str, ...]) -> pd.DataFrame:
+    """``rows`` except those whose row key is in ``keys`` (timestamps in microseconds on both sides)."""
+    if rows.empty or keys.empty:
+        return rows
+    gone = pd.MultiIndex.from_frame(keys[list(row_key)].astype(object))
+    return rows[~pd.MultiIndex.from_frame(rows[list(row_key)].astype(object)).isin(gone)]
+
+
+def safe_point(plan: TriggerPlan, key_values: tuple, version: int, earliest: int,
+               first_ts: int | None) -> tuple[int, dict | None]:
+    """A time at or before ``earliest`` from which a scan with the returned carry decides the same
+    windows as a scan of the group's whole history."""
+    spec = plan.spec
+    if spec.kind == "interval":
+        k0 = (earliest - spec.offset - spec.interval) // spec.sliding + 1
+        return k0 * spec.sliding + spec.offset, {"lo": int(k0), "counts": {}}
+    span = max(_LOOKBACK, 2 * spec.gap)
+    while True:
+        lo = earliest - span
+        rows = plan.prepare(read_group(plan, key_values, version, lo, earliest - 1))
+        found = _break(spec.kind, spec.gap, rows)
+        if found is not None:
+            return found
+        if first_ts is None or lo <= first_ts or (plan.since is not None and lo <= plan.since):
+            return lo, None  # the whole history of the group is in reach
+        span *= 4
+
+
+def _break(kind: str, gap: int, rows: pd.DataFrame) -> tuple[int, dict | None] | None:
+    """The latest place in ``rows`` (prepared, in time order) where no window is open."""
+    ts = rows["ts"].to_numpy(np.int64)
+    if kind == "session":
+        cut = np.flatnonzero(np.diff(ts) > gap)
+        return (int(ts[cut[-1] + 1]), None) if len(cut) else None
+    if kind == "state":
+        keep = rows["_state"].notna().to_numpy()
+        ts, values = ts[keep], rows["_state"].to_numpy(object)[keep]
+        changed = np.flatnonzero((values[1:] != values[:-1]) & (ts[1:] > ts[:-1]))
+        if not len(changed):
+            return None
+        i = int(changed[-1]) + 1
+        return int(ts[i]), {"open": None, "prev": plain(values[i - 1])}
+    if kind == "event":
+        # after a row whose end condition holds no window is open, whatever came before: an open
+        # window closes there, and a window the row itself opens closes at once
+        last_at_ts = np.append(ts[1:] > ts[:-1], True)
+        ends = np.flatnonzero(rows["_end"].fillna(False).to_numpy(bool) & last_at_ts)
+        return (int(ts[ends[-1]]) + 1, {"open": None}) if len(ends) else None
+    raise ValueError(f"{kind} windows are not recalculated")
+
+
+def recalculate(plan: TriggerPlan, key_values: tuple, changes: pd.DataFrame, *, version: int, decided: int,
+                first_ts: int | None) -> Recalculation:
+    """Rescan a group whose decided windows ``changes`` (late change-feed rows, all at or before
+    ``decided``, timestamps in microseconds) may alter. The table is read at ``version``, which
+    holds all of them."""
+    spec = plan.spec
+    earliest = int(micros(changes[plan.ts_column]).min())
+    start, carry = safe_point(plan, key_values, version, earliest, first_ts)
+    now_raw = read_group(plan, key_values, version, start, decided)
+    keys, before = first_values(plan, changes)
+    then_raw = pd.concat([_without(now_raw, keys, plan.row_key), before], ignore_index=True)
+    old_carry = carry
+    if spec.kind == "interval" and first_ts is not None and earliest < first_ts:
+        # the group's windows used to begin at its first row; empty windows before it were never due
+        k_first = (first_ts - spec.offset - spec.interval) // spec.sliding + 1
+        old_carry = {"lo": int(k_first), "counts": {}}
+        then_raw = then_raw[micros(then_raw[plan.ts_column]) >= k_first * spec.sliding + spec.offset]
+    then_rows, now_rows = plan.prepare(then_raw), plan.prepare(now_raw)
+    old, _ = scan(spec, then_rows, old_carry, watermark=decided)
+    new, new_carry = scan(spec, now_rows, carry, watermark=decided)
+    invalidate, report = changed(old, new)
+    return Recalculation(invalidate=invalidate, windows=report, carry=new_carry, start=start)
+
+
+def changed(old: pd.DataFrame, new: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(closed windows of ``old`` missing from ``new``, windows of ``new`` to report): a closed
+    window that differs in any field is reported again; an opening only if ``old`` had none."""
+    def sig(frame: pd.DataFrame) -> pd.Series:
+        return frame[_SIGNATURE].astype(str).agg("\x1f".join, axis=1) if len(frame) else pd.Series([], dtype=object)
+
+    old_closed, new_closed = old[old["closed"]], new[new["closed"]]
+    gone = old_closed[~sig(old_closed).isin(set(sig(new_closed)))]
+    opened_before = set(zip(old.loc[old["opened"], "wstart"], old.loc[old["opened"], "ordinal"]))
+    report = new.copy()
+    report["closed"] = report["closed"] & ~sig(report).isin(set(sig(old_closed)))
+    report["opened"] = report["opened"] & np.array(
+        [(s, o) not in opened_before for s, o in zip(report["wstart"], report["ordinal"])], dtype=bool)
+    report = report[report["closed"] | report["opened"]]
+    return gone.reset_index(drop=True), report.reset_index(drop=True)

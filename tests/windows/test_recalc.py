@@ -1,0 +1,158 @@
+"""Late rows, updates and deletes on a running detector: every window ends up as batch mode sees
+the final table, through WINDOW_INVALIDATION and recomputed WINDOW_CLOSE events, each exactly once.
+
+The oracle is batch mode over the final table (itself checked against Spark's window functions and
+the brute-force reference). The event log is folded in order: a close adds a window, an
+invalidation removes exactly the window it names; a second close of a live window fails.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from airflow_stream_provider.windows import detector
+from airflow_stream_provider.windows.batch import detect
+from tests.windows.test_detector import S, TRIGGERS, events_table, make_rows, setup, write
+
+pytestmark = pytest.mark.spark
+
+RECALCULATING = ("interval", "session", "state", "event")
+
+
+def utc(value) -> pd.Timestamp:
+    stamp = pd.Timestamp(value)
+    return stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
+
+
+def fold(events: pd.DataFrame) -> dict[str, tuple]:
+    """The closed windows an event log leaves standing, by trigger id."""
+    live: dict[str, tuple] = {}
+    for e in events.sort_values(["batch_id", "seq"]).itertuples(index=False):
+        window = (utc(e.window_start), utc(e.window_end), int(e.row_count))
+        if e.event_type == "WINDOW_CLOSE":
+            assert e.trigger_id not in live, f"window {window} closed twice without an invalidation"
+            live[e.trigger_id] = window
+        elif e.event_type == "WINDOW_INVALIDATION":
+            assert live.get(e.trigger_id) == window, f"invalidation of {window}, which is not standing"
+            del live[e.trigger_id]
+    return live
+
+
+def closes(frame: pd.DataFrame) -> dict[str, tuple]:
+    closed = frame[frame["event_type"] == "WINDOW_CLOSE"]
+    return {t: (utc(s), utc(e), int(n)) for t, s, e, n in
+            zip(closed["trigger_id"], closed["window_start"], closed["window_end"], closed["row_count"])}
+
+
+def run(spark, plan, opts) -> pd.DataFrame:
+    detector.start(spark, plan, dataclasses.replace(opts, max_files_per_trigger=1), available_now=True).awaitTermination()
+    return events_table(opts)
+
+
+def delete(spark, info, rows: pd.DataFrame) -> None:
+    cond = " OR ".join(f"(tbname = '{t}' AND ts = timestamp_micros({int(ts)}))" for t, ts in zip(rows["tbname"], rows["ts"]))
+    spark.sql(f"DELETE FROM delta.`{info.path}` WHERE {cond}")
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck))
+@given(seed=st.integers(0, 10_000), kind=st.sampled_from(RECALCULATING), commits=st.integers(3, 6),
+       updates=st.integers(0, 6))
+def test_late_rows_and_updates_converge_to_batch_windows(spark, tmp_path_factory, seed, kind, commits, updates):
+    tmp = tmp_path_factory.mktemp("recalc")
+    wh, info, plan, opts = setup(spark, tmp, "l", TRIGGERS[kind], "STREAM_OPTIONS(WATERMARK(2s))")
+    rows = make_rows(seed, n=60)
+    rng = np.random.default_rng(seed)
+    # rows arrive in any order, far behind the watermark
+    rows = rows.iloc[rng.permutation(len(rows))].reset_index(drop=True)
+    cuts = sorted(rng.choice(np.arange(1, len(rows)), size=commits - 1, replace=False).tolist())
+    for a, b in zip([0, *cuts], [*cuts, len(rows)]):
+        write(info, rows.iloc[a:b])
+    for _ in range(updates):  # rewrite existing timestamps with new values, one commit each
+        changed = rows.iloc[rng.choice(len(rows), size=3, replace=False)].copy()
+        changed["current"] = rng.uniform(0, 20, len(changed)).round(1).astype("float32")
+        changed["voltage"] = rng.integers(219, 222, len(changed)).astype("int32")
+        write(info, changed)
+    streamed = run(spark, plan, opts)
+    batch = detect(spark.read.format("delta").load(plan.path), plan).toPandas()
+    assert closes(batch)
+    assert fold(streamed) == closes(batch)
+
+
+def test_late_row_invalidates_and_recloses_with_the_same_trigger_id(spark, tmp_path):
+    """INTERVAL(10s) SLIDING(10s): rows at 1 s and 25 s close [0, 10) with one row; a row at 5 s arriving after
+    that is a recalculation: the old window is invalidated and closes again with two rows."""
+    wh, info, plan, opts = setup(spark, tmp_path, "i", "INTERVAL(10s) SLIDING(10s)")
+    d1 = pd.DataFrame({"ts": [1 * S, 25 * S], "current": [1.0, 2.0], "voltage": [220, 220],
+                       "tbname": "d1", "location": "SF"})
+    write(info, d1)
+    first = run(spark, plan, opts)
+    write(info, d1.iloc[:1].assign(ts=5 * S))
+    events = run(spark, plan, opts)
+    late = events[events["batch_id"] == events["batch_id"].max()].sort_values("seq")
+    start = pd.Timestamp(0, tz="UTC")
+    assert list(late["event_type"]) == ["WINDOW_INVALIDATION", "WINDOW_CLOSE"]
+    old, new = late.iloc[0], late.iloc[1]
+    assert old["trigger_id"] == new["trigger_id"] == first.loc[first["window_start"] == start, "trigger_id"].item()
+    assert (old["row_count"], new["row_count"]) == (1, 2)
+
+
+def test_updates_of_a_state_are_recalculated(spark, tmp_path):
+    """STATE_WINDOW(voltage): 220, 220, 221, 221 then 225 closes [0 s, 1 s] and [2 s, 3 s]; rewriting
+    the row at 1 s to 221 moves the boundary: [0 s, 0 s] and [1 s, 3 s] replace them."""
+    wh, info, plan, opts = setup(spark, tmp_path, "u", "STATE_WINDOW(voltage)")
+    d1 = pd.DataFrame({"ts": [0, 1 * S, 2 * S, 3 * S, 4 * S], "current": 1.0, "voltage": [220, 220, 221, 221, 225],
+                       "tbname": "d1", "location": "SF"})
+    write(info, d1)
+    first = run(spark, plan, opts)
+    write(info, d1.iloc[[1]].assign(voltage=221))
+    events = run(spark, plan, opts)
+    at = lambda s: pd.Timestamp(s, unit="s", tz="UTC")  # noqa: E731
+    standing = fold(events)
+    assert sorted(standing.values()) == [(at(0), at(0), 1), (at(1), at(3), 3)]
+    # the window starting at 0 s keeps its trigger id; the one at 1 s is new
+    assert {w: t for t, w in standing.items()}[(at(0), at(0), 1)] in set(first["trigger_id"])
+    assert {w: t for t, w in standing.items()}[(at(1), at(3), 3)] not in set(first["trigger_id"])
+    states = events[events["event_type"] == "WINDOW_CLOSE"].sort_values(["batch_id", "seq"])
+    assert [json.loads(v) for v in states["cur_state"]][-2:] == [220, 221]
+
+
+def test_deletes_recalculate_only_with_delete_recalc(spark, tmp_path):
+    trigger = "SESSION(ts, 3s)"
+    for options, recalculated in (("", False), ("STREAM_OPTIONS(DELETE_RECALC)", True)):
+        wh, info, plan, opts = setup(spark, tmp_path / str(recalculated), "d", trigger, options)
+        rows = make_rows(3, n=40).sort_values("ts", kind="stable")
+        write(info, rows)
+        before = run(spark, plan, opts)
+        assert len(before)
+        gone = rows[rows["tbname"] == "d1"].iloc[5:15]
+        delete(spark, info, gone)
+        events = run(spark, plan, opts)
+        assert len(events) >= len(before)
+        batch = detect(spark.read.format("delta").load(plan.path), plan).toPandas()
+        if recalculated:
+            assert fold(events) == closes(batch)
+        else:
+            assert fold(events) == fold(before)  # deletes are ignored without DELETE_RECALC
+            assert fold(events) != closes(batch)
+
+
+def test_ignore_disorder_and_count_windows_drop_late_rows(spark, tmp_path):
+    for name, trigger, options in (("o", TRIGGERS["state"], "STREAM_OPTIONS(IGNORE_DISORDER)"),
+                                   ("c", TRIGGERS["count"], "")):
+        wh, info, plan, opts = setup(spark, tmp_path / name, name, trigger, options)
+        rows = make_rows(5, n=40)
+        early, late = rows[rows["ts"] <= rows["ts"].median()], rows[rows["ts"] > rows["ts"].median()]
+        write(info, late)
+        before = run(spark, plan, opts)
+        write(info, early)  # all behind the decided time
+        after = run(spark, plan, opts)
+        assert len(after) == len(before)
+        expected = detect(spark.createDataFrame(late), plan).toPandas()
+        assert fold(after) == closes(expected)
