@@ -114,6 +114,12 @@ def _no(name: str, reason: str) -> Function:
 _MULTI_ROW = "returns several rows per group, which a stream computation cannot place in one output row"
 _ORDERED = "depends on the row order of each subtable and has no Spark SQL aggregate equivalent"
 
+#: TDengine aggregate functions: one value per group or window
+AGGREGATES = frozenset({
+    "avg", "sum", "count", "min", "max", "stddev", "stddev_pop", "var_pop", "mode", "hyperloglog", "spread",
+    "first", "last", "last_row", "apercentile", "percentile", "elapsed", "twa",
+})
+
 REGISTRY: dict[str, Function] = {
     f.name: f
     for f in [

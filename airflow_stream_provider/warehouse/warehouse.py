@@ -34,9 +34,12 @@ from airflow_stream_provider.warehouse.catalog import (
 from airflow_stream_provider.warehouse.types import BadValue, TimeContext, coerce
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
+
+#: names of the temporary views a window query reads its intermediate results from
+TEMP_VIEW_PREFIX = "_w_"
 
 
 @dataclass
@@ -357,9 +360,12 @@ class Warehouse:
 
     def spark_sql(self, query: m.SqlExpression) -> str:
         """The Spark SQL of a TDengine query, its tables resolved to the Delta tables they live in."""
+        return self._translator(query.tree)(query.tree)
+
+    def _translator(self, tree: exp.Expr):  # noqa: ANN202
+        """TDengine tree -> Spark SQL, for trees reading the tables ``tree`` reads."""
         from airflow_stream_provider.sql import to_spark
 
-        tree = query.tree
         ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
         resolved: dict[tuple[str, str], TableInfo | SubTable] = {}
         for node in tree.find_all(exp.Table):
@@ -370,6 +376,8 @@ class Warehouse:
 
         def table_ref(node: exp.Table) -> exp.Expr:
             name = m.TableName(node.name, node.db or None)
+            if not node.db and node.name.startswith(TEMP_VIEW_PREFIX):  # an intermediate of a window query
+                return node
             found = resolved[(self.database_of(name), name.name.lower())]
             alias = node.alias or node.name
             if isinstance(found, SubTable):
@@ -383,12 +391,33 @@ class Warehouse:
         if len(infos) == 1:
             (info,) = infos
             ts_column, precision = info.timestamp_column, info.precision
-        return to_spark(tree, tables=table_ref, timestamp_column=ts_column, precision=precision or "ms")
+
+        def translate(node: exp.Expr) -> str:
+            return to_spark(node, tables=table_ref, timestamp_column=ts_column, precision=precision or "ms")
+
+        translate.timestamp_column = ts_column  # type: ignore[attr-defined]
+        translate.precision = precision or "ms"  # type: ignore[attr-defined]
+        return translate
+
+    def query_frame(self, query: m.SqlExpression) -> DataFrame:
+        """A TDengine query as a Spark DataFrame (window clauses included)."""
+        from airflow_stream_provider.windows import query as windows
+
+        tree = query.tree
+        translate = self._translator(tree)
+        if not windows.has_window(tree):
+            return self.spark.sql(translate(tree))
+        if translate.timestamp_column is None:
+            raise WarehouseError("a window clause needs exactly one table in FROM, to know its timestamp column")
+        source = exp.select("*").from_(tree.args["from_"].copy())
+        if tree.args.get("where") is not None:
+            source.set("where", tree.args["where"].copy())
+        return windows.run(self.spark, tree, source=self.spark.sql(translate(source)),
+                           ts_column=translate.timestamp_column, precision=translate.precision, translate=translate)
 
     def query(self, query: m.SqlExpression) -> pa.Table:
-        sql = self.spark_sql(query)
         with self._local_time():
-            return self.spark.sql(sql).toArrow()
+            return self.query_frame(query).toArrow()
 
     @contextlib.contextmanager
     def _local_time(self) -> Iterator[None]:

@@ -29,6 +29,7 @@ from airflow_stream_provider.exceptions import StreamDefinitionError
 from airflow_stream_provider.sql.dialect import Duration, PartitionClause, TDengine, WindowClause
 from airflow_stream_provider.sql.functions import AGGREGATES
 from airflow_stream_provider.windows.core import WindowSpec, scan
+from airflow_stream_provider.warehouse.warehouse import TEMP_VIEW_PREFIX
 from airflow_stream_provider.windows.trigger import TriggerPlan
 
 FILL_MODES = ("NONE", "NULL", "NULL_F", "VALUE", "VALUE_F", "PREV", "NEXT", "LINEAR")
@@ -131,7 +132,8 @@ def assign(df: DataFrame, plan: TriggerPlan, *, precision: str) -> DataFrame:
     """Each row of ``df`` once per window it belongs to, with ``_wstart``, ``_wend``, ``_wduration``
     (in the database precision) and ``_wid``; windows without rows (kept INTERVAL windows) get one
     row of NULLs with ``_empty``."""
-    schema = T.StructType([*df.schema.fields, *_WINDOW_FIELDS])
+    # nullable: an empty window's row has no values
+    schema = T.StructType([T.StructField(f.name, f.dataType, True) for f in df.schema.fields] + _WINDOW_FIELDS)
     columns = df.columns
     unit = 1000 if precision == "ms" else 1
 
@@ -170,9 +172,10 @@ def _assign_group(plan: TriggerPlan, raw: pd.DataFrame, columns: list[str], unit
     out["_wid"], out["_empty"] = wid, False
     empty = np.flatnonzero(sizes == 0)
     if len(empty):
-        blank = pd.DataFrame({c: pd.Series([None] * len(empty), dtype=object) for c in columns})
-        for k in plan.keys:  # an empty window still belongs to its group
-            blank[k] = raw[k].iat[0] if len(raw) else None
+        blank = raw.iloc[np.zeros(len(empty), np.int64)].reset_index(drop=True)[columns]
+        for c in columns:  # an empty window's row: its group's keys, no values
+            if c not in plan.keys:
+                blank[c] = None
         blank["_wid"], blank["_empty"] = empty, True
         out = pd.concat([out, blank], ignore_index=True)
     w = out["_wid"].to_numpy(np.int64)
@@ -193,12 +196,13 @@ def run(spark: SparkSession, select: exp.Select, *, source: DataFrame, ts_column
             raise _reject(f"{arg.upper()} cannot be combined with a window clause")
     plan, (fill_mode, fill_values) = plan_of(select, columns=source.columns, ts_column=ts_column)
     assigned = assign(source, plan, precision=precision)
-    view = f"_w_{uuid.uuid4().hex[:12]}"
+    view = f"{TEMP_VIEW_PREFIX}{uuid.uuid4().hex[:12]}"
     assigned.createOrReplaceTempView(view)
     keys = [exp.column(k, quoted=True) for k in plan.keys]
     window_cols = [exp.column(c) for c in ("_wid", "_wstart", "_wend", "_wduration")]
     # result columns are named as TDengine names them: the item's alias, or its text (``count(*)``)
-    items = [e.copy() if isinstance(e, exp.Alias) else exp.alias_(e.copy(), e.sql(dialect=TDengine), quoted=True)
+    items = [e.copy() if isinstance(e, exp.Alias) else
+             exp.alias_(e.copy(), e.sql(dialect=TDengine, normalize_functions=False), quoted=True)
              for e in select.expressions]
     order = select.args.get("order")
     limit = select.args.get("limit")
@@ -219,8 +223,7 @@ def _finish(query: exp.Select, order: exp.Expr | None, limit: exp.Expr | None) -
 
 
 def _is_aggregate(node: exp.Expr) -> bool:
-    return any(isinstance(n, exp.Anonymous) and n.name.lower() in AGGREGATES or isinstance(n, exp.Count)
-               for n in node.walk())
+    return any(isinstance(n, exp.Anonymous) and n.name.lower() in AGGREGATES for n in node.walk())
 
 
 def _filled(spark: SparkSession, view: str, items: list[exp.Expr], keys: list[exp.Column],
