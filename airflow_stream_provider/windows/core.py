@@ -218,18 +218,30 @@ def _interval(spec: WindowSpec, rows: pd.DataFrame, carry: dict | None, watermar
     ts = rows["ts"].to_numpy(np.int64)
     if len(ts):
         last_k = (ts - offset) // step
-        ks, per_k = [], []
+        ks = []
         for j in range(-(-size // step)):
             k = last_k - j
             inside = k * step + offset + size > ts
             ks.append(k[inside])
-        allk = np.concatenate(ks)
-        uniq, cnt = np.unique(allk, return_counts=True)
+        uniq, cnt = np.unique(np.concatenate(ks), return_counts=True)
         for k, c in zip(uniq.tolist(), cnt.tolist()):
             counts[k] = counts.get(k, 0) + c
-        first_k = int(((ts[0] - offset - size) // step) + 1)
+        first_k = first_window(spec, int(ts[0]))
         if carry["lo"] is None or first_k < carry["lo"]:
             carry["lo"] = first_k
+    return interval_windows(spec, counts, before, carry, watermark, final)
+
+
+def first_window(spec: WindowSpec, ts: int) -> int:
+    """The index of the first INTERVAL window holding time ``ts``."""
+    return (ts - spec.offset - spec.interval) // spec.sliding + 1
+
+
+def interval_windows(spec: WindowSpec, counts: dict[int, int], before: set[int], carry: dict,
+                     watermark: int | None, final: bool) -> tuple[pd.DataFrame, dict]:
+    """INTERVAL windows from row counts per window index (``before``: the indices already reported
+    open). Batch mode calls this directly with counts Spark aggregated."""
+    size, step, offset = spec.interval, spec.sliding, spec.offset
     lo = carry["lo"]
     if lo is None:
         return empty_windows(), carry
@@ -244,19 +256,16 @@ def _interval(spec: WindowSpec, rows: pd.DataFrame, carry: dict | None, watermar
         closed_k = np.arange(lo, close_hi, dtype=np.int64)
     else:
         closed_k = np.array(sorted(k for k in counts if k < close_hi), dtype=np.int64)
-    opened_now = sorted(k for k in counts if k not in before)
-    # an empty window is reported open and closed together, when it closes
-    opened_set = set(opened_now) | {int(k) for k in closed_k if int(k) not in before}
-    open_k = np.array(sorted(k for k in counts if k >= close_hi and k in opened_set), dtype=np.int64)
+    open_k = np.array(sorted(k for k in counts if k >= close_hi and k not in before), dtype=np.int64)
     all_k = np.concatenate([closed_k, open_k])
     starts = all_k * step + offset
-    rows_out = np.array([counts.get(int(k), 0) for k in all_k], dtype=np.int64)
+    rows_out = np.fromiter((counts.get(k, 0) for k in all_k.tolist()), dtype=np.int64, count=len(all_k))
     closed = np.concatenate([np.ones(len(closed_k), bool), np.zeros(len(open_k), bool)])
-    opened = np.array([int(k) in opened_set for k in all_k], dtype=bool)
+    # a window is reported open once: when it first has rows, or (empty) together with its close
+    opened = np.fromiter((k not in before for k in all_k.tolist()), dtype=bool, count=len(all_k))
     for k in closed_k.tolist():
         counts.pop(k, None)
-    carry["lo"] = int(close_hi)
-    carry["counts"] = {str(k): v for k, v in counts.items()}
+    carry = {**carry, "lo": int(close_hi), "counts": {str(k): v for k, v in counts.items()}}
     return _frame(starts, starts + size, rows_out, closed, opened), carry
 
 
