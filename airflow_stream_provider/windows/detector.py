@@ -32,6 +32,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -202,6 +203,10 @@ class _Step:
 def _merge(plan: TriggerPlan, pending: pd.DataFrame | None, changes: pd.DataFrame) -> pd.DataFrame:
     """Pending rows with ``changes`` (not late) applied: the last value of each row wins, and a
     delete removes the row."""
+    if pending is None and (changes["_change_type"] == "insert").all():
+        times = changes[plan.ts_column].to_numpy()
+        if len(np.unique(times)) == len(times):  # new rows with distinct times: nothing to merge
+            return changes[list(plan.columns)].reset_index(drop=True)
     frames = [changes]
     if pending is not None:
         frames.insert(0, pending.assign(_change_type="insert", _commit_version=-1))
