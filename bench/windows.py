@@ -112,7 +112,7 @@ def main() -> int:
         trigger, baseline = TRIGGERS[name]
         plan = plan_of(trigger)
         print(f"{name}: batch ...", file=sys.stderr)
-        run_batch = lambda: detect(df, plan, final=True).write.format("noop").mode("overwrite").save()  # noqa: E731
+        run_batch = lambda: detect(df, plan, final=True).write.format("noop").mode("overwrite").save()
         run_batch()  # warm-up run, as for the baselines
         batch_s = timed(run_batch)
         print(f"{name}: streaming ...", file=sys.stderr)

@@ -362,7 +362,7 @@ class Warehouse:
         """The Spark SQL of a TDengine query, its tables resolved to the Delta tables they live in."""
         return self._translator(query.tree)(query.tree)
 
-    def _translator(self, tree: exp.Expr):  # noqa: ANN202
+    def _translator(self, tree: exp.Expr):
         """TDengine tree -> Spark SQL, for trees reading the tables ``tree`` reads."""
         from airflow_stream_provider.sql import to_spark
 

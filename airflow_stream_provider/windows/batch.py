@@ -16,7 +16,12 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from airflow_stream_provider.windows.core import first_window, interval_windows, scan
-from airflow_stream_provider.windows.events import EVENT_COLUMNS, EVENT_SCHEMA, empty_events, event_rows
+from airflow_stream_provider.windows.events import (
+    EVENT_COLUMNS,
+    EVENT_SCHEMA,
+    empty_events,
+    event_rows,
+)
 from airflow_stream_provider.windows.trigger import TriggerPlan
 
 
@@ -40,7 +45,7 @@ def detect(df: DataFrame, plan: TriggerPlan, *, final: bool = False) -> DataFram
 def scan_groups(df: DataFrame, plan: TriggerPlan, *, final: bool = False) -> DataFrame:
     """Batch mode row by row: every group's rows through the window core (any trigger type)."""
 
-    def fn(raw):  # noqa: ANN001, ANN202 - no hints: Spark would read them as an eval type
+    def fn(raw):  # no type hints: Spark would read them as a UDF eval type
         return group_events(plan, raw, final=final)[list(EVENT_COLUMNS)]
 
     grouped = df.groupBy(*plan.keys) if plan.keys else df.groupBy(F.lit(0).alias("_all"))
@@ -76,7 +81,7 @@ def _interval_counts(df: DataFrame, plan: TriggerPlan) -> DataFrame:
     counts = (df.select(*plan.keys, t.alias("_t"), k.alias("_k"))
               .groupBy(*plan.keys, "_k").agg(F.count("*").alias("_n"), F.min("_t").alias("_first")))
 
-    def fn(part):  # noqa: ANN001, ANN202 - no hints: Spark would read them as an eval type
+    def fn(part):  # no type hints: Spark would read them as a UDF eval type
         if part.empty:
             return empty_events()
         keys = plan.group_keys(tuple(part[k].iat[0] for k in plan.keys))

@@ -39,7 +39,12 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from airflow_stream_provider.windows.core import empty_windows, open_windows, scan
-from airflow_stream_provider.windows.events import EVENT_COLUMNS, EVENT_SCHEMA, empty_events, event_rows
+from airflow_stream_provider.windows.events import (
+    EVENT_COLUMNS,
+    EVENT_SCHEMA,
+    empty_events,
+    event_rows,
+)
 from airflow_stream_provider.windows.recalc import DATA_CHANGES, recalculate
 from airflow_stream_provider.windows.trigger import TriggerPlan, micros
 
@@ -53,8 +58,12 @@ class DetectorOptions:
 
     events_path: str
     checkpoint: str
-    # a Delta version, or "latest" for new changes only; FILL_HISTORY plans start from the snapshot
+    # where the change feed starts: a Delta version, or "latest" (resolved when the query first
+    # plans a batch); FILL_HISTORY plans start from the table's snapshot instead
     starting_version: int | str = "latest"
+    # the table's version when the stream was created: changes up to it are history, and are read
+    # only with FILL_HISTORY (the feed starts there, since Delta cannot start at a future version)
+    created_version: int | None = None
     max_files_per_trigger: int | None = None  # Delta's admission limit per micro-batch (live changes)
 
 
@@ -65,12 +74,15 @@ def source(spark: SparkSession, plan: TriggerPlan, options: DetectorOptions) -> 
     if plan.history:
         reader = reader.option("maxFilesPerTrigger", _HISTORY_FILES)
     else:
-        reader = reader.option("startingVersion", str(options.starting_version))
+        start = options.created_version if options.created_version is not None else options.starting_version
+        reader = reader.option("startingVersion", str(start))
         if options.max_files_per_trigger:
             reader = reader.option("maxFilesPerTrigger", options.max_files_per_trigger)
     df = reader.load(plan.path)
     kinds = [*DATA_CHANGES, "update_preimage"] + (["delete"] if plan.delete_recalc else [])
     df = df.where(F.col("_change_type").isin(*kinds))
+    if not plan.history and options.created_version is not None:
+        df = df.where(F.col("_commit_version") > options.created_version)
     if plan.subtable is not None:
         df = df.where(F.col("tbname") == plan.subtable)
     if plan.since is not None:
@@ -131,7 +143,7 @@ class _Step:
         self.plan = plan
         self.timeouts = timeouts
 
-    def __call__(self, key: tuple, chunks: Iterator[pd.DataFrame], state) -> Iterator[pd.DataFrame]:  # noqa: ANN001
+    def __call__(self, key: tuple, chunks: Iterator[pd.DataFrame], state) -> Iterator[pd.DataFrame]:
         plan, spec, ts = self.plan, self.plan.spec, self.plan.ts_column
         saved = json.loads(state.get[0]) if state.exists else {}
         frames = [] if state.hasTimedOut else [f for f in chunks if len(f)]
@@ -180,7 +192,7 @@ class _Step:
         events = [e for e in events if len(e)]
         yield pd.concat(events, ignore_index=True)[list(EVENT_COLUMNS)] if events else empty_events()
 
-    def _max_delay(self, saved: dict, keys: dict, carry: dict | None, state) -> pd.DataFrame:  # noqa: ANN001
+    def _max_delay(self, saved: dict, keys: dict, carry: dict | None, state) -> pd.DataFrame:
         """MAX_DELAY events of windows open for another delay, and the timeout to the next one."""
         delay, now = self.plan.max_delay, time.time_ns() // 1000
         windows = open_windows(self.plan.spec, carry)

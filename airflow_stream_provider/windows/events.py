@@ -50,7 +50,7 @@ def _stamps(values: np.ndarray) -> pd.Series:
     return pd.Series(pd.to_datetime(values, unit="us", utc=True))
 
 
-def event_rows(plan, keys: dict, windows: pd.DataFrame, *, invalidate: pd.DataFrame | None = None,  # noqa: ANN001
+def event_rows(plan, keys: dict, windows: pd.DataFrame, *, invalidate: pd.DataFrame | None = None,
                delayed: pd.DataFrame | None = None) -> pd.DataFrame:
     """Events of one group from the windows a scan reported (see :mod:`.core`).
 
@@ -82,7 +82,7 @@ def event_rows(plan, keys: dict, windows: pd.DataFrame, *, invalidate: pd.DataFr
     return frame[list(EVENT_COLUMNS)].reset_index(drop=True)
 
 
-def _part(plan, w: pd.DataFrame, kind: str) -> pd.DataFrame:  # noqa: ANN001
+def _part(plan, w: pd.DataFrame, kind: str) -> pd.DataFrame:
     n = len(w)
     is_open = kind == m.WINDOW_OPEN
     as_open = kind in (m.WINDOW_OPEN, MAX_DELAY)  # states and conditions as when the window opened

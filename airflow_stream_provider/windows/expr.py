@@ -91,7 +91,7 @@ def evaluate(tree: exp.Expr, frame: pd.DataFrame, timestamp_column: str = "ts") 
             cache[key] = series if isinstance(series.dtype, pd.DatetimeTZDtype) else series.convert_dtypes()
         return cache[key]
 
-    def value(node: exp.Expr):  # noqa: ANN202 - a Series or a scalar
+    def value(node: exp.Expr):
         if isinstance(node, exp.Paren):
             return value(node.this)
         if isinstance(node, exp.Column):
@@ -158,13 +158,13 @@ def _number(text: str) -> int | float:
     return float(text) if re.search(r"[.eE]", text) else int(text)
 
 
-def _series(v, n: int) -> pd.Series:  # noqa: ANN001
+def _series(v, n: int) -> pd.Series:
     if isinstance(v, pd.Series):
         return v.reset_index(drop=True)
     return pd.Series([v] * n, dtype="object" if v is pd.NA else None).convert_dtypes()
 
 
-def _boolean(v, n: int) -> pd.Series:  # noqa: ANN001
+def _boolean(v, n: int) -> pd.Series:
     series = _series(v, n)
     if series.dtype == "boolean":
         return series
@@ -175,7 +175,7 @@ def _boolean(v, n: int) -> pd.Series:  # noqa: ANN001
     return series.astype("boolean")
 
 
-def _align(left, right):  # noqa: ANN001, ANN202
+def _align(left, right):
     """Compare a timestamp column with a timestamp written as a string, as TDengine does."""
     for a, b in ((left, right), (right, left)):
         if isinstance(a, pd.Series) and isinstance(a.dtype, pd.DatetimeTZDtype) and isinstance(b, str):

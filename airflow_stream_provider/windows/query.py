@@ -26,10 +26,15 @@ from sqlglot import exp
 
 from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import StreamDefinitionError
-from airflow_stream_provider.sql.dialect import Duration, PartitionClause, TDengine, WindowClause
+from airflow_stream_provider.sql.dialect import (
+    Duration,
+    PartitionClause,
+    TDengine,
+    WindowClause,
+)
 from airflow_stream_provider.sql.functions import AGGREGATES
-from airflow_stream_provider.windows.core import WindowSpec, scan
 from airflow_stream_provider.warehouse.warehouse import TEMP_VIEW_PREFIX
+from airflow_stream_provider.windows.core import WindowSpec, scan
 from airflow_stream_provider.windows.trigger import TriggerPlan
 
 FILL_MODES = ("NONE", "NULL", "NULL_F", "VALUE", "VALUE_F", "PREV", "NEXT", "LINEAR")
@@ -106,7 +111,7 @@ def plan_of(select: exp.Select, *, columns: list[str], ts_column: str) -> tuple[
     elif kind == "EVENT_WINDOW":
         texts["start"] = clause.args["start"].sql(dialect=TDengine)
         texts["end"] = clause.args["end"].sql(dialect=TDengine)
-        fields = lambda node: tuple(dict.fromkeys(column(c, "EVENT_WINDOW") for c in node.find_all(exp.Column)))  # noqa: E731
+        fields = lambda node: tuple(dict.fromkeys(column(c, "EVENT_WINDOW") for c in node.find_all(exp.Column)))
         spec = WindowSpec("event", start_fields=fields(clause.args["start"]), end_fields=fields(clause.args["end"]),
                           **common)
     elif kind == "COUNT_WINDOW":
@@ -137,7 +142,7 @@ def assign(df: DataFrame, plan: TriggerPlan, *, precision: str) -> DataFrame:
     columns = df.columns
     unit = 1000 if precision == "ms" else 1
 
-    def fn(raw):  # noqa: ANN001, ANN202 - no hints: Spark would read them as an eval type
+    def fn(raw):  # no type hints: Spark would read them as a UDF eval type
         return _assign_group(plan, raw, columns, unit)
 
     grouped = df.groupBy(*plan.keys) if plan.keys else df.groupBy(F.lit(0).alias("_all"))
@@ -227,7 +232,7 @@ def _is_aggregate(node: exp.Expr) -> bool:
 
 
 def _filled(spark: SparkSession, view: str, items: list[exp.Expr], keys: list[exp.Column],
-            window_cols: list[exp.Column], mode: str, values: tuple, order, limit,  # noqa: ANN001
+            window_cols: list[exp.Column], mode: str, values: tuple, order, limit,
             translate: Callable[[exp.Expr], str]) -> DataFrame:
     aggregated = [i for i, e in enumerate(items) if _is_aggregate(e)]
     if mode.startswith("VALUE") and len(values) != len(aggregated):

@@ -12,7 +12,7 @@ import functools
 import hashlib
 import json
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pandas as pd
@@ -113,7 +113,7 @@ class TriggerPlan:
         fill = opts.fill_history
         since = None
         if fill is not None and fill.start is not None:
-            since = _epoch_micros(fill.start.resolve(now or datetime.now(timezone.utc)))
+            since = _epoch_micros(fill.start.resolve(now or datetime.now(UTC)))
         return cls(
             stream=str(stmt.name), spec=spec, table=str(table), path=path, ts_column=ts_column, keys=keys,
             subtable=subtable, pre_filter=pre_filter, count_columns=count_columns,
@@ -186,8 +186,8 @@ class TriggerPlan:
 
 def _epoch_micros(at: datetime) -> int:
     if at.tzinfo is None:
-        at = at.replace(tzinfo=timezone.utc)
-    return (at - datetime(1970, 1, 1, tzinfo=timezone.utc)) // timedelta(microseconds=1)
+        at = at.replace(tzinfo=UTC)
+    return (at - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
 
 
 def micros(values: pd.Series) -> np.ndarray:
@@ -203,7 +203,7 @@ def micros(values: pd.Series) -> np.ndarray:
     return values.to_numpy().astype("datetime64[us]").astype(np.int64)
 
 
-def plan_trigger(stmt: m.CreateStream, catalog, default_db: str | None = None) -> TriggerPlan:  # noqa: ANN001
+def plan_trigger(stmt: m.CreateStream, catalog, default_db: str | None = None) -> TriggerPlan:
     """The trigger plan of ``stmt`` over its trigger table in the warehouse ``catalog``."""
     from airflow_stream_provider.warehouse.catalog import SubTable
 

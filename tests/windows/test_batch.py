@@ -3,8 +3,6 @@ and against the row-at-a-time reference."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -61,7 +59,7 @@ def closes(events: pd.DataFrame, key: str | None = "tbname") -> list[tuple]:
     return sorted(out)
 
 
-def per_table(pdf: pd.DataFrame, row_fields, windows_of) -> list[tuple]:  # noqa: ANN001
+def per_table(pdf: pd.DataFrame, row_fields, windows_of) -> list[tuple]:
     """Reference windows of every subtable: (tbname, start, end, rows)."""
     expected = []
     for name, part in pdf.groupby("tbname"):

@@ -8,10 +8,19 @@ from dataclasses import replace
 
 import pandas as pd
 import pytest
+from deltalake import DeltaTable
 
 from airflow_stream_provider.windows import detector
 from airflow_stream_provider.windows.batch import detect
-from tests.windows.test_detector import S, TRIGGERS, events_table, key, make_rows, setup, write
+from tests.windows.test_detector import (
+    TRIGGERS,
+    S,
+    events_table,
+    key,
+    make_rows,
+    setup,
+    write,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -50,10 +59,11 @@ def test_without_fill_history_only_rows_after_the_start_count(spark, tmp_path):
     rows = make_rows(23, n=80).sort_values("ts", kind="stable")
     old, new = rows.iloc[:100], rows.iloc[100:]
     write(info, old)
-    latest = replace(opts, starting_version="latest")
-    assert history_run(spark, plan, latest).empty
+    # the stream is created now: what the table holds at this version is history
+    created = replace(opts, created_version=DeltaTable(str(info.path)).version())
+    assert history_run(spark, plan, created).empty
     write(info, new)
-    streamed = history_run(spark, plan, latest)
+    streamed = history_run(spark, plan, created)
     batch = detect(spark.createDataFrame(new), plan).toPandas()
     assert len(batch) and key(streamed) == key(batch)
 
