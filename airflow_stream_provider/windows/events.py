@@ -43,7 +43,19 @@ _ORDER = {m.WINDOW_OPEN: 0, MAX_DELAY: 1, WINDOW_INVALIDATION: 2, m.WINDOW_CLOSE
 
 
 def _json(values: np.ndarray) -> np.ndarray:
-    return np.array([None if v is None else json.dumps(v) for v in values], dtype=object)
+    """JSON text of each value (``None`` stays NULL); a state column has few distinct values."""
+    texts: dict = {}
+    out = np.empty(len(values), dtype=object)
+    for i, v in enumerate(values.tolist()):
+        if v is None:
+            out[i] = None
+            continue
+        key = (type(v), v)  # 1 and True are equal keys, but not the same JSON
+        text = texts.get(key)
+        if text is None:
+            text = texts[key] = json.dumps(v)
+        out[i] = text
+    return out
 
 
 def _stamps(values: np.ndarray) -> pd.Series:
