@@ -105,7 +105,8 @@ def events_stream(df: DataFrame, plan: TriggerPlan, *, timeouts: bool = True) ->
 def start(spark: SparkSession, plan: TriggerPlan, options: DetectorOptions, *,
           available_now: bool = False, interval: str = "1 second") -> StreamingQuery:
     """Start the detector query of ``plan``; with ``available_now`` it stops once caught up."""
-    events = events_stream(source(spark, plan, options), plan, timeouts=not available_now)
+    timeouts = not available_now and plan.max_delay is not None
+    events = events_stream(source(spark, plan, options), plan, timeouts=timeouts)
     app_id = "airflow-stream-detector-" + hashlib.sha1(
         f"{plan.stream}\x1f{Path(options.checkpoint).resolve()}".encode()).hexdigest()[:16]
 
@@ -113,20 +114,28 @@ def start(spark: SparkSession, plan: TriggerPlan, options: DetectorOptions, *,
         # an event row as written: the core's fields plus batch_id, seq and event_time
         rows = (batch.withColumn("batch_id", F.lit(batch_id).cast("bigint"))
                 .withColumn("seq", F.monotonically_increasing_id())
-                .withColumn("event_time", F.current_timestamp())).persist()
-        try:
-            if rows.isEmpty():  # no commit for a batch without events (MAX_DELAY runs one per interval)
-                return
-            (rows.write.format("delta").mode("append")
-             .option("txnAppId", app_id).option("txnVersion", batch_id)
-             .save(options.events_path))
-        finally:
-            rows.unpersist()
+                .withColumn("event_time", F.current_timestamp()))
+        if timeouts:
+            # MAX_DELAY makes Spark run a batch every trigger interval, mostly without events: those
+            # make no commit. The count computes the batch once, into the cache the write reads.
+            rows = rows.persist()
+            try:
+                if rows.count():
+                    _append(rows, options.events_path, app_id, batch_id)
+            finally:
+                rows.unpersist()
+        else:
+            _append(rows, options.events_path, app_id, batch_id)
 
     writer = (events.writeStream.queryName(f"detector:{plan.stream}")
               .option("checkpointLocation", options.checkpoint).foreachBatch(write))
     writer = writer.trigger(availableNow=True) if available_now else writer.trigger(processingTime=interval)
     return writer.start()
+
+
+def _append(rows: DataFrame, path: str, app_id: str, batch_id: int) -> None:
+    """Append a batch's events once: Delta skips a (txnAppId, txnVersion) it has already committed."""
+    rows.write.format("delta").mode("append").option("txnAppId", app_id).option("txnVersion", batch_id).save(path)
 
 
 class _Step:

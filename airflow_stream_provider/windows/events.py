@@ -81,16 +81,18 @@ def event_rows(plan, keys: dict, windows: pd.DataFrame, *, invalidate: pd.DataFr
         parts.append(_part(plan, invalidate, WINDOW_INVALIDATION))
     if m.WINDOW_CLOSE in wanted:
         parts.append(_part(plan, windows[windows["closed"]], m.WINDOW_CLOSE))
-    frame = pd.concat([p for p in parts if len(p)], ignore_index=True) if any(len(p) for p in parts) else None
-    if frame is None:
+    parts = [p for p in parts if len(p)]
+    if not parts:
         return empty_events()
+    frame = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
     frame.insert(0, "stream", plan.stream)
     frame["trigger_id"] = plan.trigger_ids(group_id, frame.pop("_start").to_numpy(), frame["window_ordinal"].to_numpy())
     frame["trigger_type"] = plan.spec.trigger_type
     frame["group_id"] = group_id
     frame["group_keys"] = json.dumps(keys, default=str)
-    frame["_rank"] = frame["event_type"].map(_ORDER)
-    frame = frame.sort_values(["window_start", "window_ordinal", "_rank"], kind="stable").drop(columns="_rank")
+    if len(parts) > 1 or not frame["window_start"].is_monotonic_increasing:
+        frame["_rank"] = frame["event_type"].map(_ORDER)
+        frame = frame.sort_values(["window_start", "window_ordinal", "_rank"], kind="stable").drop(columns="_rank")
     return frame[list(EVENT_COLUMNS)].reset_index(drop=True)
 
 

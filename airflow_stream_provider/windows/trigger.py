@@ -179,9 +179,13 @@ class TriggerPlan:
     def trigger_ids(self, group_id: str, starts: np.ndarray, ordinals: np.ndarray) -> list[str]:
         """One id per window, the same across restarts and reruns: stream, group, window start (and
         ordinal for COUNT_WINDOW)."""
-        prefix = f"{self.stream.lower()}\x1f{group_id}\x1f"
-        return [hashlib.blake2b(f"{prefix}{s}\x1f{o}".encode(), digest_size=12).hexdigest()
-                for s, o in zip(starts.tolist(), ordinals.tolist())]
+        prefix = hashlib.blake2b(f"{self.stream.lower()}\x1f{group_id}\x1f".encode(), digest_size=12)
+        out = []
+        for s, o in zip(starts.tolist(), ordinals.tolist()):
+            h = prefix.copy()  # the same digest as hashing prefix + suffix in one go
+            h.update(f"{s}\x1f{o}".encode())
+            out.append(h.hexdigest())
+        return out
 
 
 def _epoch_micros(at: datetime) -> int:
