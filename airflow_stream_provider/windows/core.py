@@ -123,7 +123,12 @@ class WindowSpec:
         return (by_time | by_count) if self.true_for_op == "OR" else (by_time & by_count)
 
     def qualifies_one(self, duration: int, rows: int) -> bool:
-        return bool(self.qualifies(np.array([duration]), np.array([rows]))[0])
+        """:meth:`qualifies` for one window, without arrays (scanners call it per window)."""
+        by_time = None if self.true_for_duration is None else duration >= self.true_for_duration
+        by_count = None if self.true_for_count is None else rows >= self.true_for_count
+        if by_time is None or by_count is None:
+            return (by_count if by_time is None else by_time) in (None, True)
+        return (by_time or by_count) if self.true_for_op == "OR" else (by_time and by_count)
 
 
 def _micros(duration: m.Duration, clause: str) -> int:
@@ -184,8 +189,9 @@ def plain(value: Any) -> Any:
     return value
 
 
-def _fields_json(frame: pd.DataFrame, names: tuple[str, ...], index: int) -> str:
-    return json.dumps({name: plain(frame[f"_f_{name}"].iat[index]) for name in names}, sort_keys=False)
+def _fields_json(columns: dict[str, np.ndarray], index: int) -> str:
+    """The condition columns' values at a row, as JSON (``columns``: name -> values)."""
+    return json.dumps({name: plain(values[index]) for name, values in columns.items()}, sort_keys=False)
 
 
 # --- scanners ------------------------------------------------------------------------------
@@ -392,6 +398,8 @@ def _event(spec: WindowSpec, rows: pd.DataFrame, carry: dict | None, watermark: 
     start_at = np.flatnonzero(rows["_start"].fillna(False).to_numpy(bool)) if n else np.empty(0, np.int64)
     end_at = np.flatnonzero(rows["_end"].fillna(False).to_numpy(bool)) if n else np.empty(0, np.int64)
     out: dict[str, list] = {k: [] for k in ("s", "e", "c", "closed", "opened", "of", "cf")}
+    start_fields = {name: rows[f"_f_{name}"].to_numpy(object) for name in spec.start_fields}
+    end_fields = {name: rows[f"_f_{name}"].to_numpy(object) for name in spec.end_fields}
     o = carry.get("open")
 
     def add(start: int, end: int, count: int, closed: bool, opened: bool, of: str, cf: str | None) -> None:
@@ -407,7 +415,7 @@ def _event(spec: WindowSpec, rows: pd.DataFrame, carry: dict | None, watermark: 
             ok = spec.qualifies_one(int(ts[e]) - o["start"], count)
             if ok or o["opened"]:
                 add(o["start"], int(ts[e]), count, True, not o["opened"], o["fields"],
-                    _fields_json(rows, spec.end_fields, e))
+                    _fields_json(end_fields, e))
             o = None
             pos = e + 1
         elif n:
@@ -418,12 +426,12 @@ def _event(spec: WindowSpec, rows: pd.DataFrame, carry: dict | None, watermark: 
     while o is None and si < len(starts_list):
         s = starts_list[si]
         ei = int(np.searchsorted(end_at, s))
-        fields = _fields_json(rows, spec.start_fields, s)
+        fields = _fields_json(start_fields, s)
         if ei < len(ends_list):
             e = ends_list[ei]
             count = e - s + 1
             if spec.qualifies_one(int(ts[e] - ts[s]), count):
-                add(int(ts[s]), int(ts[e]), count, True, True, fields, _fields_json(rows, spec.end_fields, e))
+                add(int(ts[s]), int(ts[e]), count, True, True, fields, _fields_json(end_fields, e))
             si = int(np.searchsorted(start_at, e + 1))
         else:
             o = {"start": int(ts[s]), "last": int(ts[-1]), "count": n - s, "fields": fields, "opened": False}

@@ -200,3 +200,13 @@ def test_chunked_scan_equals_one_scan(seed, spec_index, cuts):
         pieces.append(got)
     chunked = pd.concat(pieces, ignore_index=True)
     assert sorted(events_of(chunked), key=repr) == sorted(events_of(whole), key=repr)
+
+
+@given(duration=st.integers(0, 100), rows=st.integers(1, 20),
+       true_for=st.sampled_from([(None, None, None), (50, None, None), (None, 5, None),
+                                 (50, 5, "AND"), (50, 5, "OR")]))
+def test_true_for_of_one_window_agrees_with_the_vector_form(duration, rows, true_for):
+    spec = WindowSpec("state", true_for_duration=true_for[0], true_for_count=true_for[1], true_for_op=true_for[2])
+    by_hand = ref.true_for(0, duration, rows, *true_for)
+    assert spec.qualifies_one(duration, rows) == by_hand
+    assert bool(spec.qualifies(np.array([duration]), np.array([rows]))[0]) == by_hand
