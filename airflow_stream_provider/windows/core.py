@@ -29,6 +29,7 @@ TRUE_FOR: the moment the window qualifies), ``closed`` windows that closed in it
 from __future__ import annotations
 
 import json
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -421,20 +422,19 @@ def _event(spec: WindowSpec, rows: pd.DataFrame, carry: dict | None, watermark: 
         elif n:
             o = {**o, "last": int(ts[-1]), "count": o["count"] + n}
             pos = n
-    starts_list, ends_list = start_at.tolist(), end_at.tolist()
-    si = int(np.searchsorted(start_at, pos))
-    while o is None and si < len(starts_list):
+    starts_list, ends_list, tsl = start_at.tolist(), end_at.tolist(), ts.tolist()
+    si = bisect_left(starts_list, pos)
+    while o is None and si < len(starts_list):  # the next window opens at the first start row after the last end
         s = starts_list[si]
-        ei = int(np.searchsorted(end_at, s))
-        fields = _fields_json(start_fields, s)
-        if ei < len(ends_list):
-            e = ends_list[ei]
-            count = e - s + 1
-            if spec.qualifies_one(int(ts[e] - ts[s]), count):
-                add(int(ts[s]), int(ts[e]), count, True, True, fields, _fields_json(end_fields, e))
-            si = int(np.searchsorted(start_at, e + 1))
-        else:
-            o = {"start": int(ts[s]), "last": int(ts[-1]), "count": n - s, "fields": fields, "opened": False}
+        ei = bisect_left(ends_list, s)
+        if ei == len(ends_list):
+            o = {"start": tsl[s], "last": tsl[-1], "count": n - s, "fields": _fields_json(start_fields, s),
+                 "opened": False}
+            break
+        e = ends_list[ei]
+        if spec.qualifies_one(tsl[e] - tsl[s], e - s + 1):
+            add(tsl[s], tsl[e], e - s + 1, True, True, _fields_json(start_fields, s), _fields_json(end_fields, e))
+        si = bisect_left(starts_list, e + 1)
     if o is not None:
         if final:
             # a query reports only windows whose end condition was met

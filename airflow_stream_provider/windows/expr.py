@@ -77,6 +77,22 @@ def check(tree: exp.Expr, clause: str) -> None:
                 clause=clause)
 
 
+def _nullable(series: pd.Series) -> pd.Series:
+    """``series`` with a nullable dtype of the same kind and width (NaN becomes NULL)."""
+    dtype = series.dtype
+    if isinstance(dtype, pd.api.extensions.ExtensionDtype):  # nullable already, or timestamps with a zone
+        return series
+    if dtype.kind == "f":  # built directly: astype re-checks every value
+        values = series.to_numpy()
+        return pd.Series(pd.arrays.FloatingArray(values, np.isnan(values)), index=series.index)
+    if dtype.kind in "iu":
+        values = series.to_numpy()
+        return pd.Series(pd.arrays.IntegerArray(values, np.zeros(len(values), bool)), index=series.index)
+    if dtype.kind == "b":
+        return series.astype("boolean")
+    return series.convert_dtypes()
+
+
 def evaluate(tree: exp.Expr, frame: pd.DataFrame, timestamp_column: str = "ts") -> pd.Series:
     """The value of ``tree`` for every row of ``frame`` (columns by name, case-insensitive)."""
     lookup = {c.lower(): c for c in frame.columns}
@@ -87,8 +103,7 @@ def evaluate(tree: exp.Expr, frame: pd.DataFrame, timestamp_column: str = "ts") 
         if key not in cache:
             if key not in lookup:
                 raise StreamDefinitionError(f"column {name} is not in the trigger table")
-            series = frame[lookup[key]]
-            cache[key] = series if isinstance(series.dtype, pd.DatetimeTZDtype) else series.convert_dtypes()
+            cache[key] = _nullable(frame[lookup[key]])
         return cache[key]
 
     def value(node: exp.Expr):
