@@ -174,7 +174,10 @@ class _Step:
             if not plan.recalculates:
                 drop |= late
             saved["dropped"] = saved.get("dropped", 0) + int((drop & data).sum())
-            changes = raw[late & ~drop]
+            if late.any() or drop.any():
+                changes, live = raw[late & ~drop], raw[~late & ~drop]
+            else:  # the usual batch: every row new and in time
+                changes, live = raw.iloc[0:0], raw
             if len(changes):
                 done = recalculate(plan, tuple(key), changes, version=int(raw["_commit_version"].max()),
                                    decided=decided, first_ts=first_ts)
@@ -183,7 +186,7 @@ class _Step:
                 low = int(changes[ts].min())
                 first_ts = low if first_ts is None else min(first_ts, low)
                 saved["recalculations"] = saved.get("recalculations", 0) + 1
-            pending = _merge(plan, pending, raw[~late & ~drop])
+            pending = _merge(plan, pending, live)
             watermark = max_ts - spec.watermark if max_ts is not None else None
             if watermark is not None:
                 ready = pending[pending[ts] <= watermark]

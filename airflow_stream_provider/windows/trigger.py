@@ -160,6 +160,9 @@ class TriggerPlan:
                 out[f"_f_{name}"] = frame[name].to_numpy(object)
         if self.count_columns:
             out["_valid"] = frame[list(self.count_columns)].notna().any(axis=1).to_numpy(bool)
+        ts = out["ts"].to_numpy()
+        if len(ts) < 2 or bool(np.all(ts[1:] > ts[:-1])):  # in time order without ties already
+            return out
         order = ["ts", "_tie"] if "tbname" in frame else ["ts"]
         if "tbname" in frame:
             out["_tie"] = frame["tbname"].to_numpy(object)
