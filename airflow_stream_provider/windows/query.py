@@ -34,6 +34,7 @@ from airflow_stream_provider.sql.dialect import (
 )
 from airflow_stream_provider.sql.functions import AGGREGATES
 from airflow_stream_provider.warehouse.warehouse import TEMP_VIEW_PREFIX
+from airflow_stream_provider.windows import expr
 from airflow_stream_provider.windows.core import WindowSpec, scan
 from airflow_stream_provider.windows.trigger import TriggerPlan
 
@@ -93,6 +94,13 @@ def plan_of(select: exp.Select, *, columns: list[str], ts_column: str) -> tuple[
     common = {"true_for_duration": _micros(true_for, "TRUE_FOR") if true_for is not None else None}
     texts: dict = {}
     reads: list[str] = []
+
+    def condition(tree: exp.Expr, name: str) -> None:
+        """Keep a window condition (checked to be evaluable) and read its columns."""
+        expr.check(tree, kind)
+        reads.extend(column(exp.column(c), kind) for c in expr.columns_of(tree, ts_column))
+        texts[name] = tree.sql(dialect=TDengine)
+
     if kind == "INTERVAL":
         interval = _micros(args[0], "INTERVAL")
         offset = _micros(args[1], "INTERVAL offset") if len(args) > 1 else 0
@@ -106,14 +114,14 @@ def plan_of(select: exp.Select, *, columns: list[str], ts_column: str) -> tuple[
             raise _reject(f"SESSION needs the timestamp column {ts_column}", "SESSION")
         spec = WindowSpec("session", gap=_micros(args[1], "SESSION"))
     elif kind == "STATE_WINDOW":
-        texts["state"] = args[0].sql(dialect=TDengine)
+        condition(args[0], "state")
         spec = WindowSpec("state", **common)
     elif kind == "EVENT_WINDOW":
-        texts["start"] = clause.args["start"].sql(dialect=TDengine)
-        texts["end"] = clause.args["end"].sql(dialect=TDengine)
-        fields = lambda node: tuple(dict.fromkeys(column(c, "EVENT_WINDOW") for c in node.find_all(exp.Column)))
-        spec = WindowSpec("event", start_fields=fields(clause.args["start"]), end_fields=fields(clause.args["end"]),
-                          **common)
+        fields = {}
+        for name in ("start", "end"):
+            condition(clause.args[name], name)
+            fields[name] = tuple(column(exp.column(c), kind) for c in expr.columns_of(clause.args[name], ts_column))
+        spec = WindowSpec("event", start_fields=fields["start"], end_fields=fields["end"], **common)
     elif kind == "COUNT_WINDOW":
         count = _int(args[0], "COUNT_WINDOW")
         slide = _int(args[1], "COUNT_WINDOW") if len(args) > 1 and isinstance(args[1], exp.Literal) else count
@@ -124,10 +132,6 @@ def plan_of(select: exp.Select, *, columns: list[str], ts_column: str) -> tuple[
         texts["count_columns"] = cols
     else:
         raise _reject(f"{kind} is not a window clause")
-    for text in (texts.get("state"), texts.get("start"), texts.get("end")):
-        if text:
-            for c in exp.maybe_parse(text, dialect=TDengine).find_all(exp.Column):
-                reads.append(column(c, kind))
     plan = TriggerPlan(stream="query", spec=spec, table="query", path="", ts_column=ts_column, keys=keys,
                        reads=tuple(dict.fromkeys(reads)), **texts)
     return plan, (fill_mode, fill_values)

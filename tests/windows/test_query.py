@@ -132,5 +132,9 @@ def test_window_clause_errors_name_the_clause(wh):
         select(wh, "SELECT _wstart, count(*) FROM power.d9 INTERVAL(10s) FILL(VALUE, 1, 2)")
     with pytest.raises(StreamDefinitionError, match="PARTITION BY.*not a column"):
         select(wh, "SELECT _wstart, count(*) FROM power.meters PARTITION BY voltage + 1 INTERVAL(10s)")
+    with pytest.raises(StreamDefinitionError, match="function tan is not supported"):
+        select(wh, "SELECT _wstart, count(*) FROM power.d9 STATE_WINDOW(tan(voltage))")
+    with pytest.raises(StreamDefinitionError, match="EVENT_WINDOW: colour is not a column"):
+        select(wh, "SELECT _wstart, count(*) FROM power.d9 EVENT_WINDOW START WITH colour > 1 END WITH voltage < 2")
     with pytest.raises(StreamDefinitionError, match="SESSION needs the timestamp column"):
         select(wh, "SELECT _wstart, count(*) FROM power.d9 SESSION(voltage, 10s)")
