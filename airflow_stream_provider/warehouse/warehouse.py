@@ -38,9 +38,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: names of the temporary views a window query reads its intermediate results from
-TEMP_VIEW_PREFIX = "_w_"
-
 
 @dataclass
 class Result:
@@ -360,10 +357,13 @@ class Warehouse:
 
     def spark_sql(self, query: m.SqlExpression) -> str:
         """The Spark SQL of a TDengine query, its tables resolved to the Delta tables they live in."""
-        return self._translator(query.tree)(query.tree)
+        translate, _, _ = self._translator(query.tree)
+        return translate(query.tree)
 
-    def _translator(self, tree: exp.Expr):
-        """TDengine tree -> Spark SQL, for trees reading the tables ``tree`` reads."""
+    def _translator(self, tree: exp.Expr) -> tuple[Callable[[exp.Expr], str], str | None, str]:
+        """(TDengine tree -> Spark SQL, timestamp column, precision) for trees over the tables
+        ``tree`` reads; the timestamp column is known when it reads one table. Tables ``tree`` does
+        not name (temporary views) are left as they are."""
         from airflow_stream_provider.sql import to_spark
 
         ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
@@ -375,10 +375,9 @@ class Warehouse:
                 resolved[(db, name.name.lower())] = self.catalog.resolve(name, db)
 
         def table_ref(node: exp.Table) -> exp.Expr:
-            name = m.TableName(node.name, node.db or None)
-            if not node.db and node.name.startswith(TEMP_VIEW_PREFIX):  # an intermediate of a window query
+            found = resolved.get(((node.db or self.database or "").lower(), node.name.lower()))
+            if found is None:
                 return node
-            found = resolved[(self.database_of(name), name.name.lower())]
             alias = node.alias or node.name
             if isinstance(found, SubTable):
                 inner = exp.select("*").from_(_delta_table(found.stable.path)).where(
@@ -387,33 +386,31 @@ class Warehouse:
             return _delta_table(found.path).as_(alias)
 
         infos = {found.stable if isinstance(found, SubTable) else found for found in resolved.values()}
-        ts_column = precision = None
+        ts_column, precision = None, "ms"
         if len(infos) == 1:
             (info,) = infos
             ts_column, precision = info.timestamp_column, info.precision
 
         def translate(node: exp.Expr) -> str:
-            return to_spark(node, tables=table_ref, timestamp_column=ts_column, precision=precision or "ms")
+            return to_spark(node, tables=table_ref, timestamp_column=ts_column, precision=precision)
 
-        translate.timestamp_column = ts_column  # type: ignore[attr-defined]
-        translate.precision = precision or "ms"  # type: ignore[attr-defined]
-        return translate
+        return translate, ts_column, precision
 
     def query_frame(self, query: m.SqlExpression) -> DataFrame:
         """A TDengine query as a Spark DataFrame (window clauses included)."""
         from airflow_stream_provider.windows import query as windows
 
         tree = query.tree
-        translate = self._translator(tree)
+        translate, ts_column, precision = self._translator(tree)
         if not windows.has_window(tree):
             return self.spark.sql(translate(tree))
-        if translate.timestamp_column is None:
+        if ts_column is None:
             raise WarehouseError("a window clause needs exactly one table in FROM, to know its timestamp column")
         source = exp.select("*").from_(tree.args["from_"].copy())
         if tree.args.get("where") is not None:
             source.set("where", tree.args["where"].copy())
-        return windows.run(self.spark, tree, source=self.spark.sql(translate(source)),
-                           ts_column=translate.timestamp_column, precision=translate.precision, translate=translate)
+        return windows.run(self.spark, tree, source=self.spark.sql(translate(source)), ts_column=ts_column,
+                           precision=precision, translate=translate)
 
     def query(self, query: m.SqlExpression) -> pa.Table:
         with self._local_time():

@@ -33,7 +33,6 @@ from airflow_stream_provider.sql.dialect import (
     WindowClause,
 )
 from airflow_stream_provider.sql.functions import AGGREGATES
-from airflow_stream_provider.warehouse.warehouse import TEMP_VIEW_PREFIX
 from airflow_stream_provider.windows import expr
 from airflow_stream_provider.windows.core import WindowSpec, scan
 from airflow_stream_provider.windows.trigger import TriggerPlan
@@ -205,7 +204,7 @@ def run(spark: SparkSession, select: exp.Select, *, source: DataFrame, ts_column
             raise _reject(f"{arg.upper()} cannot be combined with a window clause")
     plan, (fill_mode, fill_values) = plan_of(select, columns=source.columns, ts_column=ts_column)
     assigned = assign(source, plan, precision=precision)
-    view = f"{TEMP_VIEW_PREFIX}{uuid.uuid4().hex[:12]}"
+    view = f"_window_rows_{uuid.uuid4().hex[:12]}"
     assigned.createOrReplaceTempView(view)
     keys = [exp.column(k, quoted=True) for k in plan.keys]
     window_cols = [exp.column(c) for c in ("_wid", "_wstart", "_wend", "_wduration")]
