@@ -201,6 +201,37 @@ def cmd_node(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_run(args: argparse.Namespace) -> int:
+    from airflow_stream_provider.exceptions import StreamError
+    from airflow_stream_provider.streams import runner
+    from airflow_stream_provider.warehouse import Warehouse
+
+    db, _, name = args.stream.rpartition(".")
+    db = db or args.database
+    if not db:
+        print(f"error: name the stream's database: db.{name} (or -d DB)", file=sys.stderr)
+        return 2
+    warehouse = Warehouse(database=db)
+
+    def progress(message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    try:
+        report = runner.run(warehouse, db, name, progress=progress)
+    except StreamError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except Exception as err:
+        if not _is_spark_error(err):
+            raise
+        print(f"error: {type(err).__name__}: {str(err).splitlines()[0]}", file=sys.stderr)
+        return 2
+    if report.per_trigger:
+        print(f"note: computed per trigger: {report.per_trigger}", file=sys.stderr)
+    print(report.summary())
+    return 0
+
+
 def _uptime(seconds: float) -> str:
     minutes, secs = divmod(int(seconds), 60)
     hours, minutes = divmod(minutes, 60)
@@ -232,6 +263,13 @@ def build_parser() -> argparse.ArgumentParser:
     load.add_argument("--batch-rows", type=int, default=2_000_000,
                       help="rows per commit; a file up to this size loads in one atomic commit (default 2000000)")
     load.set_defaults(func=cmd_load)
+
+    run = sub.add_parser("run", help="run a stream's pending triggers: detection, compute, write")
+    run.add_argument("stream", help="db.stream")
+    run.add_argument("--until-idle", action="store_true", required=True,
+                     help="process everything pending, then exit (the only mode of this command)")
+    run.add_argument("-d", "--database", help="database of a stream named without one")
+    run.set_defaults(func=cmd_run)
 
     node = sub.add_parser("node", help="start, stop or inspect the stream node (Spark with Spark Connect)")
     node.add_argument("action", choices=("start", "stop", "status"))

@@ -8,6 +8,7 @@ session), because their expressions are TDengine SQL translated to Spark SQL.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -87,8 +88,8 @@ class Warehouse:
         handler = _HANDLERS.get(type(statement))
         if handler is None:
             raise WarehouseError(
-                f"{statement.kind} is a stream statement; `airflow-stream sql` runs table statements and "
-                "queries (CREATE DATABASE/STABLE/TABLE, INSERT, DELETE, DROP, SELECT, USE)")
+                f"{statement.kind} is not run by `airflow-stream sql` yet; it runs table statements, queries "
+                "and CREATE/DROP STREAM (CREATE DATABASE/STABLE/TABLE, INSERT, DELETE, DROP, SELECT, USE)")
         return handler(self, statement)
 
     @property
@@ -360,16 +361,20 @@ class Warehouse:
         translate, _, _ = self._translator(query.tree)
         return translate(query.tree)
 
-    def _translator(self, tree: exp.Expr) -> tuple[Callable[[exp.Expr], str], str | None, str]:
+    def _translator(self, tree: exp.Expr, *, also: tuple[TableInfo, ...] = ()
+                    ) -> tuple[Callable[..., str], str | None, str]:
         """(TDengine tree -> Spark SQL, timestamp column, precision) for trees over the tables
-        ``tree`` reads; the timestamp column is known when it reads one table. Tables ``tree`` does
-        not name (temporary views) are left as they are."""
+        ``tree`` reads; the timestamp column is known when it reads one table (counting ``also``,
+        tables read through views or paths). Delta paths (``delta.`/path```) are left as they are.
+
+        The translation takes the placeholder ``bindings`` of :func:`~airflow_stream_provider.sql.to_spark`.
+        """
         from airflow_stream_provider.sql import to_spark
 
         ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
         resolved: dict[tuple[str, str], TableInfo | SubTable] = {}
         for node in tree.find_all(exp.Table):
-            if node.name.lower() not in ctes:
+            if node.name.lower() not in ctes and not is_path_table(node):
                 name = m.TableName(node.name, node.db or None)
                 db = self.database_of(name)
                 resolved[(db, name.name.lower())] = self.catalog.resolve(name, db)
@@ -386,22 +391,31 @@ class Warehouse:
             return _delta_table(found.path).as_(alias)
 
         infos = {found.stable if isinstance(found, SubTable) else found for found in resolved.values()}
+        infos |= set(also)
         ts_column, precision = None, "ms"
         if len(infos) == 1:
             (info,) = infos
             ts_column, precision = info.timestamp_column, info.precision
 
-        def translate(node: exp.Expr) -> str:
-            return to_spark(node, tables=table_ref, timestamp_column=ts_column, precision=precision)
+        def translate(node: exp.Expr, bindings: dict | None = None) -> str:
+            return to_spark(node, tables=table_ref, timestamp_column=ts_column, precision=precision,
+                            bindings=bindings)
 
         return translate, ts_column, precision
 
-    def query_frame(self, query: m.SqlExpression) -> DataFrame:
-        """A TDengine query as a Spark DataFrame (window clauses included)."""
+    def query_frame(self, query: m.SqlExpression | exp.Expr, *, bindings: dict | None = None,
+                    also: tuple[TableInfo, ...] = ()) -> DataFrame:
+        """A TDengine query as a Spark DataFrame (window clauses included).
+
+        :param bindings: placeholder values (see :func:`~airflow_stream_provider.sql.to_spark`).
+        :param also: tables the query reads through views or Delta paths (for ``_c0``).
+        """
         from airflow_stream_provider.windows import query as windows
 
-        tree = query.tree
-        translate, ts_column, precision = self._translator(tree)
+        tree = query.tree if isinstance(query, m.SqlExpression) else query
+        translate, ts_column, precision = self._translator(tree, also=also)
+        if bindings is not None:
+            translate = functools.partial(translate, bindings=bindings)
         if not windows.has_window(tree):
             return self.spark.sql(translate(tree))
         if ts_column is None:
@@ -436,6 +450,11 @@ def _delta_table(path: Path) -> exp.Table:
     return exp.Table(this=exp.to_identifier(str(path), quoted=True), db=exp.to_identifier("delta"))
 
 
+def is_path_table(node: exp.Table) -> bool:
+    """``delta.`/path```: a table read by path (no TDengine name holds a slash)."""
+    return "/" in node.name
+
+
 def _coerce(value: m.Value, column: Column, label: str, ctx: TimeContext, what: str = "column") -> object:
     try:
         return coerce(value, column.dtype, ctx)
@@ -454,6 +473,14 @@ _HANDLERS: dict[type, Callable[[Warehouse, m.Statement], Result]] = {
     m.Insert: Warehouse._insert,
     m.Delete: Warehouse._delete,
     m.Select: Warehouse._select,
+    m.CreateStream: lambda wh, stmt: _streams().create(wh, stmt),
+    m.DropStream: lambda wh, stmt: _streams().drop(wh, stmt),
 }  # type: ignore[dict-item]
+
+
+def _streams():  # type: ignore[no-untyped-def]
+    from airflow_stream_provider.streams import runner
+
+    return runner
 
 

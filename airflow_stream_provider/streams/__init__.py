@@ -1,0 +1,1 @@
+"""Streams: their definitions, computations, outputs and runs."""

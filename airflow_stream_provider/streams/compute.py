@@ -1,0 +1,394 @@
+"""A stream's AS-subquery, run for a batch of fired triggers as one Spark job.
+
+Each fired trigger carries its placeholder values (reference 000, "Placeholders"). They never
+become text: the batch is a small table with one row per trigger and one column per placeholder,
+and the query reads them as columns of that row.
+
+- **Batched** (the usual case): ``SELECT ... FROM <triggers> t, LATERAL (<query>) q``. Placeholders
+  in WHERE/HAVING become correlated references to ``t``; select items that use placeholders are
+  split so that the placeholder part is evaluated beside the subquery and the data part inside it.
+  Spark decorrelates this into one join of the triggers with the data, one job for the batch.
+- **Per trigger**, when Spark cannot decorrelate the query (placeholders inside aggregates or in
+  GROUP BY, window clauses, set operations): each trigger's query gets its values as typed
+  literals, and the per-trigger queries are unioned, still one job per chunk of triggers.
+
+Both give exactly the result of the query run alone with that trigger's values, which is how the
+tests check them. ``%%tbname`` reads the group's subtable; ``%%trows`` the group's trigger rows
+as captured at the trigger's Delta version (PERIOD: the rows written between the previous and the
+current trigger, from the change feed), after PRE_FILTER.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from sqlglot import exp
+
+from airflow_stream_provider.exceptions import StreamDefinitionError
+from airflow_stream_provider.sql.dialect import StreamPlaceholder, TDengine, TriggerTable, WindowClause
+from airflow_stream_provider.sql.functions import AGGREGATES
+from airflow_stream_provider.sql.translate import Binding
+
+log = logging.getLogger(__name__)
+
+IDX = "__idx"
+#: internal values a trigger carries besides the placeholders: the bounds of %%trows
+TROWS_FROM, TROWS_TO = "__trows_from", "__trows_to"
+#: per-trigger queries unioned into one Spark job
+CHUNK = 200
+#: Spark types of the placeholder columns; %%n and %%tbname take the grouping columns' types
+TIMESTAMPS = ("_twstart", "_twend", "_tprev_ts", "_tcurrent_ts", "_tnext_ts", TROWS_FROM, TROWS_TO)
+INTEGERS = ("_twduration", "_twrownum", "_tgrpid", "_tlocaltime", "_tprev_localtime", "_tnext_localtime")
+
+
+def column_of(name: str) -> str:
+    """The trigger-table column holding placeholder ``name``."""
+    if name == "%%tbname":
+        return "__tbname"
+    if name.startswith("%%") and name[2:].isdigit():
+        return f"__k{name[2:]}"
+    return name
+
+
+@dataclass(frozen=True)
+class Fired:
+    """One fired trigger: its position in the batch and its placeholder values.
+
+    :param values: placeholder name -> value (``_twstart``, ``%%1``, ``%%tbname``, ...); timestamps
+        are aware datetimes, ``_tlocaltime``-style values integers in nanoseconds.
+    :param version: the trigger table's Delta version the trigger saw (``%%trows``).
+    :param since_version: PERIOD: %%trows holds the rows written after this version.
+    """
+
+    idx: int
+    values: dict[str, Binding]
+    version: int | None = None
+    since_version: int | None = None
+    group: tuple = ()  # the PARTITION BY values
+    group_id: str = "0"
+    trigger_id: str = ""
+
+
+@dataclass(frozen=True)
+class TriggerSource:
+    """The trigger table, as ``%%trows`` and ``%%tbname`` read it."""
+
+    path: str  # the Delta table (a supertable's, for a subtable)
+    ts_column: str
+    keys: tuple[str, ...] = ()  # PARTITION BY columns
+    subtable: str | None = None  # the trigger table is this subtable of ``path``
+    pre_filter: str | None = None  # PRE_FILTER, as Spark SQL
+    count_columns: tuple[str, ...] = ()  # COUNT_WINDOW trigger columns: a row counts if one is not NULL
+    end_inclusive: bool = True  # %%trows takes rows up to and including TROWS_TO
+    changes: bool = False  # PERIOD: %%trows is what was written between two triggers
+
+
+class _Unbatchable(Exception):
+    """The query needs per-trigger evaluation; the message says why."""
+
+
+def output_name(item: exp.Expr) -> str:
+    """The name TDengine gives a result column: its alias, else its text (``avg(col1)``)."""
+    if isinstance(item, exp.Alias):
+        return item.alias
+    if isinstance(item, exp.Column):
+        return item.name
+    return item.sql(dialect=TDengine, normalize_functions=False)
+
+
+def named(tree: exp.Expr) -> exp.Expr:
+    """``tree`` with every top-level select item aliased by its TDengine name, so that a bound
+    placeholder (a literal) keeps the name it was written with."""
+    tree = tree.copy()
+    select = tree if isinstance(tree, exp.Select) else None
+    if select is None:
+        return tree
+    items = []
+    for item in select.expressions:
+        if isinstance(item, (exp.Alias, exp.Star)) or (isinstance(item, exp.Column) and isinstance(item.this, exp.Star)):
+            items.append(item)
+        else:
+            items.append(exp.alias_(item, output_name(item), quoted=True))
+    select.set("expressions", items)
+    return tree
+
+
+class Compute:
+    """The AS-subquery of one stream, ready to run for batches of fired triggers.
+
+    :param warehouse: resolves table names and runs Spark (the node's session when it runs).
+    :param placeholders: name -> Spark type for the grouping placeholders (``%%1``: ``string``...).
+    """
+
+    def __init__(self, warehouse, query: exp.Expr, source: TriggerSource | None, *,  # type: ignore[no-untyped-def]
+                 group_types: dict[str, str] | None = None, also: tuple = ()) -> None:
+        self.warehouse = warehouse
+        self.tree = named(query)
+        self.source = source
+        self.group_types = dict(group_types or {})
+        self.also = also
+        self.used = sorted({n.name for n in self.tree.find_all(StreamPlaceholder)})
+        self.trows = any(t.name == "%%trows" for t in self.tree.find_all(TriggerTable))
+        self.batched_reason: str | None = None  # why the last batch ran per trigger, if it did
+
+    @property
+    def spark(self) -> SparkSession:
+        return self.warehouse.spark
+
+    # --- entry point ----------------------------------------------------------------------------
+
+    def frame(self, fired: Sequence[Fired], *, batched: bool = True) -> DataFrame:
+        """The results of ``fired``: column ``__idx`` (the trigger) then the query's columns."""
+        if not fired:
+            raise ValueError("no triggers to compute")
+        views: dict[object, str] = {}
+        if batched:
+            try:
+                return self._batched(fired, views)
+            except _Unbatchable as why:
+                self.batched_reason = str(why)
+                log.info("computing per trigger: %s", why)
+        return self._per_trigger(fired, views)
+
+    # --- %%trows and %%tbname -------------------------------------------------------------------
+
+    def _trows_view(self, trigger: Fired, views: dict[object, str]) -> str:
+        """A temporary view of the trigger table as trigger ``trigger`` saw it."""
+        src = self.source
+        assert src is not None
+        key = ("changes", trigger.since_version, trigger.version) if src.changes else ("at", trigger.version)
+        if key in views:
+            return views[key]
+        reader = self.spark.read.format("delta")
+        if src.changes:
+            start = (trigger.since_version or 0) + 1
+            if trigger.version is None or trigger.version < start:
+                df = reader.load(src.path).limit(0)
+            else:
+                df = (reader.option("readChangeFeed", "true").option("startingVersion", start)
+                      .option("endingVersion", trigger.version).load(src.path)
+                      .where(F.col("_change_type").isin("insert", "update_postimage"))
+                      .drop("_change_type", "_commit_version", "_commit_timestamp"))
+        else:
+            if trigger.version is not None:
+                reader = reader.option("versionAsOf", trigger.version)
+            df = reader.load(src.path)
+        if src.subtable is not None:
+            df = df.where(F.col("tbname") == src.subtable)
+        if src.pre_filter:
+            df = df.where(F.expr(src.pre_filter))
+        if src.count_columns:
+            df = df.where(functools.reduce(lambda a, b: a | b, [F.col(c).isNotNull() for c in src.count_columns]))
+        name = f"_trows_{uuid.uuid4().hex[:12]}"
+        df.createOrReplaceTempView(name)
+        views[key] = name
+        return name
+
+    def _replace_tables(self, tree: exp.Expr, view_of) -> exp.Expr:  # type: ignore[no-untyped-def]
+        """``FROM %%tbname`` -> the group's subtable; ``FROM %%trows`` -> the group's trigger rows."""
+        src = self.source
+
+        def convert(node: exp.Expr) -> exp.Expr:
+            if not isinstance(node, TriggerTable):
+                return node
+            if src is None:
+                raise StreamDefinitionError(f"{node.name} needs a trigger table (FROM)")
+            alias = node.args.get("alias") or exp.TableAlias(this=exp.to_identifier(node.name[2:]))
+            if node.name == "%%tbname":
+                table = exp.Table(this=exp.to_identifier(src.path, quoted=True), db=exp.to_identifier("delta"))
+                inner = exp.select("*").from_(table).where(
+                    exp.column("tbname").eq(StreamPlaceholder(this="%%tbname")))
+                return exp.Subquery(this=inner, alias=alias)
+            inner = exp.select("*").from_(exp.to_identifier(view_of(), quoted=True))
+            conditions: list[exp.Expr] = [
+                exp.NullSafeEQ(this=exp.column(k, quoted=True), expression=StreamPlaceholder(this=f"%%{i}"))
+                for i, k in enumerate(src.keys, start=1)]
+            if not src.changes:
+                ts = exp.column(src.ts_column, quoted=True)
+                conditions.append(exp.GTE(this=ts.copy(), expression=StreamPlaceholder(this=TROWS_FROM)))
+                upper = exp.LTE if src.end_inclusive else exp.LT
+                conditions.append(upper(this=ts.copy(), expression=StreamPlaceholder(this=TROWS_TO)))
+            if conditions:
+                inner = inner.where(exp.and_(*conditions))
+            return exp.Subquery(this=inner, alias=alias)
+
+        return tree.transform(convert)
+
+    # --- per trigger ----------------------------------------------------------------------------
+
+    def _per_trigger(self, fired: Sequence[Fired], views: dict[object, str]) -> DataFrame:
+        frames = []
+        for trigger in fired:
+            tree = self._replace_tables(self.tree, lambda t=trigger: self._trows_view(t, views))
+            bindings = self._bindings(trigger)
+            df = self.warehouse.query_frame(tree, bindings=bindings, also=self.also)
+            frames.append(df.select(F.lit(trigger.idx).cast("bigint").alias(IDX), *[F.col(f"`{c}`") for c in df.columns]))
+        chunks = [functools.reduce(DataFrame.unionAll, frames[i:i + CHUNK]) for i in range(0, len(frames), CHUNK)]
+        return functools.reduce(DataFrame.unionAll, chunks)
+
+    def _bindings(self, trigger: Fired) -> dict[str, Binding]:
+        values = dict(trigger.values)
+        for i, key in enumerate(self.source.keys if self.source else (), start=1):
+            values.setdefault(f"%%{i}", None)
+        return values
+
+    # --- batched --------------------------------------------------------------------------------
+
+    def _batched(self, fired: Sequence[Fired], views: dict[object, str]) -> DataFrame:
+        tree = self.tree
+        if not isinstance(tree, exp.Select):
+            raise _Unbatchable("the query is not a single SELECT")
+        if tree.find(WindowClause) is not None:
+            raise _Unbatchable("the query has a window clause")
+        for clause in ("group", "order"):
+            part = tree.args.get(clause)
+            if part is not None and part.find(StreamPlaceholder) is not None:
+                raise _Unbatchable(f"a placeholder is used in {clause.upper()} BY")
+        if self.trows:
+            # %%trows is read at each trigger's version: one lateral query per version, unioned
+            by_view: dict[str, list[Fired]] = {}
+            for trigger in fired:
+                by_view.setdefault(self._trows_view(trigger, views), []).append(trigger)
+            parts = [self._lateral(group, view) for view, group in by_view.items()]
+            return functools.reduce(DataFrame.unionAll, parts)
+        return self._lateral(fired, None)
+
+    def _lateral(self, fired: Sequence[Fired], trows_view: str | None) -> DataFrame:
+        from pyspark.errors import AnalysisException
+
+        select = self._replace_tables(self.tree, lambda: trows_view)
+        inner_items, outer_items = _split(select.expressions)
+        select.set("expressions", inner_items or [exp.alias_(exp.Literal.number(1), "__one")])
+        select = select.transform(
+            lambda n: exp.column(column_of(n.name), table="__t", quoted=True) if isinstance(n, StreamPlaceholder) else n)
+        translate, _, _ = self.warehouse._translator(select, also=self.also)
+        view = self._trigger_view(fired)
+        outer = [translate(item) for item in outer_items]
+        sql = (f"SELECT `__t`.`{IDX}` AS `{IDX}`, {', '.join(outer)} "
+               f"FROM `{view}` AS `__t`, LATERAL ({translate(select)}) AS `__q`")
+        try:
+            df = self.spark.sql(sql)
+            df.schema  # analysis happens here on Spark Connect
+        except AnalysisException as err:
+            raise _Unbatchable(f"Spark cannot decorrelate it ({str(err).splitlines()[0][:200]})") from None
+        return df
+
+    def _trigger_view(self, fired: Sequence[Fired]) -> str:
+        """The batch as a temporary view: ``__idx`` and one column per placeholder it needs."""
+        names = [n for n in self.used if n != "%%trows"]
+        if self.trows or any(t.name == "%%tbname" for t in self.tree.find_all(TriggerTable)):
+            names += [f"%%{i}" for i in range(1, len(self.source.keys) + 1)] if self.source else []
+            names += ["%%tbname"] if "%%tbname" in self.group_types else []
+        if self.trows and self.source and not self.source.changes:
+            names += [TROWS_FROM, TROWS_TO]
+        names = list(dict.fromkeys(names))
+        data: dict[str, list] = {IDX: [t.idx for t in fired]}
+        for name in names:
+            data[column_of(name)] = [t.values.get(name) for t in fired]
+        frame = pd.DataFrame(data)
+        schema = ", ".join([f"`{IDX}` bigint"] + [f"`{column_of(n)}` {self._type_of(n)}" for n in names])
+        for name in names:
+            if self._type_of(name) == "timestamp":
+                frame[column_of(name)] = pd.to_datetime(frame[column_of(name)], utc=True).astype("datetime64[us, UTC]")
+        df = self.spark.createDataFrame(frame, schema=schema)
+        view = f"_triggers_{uuid.uuid4().hex[:12]}"
+        df.createOrReplaceTempView(view)
+        return view
+
+    def _type_of(self, name: str) -> str:
+        if name in TIMESTAMPS:
+            return "timestamp"
+        if name in INTEGERS:
+            return "bigint"
+        if name in self.group_types:
+            return self.group_types[name]
+        raise StreamDefinitionError(f"placeholder {name} has no value here")
+
+
+def _is_aggregate(node: exp.Expr) -> bool:
+    return isinstance(node, exp.Anonymous) and node.name.lower() in AGGREGATES
+
+
+def _split(items: list[exp.Expr]) -> tuple[list[exp.Expr], list[exp.Expr]]:
+    """Select items -> (inside the lateral subquery, beside it).
+
+    An item without placeholders is computed inside and passed through. An item with placeholders
+    is computed beside the subquery from the trigger row, its placeholder-free parts that read data
+    (``avg(v)`` in ``avg(v) * _twduration``) computed inside as hidden columns.
+    """
+    inner: list[exp.Expr] = []
+    outer: list[exp.Expr] = []
+    for i, item in enumerate(items):
+        if isinstance(item, exp.Star) or (isinstance(item, exp.Column) and isinstance(item.this, exp.Star)):
+            if item.find(StreamPlaceholder) is None:
+                inner.append(item.copy())
+                outer.append(exp.Column(this=exp.Star(), table=exp.to_identifier("__q")))
+                continue
+        name = item.alias if isinstance(item, exp.Alias) else output_name(item)
+        body = item.this if isinstance(item, exp.Alias) else item
+        if body.find(StreamPlaceholder) is None:
+            hidden = f"__c{i}"
+            inner.append(exp.alias_(body.copy(), hidden, quoted=True))
+            outer.append(exp.alias_(exp.column(hidden, table="__q", quoted=True), name, quoted=True))
+            continue
+        for ph in body.find_all(StreamPlaceholder):
+            if any(_is_aggregate(a) for a in _ancestors(ph, body)):
+                raise _Unbatchable(f"placeholder {ph.name} is used inside an aggregate function")
+        lifted: list[exp.Expr] = []
+
+        def lift(node: exp.Expr) -> exp.Expr:
+            if isinstance(node, StreamPlaceholder):
+                return exp.column(column_of(node.name), table="__t", quoted=True)
+            if node.find(StreamPlaceholder) is None and _reads_data(node):
+                hidden = f"__c{i}_{len(lifted)}"
+                lifted.append(exp.alias_(node.copy(), hidden, quoted=True))
+                return exp.column(hidden, table="__q", quoted=True)
+            return node
+
+        rewritten = body.copy().transform(lift)
+        inner.extend(lifted)
+        outer.append(exp.alias_(rewritten, name, quoted=True))
+    return inner, outer
+
+
+def _ancestors(node: exp.Expr, stop: exp.Expr):  # type: ignore[no-untyped-def]
+    parent = node.parent
+    while parent is not None and parent is not stop.parent:
+        yield parent
+        parent = parent.parent
+
+
+def _reads_data(node: exp.Expr) -> bool:
+    from airflow_stream_provider.sql.dialect import PseudoColumn
+
+    return any(isinstance(n, (exp.Column, PseudoColumn, exp.Anonymous, exp.Subquery, exp.Star))
+               for n in node.walk())
+
+
+
+
+def constants(compute: Compute, fired: Sequence[Fired], schema) -> DataFrame:  # type: ignore[no-untyped-def]
+    """FORCE_OUTPUT rows of ``fired``: the items that read no data (constants, placeholders) keep
+    their value, every other column is NULL (reference 000, FORCE_OUTPUT)."""
+    tree = compute.tree
+    items = tree.expressions if isinstance(tree, exp.Select) else []
+    view = compute._trigger_view(fired)
+    translate, _, _ = compute.warehouse._translator(exp.select("1"))
+    df = compute.spark.table(f"`{view}`").alias("__t")
+    columns = [F.col(f"`{IDX}`")]
+    for item, fld in zip(items, schema.fields[1:]):
+        body = item.this if isinstance(item, exp.Alias) else item
+        if isinstance(body, exp.Star) or _reads_data(body):
+            columns.append(F.lit(None).cast(fld.dataType).alias(fld.name))
+            continue
+        bound = body.copy().transform(
+            lambda n: exp.column(column_of(n.name), table="__t", quoted=True) if isinstance(n, StreamPlaceholder) else n)
+        columns.append(F.expr(translate(bound)).cast(fld.dataType).alias(fld.name))
+    return df.select(*columns)

@@ -1,0 +1,193 @@
+"""A stream's output table (reference 000, "Stream Processing Output", "Rules and Limitations").
+
+- Without PARTITION BY, ``INTO`` names a regular table; with it, a supertable with one subtable
+  per group, named by ``OUTPUT_SUBTABLE(expr)`` or generated (``<stream>_<group id>``: unique and
+  the same on every run).
+- Columns are those of the computation, renamed by the column list; ``COMPOSITE KEY`` makes the
+  second one part of the key. Tags are ``TAGS (name type AS expr)``, or by default the grouping
+  columns (``tbname`` becomes ``tag_tbname VARCHAR(270)``).
+- The table is created with the stream. An existing table must match column for column.
+- The first column is the timestamp key: a result row whose first column is NULL is discarded and
+  counted. A write of an existing key replaces the row, so re-running a trigger is idempotent.
+
+Result column names that Delta cannot store (``avg(col1)``) are written with every run of other
+characters replaced by ``_`` (``avg_col1``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import types as T
+from sqlglot import exp
+
+from airflow_stream_provider import model as m
+from airflow_stream_provider.exceptions import StreamDefinitionError
+from airflow_stream_provider.warehouse import writer
+from airflow_stream_provider.warehouse.catalog import TBNAME, Column, TableInfo, WarehouseError
+
+#: longest table name (TDengine's limit); longer generated names are truncated
+MAX_NAME = 192
+DEFAULT_STRING = m.DataType("VARCHAR", (65517,))
+
+
+def spark_to_tdengine(dtype: T.DataType, column: str) -> m.DataType:
+    """The TDengine type of a computed column."""
+    simple = {
+        T.TimestampType: "TIMESTAMP", T.TimestampNTZType: "TIMESTAMP", T.LongType: "BIGINT",
+        T.IntegerType: "INT", T.ShortType: "SMALLINT", T.ByteType: "TINYINT", T.DoubleType: "DOUBLE",
+        T.FloatType: "FLOAT", T.BooleanType: "BOOL", T.BinaryType: "VARBINARY",
+    }
+    for kind, name in simple.items():
+        if isinstance(dtype, kind):
+            return m.DataType(name, (65517,) if name == "VARBINARY" else ())
+    if isinstance(dtype, (T.StringType, T.VarcharType, T.CharType)):
+        return DEFAULT_STRING
+    if isinstance(dtype, T.DecimalType):
+        return m.DataType("DECIMAL", (dtype.precision, dtype.scale))
+    if isinstance(dtype, T.NullType):
+        raise StreamDefinitionError(f"output column {column} is always NULL, so it has no type: CAST it",
+                                    clause="AS")
+    raise StreamDefinitionError(f"output column {column} has type {dtype.simpleString()}, which a TDengine "
+                                "table cannot hold", clause="AS")
+
+
+def storable(name: str) -> str:
+    """A Delta-safe column name: runs of characters other than letters, digits and ``_`` become ``_``."""
+    clean = re.sub(r"[^0-9A-Za-z_]+", "_", name).rstrip("_").lower()
+    if not name.startswith("_"):
+        clean = clean.lstrip("_")
+    return clean or "col"
+
+
+@dataclass(frozen=True)
+class Tag:
+    name: str
+    dtype: m.DataType
+    expr: exp.Expr  # over the grouping columns
+
+
+@dataclass(frozen=True)
+class OutputPlan:
+    """Where and how a stream's results are written."""
+
+    db: str
+    name: str
+    columns: tuple[Column, ...]  # timestamp, [composite key], values (without tbname and tags)
+    result_names: tuple[str, ...]  # the computation's column names, in order
+    tags: tuple[Tag, ...] = ()
+    subtable: exp.Expr | None = None  # OUTPUT_SUBTABLE(expr)
+    grouped: bool = False
+
+    @property
+    def qualified(self) -> str:
+        return f"{self.db}.{self.name}"
+
+    def table_columns(self) -> tuple[Column, ...]:
+        if not self.grouped:
+            return self.columns
+        return (*self.columns, Column(TBNAME, m.DataType("VARCHAR", (MAX_NAME,)), TBNAME),
+                *(Column(t.name, t.dtype, "tag") for t in self.tags))
+
+    # --- planning -------------------------------------------------------------------------------
+
+    @classmethod
+    def build(cls, stmt: m.CreateStream, db: str, schema: T.StructType, group_columns: list[Column]) -> OutputPlan:
+        """The output of ``stmt`` for results of ``schema`` (after the ``__idx`` column)."""
+        assert stmt.into is not None
+        fields = [f for f in schema.fields if f.name != "__idx"]
+        if not fields:
+            raise StreamDefinitionError("the computation returns no columns", clause="AS")
+        if stmt.columns and len(stmt.columns) != len(fields):
+            raise StreamDefinitionError(
+                f"the column list names {len(stmt.columns)} columns, but the computation returns {len(fields)} "
+                f"({', '.join(f.name for f in fields)})", clause="columns")
+        names = [c.name.lower() for c in stmt.columns] if stmt.columns else [storable(f.name) for f in fields]
+        seen: dict[str, int] = {}
+        for i, name in enumerate(names):
+            if name in seen:
+                names[i] = f"{name}_{i + 1}"
+            seen[name] = i
+        types = [spark_to_tdengine(f.dataType, names[i]) for i, f in enumerate(fields)]
+        if types[0].name != "TIMESTAMP":
+            raise StreamDefinitionError(
+                f"the first output column ({fields[0].name}) must be a TIMESTAMP, the output table's key; "
+                f"the computation gives {types[0]}", clause="AS")
+        composite = bool(stmt.columns) and len(stmt.columns) > 1 and stmt.columns[1].composite_key
+        if composite and types[1].name not in ("INT", "BIGINT", "INT UNSIGNED", "BIGINT UNSIGNED", "VARCHAR",
+                                              "BINARY"):
+            raise StreamDefinitionError(f"COMPOSITE KEY column {names[1]} must be an integer or VARCHAR, not "
+                                        f"{types[1]}", clause="columns")
+        columns = tuple(Column(n, t, "ts" if i == 0 else "key" if i == 1 and composite else "metric")
+                        for i, (n, t) in enumerate(zip(names, types)))
+        grouped = bool(stmt.partition_by)
+        tags: list[Tag] = []
+        if grouped and stmt.tags:
+            tags = [Tag(t.name.lower(), t.type, t.expr.tree) for t in stmt.tags]
+        elif grouped:
+            for col in group_columns:
+                if col.name == TBNAME:
+                    tags.append(Tag("tag_tbname", m.DataType("VARCHAR", (270,)), exp.column(TBNAME)))
+                else:
+                    tags.append(Tag(col.name, col.dtype, exp.column(col.name, quoted=True)))
+        taken = {c.name for c in columns}
+        for tag in tags:
+            if tag.name in taken:
+                raise StreamDefinitionError(f"tag {tag.name} has the name of an output column; name the tags "
+                                            "with TAGS (...) or rename the columns", clause="TAGS")
+            taken.add(tag.name)
+        into = stmt.into
+        return cls(db=(into.db or db).lower(), name=into.name.lower(), columns=columns,
+                   result_names=tuple(f.name for f in fields), tags=tuple(tags),
+                   subtable=stmt.output_subtable.tree if stmt.output_subtable else None, grouped=grouped)
+
+    # --- the table ------------------------------------------------------------------------------
+
+    def ensure_table(self, catalog) -> TableInfo:  # type: ignore[no-untyped-def]
+        """Create the output table, or check that the existing one has this schema."""
+        wanted = self.table_columns()
+        found = catalog.lookup(m.TableName(self.name, self.db), self.db)
+        if found is None:
+            catalog.create_table(self.db, self.name, wanted, if_not_exists=True)
+            found = catalog.lookup(m.TableName(self.name, self.db), self.db)
+        if not isinstance(found, TableInfo):
+            raise WarehouseError(f"output table {self.qualified} is a subtable; INTO needs a table or supertable")
+        check_schema(found, wanted)
+        return found
+
+
+def check_schema(info: TableInfo, wanted: tuple[Column, ...]) -> None:
+    """Refuse a table whose columns differ from ``wanted`` (name, role, storage type), naming the column."""
+    have = info.columns
+    for i, col in enumerate(wanted):
+        if i >= len(have):
+            raise WarehouseError(f"output table {info.qualified} has no column {col.name} ({col.dtype}); the "
+                                 f"stream writes {len(wanted)} columns")
+        other = have[i]
+        if other.name != col.name:
+            raise WarehouseError(f"output table {info.qualified}: column {i + 1} is {other.name}, but the stream "
+                                 f"writes {col.name} there")
+        if other.role != col.role or other.arrow_field().type != col.arrow_field().type:
+            raise WarehouseError(f"output table {info.qualified}: column {col.name} is {other.dtype} "
+                                 f"({other.role}), but the stream writes {col.dtype} ({col.role})")
+    if len(have) > len(wanted):
+        raise WarehouseError(f"output table {info.qualified} has a column the stream does not write: "
+                             f"{have[len(wanted)].name}")
+
+
+def write(info: TableInfo, rows: pa.Table) -> tuple[int, int]:
+    """Upsert ``rows`` (the table's columns, in order) by the table's key; (written, discarded) where
+    discarded rows had a NULL first column."""
+    first = info.columns[0].name
+    valid = pc.is_valid(rows[first])
+    discarded = rows.num_rows - pc.sum(valid).as_py() if rows.num_rows else 0
+    if discarded:
+        rows = rows.filter(valid)
+    if rows.num_rows:
+        schema = info.arrow_schema()
+        rows = pa.table([rows[f.name].cast(f.type) for f in schema], schema=schema)
+        writer.upsert(info.path, rows, info.key_columns)
+    return rows.num_rows, discarded

@@ -1,0 +1,101 @@
+"""The instants of PERIOD and SLIDING triggers (reference 000, "Scheduled Trigger", "Sliding Trigger").
+
+- A period under one day restarts every local day at midnight + offset: the day's instants are
+  ``base, base + p, base + 2p, ...`` before the next day's base.
+- A period of one day or more counts from midnight of the creation day and never resets; the
+  reference's worked examples step by period + offset (``1d1h`` with offset ``1m`` created on 05-01
+  fires at 05-02 01:01, 05-03 02:02, 05-04 03:03).
+- Only instants after the creation time fire.
+
+SLIDING follows the same rules over event time. Times are aware datetimes; days are those of ``tz``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime, time, timedelta, tzinfo
+
+DAY = timedelta(days=1)
+
+
+@dataclass(frozen=True)
+class Schedule:
+    period: timedelta
+    offset: timedelta
+    tz: tzinfo
+    created: datetime  # instants at or before it never fire
+
+    def __post_init__(self) -> None:
+        if self.period <= timedelta(0):
+            raise ValueError(f"a schedule period must be positive, not {self.period}")
+        if not timedelta(0) <= self.offset < DAY:
+            raise ValueError(f"a schedule offset must be in [0, 1 day), not {self.offset}")
+        if self.created.tzinfo is None:
+            raise ValueError("the creation time of a schedule needs a time zone")
+
+    def _midnight(self, at: datetime) -> datetime:
+        local = at.astimezone(self.tz)
+        return datetime.combine(local.date(), time(0), tzinfo=self.tz)
+
+    def _day_instants(self, midnight: datetime) -> Iterator[datetime]:
+        """The instants of one local day (periods under one day), in order."""
+        base = midnight + self.offset
+        next_base = self._next_midnight(midnight) + self.offset
+        at = base
+        while at < next_base:
+            yield at
+            at = at + self.period
+
+    def _next_midnight(self, midnight: datetime) -> datetime:
+        # wall-clock arithmetic, then re-anchored: DST days are 23 or 25 hours long
+        nxt = (midnight.replace(tzinfo=None) + DAY)
+        return datetime.combine(nxt.date(), time(0), tzinfo=self.tz)
+
+    def _long_step(self) -> timedelta:
+        return self.period + self.offset
+
+    def instants(self, after: datetime, until: datetime | None = None) -> Iterator[datetime]:
+        """Instants strictly after ``after`` (and after creation), up to ``until`` inclusive."""
+        start = max(after, self.created)
+        if self.period < DAY:
+            midnight = self._midnight(start) - DAY  # an offset can put a day's last instant after midnight
+            midnight = self._midnight(midnight)
+            while True:
+                for at in self._day_instants(midnight):
+                    if until is not None and at > until:
+                        return
+                    if at > start:
+                        yield at
+                midnight = self._next_midnight(midnight)
+        else:
+            origin = self._midnight(self.created)
+            step = self._long_step()
+            k = max(1, int((start - origin) / step))
+            while True:
+                at = origin + k * step
+                if until is not None and at > until:
+                    return
+                if at > start:
+                    yield at
+                k += 1
+
+    def next_after(self, at: datetime) -> datetime:
+        return next(self.instants(at))
+
+    def previous(self, at: datetime) -> datetime | None:
+        """The schedule's instant before ``at`` (creation not considered), or None at its origin."""
+        if self.period < DAY:
+            midnight = self._midnight(at)
+            for _ in range(2):
+                candidates = [t for t in self._day_instants(midnight) if t < at]
+                if candidates:
+                    return candidates[-1]
+                midnight = self._midnight(midnight - timedelta(hours=12))
+            return None
+        origin = self._midnight(self.created)
+        step = self._long_step()
+        k = int((at - origin) / step)
+        while k >= 1 and origin + k * step >= at:
+            k -= 1
+        return origin + k * step if k >= 1 else None

@@ -1,0 +1,120 @@
+"""Where streams live: their definitions and their progress.
+
+- ``$AIRFLOW_STREAM_HOME/streams/<db>/<name>.sql``: the CREATE STREAM statement as written. The
+  file's presence is the stream's existence; the DAG loader renders each file.
+- ``$AIRFLOW_STREAM_HOME/state/<db>/<name>/``: ``stream.json`` (creation time, the trigger
+  table's version then, progress), ``events/`` (the detector's event table) and ``checkpoint/``.
+
+``stream.json`` is replaced atomically, so a killed run leaves the previous progress.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from airflow_stream_provider import config
+from airflow_stream_provider import model as m
+from airflow_stream_provider.exceptions import StreamError, did_you_mean
+
+
+class StreamNotFound(StreamError):
+    pass
+
+
+@dataclass(frozen=True)
+class StoredStream:
+    db: str
+    name: str
+    text: str
+    statement: m.CreateStream
+    state_dir: Path
+
+    @property
+    def qualified(self) -> str:
+        return f"{self.db}.{self.name}"
+
+    @property
+    def events_path(self) -> Path:
+        return self.state_dir / "events"
+
+    @property
+    def checkpoint(self) -> Path:
+        return self.state_dir / "checkpoint"
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+class StreamStore:
+    def __init__(self, home: Path | None = None) -> None:
+        root = Path(home) if home else config.home()
+        self.definitions = root / "streams"
+        self.states = root / "state"
+
+    def definition(self, db: str, name: str) -> Path:
+        return self.definitions / db.lower() / f"{name.lower()}.sql"
+
+    def state_dir(self, db: str, name: str) -> Path:
+        return self.states / db.lower() / name.lower()
+
+    def exists(self, db: str, name: str) -> bool:
+        return self.definition(db, name).exists()
+
+    def names(self, db: str | None = None) -> list[tuple[str, str]]:
+        folders = [self.definitions / db.lower()] if db else sorted(p for p in self.definitions.glob("*") if p.is_dir())
+        return [(f.name, p.stem) for f in folders for p in sorted(f.glob("*.sql"))]
+
+    def create(self, db: str, stmt: m.CreateStream, text: str, state: dict) -> None:
+        """Record a new stream: its state first, then its definition (which makes it exist)."""
+        name = stmt.name.name.lower()
+        state_dir = self.state_dir(db, name)
+        if state_dir.exists():  # left by a stream of the same name dropped earlier
+            shutil.rmtree(state_dir)
+        self.save_state(db, name, state)
+        body = text.strip().rstrip(";") + ";\n"
+        _atomic_write(self.definition(db, name), body)
+
+    def get(self, db: str, name: str) -> StoredStream:
+        from airflow_stream_provider.sql import parse
+
+        path = self.definition(db, name)
+        if not path.exists():
+            hint = did_you_mean(name, [n for _, n in self.names(db)])
+            raise StreamNotFound(f"stream {db.lower()}.{name.lower()} does not exist" + (f" ({hint})" if hint else ""))
+        text = path.read_text(encoding="utf-8")
+        (stmt,) = parse(text)
+        assert isinstance(stmt, m.CreateStream)
+        return StoredStream(db.lower(), name.lower(), text, stmt, self.state_dir(db, name))
+
+    def drop(self, db: str, name: str) -> None:
+        self.definition(db, name).unlink(missing_ok=True)
+        shutil.rmtree(self.state_dir(db, name), ignore_errors=True)
+
+    def load_state(self, db: str, name: str) -> dict:
+        path = self.state_dir(db, name) / "stream.json"
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {}
+
+    def save_state(self, db: str, name: str, state: dict) -> None:
+        _atomic_write(self.state_dir(db, name) / "stream.json", json.dumps(state, indent=1, default=_json_default))
+
+
+def _json_default(value: object) -> object:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    raise TypeError(f"{type(value).__name__} is not JSON")
