@@ -391,7 +391,8 @@ class Warehouse:
             return _delta_table(found.path).as_(alias)
 
         infos = {found.stable if isinstance(found, SubTable) else found for found in resolved.values()}
-        infos |= set(also)
+        if not infos:  # _c0 means the first column of the table in FROM: a named one, else `also`
+            infos = set(also)
         ts_column, precision = None, "ms"
         if len(infos) == 1:
             (info,) = infos

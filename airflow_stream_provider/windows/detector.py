@@ -97,7 +97,7 @@ def events_stream(df: DataFrame, plan: TriggerPlan, *, timeouts: bool = True) ->
         micro-batch every trigger interval, so a query that must end (``availableNow``) goes without.
     """
     timeouts = timeouts and plan.max_delay is not None
-    grouped = df.groupBy(*plan.keys) if plan.keys else df.groupBy(F.lit(0).alias("_all"))
+    grouped = df.groupBy(*plan.keys) if plan.keys else df.withColumn("_all", F.lit(0)).groupBy("_all")
     return grouped.applyInPandasWithState(_Step(plan, timeouts=timeouts), EVENT_SCHEMA, STATE_SCHEMA, "append",
                                           "ProcessingTimeTimeout" if timeouts else "NoTimeout")
 
