@@ -15,6 +15,8 @@ from airflow_stream_provider.streams import runner
 from airflow_stream_provider.streams.store import StreamStore
 from airflow_stream_provider.warehouse import Warehouse
 
+pytestmark = pytest.mark.spark
+
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
 
 
