@@ -32,7 +32,12 @@ from pyspark.sql import functions as F
 from sqlglot import exp
 
 from airflow_stream_provider.exceptions import StreamDefinitionError
-from airflow_stream_provider.sql.dialect import StreamPlaceholder, TDengine, TriggerTable, WindowClause
+from airflow_stream_provider.sql.dialect import (
+    StreamPlaceholder,
+    TDengine,
+    TriggerTable,
+    WindowClause,
+)
 from airflow_stream_provider.sql.functions import AGGREGATES
 from airflow_stream_provider.sql.translate import Binding
 
@@ -112,7 +117,7 @@ def named(tree: exp.Expr) -> exp.Expr:
         return tree
     items = []
     for item in select.expressions:
-        if isinstance(item, (exp.Alias, exp.Star)) or (isinstance(item, exp.Column) and isinstance(item.this, exp.Star)):
+        if isinstance(item, exp.Alias) or _is_star(item):
             items.append(item)
         else:
             items.append(exp.alias_(item, output_name(item), quoted=True))
@@ -275,7 +280,7 @@ class Compute:
                f"FROM `{view}` AS `__t`, LATERAL ({translate(select)}) AS `__q`")
         try:
             df = self.spark.sql(sql)
-            df.schema  # analysis happens here on Spark Connect
+            _ = df.schema  # analysis happens here on Spark Connect
         except AnalysisException as err:
             raise _Unbatchable(f"Spark cannot decorrelate it ({str(err).splitlines()[0][:200]})") from None
         return df
@@ -312,6 +317,11 @@ class Compute:
         raise StreamDefinitionError(f"placeholder {name} has no value here")
 
 
+def _is_star(item: exp.Expr) -> bool:
+    """``*`` or ``t.*``."""
+    return isinstance(item, exp.Star) or (isinstance(item, exp.Column) and isinstance(item.this, exp.Star))
+
+
 def _is_aggregate(node: exp.Expr) -> bool:
     return isinstance(node, exp.Anonymous) and node.name.lower() in AGGREGATES
 
@@ -326,11 +336,10 @@ def _split(items: list[exp.Expr]) -> tuple[list[exp.Expr], list[exp.Expr]]:
     inner: list[exp.Expr] = []
     outer: list[exp.Expr] = []
     for i, item in enumerate(items):
-        if isinstance(item, exp.Star) or (isinstance(item, exp.Column) and isinstance(item.this, exp.Star)):
-            if item.find(StreamPlaceholder) is None:
-                inner.append(item.copy())
-                outer.append(exp.Column(this=exp.Star(), table=exp.to_identifier("__q")))
-                continue
+        if _is_star(item):
+            inner.append(item.copy())
+            outer.append(exp.Column(this=exp.Star(), table=exp.to_identifier("__q")))
+            continue
         name = item.alias if isinstance(item, exp.Alias) else output_name(item)
         body = item.this if isinstance(item, exp.Alias) else item
         if body.find(StreamPlaceholder) is None:
@@ -343,7 +352,7 @@ def _split(items: list[exp.Expr]) -> tuple[list[exp.Expr], list[exp.Expr]]:
                 raise _Unbatchable(f"placeholder {ph.name} is used inside an aggregate function")
         lifted: list[exp.Expr] = []
 
-        def lift(node: exp.Expr) -> exp.Expr:
+        def lift(node: exp.Expr, i: int = i, lifted: list[exp.Expr] = lifted) -> exp.Expr:
             if isinstance(node, StreamPlaceholder):
                 return exp.column(column_of(node.name), table="__t", quoted=True)
             if node.find(StreamPlaceholder) is None and _reads_data(node):
@@ -385,7 +394,7 @@ def constants(compute: Compute, fired: Sequence[Fired], schema) -> DataFrame:  #
     columns = [F.col(f"`{IDX}`")]
     for item, fld in zip(items, schema.fields[1:]):
         body = item.this if isinstance(item, exp.Alias) else item
-        if isinstance(body, exp.Star) or _reads_data(body):
+        if _is_star(body) or _reads_data(body):
             columns.append(F.lit(None).cast(fld.dataType).alias(fld.name))
             continue
         bound = body.copy().transform(

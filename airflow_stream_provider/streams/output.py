@@ -27,7 +27,12 @@ from sqlglot import exp
 from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import StreamDefinitionError
 from airflow_stream_provider.warehouse import writer
-from airflow_stream_provider.warehouse.catalog import TBNAME, Column, TableInfo, WarehouseError
+from airflow_stream_provider.warehouse.catalog import (
+    TBNAME,
+    Column,
+    TableInfo,
+    WarehouseError,
+)
 
 #: longest table name (TDengine's limit); longer generated names are truncated
 MAX_NAME = 192

@@ -22,7 +22,11 @@ from sqlglot import exp
 
 from airflow_stream_provider import config
 from airflow_stream_provider import model as m
-from airflow_stream_provider.exceptions import StreamDefinitionError, StreamError, did_you_mean
+from airflow_stream_provider.exceptions import (
+    StreamDefinitionError,
+    StreamError,
+    did_you_mean,
+)
 from airflow_stream_provider.sql.dialect import StreamPlaceholder
 from airflow_stream_provider.streams import output as out
 from airflow_stream_provider.streams.compute import (
@@ -38,13 +42,19 @@ from airflow_stream_provider.streams.compute import (
 )
 from airflow_stream_provider.streams.schedule import Schedule
 from airflow_stream_provider.streams.store import StoredStream, StreamStore
-from airflow_stream_provider.warehouse.catalog import TBNAME, Column, SubTable, TableInfo, WarehouseError
+from airflow_stream_provider.warehouse.catalog import (
+    TBNAME,
+    Column,
+    SubTable,
+    TableInfo,
+    WarehouseError,
+)
 from airflow_stream_provider.warehouse.types import arrow_type
 
 #: fired triggers computed and written together
 BATCH = 20_000
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_PER_UNIT = {"ms": 1_000, "us": 1, "ns": 1}  # microseconds per unit of a database precision
+_PER_UNIT = {"ms": 1_000, "us": 1}  # microseconds per unit of a database precision
 
 
 def _micros(at: datetime) -> int:
@@ -177,7 +187,7 @@ class StreamRuntime:
         for name in names:
             kind = "timestamp" if name in TIMESTAMPS else "bigint" if not name.startswith("%%") else \
                 self.group_types.get(name, "string")
-            values[name] = _SAMPLE.get(kind, 0) if not kind.startswith("decimal") else 0
+            values[name] = _SAMPLE.get(kind, 0)
         return Fired(0, values, version=self.table_version(), since_version=self.table_version())
 
     def output(self) -> out.OutputPlan | None:
@@ -410,8 +420,7 @@ def _window_triggers(runtime: StreamRuntime, stored: StoredStream, state: dict, 
         end = None if pd.isna(ev.window_end) else ev.window_end.to_pydatetime()
         keys = json.loads(ev.group_keys)
         values = {"_twstart": start, "_twend": end, "_tgrpid": int(ev.group_id),
-                  "_twduration": None if end is None else (_micros(end) - _micros(start)) // unit
-                  if runtime.precision != "ns" else (_micros(end) - _micros(start)) * 1000,
+                  "_twduration": None if end is None else (_micros(end) - _micros(start)) // unit,
                   "_twrownum": None if pd.isna(ev.row_count) else int(ev.row_count),
                   "_tlocaltime": _nanos(ev.event_time.to_pydatetime()),
                   TROWS_FROM: start, TROWS_TO: end, **runtime.group_values(keys)}
