@@ -40,6 +40,7 @@ from airflow_stream_provider.sql.dialect import (
 )
 from airflow_stream_provider.sql.functions import AGGREGATES
 from airflow_stream_provider.sql.translate import Binding
+from airflow_stream_provider.warehouse.warehouse import delta_table
 
 log = logging.getLogger(__name__)
 
@@ -207,8 +208,7 @@ class Compute:
                 raise StreamDefinitionError(f"{node.name} needs a trigger table (FROM)")
             alias = node.args.get("alias") or exp.TableAlias(this=exp.to_identifier(node.name[2:]))
             if node.name == "%%tbname":
-                table = exp.Table(this=exp.to_identifier(src.path, quoted=True), db=exp.to_identifier("delta"))
-                inner = exp.select("*").from_(table).where(
+                inner = exp.select("*").from_(delta_table(src.path)).where(
                     exp.column("tbname").eq(StreamPlaceholder(this="%%tbname")))
                 return exp.Subquery(this=inner, alias=alias)
             inner = exp.select("*").from_(exp.to_identifier(view_of(), quoted=True))

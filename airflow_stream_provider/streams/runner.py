@@ -49,33 +49,16 @@ from airflow_stream_provider.warehouse.catalog import (
     TableInfo,
     WarehouseError,
 )
-from airflow_stream_provider.warehouse.types import arrow_type
+from airflow_stream_provider.warehouse.types import arrow_type, spark_type
+from airflow_stream_provider.windows.trigger import epoch_micros as _micros
 
 #: fired triggers computed and written together
 BATCH = 20_000
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_PER_UNIT = {"ms": 1_000, "us": 1}  # microseconds per unit of a database precision
-
-
-def _micros(at: datetime) -> int:
-    return (at - _EPOCH) // timedelta(microseconds=1)
 
 
 def _nanos(at: datetime) -> int:
     return _micros(at) * 1_000
-
-
-def spark_type(dtype: m.DataType) -> str:
-    arrow = arrow_type(dtype)
-    if pa.types.is_string(arrow):
-        return "string"
-    if pa.types.is_timestamp(arrow):
-        return "timestamp"
-    if pa.types.is_decimal(arrow):
-        return f"decimal({arrow.precision}, {arrow.scale})"
-    names = {pa.int8(): "tinyint", pa.int16(): "smallint", pa.int32(): "int", pa.int64(): "bigint",
-             pa.float32(): "float", pa.float64(): "double", pa.bool_(): "boolean", pa.binary(): "binary"}
-    return names.get(arrow, "string")
 
 
 _SAMPLE = {"string": "", "timestamp": _EPOCH, "boolean": False, "float": 0.0, "double": 0.0, "binary": b""}
@@ -147,10 +130,13 @@ class StreamRuntime:
         cols = []
         for name in self.stmt.partition_by:
             col = self.info.column(name)
-            if col is None or col.role not in ("tbname", "tag", "metric", "key"):
+            if col is None:
                 raise StreamDefinitionError(
                     f"PARTITION BY: column {name} is not in {self.info.qualified}", clause="PARTITION BY",
                     hint=did_you_mean(name, [c.name for c in self.info.columns]))
+            if col.role == "ts":
+                raise StreamDefinitionError(f"PARTITION BY: {name} is the timestamp column; a group needs a "
+                                            "subtable, tag or value column", clause="PARTITION BY")
             cols.append(col)
         return cols
 
@@ -413,19 +399,19 @@ def _window_triggers(runtime: StreamRuntime, stored: StoredStream, state: dict, 
         return [], {}
     last_batch = int(events["batch_id"].max())
     events = events[events["event_type"].isin(_COMPUTED)].reset_index(drop=True)
-    unit = _PER_UNIT[runtime.precision]
+    unit = 1000 if runtime.precision == "ms" else 1  # microseconds per unit of the precision
     fired = []
     for i, ev in enumerate(events.itertuples(index=False)):
         start = ev.window_start.to_pydatetime()
         end = None if pd.isna(ev.window_end) else ev.window_end.to_pydatetime()
-        keys = json.loads(ev.group_keys)
+        group = runtime.group_values(json.loads(ev.group_keys))
         values = {"_twstart": start, "_twend": end, "_tgrpid": int(ev.group_id),
                   "_twduration": None if end is None else (_micros(end) - _micros(start)) // unit,
                   "_twrownum": None if pd.isna(ev.row_count) else int(ev.row_count),
                   "_tlocaltime": _nanos(ev.event_time.to_pydatetime()),
-                  TROWS_FROM: start, TROWS_TO: end, **runtime.group_values(keys)}
-        fired.append(Fired(i, values, version=version, group=tuple(runtime.group_values(keys).get(f"%%{j}")
-                                                                     for j in range(1, len(runtime.group_columns) + 1)),
+                  TROWS_FROM: start, TROWS_TO: end, **group}
+        fired.append(Fired(i, values, version=version, group=tuple(group.get(f"%%{j}") for j in
+                                                                   range(1, len(runtime.group_columns) + 1)),
                            group_id=str(ev.group_id), trigger_id=ev.trigger_id))
     return fired, {"consumed_batch": last_batch}
 

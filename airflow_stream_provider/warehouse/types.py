@@ -64,6 +64,20 @@ def arrow_type(dtype: DataType) -> pa.DataType:
     raise ValueError(f"type {dtype} has no Delta form")
 
 
+def spark_type(dtype: DataType) -> str:
+    """The Spark SQL type name of a TDengine column type."""
+    arrow = arrow_type(dtype)
+    if pa.types.is_string(arrow):
+        return "string"
+    if pa.types.is_timestamp(arrow):
+        return "timestamp"
+    if pa.types.is_decimal(arrow):
+        return f"decimal({arrow.precision}, {arrow.scale})"
+    names = {pa.int8(): "tinyint", pa.int16(): "smallint", pa.int32(): "int", pa.int64(): "bigint",
+             pa.float32(): "float", pa.float64(): "double", pa.bool_(): "boolean", pa.binary(): "binary"}
+    return names.get(arrow, "string")
+
+
 def parse_type(text: str) -> DataType:
     """The inverse of ``str(DataType)``, for types read back from a table's schema."""
     match = _TYPE_TEXT.match(text.strip().upper())

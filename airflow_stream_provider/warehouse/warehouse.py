@@ -385,10 +385,10 @@ class Warehouse:
                 return node
             alias = node.alias or node.name
             if isinstance(found, SubTable):
-                inner = exp.select("*").from_(_delta_table(found.stable.path)).where(
+                inner = exp.select("*").from_(delta_table(found.stable.path)).where(
                     exp.column(TBNAME).eq(exp.Literal.string(found.name)))
                 return inner.subquery(alias)
-            return _delta_table(found.path).as_(alias)
+            return delta_table(found.path).as_(alias)
 
         infos = {found.stable if isinstance(found, SubTable) else found for found in resolved.values()}
         if not infos:  # _c0 means the first column of the table in FROM: a named one, else `also`
@@ -447,7 +447,8 @@ class Warehouse:
             spark.conf.set("spark.sql.session.timeZone", previous)
 
 
-def _delta_table(path: Path) -> exp.Table:
+def delta_table(path: Path | str) -> exp.Table:
+    """``delta.`/path```: the Delta table at ``path``, as Spark SQL reads it."""
     return exp.Table(this=exp.to_identifier(str(path), quoted=True), db=exp.to_identifier("delta"))
 
 

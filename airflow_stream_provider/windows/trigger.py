@@ -113,7 +113,7 @@ class TriggerPlan:
         fill = opts.fill_history
         since = None
         if fill is not None and fill.start is not None:
-            since = _epoch_micros(fill.start.resolve(now or datetime.now(UTC)))
+            since = epoch_micros(fill.start.resolve(now or datetime.now(UTC)))
         return cls(
             stream=str(stmt.name), spec=spec, table=str(table), path=path, ts_column=ts_column, keys=keys,
             subtable=subtable, pre_filter=pre_filter, count_columns=count_columns,
@@ -191,7 +191,7 @@ class TriggerPlan:
         return out
 
 
-def _epoch_micros(at: datetime) -> int:
+def epoch_micros(at: datetime) -> int:
     if at.tzinfo is None:
         at = at.replace(tzinfo=UTC)
     return (at - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
