@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from airflow.plugins_manager import AirflowPlugin
 
+from airflow_stream_provider.timetables import TIMETABLES
+
 
 class AirflowStreamPlugin(AirflowPlugin):
     name = "airflow_stream"
+    timetables = TIMETABLES

@@ -1,0 +1,217 @@
+"""Airflow timetables of PERIOD and SLIDING triggers, and of the recalculation DAGs.
+
+The instants follow reference 000 "Scheduled Trigger" and "Sliding Trigger" through
+:class:`~airflow_stream_provider.streams.schedule.Schedule`:
+
+- a period under one day restarts at local midnight + offset every day;
+- a period of one day or more counts from the creation day's midnight + offset and never resets;
+- only instants after creation fire.
+
+A run's data interval is ``(previous instant, instant]``: ``_tprev_localtime`` and
+``_tlocaltime`` of the TDengine placeholders. The timetables are registered through the
+provider's plugin, so the scheduler and the API server can deserialize them.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import pendulum
+from airflow.timetables.base import DagRunInfo, DataInterval, TimeRestriction, Timetable
+
+from airflow_stream_provider.streams.schedule import Schedule
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_UNITS = {"w": timedelta(weeks=1), "d": timedelta(days=1), "h": timedelta(hours=1), "m": timedelta(minutes=1),
+          "s": timedelta(seconds=1), "a": timedelta(milliseconds=1), "u": timedelta(microseconds=1)}
+_PART = re.compile(r"(\d+)([wdhmsau])")
+
+
+def duration(value: timedelta | str) -> timedelta:
+    """A ``timedelta``, or a TDengine duration such as ``10s``, ``5h30m`` or ``1d1h``
+    (units ``w d h m s a u``: ``m`` is minutes, ``a`` milliseconds, ``u`` microseconds)."""
+    if isinstance(value, timedelta):
+        return value
+    text = str(value).strip().lower()
+    parts = _PART.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        raise ValueError(f"{value!r} is not a duration such as 10s, 5h30m or 1d1h "
+                         "(units: w d h m s a=milliseconds u=microseconds)")
+    return sum((int(n) * _UNITS[u] for n, u in parts), timedelta(0))
+
+
+def format_duration(value: timedelta) -> str:
+    """The shortest TDengine spelling of ``value``: ``5h30m``, ``1d1h``, ``0s``."""
+    micros = value // timedelta(microseconds=1)
+    if micros == 0:
+        return "0s"
+    out = []
+    for unit in "wdhmsau":
+        size = _UNITS[unit] // timedelta(microseconds=1)
+        if micros >= size:
+            out.append(f"{micros // size}{unit}")
+            micros %= size
+    return "".join(out)
+
+
+def _aware(value: datetime | str | None, default: datetime) -> datetime:
+    if value is None:
+        return default
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    if value.tzinfo is None:
+        raise ValueError(f"the creation time {value} needs a time zone")
+    return value
+
+
+def _std(at: datetime) -> datetime:
+    """A stdlib UTC datetime (Airflow passes pendulum's, whose arithmetic differs)."""
+    at = at.astimezone(UTC)
+    return datetime(at.year, at.month, at.day, at.hour, at.minute, at.second, at.microsecond, tzinfo=UTC)
+
+
+def _pendulum(at: datetime) -> pendulum.DateTime:
+    return pendulum.instance(at.astimezone(UTC))
+
+
+class _ScheduleTimetable(Timetable):
+    """Runs at the instants of a :class:`Schedule`; each run's data interval ends at its instant."""
+
+    keyword = ""
+    periodic = True
+    run_ordering = ("data_interval_end", "logical_date")
+
+    def __init__(self, period: timedelta | str, offset: timedelta | str = timedelta(0), timezone: str = "UTC",
+                 created: datetime | str | None = None) -> None:
+        self.period = duration(period)
+        self.offset = duration(offset)
+        self.timezone = str(timezone)
+        self.created = _aware(created, _EPOCH)
+        self.schedule = Schedule(self.period, self.offset, ZoneInfo(self.timezone), self.created)
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and other.serialize() == self.serialize()  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, self.period, self.offset, self.timezone, self.created))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.summary}, timezone={self.timezone!r}, created={self.created.isoformat()})"
+
+    # --- display ------------------------------------------------------------------------------
+
+    @property
+    def summary(self) -> str:
+        inner = format_duration(self.period)
+        if self.offset:
+            inner += f", {format_duration(self.offset)}"
+        return f"{self.keyword}({inner})"
+
+    @property
+    def description(self) -> str:  # type: ignore[override]
+        if self.period < timedelta(days=1):
+            origin = "restarting every day at local midnight"
+        else:
+            origin = f"counting from {self.created.astimezone(ZoneInfo(self.timezone)):%Y-%m-%d} local midnight"
+        offset = f" + {format_duration(self.offset)}" if self.offset else ""
+        return f"every {format_duration(self.period)}, {origin}{offset} ({self.timezone})"
+
+    # --- (de)serialization --------------------------------------------------------------------
+
+    def serialize(self) -> dict[str, Any]:
+        return {"period": self.period.total_seconds(), "offset": self.offset.total_seconds(),
+                "timezone": self.timezone, "created": self.created.isoformat()}
+
+    @classmethod
+    def deserialize(cls, data: dict[str, Any]) -> Timetable:
+        return cls(timedelta(seconds=data["period"]), timedelta(seconds=data["offset"]), data["timezone"],
+                   data["created"])
+
+    def validate(self) -> None:
+        from airflow.exceptions import AirflowTimetableInvalid
+
+        if self.period <= timedelta(0):
+            raise AirflowTimetableInvalid(f"{self.keyword} period must be positive")
+
+    # --- scheduling ---------------------------------------------------------------------------
+
+    def _info(self, at: datetime) -> DagRunInfo:
+        start = self.schedule.previous(at) or max(self.created, at - self.period)
+        return DagRunInfo(run_after=_pendulum(at),
+                          data_interval=DataInterval(_pendulum(start), _pendulum(at)))
+
+    def _latest_due(self, now: datetime) -> datetime | None:
+        """The last instant at or before ``now`` that fires (after creation)."""
+        at = now if self._fires(now) else self.schedule.previous(now)
+        return at if at is not None and at > self.created else None
+
+    def _fires(self, at: datetime) -> bool:
+        before = self.schedule.previous(at)
+        return self.schedule.next_after(before if before is not None else at - self.period) == at
+
+    def infer_manual_data_interval(self, *, run_after: pendulum.DateTime) -> DataInterval:
+        at = self._latest_due(_std(run_after)) or _std(run_after)
+        return self._info(at).data_interval  # type: ignore[return-value]
+
+    def next_dagrun_info(self, *, last_automated_data_interval: DataInterval | None,
+                         restriction: TimeRestriction) -> DagRunInfo | None:
+        after = self.created
+        if last_automated_data_interval is not None:
+            after = max(after, _std(last_automated_data_interval.end))
+        if not restriction.catchup:
+            latest_due = self._latest_due(datetime.now(UTC))
+            if latest_due is not None:
+                after = max(after, latest_due - timedelta(microseconds=1))
+        earliest = _std(restriction.earliest) if restriction.earliest is not None else None
+        if earliest is not None:
+            after = max(after, earliest - timedelta(microseconds=1))
+        at = self.schedule.next_after(after)
+        if earliest is not None:  # the first run whose logical date is not before it
+            while self._info(at).logical_date < earliest:
+                at = self.schedule.next_after(at)
+        info = self._info(at)
+        if restriction.latest is not None and info.logical_date > restriction.latest:
+            return None
+        return info
+
+
+class PeriodTimetable(_ScheduleTimetable):
+    """``PERIOD(period[, offset])``: wall-clock instants in ``timezone`` after ``created``."""
+
+    keyword = "PERIOD"
+
+
+class SlidingTimetable(_ScheduleTimetable):
+    """``SLIDING(period[, offset])`` without INTERVAL: the instants over event time. Each run waits
+    (a deferrable sensor) until the trigger table's event time minus WATERMARK passes its instant."""
+
+    keyword = "SLIDING"
+
+
+class RecalcTimetable(_ScheduleTimetable):
+    """The event-time slices of a stream's recalculation DAG. It schedules nothing by itself: its
+    runs are created by backfills (``RECALCULATE STREAM``, ``airflow backfill create`` or the UI's
+    Backfill dialog), each recalculating the windows that start in its data interval."""
+
+    keyword = "RECALCULATE"
+
+    def __init__(self, period: timedelta | str, offset: timedelta | str = timedelta(0), timezone: str = "UTC",
+                 created: datetime | str | None = None) -> None:
+        super().__init__(period, offset, timezone, created)
+
+    @property
+    def summary(self) -> str:
+        return f"{super().summary} on backfill"
+
+    def next_dagrun_info(self, *, last_automated_data_interval: DataInterval | None,
+                         restriction: TimeRestriction) -> DagRunInfo | None:
+        if restriction.latest is None:  # the scheduler asking: runs come from backfills only
+            return None
+        return super().next_dagrun_info(last_automated_data_interval=last_automated_data_interval,
+                                        restriction=restriction._replace(catchup=True))
+
+
+TIMETABLES = [PeriodTimetable, SlidingTimetable, RecalcTimetable]
