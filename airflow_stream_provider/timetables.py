@@ -67,7 +67,7 @@ def _aware(value: datetime | str | None, default: datetime) -> datetime:
     return value
 
 
-def _std(at: datetime) -> datetime:
+def utc_datetime(at: datetime) -> datetime:
     """A stdlib UTC datetime (Airflow passes pendulum's, whose arithmetic differs)."""
     at = at.astimezone(UTC)
     return datetime(at.year, at.month, at.day, at.hour, at.minute, at.second, at.microsecond, tzinfo=UTC)
@@ -153,19 +153,19 @@ class _ScheduleTimetable(Timetable):
         return self.schedule.next_after(before if before is not None else at - self.period) == at
 
     def infer_manual_data_interval(self, *, run_after: pendulum.DateTime) -> DataInterval:
-        at = self._latest_due(_std(run_after)) or _std(run_after)
+        at = self._latest_due(utc_datetime(run_after)) or utc_datetime(run_after)
         return self._info(at).data_interval  # type: ignore[return-value]
 
     def next_dagrun_info(self, *, last_automated_data_interval: DataInterval | None,
                          restriction: TimeRestriction) -> DagRunInfo | None:
         after = self.created
         if last_automated_data_interval is not None:
-            after = max(after, _std(last_automated_data_interval.end))
+            after = max(after, utc_datetime(last_automated_data_interval.end))
         if not restriction.catchup:
             latest_due = self._latest_due(datetime.now(UTC))
             if latest_due is not None:
                 after = max(after, latest_due - timedelta(microseconds=1))
-        earliest = _std(restriction.earliest) if restriction.earliest is not None else None
+        earliest = utc_datetime(restriction.earliest) if restriction.earliest is not None else None
         if earliest is not None:
             after = max(after, earliest - timedelta(microseconds=1))
         at = self.schedule.next_after(after)

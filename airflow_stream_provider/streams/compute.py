@@ -94,6 +94,8 @@ class TriggerSource:
     count_columns: tuple[str, ...] = ()  # COUNT_WINDOW trigger columns: a row counts if one is not NULL
     end_inclusive: bool = True  # %%trows takes rows up to and including TROWS_TO
     changes: bool = False  # PERIOD: %%trows is what was written between two triggers
+    # inclusive ranges of table versions whose rows %%trows leaves out (START ... IGNORE UNTREATED)
+    skip_versions: tuple[tuple[int, int], ...] = ()
 
 
 class _Unbatchable(Exception):
@@ -185,7 +187,7 @@ class Compute:
         else:
             if trigger.version is not None:
                 reader = reader.option("versionAsOf", trigger.version)
-            df = reader.load(src.path)
+            df = self._without_skipped(reader.load(src.path), trigger.version)
         if src.subtable is not None:
             df = df.where(F.col("tbname") == src.subtable)
         if src.pre_filter:
@@ -196,6 +198,21 @@ class Compute:
         df.createOrReplaceTempView(name)
         views[key] = name
         return name
+
+    def _without_skipped(self, df, version: int | None):  # type: ignore[no-untyped-def]
+        """``df`` without the rows last written in the skipped version ranges."""
+        src = self.source
+        assert src is not None
+        key = [c for c in ("tbname", src.ts_column) if c in df.columns]
+        for lo, hi in src.skip_versions:
+            if version is not None and lo > version:
+                continue
+            hi = hi if version is None else min(hi, version)
+            written = (self.spark.read.format("delta").option("readChangeFeed", "true")
+                       .option("startingVersion", lo).option("endingVersion", hi).load(src.path)
+                       .where(F.col("_change_type").isin("insert", "update_postimage")).select(*key).distinct())
+            df = df.join(written, on=key, how="left_anti")
+        return df
 
     def _replace_tables(self, tree: exp.Expr, view_of) -> exp.Expr:  # type: ignore[no-untyped-def]
         """``FROM %%tbname`` -> the group's subtable; ``FROM %%trows`` -> the group's trigger rows."""

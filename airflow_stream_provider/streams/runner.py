@@ -41,7 +41,11 @@ from airflow_stream_provider.streams.compute import (
     constants,
 )
 from airflow_stream_provider.streams.schedule import Schedule
-from airflow_stream_provider.streams.store import StoredStream, StreamStore
+from airflow_stream_provider.streams.store import (
+    StoredStream,
+    StreamStore,
+    detector_lock,
+)
 from airflow_stream_provider.warehouse.catalog import (
     TBNAME,
     Column,
@@ -76,6 +80,7 @@ class RunReport:
     deleted_subtables: list[str] = field(default_factory=list)
     per_trigger: str | None = None  # why the compute ran per trigger
     seconds: float = 0.0
+    progress: dict = field(default_factory=dict)  # what the run consumed, for commit_progress
 
     def summary(self) -> str:
         parts = [f"{self.triggers} trigger{'s' if self.triggers != 1 else ''}",
@@ -94,8 +99,10 @@ class RunReport:
 class StreamRuntime:
     """A stored (or about to be stored) stream resolved against the warehouse."""
 
-    def __init__(self, warehouse, stmt: m.CreateStream, db: str) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, warehouse, stmt: m.CreateStream, db: str,  # type: ignore[no-untyped-def]
+                 skip_versions: tuple[tuple[int, int], ...] = ()) -> None:
         self.warehouse = warehouse
+        self.skip_versions = tuple(tuple(r) for r in skip_versions)
         self.stmt = stmt
         self.db = db
         self.name = stmt.name.name.lower()
@@ -154,7 +161,7 @@ class StreamRuntime:
             subtable=self.found.name if isinstance(self.found, SubTable) else None, pre_filter=pre,
             count_columns=tuple(c.lower() for c in trig.columns) if isinstance(trig, m.CountWindow) else (),
             end_inclusive=not isinstance(trig, (m.IntervalWindow, m.SlidingTrigger)),
-            changes=isinstance(trig, m.PeriodTrigger))
+            changes=isinstance(trig, m.PeriodTrigger), skip_versions=self.skip_versions)
 
     def table_version(self) -> int | None:
         if self.info is None:
@@ -251,40 +258,78 @@ def drop(warehouse, stmt: m.DropStream, store: StreamStore | None = None):  # ty
 # --- run ------------------------------------------------------------------------------------
 
 
+class StreamStopped(StreamError):
+    """The stream is stopped (STOP STREAM); START STREAM resumes it."""
+
+
 def run(warehouse, db: str, name: str, *, store: StreamStore | None = None,  # type: ignore[no-untyped-def]
-        now: datetime | None = None, batched: bool = True,
-        progress: Callable[[str], None] | None = None) -> RunReport:
-    """Run stream ``db.name`` until idle: detect what is pending, compute it, write it, record it."""
+        now: datetime | None = None, batched: bool = True, progress: Callable[[str], None] | None = None,
+        at: datetime | None = None, upto_batch: int | None = None, detect: bool = True,
+        commit: bool = True) -> RunReport:
+    """Run stream ``db.name``: detect what is pending, compute it, write it, record it.
+
+    The CLI runs everything pending. An Airflow task narrows the run: ``at``, the instant of a
+    PERIOD run; ``upto_batch``, the last detector batch a sensor reported; ``detect=False`` when
+    the node's live detector did the detection. With ``commit=False`` the progress is returned in
+    ``report.progress`` for :func:`commit_progress`, which a later task calls.
+    """
     started = time.monotonic()
     store = store or StreamStore()
     stored = store.get(db, name)
-    runtime = StreamRuntime(warehouse, stored.statement, stored.db)
     state = store.load_state(stored.db, stored.name)
+    if state.get("stopped"):
+        raise StreamStopped(f"stream {stored.qualified} is stopped; START STREAM {stored.qualified} resumes it")
+    runtime = StreamRuntime(warehouse, stored.statement, stored.db, state.get("skip_versions", ()))
     report = RunReport(stored.qualified)
     say = progress or (lambda _msg: None)
     trigger = stored.statement.trigger
     if trigger.kind == "window":
-        fired, commit = _window_triggers(runtime, stored, state, say)
+        fired, update = _window_triggers(runtime, stored, state, say, detect=detect, upto_batch=upto_batch)
     elif isinstance(trigger, m.PeriodTrigger):
-        fired, commit = _period_triggers(runtime, state, now or datetime.now(UTC), report)
+        fired, update = _period_triggers(runtime, state, now or datetime.now(UTC), report, at=at)
     else:
-        fired, commit = _sliding_triggers(runtime, state, report)
+        fired, update = _sliding_triggers(runtime, state, report)
     report.triggers = len(fired)
     if fired:
         say(f"{len(fired)} trigger(s) fired; computing")
-    if fired and runtime.compute is not None:
-        for i in range(0, len(fired), BATCH):
-            _compute_and_write(runtime, fired[i:i + BATCH], report, batched=batched)
-            if len(fired) > BATCH:
-                say(f"computed {min(i + BATCH, len(fired))} of {len(fired)} triggers")
-    state.update(commit)
+    _compute_all(runtime, fired, report, batched=batched, say=say)
     if runtime.outputs:
-        state["outputs"] = {**state.get("outputs", {}), **runtime.outputs}
+        update["outputs"] = {**state.get("outputs", {}), **runtime.outputs}
     if stored.statement.options.delete_output_table:
-        _delete_outputs(runtime, state, report)
-    store.save_state(stored.db, stored.name, state)
+        merged = {**state, **update}
+        _delete_outputs(runtime, merged, report)
+        update["outputs"] = merged.get("outputs", {})
+    report.progress = update
+    if commit:
+        commit_progress(stored.db, stored.name, update, store=store)
     report.seconds = time.monotonic() - started
     return report
+
+
+def _compute_all(runtime: StreamRuntime, fired: list[Fired], report: RunReport, *, batched: bool,
+                 say: Callable[[str], None]) -> None:
+    if not fired or runtime.compute is None:
+        return
+    for i in range(0, len(fired), BATCH):
+        _compute_and_write(runtime, fired[i:i + BATCH], report, batched=batched)
+        if len(fired) > BATCH:
+            say(f"computed {min(i + BATCH, len(fired))} of {len(fired)} triggers")
+
+
+def commit_progress(db: str, name: str, update: dict, *, store: StreamStore | None = None) -> dict:
+    """Record a run's progress. Batch and instant marks only move forward, so a late or repeated
+    commit never rewinds a stream."""
+    store = store or StreamStore()
+    with store.updating(db, name) as state:
+        for key, value in update.items():
+            if key in ("consumed_batch", "detected_version", "last_version") and state.get(key) is not None \
+                    and value is not None:
+                state[key] = max(state[key], value)
+            elif key == "last_fired" and state.get(key):
+                state[key] = max(state[key], value, key=datetime.fromisoformat)
+            else:
+                state[key] = value
+        return dict(state)
 
 
 def _compute_and_write(runtime: StreamRuntime, fired: list[Fired], report: RunReport, *, batched: bool) -> None:
@@ -380,24 +425,55 @@ def _output_groups(runtime: StreamRuntime, plan: out.OutputPlan, info: TableInfo
 _COMPUTED = (m.WINDOW_OPEN, m.WINDOW_CLOSE, "MAX_DELAY")
 
 
-def _window_triggers(runtime: StreamRuntime, stored: StoredStream, state: dict, say) -> tuple[list[Fired], dict]:  # type: ignore[no-untyped-def]
-    from airflow_stream_provider.windows import detector
-    from airflow_stream_provider.windows.trigger import plan_trigger
-
-    plan = plan_trigger(runtime.stmt, runtime.warehouse.catalog, runtime.db)
+def _window_triggers(runtime: StreamRuntime, stored: StoredStream, state: dict, say, *,  # type: ignore[no-untyped-def]
+                     detect: bool = True, upto_batch: int | None = None) -> tuple[list[Fired], dict]:
+    update: dict = {}
     version = runtime.table_version()
-    options = detector.DetectorOptions(events_path=str(stored.events_path), checkpoint=str(stored.checkpoint),
-                                       created_version=state.get("created_version"))
+    if detect:
+        with detector_lock(stored) as mine:
+            if mine:
+                _detect(runtime, stored, state, say)
+                update["detected_version"] = version
+            else:
+                say("the live detector runs elsewhere (the stream node); reading its events")
+    consumed = int(state.get("consumed_batch", -1))
+    events = _read_events(str(stored.events_path), consumed, upto_batch)
+    if events.empty:
+        return [], update
+    update["consumed_batch"] = int(events["batch_id"].max())
+    return _fired_windows(runtime, events, version), update
+
+
+def _detect(runtime: StreamRuntime, stored: StoredStream, state: dict, say) -> None:  # type: ignore[no-untyped-def]
+    """Run the detector until it has read the trigger table as it is now (availableNow)."""
+    from airflow_stream_provider.windows import detector
+
+    plan = _trigger_plan(runtime)
     say(f"detecting windows on {plan.table}")
-    query = detector.start(runtime.warehouse.spark, plan, options, available_now=True)
+    query = detector.start(runtime.warehouse.spark, plan, detector_options(stored, state), available_now=True)
     query.awaitTermination()
     if query.exception() is not None:
         raise StreamError(f"the detector of {runtime.qualified} failed: {query.exception()}")
-    consumed = int(state.get("consumed_batch", -1))
-    events = _read_events(str(stored.events_path), consumed)
-    if events.empty:
-        return [], {}
-    last_batch = int(events["batch_id"].max())
+
+
+def _trigger_plan(runtime: StreamRuntime):  # type: ignore[no-untyped-def]
+    from airflow_stream_provider.windows.trigger import plan_trigger
+
+    return plan_trigger(runtime.stmt, runtime.warehouse.catalog, runtime.db)
+
+
+def detector_options(stored: StoredStream, state: dict):  # type: ignore[no-untyped-def]
+    """The detector's paths and start, and the versions START ... IGNORE UNTREATED skipped."""
+    from airflow_stream_provider.windows import detector
+
+    return detector.DetectorOptions(
+        events_path=str(stored.events_path), checkpoint=str(stored.checkpoint),
+        created_version=state.get("created_version"),
+        skip_versions=tuple(tuple(r) for r in state.get("skip_versions", ())))
+
+
+def _fired_windows(runtime: StreamRuntime, events: pd.DataFrame, version: int | None) -> list[Fired]:
+    """The computing events (open, close, MAX_DELAY) as fired triggers."""
     events = events[events["event_type"].isin(_COMPUTED)].reset_index(drop=True)
     unit = 1000 if runtime.precision == "ms" else 1  # microseconds per unit of the precision
     fired = []
@@ -413,10 +489,10 @@ def _window_triggers(runtime: StreamRuntime, stored: StoredStream, state: dict, 
         fired.append(Fired(i, values, version=version, group=tuple(group.get(f"%%{j}") for j in
                                                                    range(1, len(runtime.group_columns) + 1)),
                            group_id=str(ev.group_id), trigger_id=ev.trigger_id))
-    return fired, {"consumed_batch": last_batch}
+    return fired
 
 
-def _read_events(path: str, after_batch: int) -> pd.DataFrame:
+def _read_events(path: str, after_batch: int, upto_batch: int | None = None) -> pd.DataFrame:
     from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
 
@@ -424,7 +500,8 @@ def _read_events(path: str, after_batch: int) -> pd.DataFrame:
         table = DeltaTable(path)
     except TableNotFoundError:
         return pd.DataFrame()
-    frame = table.to_pyarrow_table(filters=[("batch_id", ">", after_batch)]).to_pandas()
+    filters = [("batch_id", ">", after_batch)] + ([("batch_id", "<=", upto_batch)] if upto_batch is not None else [])
+    frame = table.to_pyarrow_table(filters=filters).to_pandas()
     return frame.sort_values(["batch_id", "seq"], kind="stable").reset_index(drop=True)
 
 
@@ -473,21 +550,44 @@ def _changed_groups(runtime: StreamRuntime, since: int | None, until: int | None
     return out
 
 
-def _period_triggers(runtime: StreamRuntime, state: dict, now: datetime, report: RunReport
-                     ) -> tuple[list[Fired], dict]:
-    trig = runtime.stmt.trigger
+def period_schedule(stmt: m.CreateStream, state: dict) -> Schedule:
+    trig = stmt.trigger
     assert isinstance(trig, m.PeriodTrigger)
-    created = datetime.fromisoformat(state["created"])
-    schedule = Schedule(trig.period.to_timedelta(), trig.offset.to_timedelta() if trig.offset else timedelta(0),
-                        config.timezone(), created)
+    return Schedule(trig.period.to_timedelta(), trig.offset.to_timedelta() if trig.offset else timedelta(0),
+                    config.timezone(), datetime.fromisoformat(state["created"]))
+
+
+def _period_triggers(runtime: StreamRuntime, state: dict, now: datetime, report: RunReport, *,
+                     at: datetime | None = None) -> tuple[list[Fired], dict]:
+    """The due instants (all since the last one fired, or the one instant ``at`` of an Airflow run).
+    %%trows of an instant is what was written since the previous instant, or since the last
+    instant fired when runs were missed (a stop); START ... IGNORE UNTREATED moves that mark on."""
+    schedule = period_schedule(runtime.stmt, state)
+    created = schedule.created
+    path = str(runtime.info.path) if runtime.info else None
+    if at is not None:
+        due = [at]
+        prev = schedule.previous(at)
+        since0 = _version_at(path, prev) if path and prev is not None and prev > created else \
+            state.get("created_version")
+        if state.get("last_version") is not None and since0 is not None:
+            since0 = min(since0, state["last_version"])
+        if state.get("untreated_version") is not None and since0 is not None:
+            since0 = max(since0, state["untreated_version"])
+        return _fire_instants(runtime, schedule, due, since0, report)
     last = datetime.fromisoformat(state["last_fired"]) if state.get("last_fired") else None
     due = list(schedule.instants(last or created, now))
     if not due:
         return [], {}
+    since0 = state.get("last_version", state.get("created_version"))
+    return _fire_instants(runtime, schedule, due, since0, report)
+
+
+def _fire_instants(runtime: StreamRuntime, schedule: Schedule, due: list[datetime], since0: int | None,
+                   report: RunReport) -> tuple[list[Fired], dict]:
     path = str(runtime.info.path) if runtime.info else None
     current = runtime.table_version()
     versions = [(_version_at(path, t) if path else None) for t in due]
-    since0 = state.get("last_version", state.get("created_version"))
     groups = _groups(runtime, current)
     nodata = runtime.stmt.options.ignore_nodata_trigger and path is not None
     changed = _changed_groups(runtime, since0, versions[-1]) if nodata else {}

@@ -10,10 +10,13 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -46,6 +49,51 @@ class StoredStream:
     @property
     def checkpoint(self) -> Path:
         return self.state_dir / "checkpoint"
+
+    @property
+    def lock_path(self) -> Path:
+        return self.state_dir / "detector.lock"
+
+    @property
+    def detector_path(self) -> Path:
+        """What the process hosting the live detector reports (``detector.json``)."""
+        return self.state_dir / "detector.json"
+
+
+@contextmanager
+def detector_lock(stream: StoredStream) -> Iterator[bool]:
+    """Hold the stream's detector lock while the body runs the detector; yields False (holding
+    nothing) when another process holds it, such as the stream node hosting the live detector.
+    One detector at a time writes a checkpoint; the lock goes with the process that held it."""
+    stream.state_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(stream.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def detector_hosted(state_dir: Path) -> bool:
+    """True when a process holds the detector lock of the stream whose state is in ``state_dir``."""
+    path = state_dir / "detector.lock"
+    if not path.exists():
+        return False
+    fd = os.open(path, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing releases a lock taken here
+    return False
 
 
 def _atomic_write(path: Path, text: str) -> None:
@@ -112,6 +160,21 @@ class StreamStore:
 
     def save_state(self, db: str, name: str, state: dict) -> None:
         _atomic_write(self.state_dir(db, name) / "stream.json", json.dumps(state, indent=1, default=_json_default))
+
+    @contextmanager
+    def updating(self, db: str, name: str) -> Iterator[dict]:
+        """Read, change and save a stream's state under a lock, so concurrent updates (a task
+        committing progress, STOP STREAM) do not lose each other's keys."""
+        state_dir = self.state_dir(db, name)
+        state_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(state_dir / "stream.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            state = self.load_state(db, name)
+            yield state
+            self.save_state(db, name, state)
+        finally:
+            os.close(fd)
 
 
 def _json_default(value: object) -> object:

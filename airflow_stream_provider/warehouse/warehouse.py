@@ -89,7 +89,7 @@ class Warehouse:
         if handler is None:
             raise WarehouseError(
                 f"{statement.kind} is not run by `airflow-stream sql` yet; it runs table statements, queries "
-                "and CREATE/DROP STREAM (CREATE DATABASE/STABLE/TABLE, INSERT, DELETE, DROP, SELECT, USE)")
+                "and CREATE/DROP/START/STOP/RECALCULATE STREAM (CREATE DATABASE/STABLE/TABLE, INSERT, DELETE, DROP, SELECT, USE)")
         return handler(self, statement)
 
     @property
@@ -477,7 +477,16 @@ _HANDLERS: dict[type, Callable[[Warehouse, m.Statement], Result]] = {
     m.Select: Warehouse._select,
     m.CreateStream: lambda wh, stmt: _streams().create(wh, stmt),
     m.DropStream: lambda wh, stmt: _streams().drop(wh, stmt),
+    m.StopStream: lambda wh, stmt: _control().stop(wh, stmt),
+    m.StartStream: lambda wh, stmt: _control().start(wh, stmt),
+    m.RecalculateStream: lambda wh, stmt: _control().recalculate_statement(wh, stmt),
 }  # type: ignore[dict-item]
+
+
+def _control():  # type: ignore[no-untyped-def]
+    from airflow_stream_provider.streams import control
+
+    return control
 
 
 def _streams():  # type: ignore[no-untyped-def]

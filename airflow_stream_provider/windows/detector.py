@@ -65,6 +65,9 @@ class DetectorOptions:
     # only with FILL_HISTORY (the feed starts there, since Delta cannot start at a future version)
     created_version: int | None = None
     max_files_per_trigger: int | None = None  # Delta's admission limit per micro-batch (live changes)
+    # inclusive ranges of table versions never read (written while the stream was stopped, then
+    # started with IGNORE UNTREATED)
+    skip_versions: tuple[tuple[int, int], ...] = ()
 
 
 def source(spark: SparkSession, plan: TriggerPlan, options: DetectorOptions) -> DataFrame:
@@ -83,6 +86,8 @@ def source(spark: SparkSession, plan: TriggerPlan, options: DetectorOptions) -> 
     df = df.where(F.col("_change_type").isin(*kinds))
     if not plan.history and options.created_version is not None:
         df = df.where(F.col("_commit_version") > options.created_version)
+    for lo, hi in options.skip_versions:
+        df = df.where(~F.col("_commit_version").between(lo, hi))
     if plan.subtable is not None:
         df = df.where(F.col("tbname") == plan.subtable)
     if plan.since is not None:

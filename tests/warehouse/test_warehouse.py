@@ -221,5 +221,5 @@ def test_unknown_database_and_missing_use(tmp_path, spark):
 
 
 def test_stream_statements_not_run_yet_are_refused_by_name(wh):
-    with pytest.raises(WarehouseError, match="STOP STREAM is not run by `airflow-stream sql` yet"):
-        list(wh.run("STOP STREAM s1"))
+    with pytest.raises(WarehouseError, match="SHOW STREAMS is not run by `airflow-stream sql` yet"):
+        list(wh.run("SHOW STREAMS"))

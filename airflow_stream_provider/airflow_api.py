@@ -1,0 +1,90 @@
+"""A small client of Airflow's REST API (v2): pause and unpause DAGs, create backfills.
+
+Where the API is and who calls it come from ``AIRFLOW_STREAM_API_URL``, ``AIRFLOW_STREAM_API_USER``
+and ``AIRFLOW_STREAM_API_PASSWORD``, or the ``[airflow]`` table of ``airflow-stream.toml``
+(``url``, ``username``, ``password``); the default is ``http://127.0.0.1:8080`` without a user,
+which works when Airflow's simple auth manager makes everyone admin.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.error
+import urllib.parse
+import urllib.request
+from datetime import datetime
+
+from airflow_stream_provider import config
+
+DEFAULT_URL = "http://127.0.0.1:8080"
+
+
+class AirflowApiError(RuntimeError):
+    """Airflow's API refused a request or could not be reached; the message says which and why."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def stream_dag_ids(db: str, name: str) -> tuple[str, str]:
+    """The DAG of a stream and the DAG of its recalculation."""
+    main = f"stream__{db.lower()}__{name.lower()}"
+    return main, f"{main}__recalc"
+
+
+class AirflowApi:
+    def __init__(self, url: str | None = None, username: str | None = None, password: str | None = None,
+                 timeout: float = 10.0) -> None:
+        section = config.settings().get("airflow", {})
+        self.url = (url or os.environ.get("AIRFLOW_STREAM_API_URL") or section.get("url") or DEFAULT_URL).rstrip("/")
+        self.username = username or os.environ.get("AIRFLOW_STREAM_API_USER") or section.get("username")
+        self.password = password or os.environ.get("AIRFLOW_STREAM_API_PASSWORD") or section.get("password")
+        self.timeout = timeout
+        self._token: str | None = None
+
+    def _send(self, method: str, path: str, body: dict | None = None, *, auth: bool = True) -> dict:
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(self.url + path, data=data, method=method)
+        request.add_header("Accept", "application/json")
+        if data is not None:
+            request.add_header("Content-Type", "application/json")
+        if auth:
+            request.add_header("Authorization", f"Bearer {self.token()}")
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                text = response.read().decode()
+        except urllib.error.HTTPError as err:
+            detail = err.read().decode(errors="replace")[:500]
+            raise AirflowApiError(f"Airflow API {method} {path}: HTTP {err.code}: {detail}", err.code) from None
+        except (urllib.error.URLError, OSError) as err:
+            reason = getattr(err, "reason", err)
+            raise AirflowApiError(f"Airflow API at {self.url} is not reachable: {reason}") from None
+        return json.loads(text) if text else {}
+
+    def token(self) -> str:
+        if self._token is None:
+            if self.username:
+                answer = self._send("POST", "/auth/token", {"username": self.username, "password": self.password},
+                                    auth=False)
+            else:
+                answer = self._send("GET", "/auth/token", auth=False)
+            self._token = answer["access_token"]
+        return self._token
+
+    def set_paused(self, dag_id: str, paused: bool) -> bool:
+        """Pause or unpause a DAG; False when Airflow does not know it yet (not parsed)."""
+        try:
+            self._send("PATCH", f"/api/v2/dags/{urllib.parse.quote(dag_id)}", {"is_paused": paused})
+        except AirflowApiError as err:
+            if err.status == 404:
+                return False
+            raise
+        return True
+
+    def create_backfill(self, dag_id: str, start: datetime, end: datetime, *, max_active_runs: int = 4) -> dict:
+        """A backfill that reruns every run of ``dag_id`` in ``[start, end]``, done ones included."""
+        return self._send("POST", "/api/v2/backfills", {
+            "dag_id": dag_id, "from_date": start.isoformat(), "to_date": end.isoformat(),
+            "reprocess_behavior": "completed", "max_active_runs": max_active_runs})

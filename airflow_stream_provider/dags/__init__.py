@@ -1,0 +1,1 @@
+"""DAG files shipped with the provider; point Airflow's ``dags_folder`` here, or copy them."""

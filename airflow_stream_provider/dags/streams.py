@@ -1,0 +1,6 @@
+"""Airflow DAG file: renders every stream of ``$AIRFLOW_STREAM_HOME/streams`` as DAGs
+(``stream__<db>__<name>`` and ``stream__<db>__<name>__recalc``)."""
+
+from airflow_stream_provider.dag_factory import render_streams
+
+globals().update(render_streams())
