@@ -125,7 +125,8 @@ def recalculate_statement(warehouse, stmt: m.RecalculateStream, store: StreamSto
     dag_id = stream_dag_ids(stored.db, stored.name)[1]
     api = api or AirflowApi()
     try:
-        backfill = api.create_backfill(dag_id, start_at, end_at)
+        # a backfill takes the runs whose data interval starts in [from, to]: stop short of TO
+        backfill = api.create_backfill(dag_id, start_at, end_at - timedelta(microseconds=1))
     except AirflowApiError as err:
         if err.status is not None:
             raise StreamError(f"RECALCULATE STREAM: Airflow refused the backfill of {dag_id}: {err}") from None
@@ -171,16 +172,26 @@ def recalculate(warehouse, db: str, name: str, start: datetime, end: datetime, *
     began = time.monotonic()
     store = store or StreamStore()
     stored = store.get(db, name)
+    with runner.in_database(warehouse, stored.db):
+        report = _recalculate(warehouse, stored, start, end, batched=batched, say=progress or (lambda _msg: None))
+    with store.updating(stored.db, stored.name) as state:
+        state["recalculations"] = int(state.get("recalculations", 0)) + 1
+        state["recalculated_triggers"] = int(state.get("recalculated_triggers", 0)) + report.triggers
+    report.seconds = time.monotonic() - began
+    return report
+
+
+def _recalculate(warehouse, stored, start: datetime, end: datetime, *, batched: bool,  # type: ignore[no-untyped-def]
+                 say: Callable[[str], None]) -> runner.RunReport:
     stmt = stored.statement
     if isinstance(stmt.trigger, m.PeriodTrigger):
         raise StreamError(f"stream {stored.qualified} has a PERIOD trigger, which is not recalculated")
     runtime = runner.StreamRuntime(warehouse, stmt, stored.db)
     report = runner.RunReport(stored.qualified)
-    say = progress or (lambda _msg: None)
     version = runtime.table_version()
     assert runtime.info is not None
-    ts = F.col(f"`{runtime.info.timestamp_column}`")
     rows = warehouse.spark.read.format("delta").option("versionAsOf", version).load(str(runtime.info.path))
+    ts = F.col(f"`{runtime.info.timestamp_column}`")  # after the session exists: F.col needs one
     rows = rows.where(ts >= F.lit(start))
     if stmt.trigger.kind == "window":
         from airflow_stream_provider.windows import batch
@@ -204,10 +215,6 @@ def recalculate(warehouse, db: str, name: str, start: datetime, end: datetime, *
     report.triggers = len(fired)
     say(f"recalculating {len(fired)} trigger(s)")
     runner._compute_all(runtime, fired, report, batched=batched, say=say)
-    with store.updating(stored.db, stored.name) as state:
-        state["recalculations"] = int(state.get("recalculations", 0)) + 1
-        state["recalculated_triggers"] = int(state.get("recalculated_triggers", 0)) + len(fired)
-    report.seconds = time.monotonic() - began
     return report
 
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -262,6 +263,17 @@ class StreamStopped(StreamError):
     """The stream is stopped (STOP STREAM); START STREAM resumes it."""
 
 
+@contextmanager
+def in_database(warehouse, db: str) -> Iterator[None]:  # type: ignore[no-untyped-def]
+    """Resolve unqualified names in the stream's database while it runs, whatever the caller USEd."""
+    previous = warehouse.database
+    warehouse.database = db
+    try:
+        yield
+    finally:
+        warehouse.database = previous
+
+
 def run(warehouse, db: str, name: str, *, store: StreamStore | None = None,  # type: ignore[no-untyped-def]
         now: datetime | None = None, batched: bool = True, progress: Callable[[str], None] | None = None,
         at: datetime | None = None, upto_batch: int | None = None, detect: bool = True,
@@ -279,6 +291,16 @@ def run(warehouse, db: str, name: str, *, store: StreamStore | None = None,  # t
     state = store.load_state(stored.db, stored.name)
     if state.get("stopped"):
         raise StreamStopped(f"stream {stored.qualified} is stopped; START STREAM {stored.qualified} resumes it")
+    with in_database(warehouse, stored.db):
+        report = _run(warehouse, stored, state, store, now=now, batched=batched, progress=progress, at=at,
+                      upto_batch=upto_batch, detect=detect, commit=commit)
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def _run(warehouse, stored: StoredStream, state: dict, store: StreamStore, *, now: datetime | None,  # type: ignore[no-untyped-def]
+         batched: bool, progress: Callable[[str], None] | None, at: datetime | None, upto_batch: int | None,
+         detect: bool, commit: bool) -> RunReport:
     runtime = StreamRuntime(warehouse, stored.statement, stored.db, state.get("skip_versions", ()))
     report = RunReport(stored.qualified)
     say = progress or (lambda _msg: None)
@@ -302,7 +324,6 @@ def run(warehouse, db: str, name: str, *, store: StreamStore | None = None,  # t
     report.progress = update
     if commit:
         commit_progress(stored.db, stored.name, update, store=store)
-    report.seconds = time.monotonic() - started
     return report
 
 
