@@ -51,65 +51,20 @@ class _StreamTask:
         return db, name
 
 
-class StreamCheckpointSensor(_StreamTask, BaseSensorOperator):
-    """Waits until the stream's detector has committed window events past the last consumed batch
-    (or, with no live detector, until the trigger table changed). Deferrable by default."""
+class _StreamSensor(_StreamTask, BaseSensorOperator):
+    """A sensor whose check is its trigger's: checked once at start, then deferred to the triggerer
+    (or poked in reschedule mode with ``deferrable=False``)."""
 
-    def __init__(self, *, stream: str, home: str | None = None, table: str | None = None,
-                 poll_interval: float = 1.0, deferrable: bool = True, **kwargs: Any) -> None:
-        kwargs.setdefault("timeout", 365 * 24 * 3600)
-        super().__init__(poke_interval=poll_interval, mode="reschedule" if not deferrable else "poke", **kwargs)
-        self._init_stream(stream, home)
-        self.table = table
-        self.poll_interval = poll_interval
-        self.deferrable = deferrable
-
-    def _trigger(self) -> CheckpointCommitTrigger:
-        stored = self._store().state_dir(*self._names())
-        return CheckpointCommitTrigger(str(stored), self.table, self.poll_interval)
-
-    def execute(self, context: Any) -> Any:
-        from airflow_stream_provider.triggers import check_windows
-
-        trigger = self._trigger()
-        found = check_windows(trigger.state_dir, trigger.table)
-        if found is not None:
-            return found
-        if self.deferrable:
-            self.defer(trigger=trigger, method_name="execute_complete")
-        return super().execute(context)
-
-    def poke(self, context: Any) -> PokeReturnValue:
-        from airflow_stream_provider.triggers import check_windows
-
-        trigger = self._trigger()
-        found = check_windows(trigger.state_dir, trigger.table)
-        return PokeReturnValue(is_done=found is not None, xcom_value=found)
-
-    def execute_complete(self, context: Any, event: dict) -> dict:
-        self.log.info("stream %s: %s", self.stream, event)
-        return event
-
-
-class StreamEventTimeSensor(_StreamTask, BaseSensorOperator):
-    """SLIDING: waits until the trigger table's event time minus WATERMARK passes the run's
-    instant (its data interval's end). Deferrable by default."""
-
-    def __init__(self, *, stream: str, table: str, ts_column: str, watermark_s: float = 0.0,
-                 home: str | None = None, poll_interval: float = 1.0, deferrable: bool = True,
+    def __init__(self, *, stream: str, home: str | None, poll_interval: float, deferrable: bool,
                  **kwargs: Any) -> None:
         kwargs.setdefault("timeout", 365 * 24 * 3600)
-        super().__init__(poke_interval=poll_interval, mode="reschedule" if not deferrable else "poke", **kwargs)
+        super().__init__(poke_interval=poll_interval, mode="poke" if deferrable else "reschedule", **kwargs)
         self._init_stream(stream, home)
-        self.table, self.ts_column, self.watermark_s = table, ts_column, watermark_s
         self.poll_interval = poll_interval
         self.deferrable = deferrable
 
-    def _trigger(self, context: Any) -> EventTimeTrigger:
-        instant = context["data_interval_end"].astimezone(UTC).isoformat()
-        state_dir = self._store().state_dir(*self._names())
-        return EventTimeTrigger(str(state_dir), self.table, self.ts_column, instant, self.watermark_s,
-                                self.poll_interval)
+    def _trigger(self, context: Any) -> CheckpointCommitTrigger | EventTimeTrigger:
+        raise TypeError(f"{type(self).__name__} does not name its trigger")
 
     def execute(self, context: Any) -> Any:
         trigger = self._trigger(context)
@@ -125,7 +80,39 @@ class StreamEventTimeSensor(_StreamTask, BaseSensorOperator):
         return PokeReturnValue(is_done=found is not None, xcom_value=found)
 
     def execute_complete(self, context: Any, event: dict) -> dict:
+        self.log.info("stream %s: %s", self.stream, event)
         return event
+
+
+class StreamCheckpointSensor(_StreamSensor):
+    """Waits until the stream's detector has committed window events past the last consumed batch
+    (or, with no live detector, until the trigger table changed). Deferrable by default."""
+
+    def __init__(self, *, stream: str, home: str | None = None, table: str | None = None,
+                 poll_interval: float = 1.0, deferrable: bool = True, **kwargs: Any) -> None:
+        super().__init__(stream=stream, home=home, poll_interval=poll_interval, deferrable=deferrable, **kwargs)
+        self.table = table
+
+    def _trigger(self, context: Any) -> CheckpointCommitTrigger:
+        state_dir = self._store().state_dir(*self._names())
+        return CheckpointCommitTrigger(str(state_dir), self.table, self.poll_interval)
+
+
+class StreamEventTimeSensor(_StreamSensor):
+    """SLIDING: waits until the trigger table's event time minus WATERMARK passes the run's
+    instant (its data interval's end). Deferrable by default."""
+
+    def __init__(self, *, stream: str, table: str, ts_column: str, watermark_s: float = 0.0,
+                 home: str | None = None, poll_interval: float = 1.0, deferrable: bool = True,
+                 **kwargs: Any) -> None:
+        super().__init__(stream=stream, home=home, poll_interval=poll_interval, deferrable=deferrable, **kwargs)
+        self.table, self.ts_column, self.watermark_s = table, ts_column, watermark_s
+
+    def _trigger(self, context: Any) -> EventTimeTrigger:
+        instant = context["data_interval_end"].astimezone(UTC).isoformat()
+        state_dir = self._store().state_dir(*self._names())
+        return EventTimeTrigger(str(state_dir), self.table, self.ts_column, instant, self.watermark_s,
+                                self.poll_interval)
 
 
 class StreamComputeOperator(_StreamTask, BaseOperator):

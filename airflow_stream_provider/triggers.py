@@ -128,13 +128,12 @@ class CheckpointCommitTrigger(BaseTrigger):
         return (f"{type(self).__module__}.{type(self).__qualname__}",
                 {"state_dir": self.state_dir, "table": self.table, "poll_interval": self.poll_interval})
 
+    def check(self) -> dict | None:
+        return check_windows(self.state_dir, self.table)
+
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        while True:
-            found = await asyncio.to_thread(check_windows, self.state_dir, self.table)
-            if found is not None:
-                yield TriggerEvent(found)
-                return
-            await asyncio.sleep(self.poll_interval)
+        async for event in _poll(self.check, self.poll_interval):
+            yield event
 
 
 class EventTimeTrigger(BaseTrigger):
@@ -166,9 +165,15 @@ class EventTimeTrigger(BaseTrigger):
         return None
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        while True:
-            found = await asyncio.to_thread(self.check)
-            if found is not None:
-                yield TriggerEvent(found)
-                return
-            await asyncio.sleep(self.poll_interval)
+        async for event in _poll(self.check, self.poll_interval):
+            yield event
+
+
+async def _poll(check, interval: float) -> AsyncIterator[TriggerEvent]:  # type: ignore[no-untyped-def]
+    """Run ``check`` in a thread every ``interval`` seconds until it finds something; yield that once."""
+    while True:
+        found = await asyncio.to_thread(check)
+        if found is not None:
+            yield TriggerEvent(found)
+            return
+        await asyncio.sleep(interval)
