@@ -9,7 +9,6 @@ written.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
