@@ -198,10 +198,6 @@ class RecalcTimetable(_ScheduleTimetable):
 
     keyword = "RECALCULATE"
 
-    def __init__(self, period: timedelta | str, offset: timedelta | str = timedelta(0), timezone: str = "UTC",
-                 created: datetime | str | None = None) -> None:
-        super().__init__(period, offset, timezone, created)
-
     @property
     def summary(self) -> str:
         return f"{super().summary} on backfill"

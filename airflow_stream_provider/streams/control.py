@@ -29,21 +29,21 @@ from airflow_stream_provider.airflow_api import (
 )
 from airflow_stream_provider.exceptions import StreamError
 from airflow_stream_provider.streams import runner
-from airflow_stream_provider.streams.compute import TROWS_FROM, TROWS_TO, Fired
+from airflow_stream_provider.streams.compute import Fired
 from airflow_stream_provider.streams.schedule import Schedule
 from airflow_stream_provider.streams.store import StreamStore
-from airflow_stream_provider.windows.trigger import epoch_micros
 
 
-def _existing(warehouse, stmt, store: StreamStore) -> tuple[str, str] | None:  # type: ignore[no-untyped-def]
+def _target(warehouse, stmt, store: StreamStore):  # type: ignore[no-untyped-def]
+    """(db, name, runtime) of the stream START/STOP names; None when it does not exist and the
+    statement says IF EXISTS (otherwise the lookup raises, with a hint)."""
     db = warehouse.database_of(stmt.name)
     name = stmt.name.name.lower()
-    if store.exists(db, name):
-        return db, name
-    if stmt.if_exists:
-        return None
-    store.get(db, name)  # raises, with a hint
-    return None
+    if not store.exists(db, name):
+        if stmt.if_exists:
+            return None
+        store.get(db, name)  # raises
+    return db, name, runner.StreamRuntime(warehouse, store.get(db, name).statement, db)
 
 
 def _set_paused(db: str, name: str, paused: bool, api: AirflowApi | None) -> str:
@@ -62,11 +62,10 @@ def stop(warehouse, stmt: m.StopStream, store: StreamStore | None = None,  # typ
     from airflow_stream_provider.warehouse.warehouse import Result
 
     store = store or StreamStore()
-    found = _existing(warehouse, stmt, store)
+    found = _target(warehouse, stmt, store)
     if found is None:
         return Result(stmt, "nothing to stop")
-    db, name = found
-    runtime = runner.StreamRuntime(warehouse, store.get(db, name).statement, db)
+    db, name, runtime = found
     with store.updating(db, name) as state:
         if state.get("stopped"):
             return Result(stmt, f"stream {db}.{name} is already stopped")
@@ -80,11 +79,10 @@ def start(warehouse, stmt: m.StartStream, store: StreamStore | None = None,  # t
     from airflow_stream_provider.warehouse.warehouse import Result
 
     store = store or StreamStore()
-    found = _existing(warehouse, stmt, store)
+    found = _target(warehouse, stmt, store)
     if found is None:
         return Result(stmt, "nothing to start")
-    db, name = found
-    runtime = runner.StreamRuntime(warehouse, store.get(db, name).statement, db)
+    db, name, runtime = found
     note = ""
     with store.updating(db, name) as state:
         if not state.get("stopped"):
@@ -239,10 +237,6 @@ def _sliding_instants(runtime: runner.StreamRuntime, rows, start: datetime, end:
         hi = row[-1] if row[-1].tzinfo else row[-1].replace(tzinfo=UTC)
         gid = runner._group_id(runtime, group)
         for t in schedule.instants(start - timedelta(microseconds=1), min(end, hi - watermark)):
-            prev = schedule.previous(t) or start
-            values = {"_tprev_ts": prev, "_tcurrent_ts": t, "_tnext_ts": schedule.next_after(t),
-                      "_tgrpid": int(gid), "_tlocaltime": epoch_micros(t) * 1000, TROWS_FROM: prev, TROWS_TO: t,
-                      **runtime.group_values(group)}
-            fired.append(Fired(len(fired), values, version=version, group=group, group_id=gid,
-                               trigger_id=f"{gid}:{epoch_micros(t)}"))
+            fired.append(runner.sliding_fired(runtime, len(fired), group, gid, schedule.previous(t) or start, t,
+                                              schedule.next_after(t), version))
     return fired

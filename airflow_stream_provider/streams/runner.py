@@ -686,13 +686,17 @@ def _sliding_triggers(runtime: StreamRuntime, state: dict, report: RunReport) ->
     if opts.ignore_nodata_trigger and candidates:
         candidates, skipped = _with_rows(runtime, df, candidates)
         report.skipped += skipped
-    fired = []
-    for group, gid, prev, t, nxt in candidates:
-        values = {"_tprev_ts": prev, "_tcurrent_ts": t, "_tnext_ts": nxt, "_tgrpid": int(gid),
-                  "_tlocaltime": _nanos(t), TROWS_FROM: prev, TROWS_TO: t, **runtime.group_values(group)}
-        fired.append(Fired(len(fired), values, version=version, group=group, group_id=gid,
-                           trigger_id=f"{gid}:{_micros(t)}"))
+    fired = [sliding_fired(runtime, i, group, gid, prev, t, nxt, version)
+             for i, (group, gid, prev, t, nxt) in enumerate(candidates)]
     return fired, {"sliding": groups_state}
+
+
+def sliding_fired(runtime: StreamRuntime, idx: int, group: tuple, gid: str, prev: datetime, t: datetime,
+                  nxt: datetime, version: int | None) -> Fired:
+    """The SLIDING trigger of ``group`` at instant ``t``; %%trows holds its rows in [prev, t)."""
+    values = {"_tprev_ts": prev, "_tcurrent_ts": t, "_tnext_ts": nxt, "_tgrpid": int(gid),
+              "_tlocaltime": _nanos(t), TROWS_FROM: prev, TROWS_TO: t, **runtime.group_values(group)}
+    return Fired(idx, values, version=version, group=group, group_id=gid, trigger_id=f"{gid}:{_micros(t)}")
 
 
 def _with_rows(runtime: StreamRuntime, df, candidates: list[tuple]) -> tuple[list[tuple], int]:  # type: ignore[no-untyped-def]
