@@ -232,6 +232,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_receive(args: argparse.Namespace) -> int:
+    from airflow_stream_provider.notify import receiver
+
+    return receiver.main(args.host, args.port, args.out, args.quiet, args.json, args.tls_cert, args.tls_key)
+
+
 def _uptime(seconds: float) -> str:
     minutes, secs = divmod(int(seconds), 60)
     hours, minutes = divmod(minutes, 60)
@@ -277,6 +283,16 @@ def build_parser() -> argparse.ArgumentParser:
     node.add_argument("--memory", help="driver memory of the node, such as 4g")
     node.add_argument("--json", action="store_true", help="status as JSON")
     node.set_defaults(func=cmd_node)
+
+    receive = sub.add_parser("receive", help="listen for stream notifications on a WebSocket and print them")
+    receive.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    receive.add_argument("--port", type=int, default=8765, help="port to listen on (default 8765)")
+    receive.add_argument("--out", help="also append each message, one JSON per line, to this file")
+    receive.add_argument("--json", action="store_true", help="print messages as received, not summarized")
+    receive.add_argument("-q", "--quiet", action="store_true", help="print nothing (with --out)")
+    receive.add_argument("--tls-cert", help="serve wss:// with this certificate (PEM)")
+    receive.add_argument("--tls-key", help="the certificate's private key (PEM)")
+    receive.set_defaults(func=cmd_receive)
     return parser
 
 

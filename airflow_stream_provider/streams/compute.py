@@ -80,6 +80,7 @@ class Fired:
     group: tuple = ()  # the PARTITION BY values
     group_id: str = "0"
     trigger_id: str = ""
+    source: int | None = None  # window triggers: the row of the event table that fired it
 
 
 @dataclass(frozen=True)

@@ -185,8 +185,13 @@ def _recalculate(warehouse, stored, start: datetime, end: datetime, *, batched: 
     if isinstance(stmt.trigger, m.PeriodTrigger):
         raise StreamError(f"stream {stored.qualified} has a PERIOD trigger, which is not recalculated")
     runtime = runner.StreamRuntime(warehouse, stmt, stored.db)
+    if stmt.notify is not None and stmt.notify.history:  # NOTIFY_HISTORY: recalculations notify too
+        from airflow_stream_provider.streams.notify import RunNotifications
+
+        runtime.notes = RunNotifications(runtime, {}, history=True)
     report = runner.RunReport(stored.qualified)
     version = runtime.table_version()
+    events = None
     assert runtime.info is not None
     rows = warehouse.spark.read.format("delta").option("versionAsOf", version).load(str(runtime.info.path))
     ts = F.col(f"`{runtime.info.timestamp_column}`")  # after the session exists: F.col needs one
@@ -213,6 +218,11 @@ def _recalculate(warehouse, stored, start: datetime, end: datetime, *, batched: 
     report.triggers = len(fired)
     say(f"recalculating {len(fired)} trigger(s)")
     runner._compute_all(runtime, fired, report, batched=batched, say=say)
+    if runtime.notes is not None:
+        from airflow_stream_provider.streams.notify import deliver
+
+        runner._queue_notifications(runtime, stored, fired, events, report)
+        report.delivery = deliver(stored, give_up_after=runner.notify_patience(), say=say)
     return report
 
 

@@ -80,6 +80,8 @@ class RunReport:
     skipped: int = 0  # IGNORE_NODATA_TRIGGER
     deleted_subtables: list[str] = field(default_factory=list)
     per_trigger: str | None = None  # why the compute ran per trigger
+    notified: int = 0  # events queued for notification
+    delivery: object | None = None  # the notify.delivery.DeliveryReport of a run that delivered
     seconds: float = 0.0
     progress: dict = field(default_factory=dict)  # what the run consumed, for commit_progress
 
@@ -94,6 +96,10 @@ class RunReport:
             parts.append(f"{self.skipped} skipped (IGNORE_NODATA_TRIGGER)")
         if self.deleted_subtables:
             parts.append(f"output subtables deleted: {', '.join(self.deleted_subtables)}")
+        if self.notified:
+            parts.append(f"{self.notified} notification event{'s' if self.notified != 1 else ''} queued")
+        if self.delivery is not None:
+            parts.append(self.delivery.summary())  # type: ignore[attr-defined]
         return f"{self.stream}: " + ", ".join(parts) + f" in {self.seconds:.1f}s"
 
 
@@ -122,6 +128,8 @@ class StreamRuntime:
                                 also=(self.info,) if self.info else ()) if stmt.query is not None else None)
         self._output: out.OutputPlan | None = None
         self.outputs: dict[str, str] = {}  # output subtable -> the trigger subtable it serves
+        self.tables: dict[str, str] = {}  # group id -> the output (sub)table it writes
+        self.notes = None  # streams.notify.RunNotifications of a stream with NOTIFY
 
     @property
     def qualified(self) -> str:
@@ -301,12 +309,16 @@ def run(warehouse, db: str, name: str, *, store: StreamStore | None = None,  # t
 def _run(warehouse, stored: StoredStream, state: dict, store: StreamStore, *, now: datetime | None,  # type: ignore[no-untyped-def]
          batched: bool, progress: Callable[[str], None] | None, at: datetime | None, upto_batch: int | None,
          detect: bool, commit: bool) -> RunReport:
+    from airflow_stream_provider.streams import notify
+
     runtime = StreamRuntime(warehouse, stored.statement, stored.db, state.get("skip_versions", ()))
     report = RunReport(stored.qualified)
     say = progress or (lambda _msg: None)
     trigger = stored.statement.trigger
+    runtime.notes = notify.RunNotifications(runtime, state) if stored.statement.notify is not None else None
+    events = None
     if trigger.kind == "window":
-        fired, update = _window_triggers(runtime, stored, state, say, detect=detect, upto_batch=upto_batch)
+        fired, update, events = _window_triggers(runtime, stored, state, say, detect=detect, upto_batch=upto_batch)
     elif isinstance(trigger, m.PeriodTrigger):
         fired, update = _period_triggers(runtime, state, now or datetime.now(UTC), report, at=at)
     else:
@@ -321,10 +333,60 @@ def _run(warehouse, stored: StoredStream, state: dict, store: StreamStore, *, no
         merged = {**state, **update}
         _delete_outputs(runtime, merged, report)
         update["outputs"] = merged.get("outputs", {})
+    if runtime.notes is not None:
+        _queue_notifications(runtime, stored, fired, events, report)
     report.progress = update
     if commit:
+        if stored.statement.notify is not None:
+            report.delivery = notify.deliver(stored, give_up_after=notify_patience(), say=say)
         commit_progress(stored.db, stored.name, update, store=store)
     return report
+
+
+def notify_patience() -> float:
+    """How long a run outside Airflow retries an ON_FAILURE_PAUSE receiver before it stops and
+    leaves the messages waiting (``AIRFLOW_STREAM_NOTIFY_PAUSE_SECONDS``, default 60)."""
+    import os
+
+    return float(os.environ.get("AIRFLOW_STREAM_NOTIFY_PAUSE_SECONDS") or 60)
+
+
+def _queue_notifications(runtime: StreamRuntime, stored: StoredStream, fired: list[Fired],
+                         events: pd.DataFrame | None, report: RunReport) -> None:
+    """Turn the run's events and results into notifications, into the stream's outbox."""
+    from airflow_stream_provider.notify.delivery import Settings
+    from airflow_stream_provider.streams.notify import outbox_of
+
+    notes = runtime.notes
+    assert notes is not None
+    if events is not None:
+        if events.empty:
+            return
+        groups = {str(g): runtime.group_values(json.loads(k)) for g, k in zip(events["group_id"], events["group_keys"])}
+        names = table_names(runtime, {g: tuple(v.get(f"%%{j}") for j in range(1, len(runtime.group_columns) + 1))
+                                      for g, v in groups.items()})
+        notes.add_windows(events, {f.source: f.idx for f in fired}, names)
+    else:
+        names = table_names(runtime, {f.group_id: f.group for f in fired})
+        notes.add_scheduled(fired, names)
+    box = outbox_of(stored)
+    assert box is not None
+    box.enqueue(notes.events, max_bytes=Settings.load().max_message_bytes)
+    report.notified += len(notes.events)
+
+
+def table_names(runtime: StreamRuntime, groups: dict[str, tuple]) -> dict[str, str]:
+    """group id -> the name notifications give as ``tableName``: the group's output subtable, the
+    output table, or (no output) the name an output subtable would have."""
+    plan = runtime.output()
+    if plan is None:
+        return {gid: f"{runtime.name}_{gid}" for gid in groups}
+    if not plan.grouped:
+        return {gid: plan.name for gid in groups}
+    missing = [Fired(0, {}, group=group, group_id=gid) for gid, group in groups.items() if gid not in runtime.tables]
+    if missing:
+        _output_groups(runtime, plan, plan.ensure_table(runtime.warehouse.catalog), missing)
+    return {gid: runtime.tables[gid] for gid in groups}
 
 
 def _compute_all(runtime: StreamRuntime, fired: list[Fired], report: RunReport, *, batched: bool,
@@ -340,6 +402,8 @@ def _compute_all(runtime: StreamRuntime, fired: list[Fired], report: RunReport, 
 def commit_progress(db: str, name: str, update: dict, *, store: StreamStore | None = None) -> dict:
     """Record a run's progress. Batch and instant marks only move forward, so a late or repeated
     commit never rewinds a stream."""
+    from airflow_stream_provider.streams.notify import outbox_of
+
     store = store or StreamStore()
     with store.updating(db, name) as state:
         for key, value in update.items():
@@ -350,7 +414,11 @@ def commit_progress(db: str, name: str, update: dict, *, store: StreamStore | No
                 state[key] = max(state[key], value, key=datetime.fromisoformat)
             else:
                 state[key] = value
-        return dict(state)
+        committed = dict(state)
+    box = outbox_of(store.get(db, name))
+    if box is not None:  # what every receiver has is not needed to rebuild this progress any more
+        box.prune()
+    return committed
 
 
 def _compute_and_write(runtime: StreamRuntime, fired: list[Fired], report: RunReport, *, batched: bool) -> None:
@@ -369,6 +437,8 @@ def _compute_and_write(runtime: StreamRuntime, fired: list[Fired], report: RunRe
             forced = constants(compute, missing, frame.schema).toArrow()
             report.forced += forced.num_rows
             results = pa.concat_tables([results, forced.cast(results.schema)])
+    if runtime.notes is not None:
+        runtime.notes.collect(fired, results)
     plan = runtime.output()
     if plan is None or results.num_rows == 0:
         return
@@ -434,6 +504,7 @@ def _output_groups(runtime: StreamRuntime, plan: out.OutputPlan, info: TableInfo
         tags = [None if pd.isna(v) else (v.to_pydatetime() if isinstance(v, pd.Timestamp) else v) for v in row[2:]]
         catalog.create_subtable(info, name, dict(zip([t.name for t in plan.tags], tags)), if_not_exists=True)
         out_groups[gid] = (name, tags)
+        runtime.tables[gid] = name
         tbname = runtime.group_values(seen[gid].group).get("%%tbname")
         if tbname is not None:
             runtime.outputs[name] = tbname
@@ -442,12 +513,8 @@ def _output_groups(runtime: StreamRuntime, plan: out.OutputPlan, info: TableInfo
 
 # --- window triggers ------------------------------------------------------------------------
 
-#: events that run the computation (an invalidation is followed by the recomputed close)
-_COMPUTED = (m.WINDOW_OPEN, m.WINDOW_CLOSE, "MAX_DELAY")
-
-
 def _window_triggers(runtime: StreamRuntime, stored: StoredStream, state: dict, say, *,  # type: ignore[no-untyped-def]
-                     detect: bool = True, upto_batch: int | None = None) -> tuple[list[Fired], dict]:
+                     detect: bool = True, upto_batch: int | None = None) -> tuple[list[Fired], dict, pd.DataFrame]:
     update: dict = {}
     version = runtime.table_version()
     if detect:
@@ -460,9 +527,9 @@ def _window_triggers(runtime: StreamRuntime, stored: StoredStream, state: dict, 
     consumed = int(state.get("consumed_batch", -1))
     events = _read_events(str(stored.events_path), consumed, upto_batch)
     if events.empty:
-        return [], update
+        return [], update, events
     update["consumed_batch"] = int(events["batch_id"].max())
-    return _fired_windows(runtime, events, version), update
+    return _fired_windows(runtime, events, version), update, events
 
 
 def _detect(runtime: StreamRuntime, stored: StoredStream, state: dict, say) -> None:  # type: ignore[no-untyped-def]
@@ -494,11 +561,13 @@ def detector_options(stored: StoredStream, state: dict):  # type: ignore[no-unty
 
 
 def _fired_windows(runtime: StreamRuntime, events: pd.DataFrame, version: int | None) -> list[Fired]:
-    """The computing events (open, close, MAX_DELAY) as fired triggers."""
-    events = events[events["event_type"].isin(_COMPUTED)].reset_index(drop=True)
+    """The events that run the computation as fired triggers: those of EVENT_TYPE, and MAX_DELAY
+    (an invalidation is followed by the recomputed close). ``Fired.source`` is the event's row."""
+    computed = (*runtime.stmt.options.event_types, "MAX_DELAY")
+    events = events[events["event_type"].isin(computed)]
     unit = 1000 if runtime.precision == "ms" else 1  # microseconds per unit of the precision
     fired = []
-    for i, ev in enumerate(events.itertuples(index=False)):
+    for i, (pos, ev) in enumerate(zip(events.index, events.itertuples(index=False))):
         start = ev.window_start.to_pydatetime()
         end = None if pd.isna(ev.window_end) else ev.window_end.to_pydatetime()
         group = runtime.group_values(json.loads(ev.group_keys))
@@ -509,7 +578,7 @@ def _fired_windows(runtime: StreamRuntime, events: pd.DataFrame, version: int | 
                   TROWS_FROM: start, TROWS_TO: end, **group}
         fired.append(Fired(i, values, version=version, group=tuple(group.get(f"%%{j}") for j in
                                                                    range(1, len(runtime.group_columns) + 1)),
-                           group_id=str(ev.group_id), trigger_id=ev.trigger_id))
+                           group_id=str(ev.group_id), trigger_id=ev.trigger_id, source=int(pos)))
     return fired
 
 

@@ -117,7 +117,7 @@ class TriggerPlan:
         return cls(
             stream=str(stmt.name), spec=spec, table=str(table), path=path, ts_column=ts_column, keys=keys,
             subtable=subtable, pre_filter=pre_filter, count_columns=count_columns,
-            event_types=opts.event_types, reads=tuple(reads), row_key=row_key or (ts_column,),
+            event_types=detected_types(stmt), reads=tuple(reads), row_key=row_key or (ts_column,),
             ignore_disorder=opts.ignore_disorder, delete_recalc=opts.delete_recalc,
             expired_time=opts.expired_time.micros if opts.expired_time else None,
             max_delay=opts.max_delay.micros if opts.max_delay else None,
@@ -226,3 +226,11 @@ def plan_trigger(stmt: m.CreateStream, catalog, default_db: str | None = None) -
         ts_column=info.timestamp_column, subtable=found.name if isinstance(found, SubTable) else None,
         row_key=info.key_columns,
     )
+
+
+def detected_types(stmt: m.CreateStream) -> tuple[str, ...]:
+    """The window events a stream needs: those that compute (EVENT_TYPE), and those it notifies."""
+    wanted = set(stmt.options.event_types)
+    if stmt.notify is not None:
+        wanted |= set(stmt.notify.on) & {m.WINDOW_OPEN, m.WINDOW_CLOSE}
+    return tuple(t for t in (m.WINDOW_OPEN, m.WINDOW_CLOSE) if t in wanted)

@@ -1,0 +1,83 @@
+"""The ``stream_ws`` connection: headers and credentials for notification receivers.
+
+Stream SQL names only URLs; anything secret lives in an Airflow connection of type ``stream_ws``:
+
+- ``host`` (and ``port``): the receivers it serves; empty serves every URL;
+- ``login``/``password``: HTTP basic auth; a password without a login is sent as a bearer token;
+- ``extra``: ``{"headers": {"X-Key": "..."}, "verify": true, "ca_bundle": "/path/ca.pem"}``.
+  ``wss://`` certificates are verified unless ``verify`` is false.
+"""
+
+from __future__ import annotations
+
+import base64
+import ssl
+from typing import Any
+from urllib.parse import urlsplit
+
+from airflow.sdk import BaseHook
+
+
+class WebSocketHook(BaseHook):
+    conn_name_attr = "stream_ws_conn_id"
+    default_conn_name = "stream_ws_default"
+    conn_type = "stream_ws"
+    hook_name = "Stream notification receiver (WebSocket)"
+
+    def __init__(self, stream_ws_conn_id: str = default_conn_name, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.stream_ws_conn_id = stream_ws_conn_id
+        self._conn = None
+
+    @classmethod
+    def get_ui_field_behaviour(cls) -> dict[str, Any]:
+        return {
+            "hidden_fields": ["schema"],
+            "relabeling": {"host": "Receiver host (empty: every receiver)", "login": "User (basic auth)",
+                           "password": "Password, or bearer token without a user"},
+            "placeholders": {"extra": '{"headers": {"X-Api-Key": "..."}, "verify": true, "ca_bundle": null}',
+                             "host": "receiver.example.com", "port": "8080"},
+        }
+
+    @classmethod
+    def find(cls, conn_id: str) -> WebSocketHook | None:
+        """The hook of ``conn_id``, or None when no such connection is defined."""
+        from airflow.sdk.exceptions import AirflowNotFoundException
+
+        hook = cls(conn_id)
+        try:
+            hook.get_conn()
+        except AirflowNotFoundException:
+            return None
+        return hook
+
+    def get_conn(self):  # type: ignore[no-untyped-def]
+        if self._conn is None:
+            self._conn = self.get_connection(self.stream_ws_conn_id)
+        return self._conn
+
+    def serves(self, url: str) -> bool:
+        conn = self.get_conn()
+        if not conn.host:
+            return True
+        parts = urlsplit(url)
+        return (parts.hostname or "").lower() == conn.host.lower() and (not conn.port or parts.port == conn.port)
+
+    def access(self):  # type: ignore[no-untyped-def]
+        from airflow_stream_provider.notify.delivery import Access
+
+        conn = self.get_conn()
+        extra = conn.extra_dejson
+        headers = [f"{k}: {v}" for k, v in (extra.get("headers") or {}).items()]
+        if conn.login:
+            token = base64.b64encode(f"{conn.login}:{conn.password or ''}".encode()).decode()
+            headers.append(f"Authorization: Basic {token}")
+        elif conn.password:
+            headers.append(f"Authorization: Bearer {conn.password}")
+        if extra.get("verify", True) is False:
+            sslopt: dict = {"cert_reqs": ssl.CERT_NONE, "check_hostname": False}
+        else:
+            sslopt = {"cert_reqs": ssl.CERT_REQUIRED}
+            if extra.get("ca_bundle"):
+                sslopt["ca_certs"] = extra["ca_bundle"]
+        return Access(tuple(headers), sslopt)

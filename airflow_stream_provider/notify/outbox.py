@@ -1,0 +1,169 @@
+"""A stream's durable outbox: messages wait here, in order, until every receiver has them.
+
+``<stream state>/outbox/`` holds one file per message (``<seq>.json``: its id, the keys of its
+events, and the JSON text as first built) and ``outbox.json``: per receiver URL, the last message
+sequence number it was given or that was dropped for it, and the counts of messages and events
+sent and dropped.
+
+A message is written before it is sent and stays until the stream's progress is committed, so a
+run killed at any point sends the same messages, byte for byte, when it runs again, and a rerun
+that rebuilds the same events adds nothing (events are matched by key).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from airflow_stream_provider.notify.message import MAX_MESSAGE_BYTES, NotifyEvent, pack
+
+
+@dataclass(frozen=True)
+class Queued:
+    seq: int
+    message_id: str
+    events: int
+    text: str
+
+
+def _write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".tmp-{path.name}")
+    with open(tmp, "w", encoding="utf-8") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+class Outbox:
+    def __init__(self, directory: Path, targets: Sequence[str]) -> None:
+        self.directory = Path(directory)
+        self.targets = tuple(targets)
+
+    # --- locking and state ----------------------------------------------------------------------
+
+    @contextmanager
+    def _locked(self, name: str = "outbox.lock") -> Iterator[None]:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.directory / name, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    def delivering(self) -> AbstractContextManager[None]:
+        """Held by the one process delivering this outbox; others wait their turn."""
+        return self._locked("deliver.lock")
+
+    def _state(self) -> dict:
+        try:
+            state = json.loads((self.directory / "outbox.json").read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            state = {}
+        state.setdefault("next_seq", 1)
+        targets = state.setdefault("targets", {})
+        for url in self.targets:
+            targets.setdefault(url, {"through": 0, "sent_messages": 0, "sent_events": 0, "dropped_messages": 0,
+                                     "dropped_events": 0, "last_error": None, "last_error_at": None})
+        return state
+
+    def _save(self, state: dict) -> None:
+        _write(self.directory / "outbox.json", json.dumps(state, indent=1))
+
+    def _files(self) -> list[Path]:
+        return sorted(p for p in self.directory.glob("*.json") if p.stem.isdigit())
+
+    @staticmethod
+    def _read(path: Path) -> dict:
+        return json.loads(path.read_text(encoding="utf-8"))
+
+    # --- the three verbs ------------------------------------------------------------------------
+
+    def enqueue(self, events: Sequence[NotifyEvent], *, now_ms: int | None = None,
+                max_bytes: int = MAX_MESSAGE_BYTES) -> list[Queued]:
+        """Add the events not already waiting, packed into messages; returns the new messages."""
+        if not events:
+            return []
+        with self._locked():
+            waiting = {key for path in self._files() for key in self._read(path)["keys"]}
+            fresh = [ev for ev in events if f"{ev.stream}/{ev.key}" not in waiting]
+            if not fresh:
+                return []
+            state = self._state()
+            files = self._files()
+            seq = max(state["next_seq"], int(files[-1].stem) + 1 if files else 1)
+            stamp = now_ms if now_ms is not None else int(datetime.now(UTC).timestamp() * 1000)
+            added = []
+            for msg in pack(fresh, stamp, max_bytes):
+                record = {"seq": seq, "messageId": msg.message_id, "keys": list(msg.keys), "events": msg.events,
+                          "text": msg.text}
+                _write(self.directory / f"{seq:012d}.json", json.dumps(record))
+                added.append(Queued(seq, msg.message_id, msg.events, msg.text))
+                seq += 1
+            state["next_seq"] = seq
+            self._save(state)
+            return added
+
+    def pending(self, url: str) -> list[Queued]:
+        """Messages ``url`` has not been given yet, in order."""
+        with self._locked():
+            through = self._state()["targets"][url]["through"]
+            out = []
+            for path in self._files():
+                if int(path.stem) > through:
+                    rec = self._read(path)
+                    out.append(Queued(rec["seq"], rec["messageId"], rec["events"], rec["text"]))
+            return out
+
+    def mark(self, url: str, messages: Sequence[Queued], *, delivered: bool, error: str | None = None) -> None:
+        """Record ``messages`` (in order) as delivered to ``url``, or as dropped for it."""
+        if not messages and error is None:
+            return
+        with self._locked():
+            state = self._state()
+            target = state["targets"][url]
+            if messages:
+                target["through"] = max(target["through"], messages[-1].seq)
+                kind = "sent" if delivered else "dropped"
+                target[f"{kind}_messages"] += len(messages)
+                target[f"{kind}_events"] += sum(m.events for m in messages)
+            if error is not None:
+                target["last_error"] = error
+                target["last_error_at"] = datetime.now(UTC).isoformat()
+            self._save(state)
+
+    def prune(self) -> int:
+        """Remove the messages every receiver has been given (called when progress is committed)."""
+        with self._locked():
+            state = self._state()
+            through = min((t["through"] for u, t in state["targets"].items() if u in self.targets), default=0)
+            gone = 0
+            for path in self._files():
+                if int(path.stem) <= through:
+                    path.unlink()
+                    gone += 1
+            return gone
+
+    def stats(self) -> dict:
+        """Counts for SHOW STREAMS: events sent, dropped and pending, and the last error."""
+        if not self.directory.exists():
+            return {"sent": 0, "dropped": 0, "pending": 0, "last_error": None}
+        with self._locked():
+            state = self._state()
+            files = self._files()
+            pending = 0
+            for url in self.targets:
+                through = state["targets"][url]["through"]
+                pending += sum(self._read(p)["events"] for p in files if int(p.stem) > through)
+            targets = [state["targets"][u] for u in self.targets]
+            errors = sorted((t for t in targets if t["last_error_at"]), key=lambda t: t["last_error_at"])
+            return {"sent": sum(t["sent_events"] for t in targets),
+                    "dropped": sum(t["dropped_events"] for t in targets), "pending": pending,
+                    "last_error": errors[-1]["last_error"] if errors else None}

@@ -1,0 +1,74 @@
+"""A WebSocket receiver of stream notifications: ``airflow-stream receive``.
+
+It accepts every connection, and for each text message received prints a one-line summary (or
+the JSON) and appends the message as one line to ``--out``, flushed at once. It is what the demo
+listens with, and a reference for writing a receiver: de-duplicate on ``messageId``, because
+delivery is at least once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import ssl
+import sys
+from pathlib import Path
+from typing import TextIO
+
+
+def describe(text: str) -> str:
+    """One line per event: stream, event type, window or instant, and the result."""
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return f"(not JSON) {text[:200]}"
+    lines = []
+    for stream in body.get("streams", []):
+        for ev in stream.get("events", []):
+            span = ev.get("windowStart", ev.get("eventTime"))
+            if "windowEnd" in ev:
+                span = f"{span}..{ev['windowEnd']}"
+            extra = f" result={json.dumps(ev['result'])}" if "result" in ev else ""
+            lines.append(f"{stream.get('streamName')}: {ev.get('eventType')} {ev.get('triggerType')} "
+                         f"{ev.get('tableName')} [{span}]{extra}")
+    return "\n".join(lines) or f"(no events) {text[:200]}"
+
+
+async def serve(host: str, port: int, out: TextIO | None, echo: TextIO | None, raw: bool = False,
+                tls: ssl.SSLContext | None = None) -> None:
+    from websockets.asyncio.server import serve as ws_serve
+
+    async def handler(ws) -> None:  # type: ignore[no-untyped-def]
+        async for message in ws:
+            text = message if isinstance(message, str) else message.decode("utf-8", "replace")
+            if out is not None:
+                out.write(text.replace("\n", " ") + "\n")
+                out.flush()
+            if echo is not None:
+                echo.write((text if raw else describe(text)) + "\n")
+                echo.flush()
+
+    stop = asyncio.get_running_loop().create_future()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        asyncio.get_running_loop().add_signal_handler(sig, stop.set_result, None)
+    async with ws_serve(handler, host, port, max_size=None, ssl=tls, close_timeout=2):
+        if echo is not None:
+            echo.write(f"receiving notifications on {'wss' if tls else 'ws'}://{host}:{port}\n")
+            echo.flush()
+        await stop
+
+
+def main(host: str, port: int, out: str | None, quiet: bool, raw: bool, tls_cert: str | None = None,
+         tls_key: str | None = None) -> int:
+    tls = None
+    if tls_cert:
+        tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        tls.load_cert_chain(tls_cert, tls_key)
+    handle = Path(out).open("a", encoding="utf-8") if out else None
+    try:
+        asyncio.run(serve(host, port, handle, None if quiet else sys.stdout, raw, tls))
+    finally:
+        if handle is not None:
+            handle.close()
+    return 0

@@ -1,0 +1,161 @@
+"""A run's notifications: which events a stream sends, with which results, to its outbox.
+
+Routing follows the stream's ``NOTIFY`` clause:
+
+- ``ON (...)`` picks the window events sent (``WINDOW_INVALIDATION`` goes with ``WINDOW_CLOSE``,
+  since it withdraws a window already closed); PERIOD and SLIDING triggers send ``ON_TIME``;
+- an event that ran the computation carries its result: one event per result row, each row
+  checked against ``WHERE`` (evaluated by Spark, with SQL's NULL rules); an event whose
+  computation returned no row is sent without ``result``, unless there is a ``WHERE``;
+- without ``NOTIFY_HISTORY``, events of history (``FILL_HISTORY``: windows that ended, or instants
+  that passed, before the stream was created; every recalculation) are not sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+
+import pandas as pd
+import pyarrow as pa
+
+from airflow_stream_provider import model as m
+from airflow_stream_provider.notify import delivery
+from airflow_stream_provider.notify.message import (
+    ON_TIME,
+    WINDOW_INVALIDATION,
+    NotifyEvent,
+    epoch,
+    json_value,
+    window_fields,
+)
+from airflow_stream_provider.notify.outbox import Outbox
+from airflow_stream_provider.streams.compute import Fired
+from airflow_stream_provider.streams.store import StoredStream
+
+
+def outbox_of(stored: StoredStream) -> Outbox | None:
+    notify = stored.statement.notify
+    return Outbox(stored.state_dir / "outbox", notify.urls) if notify is not None else None
+
+
+def deliver(stored: StoredStream, *, give_up_after: float | None = None,
+            say: Callable[[str], None] | None = None) -> delivery.DeliveryReport | None:
+    """Deliver what waits in the stream's outbox (None for a stream without NOTIFY)."""
+    box = outbox_of(stored)
+    if box is None:
+        return None
+    assert stored.statement.notify is not None
+    return delivery.deliver(box, pause=stored.statement.notify.on_failure_pause, give_up_after=give_up_after, say=say)
+
+
+class RunNotifications:
+    """Collects a run's results by trigger, then turns its events into :class:`NotifyEvent`."""
+
+    def __init__(self, runtime, state: dict, *, history: bool = False) -> None:  # type: ignore[no-untyped-def]
+        notify = runtime.stmt.notify
+        assert notify is not None
+        self.runtime = runtime
+        self.notify = notify
+        self.stream = runtime.name
+        self.precision = runtime.precision
+        self.recalculating = history
+        self.created = datetime.fromisoformat(state["created"]) if state.get("created") else None
+        self.results: dict[int, list[dict]] = {}
+        self.computed: set[int] = set()
+        self.events: list[NotifyEvent] = []
+
+    # --- results --------------------------------------------------------------------------------
+
+    def collect(self, fired: list[Fired], results: pa.Table) -> None:
+        """Keep the result rows of ``fired`` that pass NOTIFY WHERE (``results`` starts with IDX)."""
+        self.computed.update(f.idx for f in fired)
+        if results.num_rows == 0:
+            return
+        keep = self._where(results) if self.notify.where is not None else None
+        names = results.schema.names[1:]
+        idx = results.column(0).to_pylist()
+        columns = [results.column(i + 1).to_pylist() for i in range(len(names))]
+        for r, i in enumerate(idx):
+            if keep is not None and not keep[r]:
+                continue
+            self.results.setdefault(i, []).append(
+                {name: json_value(col[r], self.precision) for name, col in zip(names, columns)})
+
+    def _where(self, results: pa.Table) -> list[bool]:
+        from pyspark.sql import functions as F
+
+        from airflow_stream_provider.sql import to_spark
+
+        assert self.notify.where is not None
+        spark = self.runtime.warehouse.spark
+        table = results.append_column("__row", pa.array(range(results.num_rows), pa.int64()))
+        condition = to_spark(self.notify.where.tree.copy(), precision=self.precision)
+        rows = spark.createDataFrame(table).select("__row", F.expr(condition).alias("__ok")).collect()
+        ok = {r[0]: bool(r[1]) for r in rows}
+        return [ok.get(r, False) for r in range(results.num_rows)]
+
+    def _rows_of(self, fired_idx: int | None) -> list[dict | None]:
+        """The results an event carries: its rows; [None] for no result; [] when WHERE drops it."""
+        if fired_idx is None or fired_idx not in self.computed:
+            return [None]
+        rows = self.results.get(fired_idx)
+        if rows:
+            return list(rows)
+        return [] if self.notify.where is not None else [None]
+
+    # --- events ---------------------------------------------------------------------------------
+
+    def _history(self, end: datetime | None, start: datetime | None = None) -> bool:
+        if self.recalculating:
+            return True
+        if self.created is None or self.runtime.stmt.options.fill_history is None:
+            return False
+        if end is not None:
+            return end <= self.created
+        return start is not None and start < self.created
+
+    def add_windows(self, events: pd.DataFrame, fired_of: dict[int, int], table_names: dict[str, str]) -> None:
+        """Window events (the detector's rows, in order); ``fired_of`` maps a row's position to the
+        trigger it computed, ``table_names`` group id to table name."""
+        wanted = set(self.notify.on)
+        if m.WINDOW_CLOSE in wanted:
+            wanted.add(WINDOW_INVALIDATION)
+        for pos, row in enumerate(events.to_dict("records")):
+            kind = row["event_type"]
+            if kind not in wanted:
+                continue
+            start = row["window_start"].to_pydatetime()
+            end = None if pd.isna(row["window_end"]) else row["window_end"].to_pydatetime()
+            row["window_end"] = end
+            row["window_start"] = start
+            if not self.notify.history and self._history(end if kind != m.WINDOW_OPEN else None, start):
+                continue
+            fields = window_fields(row["trigger_type"], kind, row, self.precision)
+            key = f"{row['batch_id']}:{row['seq']}" if "batch_id" in row else f"recalc:{row['trigger_id']}:{kind}"
+            stamp = row.get("event_time")
+            when = epoch(stamp.to_pydatetime(), "ms") if stamp is not None and not pd.isna(stamp) else _now_ms()
+            self._add(key, table_names.get(str(row["group_id"]), ""), kind, when, row["trigger_id"],
+                      row["trigger_type"], str(row["group_id"]), fields, self._rows_of(fired_of.get(pos)))
+
+    def add_scheduled(self, fired: Iterable[Fired], table_names: dict[str, str]) -> None:
+        """ON_TIME events of PERIOD and SLIDING triggers."""
+        kind = self.runtime.stmt.trigger.notify_type
+        for f in fired:
+            at = f.values.get("_tcurrent_ts") if kind == "Sliding" else None
+            instant = at if at is not None else datetime.fromtimestamp(f.values["_tlocaltime"] / 1e9, UTC)
+            if not self.notify.history and kind == "Sliding" and self._history(instant):
+                continue
+            self._add(f.trigger_id, table_names.get(f.group_id, ""), ON_TIME, epoch(instant, "ms"), f.trigger_id,
+                      kind, f.group_id, {}, self._rows_of(f.idx))
+
+    def _add(self, key: str, table: str, kind: str, when: int, trigger_id: str, trigger_type: str, group_id: str,
+             fields: dict, rows: list[dict | None]) -> None:
+        for r, result in enumerate(rows):
+            self.events.append(NotifyEvent(self.stream, key if r == 0 else f"{key}#{r}", table, kind, when,
+                                           trigger_id, trigger_type, group_id, fields, result))
+
+
+def _now_ms() -> int:
+    return int(datetime.now(UTC).timestamp() * 1000)
+

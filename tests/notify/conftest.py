@@ -1,0 +1,88 @@
+"""Real WebSocket receivers for the notification tests: ``airflow-stream receive`` processes,
+each started by the test and stopped by PID."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ReceiverProcess:
+    def __init__(self, folder: Path, port: int | None = None, tls: tuple[Path, Path] | None = None) -> None:
+        self.port = port or free_port()
+        self.out = folder / f"received-{self.port}.jsonl"
+        self.tls = tls
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"{'wss' if self.tls else 'ws'}://{'localhost' if self.tls else '127.0.0.1'}:{self.port}/notify"
+
+    def start(self) -> ReceiverProcess:
+        cmd = [sys.executable, "-m", "airflow_stream_provider.cli", "receive", "--port", str(self.port),
+               "--out", str(self.out), "--quiet"]
+        if self.tls:
+            cmd += ["--tls-cert", str(self.tls[0]), "--tls-key", str(self.tls[1])]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"receiver exited: {self.proc.stderr.read().decode()[-2000:]}")
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", self.port)) == 0:
+                    return self
+            time.sleep(0.1)
+        raise RuntimeError("receiver did not start listening")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                os.kill(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(10)
+        self.proc = None
+
+    def messages(self) -> list[dict]:
+        if not self.out.exists():
+            return []
+        return [json.loads(line) for line in self.out.read_text().splitlines() if line.strip()]
+
+    def texts(self) -> list[str]:
+        return self.out.read_text().splitlines() if self.out.exists() else []
+
+
+@pytest.fixture
+def receivers(tmp_path):
+    made: list[ReceiverProcess] = []
+
+    def make(port: int | None = None, *, start: bool = True, tls: tuple[Path, Path] | None = None) -> ReceiverProcess:
+        rec = ReceiverProcess(tmp_path, port, tls)
+        made.append(rec)
+        return rec.start() if start else rec
+
+    yield make
+    from airflow_stream_provider.notify import delivery
+
+    delivery.close_all()  # the client side first, so the receivers close without waiting
+    for rec in made:
+        rec.stop()
+
+
+def events_of(messages: list[dict]) -> list[dict]:
+    return [ev for msg in messages for stream in msg["streams"] for ev in stream["events"]]
