@@ -1,0 +1,226 @@
+"""Streams that notify: real Spark and Delta, real detector, real WebSocket receivers.
+
+Expected events are derived by hand from the rows each test writes, with the fields reference 000
+lists per trigger type ("Notification Mechanism"); every message is checked against the schema.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from airflow_stream_provider.notify import delivery
+from airflow_stream_provider.notify.message import validate
+from airflow_stream_provider.streams import runner
+from airflow_stream_provider.streams.notify import outbox_of
+from airflow_stream_provider.streams.store import StreamStore
+from airflow_stream_provider.warehouse import Warehouse
+from tests.notify.conftest import events_of
+
+pytestmark = pytest.mark.spark
+
+T0 = datetime(2025, 1, 1, tzinfo=UTC)
+MS0 = int(T0.timestamp() * 1000)
+MIN = 60_000
+
+
+@pytest.fixture
+def wh(spark, tmp_path, monkeypatch):
+    monkeypatch.setenv("AIRFLOW_STREAM_HOME", str(tmp_path))
+    monkeypatch.setenv("AIRFLOW_STREAM_NOTIFY_CONN_IDS", "none")
+    wh = Warehouse(tmp_path / "warehouse", spark=spark)
+    sql(wh, "CREATE DATABASE d; USE d")
+    yield wh
+    delivery.close_all()
+
+
+def sql(wh, text: str):
+    return list(wh.run(text))
+
+
+def select(wh, text: str) -> list[dict]:
+    return sql(wh, text)[-1].table.to_pylist()
+
+
+def received(rec) -> list[dict]:
+    msgs = rec.messages()
+    for msg in msgs:
+        validate(msg)
+    return events_of(msgs)
+
+
+def brief(ev: dict) -> tuple:
+    return (ev["eventType"], ev["windowStart"], ev.get("windowEnd"))
+
+
+METERS = """
+CREATE STABLE stb1 (ts TIMESTAMP, col1 INT) TAGS (loc VARCHAR(20));
+CREATE TABLE t1 USING stb1 TAGS ('a');
+CREATE TABLE t2 USING stb1 TAGS ('b');
+"""
+
+
+def test_interval_open_and_close_per_subtable(wh, receivers):
+    rec = receivers()
+    sql(wh, METERS)
+    sql(wh, f"""CREATE STREAM avg_s INTERVAL(5m) SLIDING(5m) FROM stb1 PARTITION BY tbname
+               NOTIFY('{rec.url}') ON (WINDOW_OPEN|WINDOW_CLOSE)
+               INTO stb2 OUTPUT_SUBTABLE(concat('out_', %%tbname)) AS
+               SELECT _twstart, avg(col1) FROM %%trows""")
+    sql(wh, """INSERT INTO t1 VALUES ('2025-01-01 00:00:00', 1) ('2025-01-01 00:01:00', 3) ('2025-01-01 00:06:00', 10);
+               INSERT INTO t2 VALUES ('2025-01-01 00:02:00', 7)""")
+    report = runner.run(wh, "d", "avg_s")
+    assert report.delivery.sent_events == report.notified == 4
+    events = received(rec)
+    by_table: dict = {}
+    for ev in events:
+        by_table.setdefault(ev["tableName"], []).append(ev)
+    # t1: [0,5) opens and closes (avg of 1 and 3), [5,10) opens; t2: [0,5) opens
+    assert [brief(e) for e in by_table["out_t1"]] == [
+        ("WINDOW_OPEN", MS0, None), ("WINDOW_CLOSE", MS0, MS0 + 5 * MIN), ("WINDOW_OPEN", MS0 + 5 * MIN, None)]
+    assert [brief(e) for e in by_table["out_t2"]] == [("WINDOW_OPEN", MS0, None)]
+    opened, closed = by_table["out_t1"][:2]
+    assert closed["result"] == {"_twstart": MS0, "avg(col1)": 2.0}
+    assert "result" not in opened  # EVENT_TYPE is WINDOW_CLOSE: an open computes nothing
+    assert opened["triggerId"] == closed["triggerId"] and opened["groupId"] == closed["groupId"]
+    assert {e["triggerType"] for e in events} == {"Interval"}
+    assert by_table["out_t1"][0]["groupId"] != by_table["out_t2"][0]["groupId"]
+    # a late row in the closed window invalidates it and closes it again, with the same triggerId
+    sql(wh, "INSERT INTO t1 VALUES ('2025-01-01 00:03:00', 5) ('2025-01-01 00:11:00', 1)")
+    runner.run(wh, "d", "avg_s")
+    later = [e for e in received(rec)[len(events):] if e["tableName"] == "out_t1"]
+    kinds = [brief(e) for e in later]
+    assert ("WINDOW_INVALIDATION", MS0, MS0 + 5 * MIN) in kinds
+    again = [e for e in later if brief(e) == ("WINDOW_CLOSE", MS0, MS0 + 5 * MIN)]
+    assert len(again) == 1 and again[0]["triggerId"] == closed["triggerId"]
+    assert again[0]["result"]["avg(col1)"] == 3.0  # (1 + 3 + 5) / 3
+    assert ("WINDOW_CLOSE", MS0 + 5 * MIN, MS0 + 10 * MIN) in kinds
+
+
+def test_state_window_carries_the_states(wh, receivers):
+    rec = receivers()
+    sql(wh, "CREATE TABLE dev (ts TIMESTAMP, status INT, v DOUBLE)")
+    sql(wh, f"""CREATE STREAM st STATE_WINDOW(status) FROM dev NOTIFY('{rec.url}') ON (WINDOW_OPEN|WINDOW_CLOSE)
+               INTO st_out AS SELECT _twstart, count(*) n, max(v) FROM %%trows""")
+    sql(wh, """INSERT INTO dev VALUES ('2025-01-01 00:00:00', 1, 1.5) ('2025-01-01 00:01:00', 1, 2.5)
+               ('2025-01-01 00:02:00', 2, 9.0) ('2025-01-01 00:03:00', 2, 4.0) ('2025-01-01 00:04:00', 1, 0.5)""")
+    runner.run(wh, "d", "st")
+    events = received(rec)
+    shape = [(e["eventType"], e["windowStart"], e.get("prevState", "-"), e["curState"], e.get("nextState", "-"))
+             for e in events]
+    assert shape == [
+        ("WINDOW_OPEN", MS0, None, 1, "-"),
+        ("WINDOW_CLOSE", MS0, "-", 1, 2),
+        ("WINDOW_OPEN", MS0 + 2 * MIN, 1, 2, "-"),
+        ("WINDOW_CLOSE", MS0 + 2 * MIN, "-", 2, 1),
+        ("WINDOW_OPEN", MS0 + 4 * MIN, 2, 1, "-"),
+    ]
+    closes = [e for e in events if e["eventType"] == "WINDOW_CLOSE"]
+    assert [(e["windowEnd"], e["result"]["n"], e["result"]["max(v)"]) for e in closes] == [
+        (MS0 + 1 * MIN, 2, 2.5), (MS0 + 3 * MIN, 2, 9.0)]
+    assert {e["triggerType"] for e in events} == {"State"} and {e["tableName"] for e in events} == {"st_out"}
+
+
+def test_event_window_carries_the_trigger_condition(wh, receivers):
+    rec = receivers()
+    sql(wh, "CREATE TABLE env (ts TIMESTAMP, c1 INT, c2 INT)")
+    sql(wh, f"""CREATE STREAM ev EVENT_WINDOW(START WITH c1 > 10 END WITH c2 < 5) FROM env
+               NOTIFY('{rec.url}') ON (WINDOW_OPEN|WINDOW_CLOSE) INTO ev_out AS
+               SELECT _twstart, max(c1) FROM %%trows""")
+    sql(wh, """INSERT INTO env VALUES ('2025-01-01 00:00:00', 3, 9) ('2025-01-01 00:01:00', 12, 8)
+               ('2025-01-01 00:02:00', 15, 7) ('2025-01-01 00:03:00', 4, 2) ('2025-01-01 00:04:00', 20, 1)""")
+    runner.run(wh, "d", "ev")
+    events = received(rec)
+    # [00:01, 00:03] opens on c1 = 12 and closes on c2 = 2; 00:04 opens and closes on its own row
+    shape = [(e["eventType"], e["windowStart"], e.get("windowEnd"), e["triggerCondition"]["conditionIndex"],
+              e["triggerCondition"]["fieldValue"]) for e in events]
+    assert shape[:2] == [
+        ("WINDOW_OPEN", MS0 + MIN, None, 0, {"c1": 12}),
+        ("WINDOW_CLOSE", MS0 + MIN, MS0 + 3 * MIN, 1, {"c2": 2}),
+    ]
+    assert events[1]["result"] == {"_twstart": MS0 + MIN, "max(c1)": 15}
+    assert shape[2:] == [("WINDOW_OPEN", MS0 + 4 * MIN, None, 0, {"c1": 20}),
+                         ("WINDOW_CLOSE", MS0 + 4 * MIN, MS0 + 4 * MIN, 1, {"c2": 1})]
+
+
+def test_notify_only_count_window_and_calc_notify_only_with_where(wh, receivers):
+    rec = receivers()
+    sql(wh, "CREATE TABLE tb1 (ts TIMESTAMP, col1 INT)")
+    sql(wh, f"""CREATE STREAM cnt COUNT_WINDOW(3) FROM tb1 NOTIFY('{rec.url}') ON (WINDOW_CLOSE)""")
+    sql(wh, f"""CREATE STREAM big COUNT_WINDOW(2) FROM tb1 STREAM_OPTIONS(CALC_NOTIFY_ONLY)
+               NOTIFY('{rec.url}') ON (WINDOW_CLOSE) WHERE avg_c > 5 AS SELECT avg(col1) avg_c FROM %%trows""")
+    sql(wh, """INSERT INTO tb1 VALUES ('2025-01-01 00:00:00', 1) ('2025-01-01 00:01:00', 3)
+               ('2025-01-01 00:02:00', 10) ('2025-01-01 00:03:00', 20) ('2025-01-01 00:04:00', 4)
+               ('2025-01-01 00:05:00', 6) ('2025-01-01 00:06:00', 2)""")
+    runner.run(wh, "d", "cnt")
+    counts = received(rec)
+    # windows of 3 rows: [00:00..00:02], [00:03..00:05]; the last row waits
+    assert [brief(e) for e in counts] == [("WINDOW_CLOSE", MS0, MS0 + 2 * MIN),
+                                          ("WINDOW_CLOSE", MS0 + 3 * MIN, MS0 + 5 * MIN)]
+    assert [m["streams"][0]["streamName"] for m in rec.messages()] == ["cnt"]
+    assert all("result" not in e and e["triggerType"] == "Count" for e in counts)
+    report = runner.run(wh, "d", "big")
+    # pairs average 2, 15 and 5: only 15 passes WHERE avg_c > 5
+    big = received(rec)[len(counts):]
+    assert [(brief(e), e["result"]) for e in big] == [(("WINDOW_CLOSE", MS0 + 2 * MIN, MS0 + 3 * MIN), {"avg_c": 15.0})]
+    assert (report.result_rows, report.written) == (3, 0)  # computed, and not stored
+
+
+def test_period_sends_on_time_events(wh, receivers):
+    rec = receivers()
+    sql(wh, "CREATE TABLE tb1 (ts TIMESTAMP, v INT)")
+    sql(wh, f"CREATE STREAM tick PERIOD(1h) NOTIFY('{rec.url}')")
+    sql(wh, f"CREATE STREAM hourly PERIOD(1h) FROM tb1 NOTIFY('{rec.url}') AS SELECT count(*) n FROM %%trows")
+    store = StreamStore()
+    created = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=2, minutes=30)
+    for name in ("tick", "hourly"):
+        store.save_state("d", name, {**store.load_state("d", name), "created": created.isoformat()})
+    now = created + timedelta(hours=2, minutes=40)  # instants at created + 0:30, 1:30 and 2:30
+    runner.run(wh, "d", "tick", now=now)
+    runner.run(wh, "d", "hourly", now=now)
+    events = received(rec)
+    instants = [int((created + timedelta(minutes=30 + 60 * k)).timestamp() * 1000) for k in range(3)]
+    tick = [e for e in events if e["tableName"].startswith("tick")]
+    hourly = [e for e in events if e["tableName"].startswith("hourly")]
+    assert [(e["eventType"], e["triggerType"], e["eventTime"]) for e in tick] == [
+        ("ON_TIME", "Period", t) for t in instants]
+    assert all("result" not in e for e in tick)
+    assert [(e["eventTime"], e["result"]) for e in hourly] == [(t, {"n": 0}) for t in instants]
+
+
+def test_history_is_not_notified_without_notify_history(wh, receivers):
+    rec_a, rec_b = receivers(), receivers()
+    sql(wh, "CREATE TABLE tb1 (ts TIMESTAMP, col1 INT)")
+    sql(wh, """INSERT INTO tb1 VALUES ('2025-01-01 00:00:00', 1) ('2025-01-01 00:01:00', 3)
+               ('2025-01-01 00:06:00', 10)""")
+    for name, rec, extra in (("quiet", rec_a, ""), ("loud", rec_b, "NOTIFY_OPTIONS(NOTIFY_HISTORY)")):
+        sql(wh, f"""CREATE STREAM {name} INTERVAL(5m) SLIDING(5m) FROM tb1 STREAM_OPTIONS(FILL_HISTORY)
+                   NOTIFY('{rec.url}') ON (WINDOW_CLOSE) {extra} INTO {name}_out AS
+                   SELECT _twstart, sum(col1) s FROM %%trows""")
+        runner.run(wh, "d", name)
+        assert [r["s"] for r in select(wh, f"SELECT * FROM {name}_out")] == [4]  # history is computed
+    assert received(rec_a) == []
+    assert [(brief(e), e["result"]["s"]) for e in received(rec_b)] == [(("WINDOW_CLOSE", MS0, MS0 + 5 * MIN), 4)]
+
+
+def test_on_failure_pause_holds_the_stream_until_delivered(wh, receivers, monkeypatch):
+    rec = receivers(start=False)
+    monkeypatch.setenv("AIRFLOW_STREAM_NOTIFY_PAUSE_SECONDS", "2")
+    monkeypatch.setenv("AIRFLOW_STREAM_NOTIFY_MAX_BACKOFF", "0.5")
+    sql(wh, "CREATE TABLE tb1 (ts TIMESTAMP, col1 INT)")
+    sql(wh, f"""CREATE STREAM held COUNT_WINDOW(1) FROM tb1 NOTIFY('{rec.url}') ON (WINDOW_CLOSE)
+               NOTIFY_OPTIONS(ON_FAILURE_PAUSE) INTO held_out AS SELECT _twstart, sum(col1) s FROM %%trows""")
+    sql(wh, "INSERT INTO tb1 VALUES ('2025-01-01 00:00:00', 1) ('2025-01-01 00:01:00', 2)")
+    with pytest.raises(delivery.DeliveryPaused, match="stream holds"):
+        runner.run(wh, "d", "held")
+    assert StreamStore().load_state("d", "held").get("consumed_batch") is None  # progress did not move
+    sql(wh, "INSERT INTO tb1 VALUES ('2025-01-01 00:02:00', 3)")
+    rec.start()
+    report = runner.run(wh, "d", "held")
+    assert report.delivery.dropped_events == 0
+    events = received(rec)
+    assert [e["result"]["s"] for e in events] == [1, 2, 3]  # in order, none lost, none twice
+    assert len({e["triggerId"] for e in events}) == 3
+    box = outbox_of(StreamStore().get("d", "held"))
+    assert box.stats()["pending"] == 0 and list(box.directory.glob("0*.json")) == []  # pruned on commit
