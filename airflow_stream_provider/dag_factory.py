@@ -5,7 +5,8 @@ Every stream in the streams folder (``$AIRFLOW_STREAM_HOME/streams``) becomes:
 - ``stream__<db>__<name>``: PERIOD streams run on a :class:`PeriodTimetable` (``compute >>
   commit``); SLIDING streams on a :class:`SlidingTimetable` (``wait_for_event_time >> compute >>
   commit``); window streams run continuously (``wait_for_windows >> compute >> commit``, one run
-  at a time), the sensor deferring to the triggerer between windows;
+  at a time), the sensor deferring to the triggerer between windows. A stream with NOTIFY has a
+  ``notify`` task before ``commit``;
 - ``stream__<db>__<name>__recalc`` (all but PERIOD streams): a :class:`RecalcTimetable` over event
   time whose runs come only from backfills, each recalculating its slice.
 
@@ -27,12 +28,14 @@ from airflow_stream_provider import model as m
 from airflow_stream_provider.airflow_api import stream_dag_ids
 from airflow_stream_provider.operators import (
     COMPUTE_TASK,
+    NOTIFY_TASK,
     WAIT_EVENT_TIME_TASK,
     WAIT_TASK,
     StreamCheckpointSensor,
     StreamCommitOperator,
     StreamComputeOperator,
     StreamEventTimeSensor,
+    StreamNotifyOperator,
     StreamRecalculateOperator,
 )
 from airflow_stream_provider.streams.store import StoredStream, StreamStore
@@ -101,7 +104,10 @@ def stream_dags(stored: StoredStream, state: dict, home: Path) -> list[DAG]:
         commit = StreamCommitOperator(task_id="commit", **common)
         if wait is not None:
             wait >> compute
-        compute >> commit
+        if stmt.notify is not None:
+            compute >> StreamNotifyOperator(task_id=NOTIFY_TASK, **common) >> commit
+        else:
+            compute >> commit
     dags.append(dag)
     if kind != "period":
         from airflow_stream_provider.streams.control import recalc_step

@@ -18,6 +18,16 @@ def get_provider_info() -> dict:
                 "tags": ["software"],
             }
         ],
+        "hooks": [
+            {"integration-name": "Airflow Stream", "python-modules": ["airflow_stream_provider.hooks.websocket"]}
+        ],
+        "connection-types": [
+            {
+                "hook-class-name": "airflow_stream_provider.hooks.websocket.WebSocketHook",
+                "connection-type": "stream_ws",
+            }
+        ],
+        "notifications": ["airflow_stream_provider.notifications.websocket.WebSocketNotifier"],
         "plugins": [
             {
                 "name": "airflow_stream",

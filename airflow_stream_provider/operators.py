@@ -1,10 +1,11 @@
 """The tasks of a stream's DAGs: sensors that wait in the triggerer, and the compute, commit and
 recalculation steps. Each task calls the same functions as ``airflow-stream run``.
 
-A window DAG run is ``wait_for_windows >> compute >> commit``. ``compute`` writes the results of
-the batches the sensor reported (upserts by key) and returns what it consumed; ``commit`` records
-it. A task killed and retried anywhere recomputes the same batches into the same rows, so nothing
-is lost or duplicated.
+A window DAG run is ``wait_for_windows >> compute [>> notify] >> commit``. ``compute`` writes the
+results of the batches the sensor reported (upserts by key), queues their notifications in the
+stream's outbox and returns what it consumed; ``notify`` delivers the outbox; ``commit`` records
+the progress. A task killed and retried anywhere recomputes the same batches into the same rows
+and queues no event twice, so nothing is lost or duplicated, and a resent message keeps its id.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from airflow_stream_provider.triggers import CheckpointCommitTrigger, EventTimeT
 WAIT_TASK = "wait_for_windows"
 WAIT_EVENT_TIME_TASK = "wait_for_event_time"
 COMPUTE_TASK = "compute"
+NOTIFY_TASK = "notify"
 
 
 class _StreamTask:
@@ -154,6 +156,32 @@ class StreamComputeOperator(_StreamTask, BaseOperator):
         if report.triggers == 0 and report.skipped:
             raise AirflowSkipException(f"IGNORE_NODATA_TRIGGER: no new rows for {report.skipped} trigger(s)")
         return report.progress
+
+
+class StreamNotifyOperator(_StreamTask, BaseOperator):
+    """Delivers the notifications waiting in the stream's outbox. With ON_FAILURE_PAUSE it retries
+    until every receiver has them (the run, and so the stream, waits: one run at a time); without
+    it, what a receiver cannot take is dropped, logged and counted."""
+
+    ui_color = "#fdf1e0"
+
+    def __init__(self, *, stream: str, home: str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._init_stream(stream, home)
+
+    def execute(self, context: Any) -> dict:
+        from airflow_stream_provider.streams.notify import deliver
+
+        store = self._store()
+        stored = store.get(*self._names())
+        report = deliver(stored, say=self.log.info)
+        if report is None:
+            return {}
+        self.log.info("stream %s: %s", self.stream, report.summary())
+        if report.dropped_events:
+            self.log.warning("stream %s: %d event(s) dropped (no ON_FAILURE_PAUSE)", self.stream,
+                             report.dropped_events)
+        return {"sent": report.sent_events, "dropped": report.dropped_events}
 
 
 class StreamCommitOperator(_StreamTask, BaseOperator):

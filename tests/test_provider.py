@@ -45,3 +45,14 @@ def test_provider_info_matches_airflow_schema():
 
     schema = json.loads((Path(airflow.__file__).parent / "provider_info.schema.json").read_text())
     jsonschema.validate(get_provider_info(), schema)
+
+
+def test_airflow_lists_the_notifier_and_the_connection_type(tmp_path):
+    notifications = airflow("providers", "notifications", "--output", "json", home=tmp_path)
+    assert notifications.returncode == 0, notifications.stderr
+    classes = {n["notification_class_name"] for n in json.loads(notifications.stdout)}
+    assert "airflow_stream_provider.notifications.websocket.WebSocketNotifier" in classes
+    hooks = airflow("providers", "hooks", "--output", "json", home=tmp_path)
+    assert hooks.returncode == 0, hooks.stderr
+    by_type = {h["connection_type"]: h for h in json.loads(hooks.stdout)}
+    assert by_type["stream_ws"]["class"] == "airflow_stream_provider.hooks.websocket.WebSocketHook"

@@ -1,10 +1,10 @@
 """End to end with real Airflow components (db migrate, api-server, scheduler, dag-processor,
 triggerer; LocalExecutor, parallelism 4), real Spark and Delta.
 
-A PERIOD stream counts rows every 10 s; an INTERVAL(1m) stream averages meter values. The test
-feeds rows, waits for the outputs, and stops and starts the window stream through SQL (its DAGs
-paused and unpaused through Airflow's API). Expected values are worked by hand from the rows
-written.
+A PERIOD stream counts rows every 10 s; an INTERVAL(1m) stream averages meter values and notifies
+a real WebSocket receiver of each closed window. The test feeds rows, waits for the outputs and
+the notifications, and stops and starts the window stream through SQL (its DAGs paused and
+unpaused through Airflow's API). Expected values are worked by hand from the rows written.
 """
 
 from __future__ import annotations
@@ -21,7 +21,9 @@ from pathlib import Path
 import pytest
 
 import airflow_stream_provider
+from airflow_stream_provider.notify.message import validate
 from airflow_stream_provider.warehouse import Warehouse
+from tests.notify.conftest import ReceiverProcess, events_of
 
 pytestmark = [pytest.mark.spark, pytest.mark.airflow]
 
@@ -118,11 +120,13 @@ def test_streams_run_as_airflow_dags(spark, tmp_path, monkeypatch):
     stream_home = tmp_path / "stream"
     monkeypatch.setenv("AIRFLOW_STREAM_HOME", str(stream_home))
     wh = Warehouse(stream_home / "warehouse", spark=spark)
-    list(wh.run("""
+    receiver = ReceiverProcess(tmp_path).start()
+    list(wh.run(f"""
         CREATE DATABASE power; USE power;
         CREATE STABLE meters (ts TIMESTAMP, v DOUBLE) TAGS (site VARCHAR(16));
         CREATE TABLE m1 USING meters TAGS ('north');
-        CREATE STREAM avg1m INTERVAL(1m) SLIDING(1m) FROM m1 INTO avg1m_out
+        CREATE STREAM avg1m INTERVAL(1m) SLIDING(1m) FROM m1 NOTIFY('{receiver.url}') ON (WINDOW_CLOSE)
+          INTO avg1m_out
           AS SELECT _twstart ts, avg(v) AS a, count(*) AS n FROM %%trows;
         CREATE STREAM tick PERIOD(10s) INTO tick_out
           AS SELECT cast(_tlocaltime / 1000000 AS timestamp) ts, count(*) AS c FROM meters;
@@ -139,6 +143,12 @@ def test_streams_run_as_airflow_dags(spark, tmp_path, monkeypatch):
         assert done
         out = {r["ts"].strftime("%H:%M"): (r["a"], r["n"]) for r in rows(wh, "SELECT * FROM avg1m_out")}
         assert out == {"00:00": (2.0, 2), "00:01": (8.0, 1)}
+        closes = wait_for(lambda: events_of(receiver.messages()) if len(events_of(receiver.messages())) >= 2
+                          else None, 60, "the notifications of the notify task")
+        for msg in receiver.messages():
+            validate(msg)
+        assert [(e["eventType"], e["windowStart"] % 3_600_000, e["result"]["a"]) for e in closes] == [
+            ("WINDOW_CLOSE", 0, 2.0), ("WINDOW_CLOSE", 60_000, 8.0)]
         ticks = wait_for(lambda: rows(wh, "SELECT * FROM tick_out"), 120, "the PERIOD stream's output")
         assert all(r["ts"].second % 10 == 0 for r in ticks)  # instants of PERIOD(10s)
 
@@ -157,5 +167,6 @@ def test_streams_run_as_airflow_dags(spark, tmp_path, monkeypatch):
 
     finally:
         airflow.stop()
+        receiver.stop()
     for name, proc in airflow.processes.items():
         assert proc.returncode is not None, name

@@ -1,0 +1,81 @@
+"""``WebSocketNotifier``: send a TDengine-format notification from any DAG's callbacks.
+
+    from airflow_stream_provider.notifications.websocket import WebSocketNotifier
+
+    with DAG(..., on_failure_callback=WebSocketNotifier(urls="ws://alerts:8080/notify")):
+        ...
+
+Each call sends one message with one ``ON_TIME`` event: ``streamName`` is ``stream_name`` (default
+the DAG id), ``tableName`` the task id (or the DAG id), and ``result`` the run's identity and
+state plus the templated ``result`` given. The ids derive from the DAG run, task and try, so a
+resend of the same callback carries the same ``messageId`` and ``triggerId``. Headers and
+credentials come from ``stream_ws`` connections, as for streams.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from airflow.sdk import BaseNotifier
+
+from airflow_stream_provider.notify import delivery
+from airflow_stream_provider.notify.message import ON_TIME, NotifyEvent, build, json_value
+
+
+class WebSocketNotifier(BaseNotifier):
+    template_fields: Sequence[str] = ("urls", "stream_name", "result")
+
+    def __init__(self, *, urls: str | Sequence[str], stream_name: str | None = None,
+                 result: dict[str, Any] | None = None, conn_ids: Sequence[str] | None = None,
+                 timeout: float | None = None) -> None:
+        super().__init__()
+        self.urls = [urls] if isinstance(urls, str) else list(urls)
+        if not self.urls or any(not u.startswith(("ws://", "wss://")) for u in self.urls):
+            raise ValueError(f"WebSocketNotifier needs ws:// or wss:// URLs, not {self.urls!r}")
+        self.stream_name = stream_name
+        self.result = result or {}
+        self.conn_ids = tuple(conn_ids) if conn_ids is not None else None
+        self.timeout = timeout
+
+    def event(self, context: Any) -> NotifyEvent:
+        dag = context.get("dag")
+        ti = context.get("ti") or context.get("task_instance")
+        run = context.get("dag_run")
+        dag_id = getattr(dag, "dag_id", None) or getattr(ti, "dag_id", None) or "dag"
+        task_id = getattr(ti, "task_id", None)
+        run_id = context.get("run_id") or getattr(run, "run_id", None) or ""
+        try_number = getattr(ti, "try_number", None)
+        state = getattr(ti, "state", None) if ti is not None else getattr(run, "state", None)
+        logical = context.get("logical_date")
+        result = {"dag_id": dag_id, "run_id": run_id, "task_id": task_id, "try_number": try_number,
+                  "state": str(state.value if hasattr(state, "value") else state) if state is not None else None,
+                  "logical_date": logical.isoformat() if isinstance(logical, datetime) else logical}
+        result.update({k: json_value(v, "ms") for k, v in self.result.items()})
+        key = f"{dag_id}/{run_id}/{task_id or ''}/{try_number or ''}"
+        now = int(datetime.now(UTC).timestamp() * 1000)
+        return NotifyEvent(self.stream_name or dag_id, key, task_id or dag_id, ON_TIME, now, key, "Period", "0",
+                           {}, result)
+
+    def notify(self, context: Any) -> None:
+        settings = delivery.Settings.load()
+        if self.conn_ids is not None or self.timeout is not None:
+            settings = delivery.Settings(timeout=self.timeout or settings.timeout,
+                                         max_message_bytes=settings.max_message_bytes,
+                                         max_backoff=settings.max_backoff,
+                                         conn_ids=self.conn_ids if self.conn_ids is not None else settings.conn_ids)
+        message = build([self.event(context)], int(datetime.now(UTC).timestamp() * 1000))
+        failures = []
+        for url in self.urls:
+            try:
+                delivery.receiver(url, settings).send([message.text])
+            except delivery.ReceiverError as err:
+                failures.append(str(err))
+        if failures:
+            raise delivery.ReceiverError("; ".join(failures))
+        self.log.info("sent notification %s to %d receiver(s)", message.message_id, len(self.urls))
+
+    async def async_notify(self, context: Any) -> None:
+        await asyncio.to_thread(self.notify, context)
