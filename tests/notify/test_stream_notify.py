@@ -224,3 +224,27 @@ def test_on_failure_pause_holds_the_stream_until_delivered(wh, receivers, monkey
     assert len({e["triggerId"] for e in events}) == 3
     box = outbox_of(StreamStore().get("d", "held"))
     assert box.stats()["pending"] == 0 and list(box.directory.glob("0*.json")) == []  # pruned on commit
+
+
+def test_session_and_sliding_streams(wh, receivers):
+    rec = receivers()
+    sql(wh, "CREATE TABLE tb1 (ts TIMESTAMP, col1 INT)")
+    sql(wh, f"""CREATE STREAM sess SESSION(ts, 2m) FROM tb1 NOTIFY('{rec.url}') ON (WINDOW_CLOSE)
+               INTO sess_out AS SELECT _twstart, count(*) n FROM %%trows""")
+    sql(wh, f"""CREATE STREAM sl SLIDING(1m) FROM tb1 NOTIFY('{rec.url}') INTO sl_out AS
+               SELECT _tcurrent_ts, count(*) n FROM %%trows""")
+    sql(wh, """INSERT INTO tb1 VALUES ('2025-01-01 00:00:30', 1) ('2025-01-01 00:01:10', 2)
+               ('2025-01-01 00:05:00', 3) ('2025-01-01 00:06:00', 4) ('2025-01-01 00:20:00', 5)""")
+    runner.run(wh, "d", "sess")
+    sessions = received(rec)
+    # gaps of more than 2 minutes split [00:00:30, 00:01:10], [00:05, 00:06]; 00:20 stays open
+    assert [(brief(e), e["result"]["n"], e["triggerType"]) for e in sessions] == [
+        (("WINDOW_CLOSE", MS0 + 30_000, MS0 + 70_000), 2, "Session"),
+        (("WINDOW_CLOSE", MS0 + 5 * MIN, MS0 + 6 * MIN), 2, "Session")]
+    runner.run(wh, "d", "sl")
+    ticks = received(rec)[len(sessions):]
+    # event time reached 00:20: instants 00:01 .. 00:20, each counting the rows of [previous, current)
+    assert [e["eventTime"] for e in ticks] == [MS0 + k * MIN for k in range(1, 21)]
+    assert {e["eventType"] for e in ticks} == {"ON_TIME"} and {e["triggerType"] for e in ticks} == {"Sliding"}
+    counts = {(e["eventTime"] - MS0) // MIN: e["result"]["n"] for e in ticks}
+    assert counts[1] == 1 and counts[2] == 1 and counts[6] == 1 and counts[7] == 1 and sum(counts.values()) == 4
