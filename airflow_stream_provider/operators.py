@@ -141,6 +141,12 @@ class StreamComputeOperator(_StreamTask, BaseOperator):
         db, name = self._names()
         arguments: dict[str, Any] = {}
         if self.kind == "window":
+            from airflow_stream_provider.streams.store import detector_hosted
+
+            stored = store.get(db, name)
+            if stored.statement.options.low_latency_calc and detector_hosted(stored.state_dir):
+                raise AirflowSkipException("LOW_LATENCY_CALC: the live detector on the stream node computes and "
+                                           "notifies each batch itself; this run only supervises")
             event = context["ti"].xcom_pull(task_ids=self.wait_task) if self.wait_task else None
             if event:
                 arguments = {"upto_batch": event.get("to_batch"), "detect": event.get("status") == "detect"}

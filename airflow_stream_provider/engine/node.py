@@ -1,8 +1,9 @@
 """The stream node: one long-running Spark application serving Spark Connect on 127.0.0.1.
 
 ``airflow-stream node start`` spawns ``python -m airflow_stream_provider.engine.node`` detached,
-with its log, pid and state under ``$AIRFLOW_STREAM_HOME/node/``. The node writes ``status.json``
-every few seconds with the streaming queries it runs (its own and those started over Connect) and
+with its log, pid and state under ``$AIRFLOW_STREAM_HOME/node/``. Every few seconds the node
+starts or stops the live detectors of the window streams (:mod:`.detectors`) and writes
+``status.json`` with the streaming queries it runs (its own and those started over Connect) and
 their last progress, which ``node status`` prints.
 """
 
@@ -249,8 +250,12 @@ def serve(port: int, memory: str | None = None) -> int:
     started = datetime.now(UTC)
     _write_json(node_dir / "node.json", {"pid": os.getpid(), "port": port, "started": started.isoformat()})
     print(f"stream node serving Spark Connect on sc://{HOST}:{port}", flush=True)
+    from airflow_stream_provider.engine.detectors import DetectorHost
+
+    host = DetectorHost(session, log=lambda message: print(message, flush=True))
     try:
         while not stopping:
+            host.reconcile()
             _write_json(node_dir / "status.json", {
                 "reported": datetime.now(UTC).isoformat(),
                 "spark_version": session.version,
@@ -261,6 +266,7 @@ def serve(port: int, memory: str | None = None) -> int:
                 time.sleep(0.1)
     finally:
         print("stream node stopping", flush=True)
+        host.stop_all()
         for query in session.streams.active:
             query.stop()
         session.stop()

@@ -22,7 +22,12 @@ from typing import Any
 from airflow.sdk import BaseNotifier
 
 from airflow_stream_provider.notify import delivery
-from airflow_stream_provider.notify.message import ON_TIME, NotifyEvent, build, json_value
+from airflow_stream_provider.notify.message import (
+    ON_TIME,
+    NotifyEvent,
+    build,
+    json_value,
+)
 
 
 class WebSocketNotifier(BaseNotifier):

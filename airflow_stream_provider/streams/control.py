@@ -126,6 +126,10 @@ def recalculate_statement(warehouse, stmt: m.RecalculateStream, store: StreamSto
         # a backfill takes the runs whose data interval starts in [from, to]: stop short of TO
         backfill = api.create_backfill(dag_id, start_at, end_at - timedelta(microseconds=1))
     except AirflowApiError as err:
+        if err.status == 409:
+            raise StreamError(f"RECALCULATE STREAM: a recalculation of {stored.qualified} is still running "
+                              f"(Airflow runs one backfill of {dag_id} at a time); run it again once that one "
+                              "completes") from None
         if err.status is not None:
             raise StreamError(f"RECALCULATE STREAM: Airflow refused the backfill of {dag_id}: {err}") from None
         report = recalculate(warehouse, stored.db, stored.name, start_at, end_at, store=store)

@@ -526,9 +526,11 @@ def _window_triggers(runtime: StreamRuntime, stored: StoredStream, state: dict, 
                 say("the live detector runs elsewhere (the stream node); reading its events")
     consumed = int(state.get("consumed_batch", -1))
     events = _read_events(str(stored.events_path), consumed, upto_batch)
+    if upto_batch is not None and upto_batch > consumed:
+        update["consumed_batch"] = upto_batch  # batches without events are consumed too
     if events.empty:
         return [], update, events
-    update["consumed_batch"] = int(events["batch_id"].max())
+    update["consumed_batch"] = max(update.get("consumed_batch", -1), int(events["batch_id"].max()))
     return _fired_windows(runtime, events, version), update, events
 
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -108,8 +108,15 @@ def events_stream(df: DataFrame, plan: TriggerPlan, *, timeouts: bool = True) ->
 
 
 def start(spark: SparkSession, plan: TriggerPlan, options: DetectorOptions, *,
-          available_now: bool = False, interval: str = "1 second") -> StreamingQuery:
-    """Start the detector query of ``plan``; with ``available_now`` it stops once caught up."""
+          available_now: bool = False, interval: str = "1 second",
+          after_batch: Callable[[int, bool], None] | None = None) -> StreamingQuery:
+    """Start the detector query of ``plan``; with ``available_now`` it stops once caught up.
+
+    :param after_batch: called with each batch id and whether it had events, once its events are
+        written and before the batch is committed to the checkpoint (LOW_LATENCY_CALC computes
+        there). If it raises, the query fails and the batch is replayed when it starts again;
+        its events are not written twice.
+    """
     timeouts = not available_now and plan.max_delay is not None
     events = events_stream(source(spark, plan, options), plan, timeouts=timeouts)
     app_id = "airflow-stream-detector-" + hashlib.sha1(
@@ -120,17 +127,21 @@ def start(spark: SparkSession, plan: TriggerPlan, options: DetectorOptions, *,
         rows = (batch.withColumn("batch_id", F.lit(batch_id).cast("bigint"))
                 .withColumn("seq", F.monotonically_increasing_id())
                 .withColumn("event_time", F.current_timestamp()))
+        had = True
         if timeouts:
             # MAX_DELAY makes Spark run a batch every trigger interval, mostly without events: those
             # make no commit. The count computes the batch once, into the cache the write reads.
             rows = rows.persist()
             try:
-                if rows.count():
+                had = bool(rows.count())
+                if had:
                     _append(rows, options.events_path, app_id, batch_id)
             finally:
                 rows.unpersist()
         else:
             _append(rows, options.events_path, app_id, batch_id)
+        if after_batch is not None:
+            after_batch(batch_id, had)
 
     writer = (events.writeStream.queryName(f"detector:{plan.stream}")
               .option("checkpointLocation", options.checkpoint).foreachBatch(write))

@@ -111,6 +111,89 @@ def test_connect_path_and_local_path_give_identical_results(running_node, tmp_pa
     assert [(r["tbname"], r["voltage"]) for r in results["local"][0]] == [("d1001", 219), ("d1001", 221)]
 
 
+def test_node_hosts_the_live_detector_of_each_running_window_stream(running_node, spark, monkeypatch):
+    """CREATE STREAM starts its detector on the node, STOP STREAM stops it, START starts it again;
+    a run meanwhile reads the node's events instead of detecting itself."""
+    from airflow_stream_provider.streams import runner
+    from airflow_stream_provider.streams.store import StreamStore, detector_hosted
+    from airflow_stream_provider.triggers import check_windows
+
+    home, _ = running_node
+    monkeypatch.setenv("AIRFLOW_STREAM_HOME", str(home))
+    monkeypatch.setenv("AIRFLOW_STREAM_API_URL", "http://127.0.0.1:9")  # no Airflow here
+    wh = Warehouse(home / "warehouse", spark=spark)
+    list(wh.run("""CREATE DATABASE live; USE live; CREATE TABLE m (ts TIMESTAMP, v DOUBLE);
+                   CREATE STREAM avg1m INTERVAL(1m) SLIDING(1m) FROM m INTO avg_out
+                     AS SELECT _twstart ts, avg(v) a FROM %%trows"""))
+    stored = StreamStore().get("live", "avg1m")
+
+    def detector(status: str, timeout: float = 90) -> dict:
+        deadline = time.monotonic() + timeout
+        report: dict = {}
+        while time.monotonic() < deadline:
+            if stored.detector_path.exists():
+                report = json.loads(stored.detector_path.read_text())
+                if report.get("status") == status:
+                    return report
+            time.sleep(0.5)
+        raise AssertionError(f"detector not {status}: {report}\n{(home / 'node' / 'node.log').read_text()[-3000:]}")
+
+    assert detector("running")["host"] == "node"
+    assert detector_hosted(stored.state_dir)
+    list(wh.run("INSERT INTO m VALUES ('2025-01-01 00:00:10', 1) ('2025-01-01 00:00:50', 3) "
+                "('2025-01-01 00:01:30', 8)"))
+    deadline = time.monotonic() + 90
+    found = None
+    while time.monotonic() < deadline and not (found and found["status"] == "committed"):
+        found = check_windows(str(stored.state_dir), str(home / "warehouse" / "live" / "m"))
+        time.sleep(0.5)
+    assert found and found["status"] == "committed", found  # the node's checkpoint, not a detection request
+    report = runner.run(wh, "live", "avg1m")
+    assert report.written == 1
+    assert [(r["a"],) for r in list(wh.run("SELECT a FROM avg_out"))[-1].table.to_pylist()] == [(2.0,)]
+
+    list(wh.run("STOP STREAM avg1m"))
+    detector("stopped")
+    assert not detector_hosted(stored.state_dir)
+    list(wh.run("START STREAM avg1m"))
+    assert detector("running")["host"] == "node"
+    list(wh.run("DROP STREAM avg1m"))
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and "detector:live.avg1m" in {q["name"] for q in node.status()["queries"]}:
+        time.sleep(0.5)
+    assert "detector:live.avg1m" not in {q["name"] for q in node.status()["queries"]}
+
+
+def test_low_latency_calc_computes_and_notifies_inside_the_node_detector(running_node, spark, monkeypatch,
+                                                                       tmp_path):
+    """LOW_LATENCY_CALC: with no run and no Airflow at all, each closed window is computed, written and
+    notified by the node's detector batch that found it."""
+    from tests.notify.conftest import ReceiverProcess, events_of
+
+    home, _ = running_node
+    monkeypatch.setenv("AIRFLOW_STREAM_HOME", str(home))
+    monkeypatch.setenv("AIRFLOW_STREAM_API_URL", "http://127.0.0.1:9")
+    receiver = ReceiverProcess(tmp_path).start()
+    try:
+        wh = Warehouse(home / "warehouse", spark=spark)
+        list(wh.run(f"""CREATE DATABASE fast; USE fast; CREATE TABLE m (ts TIMESTAMP, v DOUBLE);
+                        CREATE STREAM s INTERVAL(1m) SLIDING(1m) FROM m STREAM_OPTIONS(LOW_LATENCY_CALC)
+                          NOTIFY('{receiver.url}') ON (WINDOW_CLOSE) INTO s_out
+                          AS SELECT _twstart ts, sum(v) total FROM %%trows"""))
+        list(wh.run("INSERT INTO m VALUES ('2025-01-01 00:00:10', 1) ('2025-01-01 00:00:50', 3)"))
+        list(wh.run("INSERT INTO m VALUES ('2025-01-01 00:01:30', 8)"))  # closes [00:00, 00:01)
+        list(wh.run("INSERT INTO m VALUES ('2025-01-01 00:02:01', 2)"))  # closes [00:01, 00:02)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and len(events_of(receiver.messages())) < 2:
+            time.sleep(0.5)
+        events = events_of(receiver.messages())
+        assert [e["result"]["total"] for e in events] == [4.0, 8.0], (home / "node" / "node.log").read_text()[-3000:]
+        totals = sorted(r["total"] for r in list(wh.run("SELECT total FROM s_out"))[-1].table.to_pylist())
+        assert totals == [4.0, 8.0]
+    finally:
+        receiver.stop()
+
+
 def test_status_and_stop_without_a_node(tmp_path):
     shown = cli(tmp_path, "node", "status")
     assert shown.returncode == 3 and shown.stdout.strip() == "stream node: not running"

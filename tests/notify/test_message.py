@@ -9,7 +9,14 @@ from datetime import UTC, datetime
 import jsonschema
 import pytest
 
-from airflow_stream_provider.notify.message import NotifyEvent, build, message_id, pack, validate, window_fields
+from airflow_stream_provider.notify.message import (
+    NotifyEvent,
+    build,
+    message_id,
+    pack,
+    validate,
+    window_fields,
+)
 
 T = datetime(2024, 12, 4, 4, 0, tzinfo=UTC)  # 1733284800000 ms, the reference example's window start
 MS = 1733284800000

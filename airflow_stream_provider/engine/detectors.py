@@ -1,0 +1,188 @@
+"""The live detectors a stream node hosts: one Structured Streaming query per running window stream.
+
+Every few seconds the node reconciles what runs with the streams folder: a window stream that
+exists and is not stopped gets its detector (CREATE STREAM, START STREAM), and a detector whose
+stream was stopped or dropped is stopped (STOP STREAM, DROP STREAM). A detector holds its stream's
+detector lock while it runs, so Airflow tasks read its events instead of detecting themselves;
+a stream whose lock another process holds is left to that process and tried again later.
+
+A ``LOW_LATENCY_CALC`` stream is also computed, written and notified inside each detector batch,
+before the batch commits; its DAG then finds nothing left and only supervises.
+
+Each stream's ``detector.json`` says who hosts its detector, the query's last progress, and the
+last error. A failed query is reported there and started again after a pause, from its checkpoint.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import time
+import traceback
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from airflow_stream_provider.streams.store import StoredStream, StreamStore
+
+#: seconds before a failed detector is started again
+RETRY_AFTER_S = 15.0
+
+
+@dataclass
+class Hosted:
+    stored: StoredStream
+    query: object  # pyspark StreamingQuery
+    lock_fd: int
+    started: str = field(default_factory=lambda: datetime.now(UTC).isoformat())
+
+
+def _take_lock(stored: StoredStream) -> int | None:
+    """The stream's detector lock, held until the returned descriptor is closed (None: held elsewhere)."""
+    stored.state_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(stored.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _report(path: Path, payload: dict) -> None:
+    if not path.parent.exists():  # the stream was dropped
+        return
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(payload, default=str), encoding="utf-8")
+    tmp.replace(path)
+
+
+class DetectorHost:
+    def __init__(self, session, store: StreamStore | None = None, log=print) -> None:  # type: ignore[no-untyped-def]
+        self.session = session
+        self.store = store or StreamStore()
+        self.log = log
+        self.hosted: dict[str, Hosted] = {}
+        self.failed_at: dict[str, float] = {}
+        self._warehouse = None
+
+    @property
+    def warehouse(self):  # type: ignore[no-untyped-def]
+        if self._warehouse is None:
+            from airflow_stream_provider.warehouse import Warehouse
+
+            self._warehouse = Warehouse(spark=self.session)
+        return self._warehouse
+
+    def wanted(self) -> dict[str, StoredStream]:
+        """The window streams that exist and are not stopped."""
+        out = {}
+        for db, name in self.store.names():
+            try:
+                stored = self.store.get(db, name)
+            except Exception as err:  # a definition that no longer parses: not ours to run
+                self.log(f"stream {db}.{name}: cannot read its definition: {err}")
+                continue
+            if stored.statement.trigger.kind != "window":
+                continue
+            if self.store.load_state(db, name).get("stopped"):
+                continue
+            out[stored.qualified] = stored
+        return out
+
+    def reconcile(self) -> None:
+        wanted = self.wanted()
+        for key in list(self.hosted):
+            hosted = self.hosted[key]
+            if key not in wanted or wanted[key].text != hosted.stored.text:
+                self._stop(key, "stopped" if key in wanted or hosted.stored.state_dir.exists() else "dropped")
+            elif hosted.query.exception() is not None or not hosted.query.isActive:
+                self._fail(key, str(hosted.query.exception() or "the query stopped"))
+            else:
+                self._progress(hosted)
+        for key, stored in wanted.items():
+            if key in self.hosted or time.monotonic() - self.failed_at.get(key, -RETRY_AFTER_S) < RETRY_AFTER_S:
+                continue
+            self._start(key, stored)
+
+    def _start(self, key: str, stored: StoredStream) -> None:
+        from airflow_stream_provider.streams import runner
+        from airflow_stream_provider.windows import detector
+
+        fd = _take_lock(stored)
+        if fd is None:
+            return  # a task is detecting right now; try on the next round
+        try:
+            state = self.store.load_state(stored.db, stored.name)
+            with runner.in_database(self.warehouse, stored.db):
+                runtime = runner.StreamRuntime(self.warehouse, stored.statement, stored.db,
+                                               state.get("skip_versions", ()))
+                plan = runner._trigger_plan(runtime)
+            after = self._low_latency(stored) if stored.statement.options.low_latency_calc else None
+            query = detector.start(self.session, plan, runner.detector_options(stored, state), after_batch=after)
+        except Exception as err:
+            os.close(fd)
+            self.failed_at[key] = time.monotonic()
+            _report(stored.detector_path, {"host": "node", "pid": os.getpid(), "status": "failed",
+                                           "error": f"{type(err).__name__}: {err}",
+                                           "at": datetime.now(UTC).isoformat()})
+            self.log(f"stream {key}: the detector did not start: {err}\n{traceback.format_exc()}")
+            return
+        self.hosted[key] = Hosted(stored, query, fd)
+        self.failed_at.pop(key, None)
+        self.log(f"stream {key}: live detector started ({query.id})")
+        self._progress(self.hosted[key])
+
+    def _low_latency(self, stored: StoredStream):  # type: ignore[no-untyped-def]
+        """LOW_LATENCY_CALC: compute, write, notify and commit each batch's windows right in the
+        detector's batch, instead of waiting for the DAG's next run."""
+        from airflow_stream_provider.streams import runner
+
+        def after(batch_id: int, had_events: bool) -> None:
+            if not had_events:  # nothing to compute: the batch is consumed, so no sensor wakes for it
+                runner.commit_progress(stored.db, stored.name, {"consumed_batch": batch_id}, store=self.store)
+                return
+            try:
+                report = runner.run(self.warehouse, stored.db, stored.name, store=self.store, upto_batch=batch_id,
+                                    detect=False)
+            except runner.StreamStopped:
+                return  # STOP STREAM came first; the next reconciliation stops this query
+            if report.triggers:
+                self.log(f"stream {stored.qualified}: batch {batch_id}: {report.summary()}")
+
+        return after
+
+    def _progress(self, hosted: Hosted) -> None:
+        progress = hosted.query.lastProgress
+        _report(hosted.stored.detector_path, {
+            "host": "node", "pid": os.getpid(), "status": "running", "query_id": str(hosted.query.id),
+            "started": hosted.started, "at": datetime.now(UTC).isoformat(),
+            "last_progress": {k: progress.get(k) for k in ("batchId", "numInputRows", "inputRowsPerSecond",
+                                                           "processedRowsPerSecond", "timestamp")}
+            if progress else None})
+
+    def _stop(self, key: str, why: str) -> None:
+        hosted = self.hosted.pop(key)
+        try:
+            hosted.query.stop()
+        finally:
+            os.close(hosted.lock_fd)
+        _report(hosted.stored.detector_path, {"host": None, "status": why, "at": datetime.now(UTC).isoformat()})
+        self.log(f"stream {key}: live detector {why}")
+
+    def _fail(self, key: str, error: str) -> None:
+        hosted = self.hosted.pop(key)
+        try:
+            hosted.query.stop()
+        finally:
+            os.close(hosted.lock_fd)
+        self.failed_at[key] = time.monotonic()
+        _report(hosted.stored.detector_path, {"host": "node", "pid": os.getpid(), "status": "failed",
+                                              "error": error[:2000], "at": datetime.now(UTC).isoformat()})
+        self.log(f"stream {key}: live detector failed, restarting from its checkpoint in {RETRY_AFTER_S:.0f}s: "
+                 f"{error.splitlines()[0] if error else ''}")
+
+    def stop_all(self) -> None:
+        for key in list(self.hosted):
+            self._stop(key, "stopped")

@@ -1,0 +1,107 @@
+"""Airflow on this machine as separate local processes: api-server, scheduler, dag-processor and
+triggerer, with LocalExecutor and a SQLite database in a folder of its own.
+
+The benchmarks and the end-to-end tests run the real components this way; each is started in its
+own process group and stopped by its PID. The DAG folder is the provider's (``dags/streams.py``),
+so every stream of ``AIRFLOW_STREAM_HOME`` is a DAG.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import airflow_stream_provider
+
+AIRFLOW = Path(sys.executable).with_name("airflow")
+COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for(check: Callable[[], Any], timeout: float, what: str, every: float = 1.0) -> Any:
+    """The first truthy value of ``check()``, polled every ``every`` seconds; AssertionError after
+    ``timeout`` seconds, naming ``what``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+class LocalAirflow:
+    def __init__(self, home: Path, stream_home: Path, *, parallelism: int = 4) -> None:
+        self.home = Path(home)
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.env = os.environ | {
+            "AIRFLOW_HOME": str(home), "AIRFLOW_STREAM_HOME": str(stream_home),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(Path(airflow_stream_provider.__file__).parent / "dags"),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False", "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+            "AIRFLOW__CORE__PARALLELISM": str(parallelism),
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
+            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.url}/execution/",
+            "AIRFLOW__API__PORT": str(self.port), "AIRFLOW__API__HOST": "127.0.0.1",
+            "AIRFLOW__API_AUTH__JWT_SECRET": "airflow-stream-local-" + os.urandom(8).hex(),
+            "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+            "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "5",
+            "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "1",
+            "AIRFLOW__TRIGGERER__JOB_HEARTBEAT_SEC": "1",
+            "AIRFLOW_STREAM_API_URL": self.url,
+        }
+        self.processes: dict[str, subprocess.Popen] = {}
+
+    def start(self, timeout: float = 180) -> None:
+        self.home.mkdir(parents=True, exist_ok=True)
+        subprocess.run([str(AIRFLOW), "db", "migrate"], env=self.env, check=True, capture_output=True, timeout=300)
+        for name in COMPONENTS:
+            log = (self.home / f"{name}.log").open("wb")
+            args = [str(AIRFLOW), name] + (["--port", str(self.port)] if name == "api-server" else [])
+            self.processes[name] = subprocess.Popen(args, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+                                                    start_new_session=True)
+        wait_for(self._up, timeout, "the api-server to answer")
+
+    def _up(self) -> bool:
+        for name, proc in self.processes.items():
+            if proc.poll() is not None:
+                raise AssertionError(f"{name} exited with {proc.returncode}:\n{self.log(name)}")
+        try:
+            with urllib.request.urlopen(f"{self.url}/api/v2/monitor/health", timeout=2):
+                return True
+        except OSError:
+            return False
+
+    def log(self, name: str, lines: int = 40) -> str:
+        text = (self.home / f"{name}.log").read_text(errors="replace").splitlines()
+        return "\n".join(text[-lines:])
+
+    def stop(self) -> None:
+        for proc in self.processes.values():
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + 30
+        for proc in self.processes.values():
+            try:
+                proc.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(10)
+
+    def api(self, path: str) -> dict:
+        from airflow_stream_provider.airflow_api import AirflowApi
+
+        return AirflowApi(self.url)._send("GET", path)

@@ -1,0 +1,176 @@
+"""Latency from a row committed to the trigger table to the output row written.
+
+    .venv/bin/python bench/latency.py [--windows 50] [--skip-airflow]
+
+A stream node runs the live detectors. Each sample commits one row whose time falls in the next
+1-minute window, which closes the previous window; the sample waits until that window's result is
+in the output table. Latencies are measured between Delta commit timestamps: the trigger table's
+commit of the row, the event table's commit of the window's WINDOW_CLOSE, and the output table's
+commit of the result.
+
+- LOW_LATENCY_CALC: the node's detector computes, writes and notifies inside its batch.
+- Airflow path: api-server, scheduler, dag-processor and triggerer run locally; the stream's
+  ``@continuous`` DAG waits in the deferrable checkpoint sensor, then runs compute and commit
+  (over Spark Connect to the node).
+- baseline: detection alone (row commit to the event commit), measured in the same runs: the
+  floor under either path.
+
+Targets (2 cores): LOW_LATENCY_CALC p50 ≤ 1.5 s; Airflow path p50 ≤ 5 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+T0 = datetime(2025, 1, 1, tzinfo=UTC)
+
+
+def commit_ms(path: Path, version: int) -> int:
+    from deltalake import DeltaTable
+
+    for entry in DeltaTable(str(path)).history():
+        if entry["version"] == version:
+            return int(entry["timestamp"])
+    raise LookupError(f"{path} has no version {version}")
+
+
+def first_version_with(path: Path, predicate) -> int | None:  # type: ignore[no-untyped-def]
+    """The earliest version of the Delta table at ``path`` whose rows satisfy ``predicate``."""
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    try:
+        table = DeltaTable(str(path))
+    except TableNotFoundError:
+        return None
+    latest = table.version()
+    if not predicate(table.to_pyarrow_table()):
+        return None
+    lo, hi = 0, latest
+    while lo < hi:  # versions only add rows here, so the predicate is monotone
+        mid = (lo + hi) // 2
+        if predicate(DeltaTable(str(path), version=mid).to_pyarrow_table()):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def run_path(wh, home: Path, db: str, windows: int, label: str, timeout: float) -> list[tuple[float, float]]:  # type: ignore[no-untyped-def]
+    """(detection, end-to-end) seconds per window of stream ``db.s`` on ``db.m``."""
+    import pyarrow.compute as pc
+    from deltalake import DeltaTable
+
+    table = home / "warehouse" / db / "m"
+    out = home / "warehouse" / db / "s_out"
+    events = home / "state" / db / "s" / "events"
+    samples = []
+    list(wh.run(f"INSERT INTO {db}.m VALUES ('{(T0 + timedelta(seconds=5)).isoformat()}', 0)"))
+    for i in range(1, windows + 1):
+        at = T0 + timedelta(minutes=i, seconds=5)
+        list(wh.run(f"INSERT INTO {db}.m VALUES ('{at.isoformat()}', {i})"))
+        written = commit_ms(table, DeltaTable(str(table)).version())
+        start = T0 + timedelta(minutes=i - 1)
+
+        def done(arrow, start=start) -> bool:  # type: ignore[no-untyped-def]
+            return arrow.num_rows > 0 and pc.any(pc.equal(arrow.column("ts"), start)).as_py()
+
+        def closed(arrow, start=start) -> bool:  # type: ignore[no-untyped-def]
+            if arrow.num_rows == 0:
+                return False
+            hit = pc.and_(pc.equal(arrow.column("window_start"), start),
+                          pc.equal(arrow.column("event_type"), "WINDOW_CLOSE"))
+            return pc.any(hit).as_py()
+
+        deadline = time.monotonic() + timeout
+        version = None
+        while version is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+            version = first_version_with(out, done)
+        if version is None:
+            raise SystemExit(f"{label}: window {i} produced no output in {timeout:.0f} s")
+        detected = commit_ms(events, first_version_with(events, closed))
+        samples.append(((detected - written) / 1000, (commit_ms(out, version) - written) / 1000))
+        print(f"{label}: window {i}: detected {samples[-1][0]:.2f} s, output {samples[-1][1]:.2f} s", file=sys.stderr)
+    return samples
+
+
+def _dag_known(airflow, dag_id: str) -> bool:  # type: ignore[no-untyped-def]
+    from airflow_stream_provider.airflow_api import AirflowApiError
+
+    try:
+        return not airflow.api(f"/api/v2/dags/{dag_id}")["is_paused"]
+    except AirflowApiError:
+        return False
+
+
+def quantiles(values: list[float]) -> tuple[float, float]:
+    cuts = statistics.quantiles(values, n=100, method="inclusive")
+    return cuts[49], cuts[98]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--windows", type=int, default=50)
+    parser.add_argument("--skip-airflow", action="store_true", help="measure LOW_LATENCY_CALC only")
+    args = parser.parse_args()
+
+    home = Path(tempfile.mkdtemp(prefix="airflow-stream-bench-"))
+    os.environ["AIRFLOW_STREAM_HOME"] = str(home)
+    os.environ.setdefault("AIRFLOW_STREAM_TIMEZONE", "UTC")
+    os.environ["AIRFLOW_STREAM_API_URL"] = "http://127.0.0.1:9"
+    from airflow_stream_provider.engine import node
+    from airflow_stream_provider.engine.session import spark_session
+    from airflow_stream_provider.local_airflow import LocalAirflow, free_port, wait_for
+    from airflow_stream_provider.warehouse import Warehouse
+
+    results = {}
+    info = node.start(free_port())
+    airflow = None
+    try:
+        print(f"stream node at {info.url}; home {home}", file=sys.stderr)
+        wh = Warehouse(spark=spark_session())
+        schema = "CREATE TABLE {db}.m (ts TIMESTAMP, v DOUBLE)"
+        stream = ("CREATE STREAM {db}.s INTERVAL(1m) SLIDING(1m) FROM {db}.m {options} INTO {db}.s_out "
+                  "AS SELECT _twstart ts, sum(v) total FROM %%trows")
+        list(wh.run("CREATE DATABASE fast; " + schema.format(db="fast") + "; "
+                    + stream.format(db="fast", options="STREAM_OPTIONS(LOW_LATENCY_CALC)")))
+        time.sleep(5)  # the node starts the detector
+        results["LOW_LATENCY_CALC"] = run_path(wh, home, "fast", args.windows, "LOW_LATENCY_CALC", 60)
+        list(wh.run("STOP STREAM fast.s"))
+        if not args.skip_airflow:
+            airflow = LocalAirflow(home / "airflow", home)
+            os.environ["AIRFLOW_STREAM_API_URL"] = airflow.url
+            airflow.start()
+            list(wh.run("CREATE DATABASE dag; " + schema.format(db="dag") + "; "
+                        + stream.format(db="dag", options="")))
+            wait_for(lambda: _dag_known(airflow, "stream__dag__s"), 120, "the stream's DAG", every=2)
+            results["Airflow path"] = run_path(wh, home, "dag", args.windows, "Airflow path", 180)
+    finally:
+        if airflow is not None:
+            airflow.stop()
+        node.stop()
+
+    print(f"{args.windows} windows per path; seconds from the row's commit (p50 / p99)")
+    print(f"{'path':<18} {'output p50':>10} {'output p99':>10} {'detect p50':>10} {'vs detection':>12}")
+    for label, samples in results.items():
+        out50, out99 = quantiles([s[1] for s in samples])
+        det50, _ = quantiles([s[0] for s in samples])
+        print(f"{label:<18} {out50:>10.2f} {out99:>10.2f} {det50:>10.2f} {out50 / det50:>11.2f}x")
+    targets = {"LOW_LATENCY_CALC": 1.5, "Airflow path": 5.0}
+    for label, samples in results.items():
+        p50 = quantiles([s[1] for s in samples])[0]
+        verdict = "meets" if p50 <= targets[label] else "misses"
+        print(f"{label} {verdict} the target of p50 ≤ {targets[label]} s ({p50:.2f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
