@@ -119,8 +119,12 @@ class DetectorHost:
                 runtime = runner.StreamRuntime(self.warehouse, stored.statement, stored.db,
                                                state.get("skip_versions", ()))
                 plan = runner._trigger_plan(runtime)
-            after = self._low_latency(stored) if stored.statement.options.low_latency_calc else None
-            query = detector.start(self.session, plan, runner.detector_options(stored, state), after_batch=after)
+            fast = stored.statement.options.low_latency_calc
+            # LOW_LATENCY_CALC: batches start every quarter second rather than every second, and compute
+            # next whole second, and computes in place
+            query = detector.start(self.session, plan, runner.detector_options(stored, state),
+                                   interval="250 milliseconds" if fast else "1 second",
+                                   after_batch=self._low_latency(stored) if fast else None)
         except Exception as err:
             os.close(fd)
             self.failed_at[key] = time.monotonic()
