@@ -120,8 +120,8 @@ class DetectorHost:
                                                state.get("skip_versions", ()))
                 plan = runner._trigger_plan(runtime)
             fast = stored.statement.options.low_latency_calc
-            # LOW_LATENCY_CALC: batches start every quarter second rather than every second, and compute
-            # next whole second, and computes in place
+            # LOW_LATENCY_CALC: batches start every quarter second rather than every second, and the
+            # windows they close are computed in place
             query = detector.start(self.session, plan, runner.detector_options(stored, state),
                                    interval="250 milliseconds" if fast else "1 second",
                                    after_batch=self._low_latency(stored) if fast else None)
