@@ -166,21 +166,22 @@ class DetectorHost:
                                                            "processedRowsPerSecond", "timestamp")}
             if progress else None})
 
-    def _stop(self, key: str, why: str) -> None:
+    def _release(self, key: str) -> Hosted:
+        """Stop the query of ``key`` and let go of its stream's detector lock."""
         hosted = self.hosted.pop(key)
         try:
             hosted.query.stop()
         finally:
             os.close(hosted.lock_fd)
+        return hosted
+
+    def _stop(self, key: str, why: str) -> None:
+        hosted = self._release(key)
         _report(hosted.stored.detector_path, {"host": None, "status": why, "at": datetime.now(UTC).isoformat()})
         self.log(f"stream {key}: live detector {why}")
 
     def _fail(self, key: str, error: str) -> None:
-        hosted = self.hosted.pop(key)
-        try:
-            hosted.query.stop()
-        finally:
-            os.close(hosted.lock_fd)
+        hosted = self._release(key)
         self.failed_at[key] = time.monotonic()
         _report(hosted.stored.detector_path, {"host": "node", "pid": os.getpid(), "status": "failed",
                                               "error": error[:2000], "at": datetime.now(UTC).isoformat()})
