@@ -415,9 +415,10 @@ def commit_progress(db: str, name: str, update: dict, *, store: StreamStore | No
             else:
                 state[key] = value
         committed = dict(state)
-    box = outbox_of(store.get(db, name))
-    if box is not None:  # what every receiver has is not needed to rebuild this progress any more
-        box.prune()
+    if store.exists(db, name):
+        box = outbox_of(store.get(db, name))
+        if box is not None:  # what every receiver has is not needed to rebuild this progress any more
+            box.prune()
     return committed
 
 
