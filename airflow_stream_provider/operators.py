@@ -91,7 +91,7 @@ class StreamCheckpointSensor(_StreamSensor):
     (or, with no live detector, until the trigger table changed). Deferrable by default."""
 
     def __init__(self, *, stream: str, home: str | None = None, table: str | None = None,
-                 poll_interval: float = 1.0, deferrable: bool = True, **kwargs: Any) -> None:
+                 poll_interval: float = 0.5, deferrable: bool = True, **kwargs: Any) -> None:
         super().__init__(stream=stream, home=home, poll_interval=poll_interval, deferrable=deferrable, **kwargs)
         self.table = table
 

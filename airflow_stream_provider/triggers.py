@@ -118,7 +118,7 @@ def max_event_time(table: str | Path, ts_column: str) -> datetime | None:
 class CheckpointCommitTrigger(BaseTrigger):
     """Waits for new window events of a stream (see the module's text)."""
 
-    def __init__(self, state_dir: str, table: str | None = None, poll_interval: float = 1.0) -> None:
+    def __init__(self, state_dir: str, table: str | None = None, poll_interval: float = 0.5) -> None:
         super().__init__()
         self.state_dir = str(state_dir)
         self.table = str(table) if table is not None else None

@@ -156,6 +156,7 @@ def main() -> int:
     finally:
         if airflow is not None:
             airflow.stop()
+        spark_session().stop()  # the Connect client's threads would keep this process alive
         node.stop()
 
     print(f"{args.windows} windows per path; seconds from the row's commit (p50 / p99)")

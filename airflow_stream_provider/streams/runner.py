@@ -335,6 +335,8 @@ def _run(warehouse, stored: StoredStream, state: dict, store: StreamStore, *, no
         update["outputs"] = merged.get("outputs", {})
     if runtime.notes is not None:
         _queue_notifications(runtime, stored, fired, events, report)
+    if fired and runtime.compute is not None:
+        update["computed"] = len(fired)
     report.progress = update
     if commit:
         if stored.statement.notify is not None:
@@ -410,6 +412,8 @@ def commit_progress(db: str, name: str, update: dict, *, store: StreamStore | No
             if key in ("consumed_batch", "detected_version", "last_version") and state.get(key) is not None \
                     and value is not None:
                 state[key] = max(state[key], value)
+            elif key == "computed":  # a count: each run adds its own
+                state[key] = int(state.get(key, 0)) + int(value)
             elif key == "last_fired" and state.get(key):
                 state[key] = max(state[key], value, key=datetime.fromisoformat)
             else:

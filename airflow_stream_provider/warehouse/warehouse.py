@@ -89,7 +89,8 @@ class Warehouse:
         if handler is None:
             raise WarehouseError(
                 f"{statement.kind} is not run by `airflow-stream sql` yet; it runs table statements, queries "
-                "and CREATE/DROP/START/STOP/RECALCULATE STREAM (CREATE DATABASE/STABLE/TABLE, INSERT, DELETE, DROP, SELECT, USE)")
+                "and CREATE/DROP/START/STOP/RECALCULATE STREAM and SHOW STREAMS (CREATE DATABASE/STABLE/TABLE, "
+                "INSERT, DELETE, DROP, SELECT, USE)")
         return handler(self, statement)
 
     @property
@@ -480,7 +481,14 @@ _HANDLERS: dict[type, Callable[[Warehouse, m.Statement], Result]] = {
     m.StopStream: lambda wh, stmt: _control().stop(wh, stmt),
     m.StartStream: lambda wh, stmt: _control().start(wh, stmt),
     m.RecalculateStream: lambda wh, stmt: _control().recalculate_statement(wh, stmt),
+    m.ShowStreams: lambda wh, stmt: _status().show_streams(wh, stmt),
 }  # type: ignore[dict-item]
+
+
+def _status():  # type: ignore[no-untyped-def]
+    from airflow_stream_provider.streams import status
+
+    return status
 
 
 def _control():  # type: ignore[no-untyped-def]

@@ -220,6 +220,3 @@ def test_unknown_database_and_missing_use(tmp_path, spark):
         list(warehouse.run("USE powr"))
 
 
-def test_stream_statements_not_run_yet_are_refused_by_name(wh):
-    with pytest.raises(WarehouseError, match="SHOW STREAMS is not run by `airflow-stream sql` yet"):
-        list(wh.run("SHOW STREAMS"))

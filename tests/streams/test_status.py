@@ -1,0 +1,58 @@
+"""SHOW [db.]STREAMS on real streams: every figure worked out by hand from the rows written."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from airflow_stream_provider.streams import runner
+from airflow_stream_provider.streams.store import StreamStore
+from airflow_stream_provider.warehouse import Warehouse
+from airflow_stream_provider.warehouse.catalog import WarehouseError
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture
+def wh(spark, tmp_path, monkeypatch):
+    monkeypatch.setenv("AIRFLOW_STREAM_HOME", str(tmp_path))
+    monkeypatch.setenv("AIRFLOW_STREAM_API_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("AIRFLOW_STREAM_NOTIFY_CONN_IDS", "none")
+    wh = Warehouse(tmp_path / "warehouse", spark=spark)
+    list(wh.run("CREATE DATABASE d; USE d; CREATE DATABASE other"))
+    return wh
+
+
+def test_show_streams_reports_state_progress_windows_and_notifications(wh):
+    list(wh.run("""CREATE TABLE m (ts TIMESTAMP, v DOUBLE);
+        CREATE STREAM s1 INTERVAL(1m) SLIDING(1m) FROM m NOTIFY('ws://127.0.0.1:9/nobody') ON (WINDOW_OPEN|WINDOW_CLOSE)
+          INTO s1_out AS SELECT _twstart ts, sum(v) t FROM %%trows;
+        CREATE STREAM s2 COUNT_WINDOW(2) FROM m INTO s2_out AS SELECT _twstart ts, count(*) n FROM %%trows;
+        CREATE STREAM other.s3 PERIOD(1h) INTO other.s3_out AS SELECT cast(_tlocaltime / 1000000 AS timestamp) ts,
+          count(*) n FROM d.m"""))
+    list(wh.run("INSERT INTO m VALUES ('2025-01-01 00:00:10', 1) ('2025-01-01 00:00:50', 3) "
+                "('2025-01-01 00:01:30', 8) ('2025-01-01 00:02:40', 2)"))
+    runner.run(wh, "d", "s1")
+    list(wh.run("STOP STREAM s2"))
+    result = list(wh.run("SHOW STREAMS"))[-1]
+    assert result.message == "2 streams in d"
+    rows = {r["stream_name"]: r for r in result.table.to_pylist()}
+    s1, s2 = rows["s1"], rows["s2"]
+    # s1: windows [00:00], [00:01] closed and [00:02] open; two computed; 5 events dropped (no receiver)
+    assert (s1["status"], s1["trigger"], s1["windows_opened"], s1["windows_closed"], s1["computations"]) == (
+        "running", "INTERVAL(1m) SLIDING(1m)", 3, 2, 2)
+    assert s1["progress"] == datetime(2025, 1, 1, 0, 2, tzinfo=UTC)  # the end of the last closed window
+    assert s1["lag_s"] == 40.0  # the latest row, 00:02:40, is 40 s past it
+    assert (s1["notify_sent"], s1["notify_dropped"], s1["notify_pending"]) == (0, 5, 0)
+    assert "ConnectionRefused" in s1["last_error"]
+    assert s1["create_time"] <= datetime.now(UTC)
+    assert (s2["status"], s2["computations"], s2["windows_closed"], s2["progress"]) == ("stopped", 0, 0, None)
+    other = list(wh.run("SHOW other.STREAMS"))[-1].table.to_pylist()
+    assert [(r["stream_name"], r["db_name"], r["trigger"]) for r in other] == [("s3", "other", "PERIOD(1h)")]
+    with pytest.raises(WarehouseError, match="does not exist"):
+        list(wh.run("SHOW nowhere.STREAMS"))
+    list(wh.run("RECALCULATE STREAM s1 FROM '2025-01-01 00:00:00' TO '2025-01-01 00:02:00'"))
+    again = {r["stream_name"]: r for r in list(wh.run("SHOW STREAMS"))[-1].table.to_pylist()}["s1"]
+    assert (again["recalculations"], again["recalc_ratio"]) == (1, 1.0)  # two windows redone of two computed
+    assert StreamStore().load_state("d", "s1")["computed"] == 2
