@@ -104,14 +104,60 @@ def stream_status(warehouse, stored: StoredStream, store: StreamStore) -> dict: 
     }
 
 
+def streams_table(warehouse, db: str | None = None, store: StreamStore | None = None) -> pa.Table:  # type: ignore[no-untyped-def]
+    """One row per stream (of ``db``, or of every database), with :data:`COLUMNS`."""
+    store = store or StreamStore()
+    rows = [stream_status(warehouse, store.get(d, n), store) for d, n in store.names(db)]
+    return pa.table({name: pa.array([r[name] for r in rows], kind) for name, kind in COLUMNS})
+
+
+def ins_streams(warehouse) -> pa.Table:  # type: ignore[no-untyped-def]
+    """``information_schema.ins_streams``: SHOW STREAMS of every database."""
+    return streams_table(warehouse)
+
+
+#: (column, Arrow type) of an ``information_schema.ins_stream_tasks`` row
+TASK_COLUMNS = (
+    ("stream_name", pa.string()),
+    ("db_name", pa.string()),
+    ("task", pa.string()),  # detector, dag, recalc_dag
+    ("runs_in", pa.string()),  # the stream node, a task, Airflow
+    ("status", pa.string()),
+    ("detail", pa.string()),
+)
+
+
+def ins_stream_tasks(warehouse, store: StreamStore | None = None) -> pa.Table:  # type: ignore[no-untyped-def]
+    """``information_schema.ins_stream_tasks``: what executes each stream: its live detector (window
+    triggers) and its Airflow DAGs."""
+    from airflow_stream_provider.airflow_api import stream_dag_ids
+
+    store = store or StreamStore()
+    rows = []
+    for db, name in store.names():
+        stored = store.get(db, name)
+        stopped = bool(store.load_state(db, name).get("stopped"))
+        main, recalc = stream_dag_ids(db, name)
+        if stored.statement.trigger.kind == "window":
+            det = _detector(stored)
+            hosted = det.get("host") == "node" and det.get("status") == "running"
+            progress = det.get("last_progress") or {}
+            detail = det.get("error") if det.get("status") == "failed" else (
+                f"batch {progress.get('batchId')}, {progress.get('numInputRows')} rows" if progress else None)
+            rows.append((name, db, "detector", "stream node" if hosted else "compute task",
+                         "stopped" if stopped else det.get("status") or "on demand", detail))
+        rows.append((name, db, "dag", "Airflow", "paused" if stopped else "active", main))
+        if not isinstance(stored.statement.trigger, m.PeriodTrigger):
+            rows.append((name, db, "recalc_dag", "Airflow", "paused" if stopped else "active", recalc))
+    return pa.table({col: pa.array([r[i] for r in rows], kind) for i, (col, kind) in enumerate(TASK_COLUMNS)})
+
+
 def show_streams(warehouse, stmt: m.ShowStreams, store: StreamStore | None = None):  # type: ignore[no-untyped-def]
     from airflow_stream_provider.warehouse.warehouse import Result
 
-    store = store or StreamStore()
     db = stmt.db.lower() if stmt.db else warehouse.database
     if stmt.db:
         warehouse.catalog.precision(db)  # the database must exist
-    rows = [stream_status(warehouse, store.get(d, n), store) for d, n in store.names(db)]
-    table = pa.table({name: pa.array([r[name] for r in rows], kind) for name, kind in COLUMNS})
+    table = streams_table(warehouse, db, store)
     where = f" in {db}" if db else ""
-    return Result(stmt, f"{len(rows)} stream{'s' if len(rows) != 1 else ''}{where}", table)
+    return Result(stmt, f"{table.num_rows} stream{'s' if table.num_rows != 1 else ''}{where}", table)

@@ -357,6 +357,18 @@ class Warehouse:
         table = self.query(stmt.query)
         return Result(stmt, f"{table.num_rows} row{'s' if table.num_rows != 1 else ''}", table=table)
 
+    def _system_view(self, name: str) -> str:
+        """A temporary view holding ``information_schema.<name>`` as it is now."""
+        from airflow_stream_provider.streams import status
+
+        tables = {"ins_streams": status.ins_streams, "ins_stream_tasks": status.ins_stream_tasks}
+        if name not in tables:
+            raise WarehouseError(f"information_schema.{name} does not exist; the system tables are "
+                                 + ", ".join(sorted(tables)))
+        view = f"__information_schema_{name}"
+        self.spark.createDataFrame(tables[name](self)).createOrReplaceTempView(view)
+        return view
+
     def spark_sql(self, query: m.SqlExpression) -> str:
         """The Spark SQL of a TDengine query, its tables resolved to the Delta tables they live in."""
         translate, _, _ = self._translator(query.tree)
@@ -374,13 +386,18 @@ class Warehouse:
 
         ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
         resolved: dict[tuple[str, str], TableInfo | SubTable] = {}
+        system: dict[str, str] = {}
         for node in tree.find_all(exp.Table):
-            if node.name.lower() not in ctes and not is_path_table(node):
+            if (node.db or "").lower() == INFORMATION_SCHEMA:
+                system[node.name.lower()] = self._system_view(node.name.lower())
+            elif node.name.lower() not in ctes and not is_path_table(node):
                 name = m.TableName(node.name, node.db or None)
                 db = self.database_of(name)
                 resolved[(db, name.name.lower())] = self.catalog.resolve(name, db)
 
         def table_ref(node: exp.Table) -> exp.Expr:
+            if (node.db or "").lower() == INFORMATION_SCHEMA:
+                return exp.to_table(system[node.name.lower()]).as_(node.alias or node.name)
             found = resolved.get(((node.db or self.database or "").lower(), node.name.lower()))
             if found is None:
                 return node
@@ -464,6 +481,8 @@ def _coerce(value: m.Value, column: Column, label: str, ctx: TimeContext, what: 
     except BadValue as err:
         raise WarehouseError(f"{label}: {what} {column.name} ({column.dtype}): {err}") from None
 
+
+INFORMATION_SCHEMA = "information_schema"
 
 _HANDLERS: dict[type, Callable[[Warehouse, m.Statement], Result]] = {
     m.CreateDatabase: Warehouse._create_database,

@@ -56,3 +56,22 @@ def test_show_streams_reports_state_progress_windows_and_notifications(wh):
     again = {r["stream_name"]: r for r in list(wh.run("SHOW STREAMS"))[-1].table.to_pylist()}["s1"]
     assert (again["recalculations"], again["recalc_ratio"]) == (1, 1.0)  # two windows redone of two computed
     assert StreamStore().load_state("d", "s1")["computed"] == 2
+
+
+def test_information_schema_tables_answer_select(wh):
+    list(wh.run("""CREATE TABLE m (ts TIMESTAMP, v DOUBLE);
+        CREATE STREAM s1 INTERVAL(1m) SLIDING(1m) FROM m INTO s1_out AS SELECT _twstart ts, sum(v) t FROM %%trows;
+        CREATE STREAM other.tick PERIOD(1h) INTO other.tick_out AS
+          SELECT cast(_tlocaltime / 1000000 AS timestamp) ts, count(*) n FROM d.m;
+        STOP STREAM other.tick"""))
+    rows = list(wh.run("SELECT db_name, stream_name, status FROM information_schema.ins_streams "
+                       "ORDER BY db_name"))[-1].table.to_pylist()
+    assert rows == [{"db_name": "d", "stream_name": "s1", "status": "running"},
+                    {"db_name": "other", "stream_name": "tick", "status": "stopped"}]
+    tasks = list(wh.run("SELECT stream_name, task, runs_in, status, detail FROM information_schema.`ins_stream_tasks` t "
+                        "WHERE t.stream_name = 's1' ORDER BY task"))[-1].table.to_pylist()
+    assert [(r["task"], r["runs_in"], r["status"]) for r in tasks] == [
+        ("dag", "Airflow", "active"), ("detector", "compute task", "on demand"), ("recalc_dag", "Airflow", "active")]
+    assert tasks[0]["detail"] == "stream__d__s1"
+    with pytest.raises(WarehouseError, match="information_schema.ins_tables does not exist; the system tables"):
+        list(wh.run("SELECT * FROM information_schema.ins_tables"))
