@@ -9,6 +9,7 @@ point and started again writes the same rows once.
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -348,8 +349,6 @@ def _run(warehouse, stored: StoredStream, state: dict, store: StreamStore, *, no
 def notify_patience() -> float:
     """How long a run outside Airflow retries an ON_FAILURE_PAUSE receiver before it stops and
     leaves the messages waiting (``AIRFLOW_STREAM_NOTIFY_PAUSE_SECONDS``, default 60)."""
-    import os
-
     return float(os.environ.get("AIRFLOW_STREAM_NOTIFY_PAUSE_SECONDS") or 60)
 
 
@@ -403,7 +402,8 @@ def _compute_all(runtime: StreamRuntime, fired: list[Fired], report: RunReport, 
 
 def commit_progress(db: str, name: str, update: dict, *, store: StreamStore | None = None) -> dict:
     """Record a run's progress. Batch and instant marks only move forward, so a late or repeated
-    commit never rewinds a stream."""
+    commit never rewinds a stream; ``computed`` is added to the stream's count. Then the outbox
+    lets go of the messages every receiver has."""
     from airflow_stream_provider.streams.notify import outbox_of
 
     store = store or StreamStore()
