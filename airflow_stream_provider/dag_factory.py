@@ -4,9 +4,9 @@ Every stream in the streams folder (``$AIRFLOW_STREAM_HOME/streams``) becomes:
 
 - ``stream__<db>__<name>``: PERIOD streams run on a :class:`PeriodTimetable` (``compute >>
   commit``); SLIDING streams on a :class:`SlidingTimetable` (``wait_for_event_time >> compute >>
-  commit``); window streams run continuously (``wait_for_windows >> compute >> commit``, one run
-  at a time), the sensor deferring to the triggerer between windows. A stream with NOTIFY has a
-  ``notify`` task before ``commit``;
+  commit``); window streams run continuously (``compute >> commit``, one run at a time),
+  ``compute`` deferring to the triggerer until the detector commits new batches. A stream with
+  NOTIFY has a ``notify`` task before ``commit``;
 - ``stream__<db>__<name>__recalc`` (all but PERIOD streams): a :class:`RecalcTimetable` over event
   time whose runs come only from backfills, each recalculating its slice.
 
@@ -30,8 +30,6 @@ from airflow_stream_provider.operators import (
     COMPUTE_TASK,
     NOTIFY_TASK,
     WAIT_EVENT_TIME_TASK,
-    WAIT_TASK,
-    StreamCheckpointSensor,
     StreamCommitOperator,
     StreamComputeOperator,
     StreamEventTimeSensor,
@@ -91,15 +89,13 @@ def stream_dags(stored: StoredStream, state: dict, home: Path) -> list[DAG]:
              is_paused_upon_creation=paused, doc_md=_doc(stored, kind, state), tags=_tags(stored),
              description=f"{trig} stream {stored.qualified}", default_args=retry) as dag:
         compute_args = {**common, "kind": kind}
+        wait = None
         if kind == "window":
-            wait = StreamCheckpointSensor(task_id=WAIT_TASK, table=table_path, retries=RETRIES, **common)
-            compute_args["wait_task"] = WAIT_TASK
+            compute_args.update(wait=True, table=table_path)
         elif kind == "sliding":
             watermark = stmt.options.watermark.to_timedelta().total_seconds() if stmt.options.watermark else 0.0
             wait = StreamEventTimeSensor(task_id=WAIT_EVENT_TIME_TASK, table=table_path or "", ts_column=ts_column,
                                          watermark_s=watermark, retries=RETRIES, **common)
-        else:
-            wait = None
         compute = StreamComputeOperator(task_id=COMPUTE_TASK, **compute_args)
         commit = StreamCommitOperator(task_id="commit", **common)
         if wait is not None:

@@ -1,8 +1,8 @@
 """The tasks of a stream's DAGs: sensors that wait in the triggerer, and the compute, commit and
 recalculation steps. Each task calls the same functions as ``airflow-stream run``.
 
-A window DAG run is ``wait_for_windows >> compute [>> notify] >> commit``. ``compute`` writes the
-results of the batches the sensor reported (upserts by key), queues their notifications in the
+A window DAG run is ``compute [>> notify] >> commit``. ``compute`` waits in the triggerer for the
+detector's next batches, writes their results (upserts by key), queues their notifications in the
 stream's outbox and returns what it consumed; ``notify`` delivers the outbox; ``commit`` records
 the progress. A task killed and retried anywhere recomputes the same batches into the same rows
 and queues no event twice, so nothing is lost or duplicated, and a resent message keeps its id.
@@ -118,38 +118,68 @@ class StreamEventTimeSensor(_StreamSensor):
 
 
 class StreamComputeOperator(_StreamTask, BaseOperator):
-    """Computes and writes what fired: the batches the sensor reported (window triggers), the
+    """Computes and writes what fired: the batches the detector committed (window triggers), the
     run's instant (PERIOD), or the SLIDING instants the event time passed. Returns the progress to
-    commit."""
+    commit.
+
+    A window stream's compute waits itself (``wait=True``, the DAGs' way): it checks once, then
+    defers to :class:`CheckpointCommitTrigger` and computes when it resumes, which spares the
+    scheduling of a separate sensor task. With ``wait_task`` it takes the event a
+    :class:`StreamCheckpointSensor` returned instead.
+    """
 
     ui_color = "#e8f1fb"
 
     def __init__(self, *, stream: str, kind: str, home: str | None = None, wait_task: str | None = None,
-                 **kwargs: Any) -> None:
+                 wait: bool = False, table: str | None = None, poll_interval: float = 0.5, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if kind not in ("window", "period", "sliding"):
             raise ValueError(f"kind must be window, period or sliding, not {kind!r}")
+        if wait and (kind != "window" or wait_task):
+            raise ValueError("wait=True is for window streams without a wait_task")
         self._init_stream(stream, home)
         self.kind = kind
         self.wait_task = wait_task
+        self.wait = wait
+        self.table = table
+        self.poll_interval = poll_interval
 
     def execute(self, context: Any) -> dict:
+        event = None
+        if self.kind == "window":
+            self._skip_if_computed_by_node()
+            if self.wait:
+                trigger = CheckpointCommitTrigger(str(self._store().state_dir(*self._names())), self.table,
+                                                  self.poll_interval)
+                event = trigger.check()
+                if event is None:
+                    self.defer(trigger=trigger, method_name="execute_complete")
+            elif self.wait_task:
+                event = context["ti"].xcom_pull(task_ids=self.wait_task)
+        return self._compute(context, event)
+
+    def execute_complete(self, context: Any, event: dict) -> dict:
+        self.log.info("stream %s: %s", self.stream, event)
+        self._skip_if_computed_by_node()
+        return self._compute(context, event)
+
+    def _skip_if_computed_by_node(self) -> None:
+        from airflow_stream_provider.streams.store import detector_hosted
+
+        stored = self._store().get(*self._names())
+        if stored.statement.options.low_latency_calc and detector_hosted(stored.state_dir):
+            raise AirflowSkipException("LOW_LATENCY_CALC: the live detector on the stream node computes and "
+                                       "notifies each batch itself; this run only supervises")
+
+    def _compute(self, context: Any, event: dict | None) -> dict:
         from airflow_stream_provider.streams.runner import StreamStopped, run
         from airflow_stream_provider.warehouse.warehouse import Warehouse
 
         store = self._store()
         db, name = self._names()
         arguments: dict[str, Any] = {}
-        if self.kind == "window":
-            from airflow_stream_provider.streams.store import detector_hosted
-
-            stored = store.get(db, name)
-            if stored.statement.options.low_latency_calc and detector_hosted(stored.state_dir):
-                raise AirflowSkipException("LOW_LATENCY_CALC: the live detector on the stream node computes and "
-                                           "notifies each batch itself; this run only supervises")
-            event = context["ti"].xcom_pull(task_ids=self.wait_task) if self.wait_task else None
-            if event:
-                arguments = {"upto_batch": event.get("to_batch"), "detect": event.get("status") == "detect"}
+        if self.kind == "window" and event:
+            arguments = {"upto_batch": event.get("to_batch"), "detect": event.get("status") == "detect"}
         elif self.kind == "period":
             arguments = {"at": utc_datetime(context["data_interval_end"])}
         try:
