@@ -22,7 +22,6 @@ from airflow.sdk.exceptions import AirflowSkipException
 from airflow_stream_provider.timetables import utc_datetime
 from airflow_stream_provider.triggers import CheckpointCommitTrigger, EventTimeTrigger
 
-WAIT_TASK = "wait_for_windows"
 WAIT_EVENT_TIME_TASK = "wait_for_event_time"
 COMPUTE_TASK = "compute"
 NOTIFY_TASK = "notify"
