@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -66,11 +67,10 @@ class WebSocketNotifier(BaseNotifier):
 
     def notify(self, context: Any) -> None:
         settings = delivery.Settings.load()
-        if self.conn_ids is not None or self.timeout is not None:
-            settings = delivery.Settings(timeout=self.timeout or settings.timeout,
-                                         max_message_bytes=settings.max_message_bytes,
-                                         max_backoff=settings.max_backoff,
-                                         conn_ids=self.conn_ids if self.conn_ids is not None else settings.conn_ids)
+        if self.conn_ids is not None:
+            settings = replace(settings, conn_ids=self.conn_ids)
+        if self.timeout is not None:
+            settings = replace(settings, timeout=self.timeout)
         message = build([self.event(context)], int(datetime.now(UTC).timestamp() * 1000))
         failures = []
         for url in self.urls:

@@ -96,21 +96,21 @@ def build(events: Sequence[NotifyEvent], timestamp_ms: int) -> Message:
 def pack(events: Sequence[NotifyEvent], timestamp_ms: int, max_bytes: int = MAX_MESSAGE_BYTES) -> list[Message]:
     """Messages of at most ``max_bytes`` holding ``events`` in order. An event too large to share
     a message is sent alone, whatever its size."""
+    empty = len(build([], timestamp_ms).text)
     batches: list[list[NotifyEvent]] = []
     batch: list[NotifyEvent] = []
-    size = len(build([], timestamp_ms).text)
+    size = empty
     streams: set[str] = set()
     for ev in events:
         ev_size = len(json.dumps(ev.to_json(), ensure_ascii=False, separators=(",", ":")).encode("utf-8")) + 1
-        if ev.stream not in streams:
-            ev_size += len(ev.stream.encode("utf-8")) + 32  # the stream's wrapper object
-        if batch and size + ev_size > max_bytes:
+        wrapper = len(ev.stream.encode("utf-8")) + 32  # the stream's {"streamName", "events"} object
+        if batch and size + ev_size + (0 if ev.stream in streams else wrapper) > max_bytes:
             batches.append(batch)
-            batch, size, streams = [], len(build([], timestamp_ms).text), set()
-            ev_size = len(json.dumps(ev.to_json(), ensure_ascii=False, separators=(",", ":")).encode("utf-8")) \
-                + len(ev.stream.encode("utf-8")) + 33
+            batch, size, streams = [], empty, set()
+        if ev.stream not in streams:
+            size += wrapper
+            streams.add(ev.stream)
         batch.append(ev)
-        streams.add(ev.stream)
         size += ev_size
     if batch:
         batches.append(batch)

@@ -92,12 +92,12 @@ class Outbox:
         if not events:
             return []
         with self._locked():
-            waiting = {key for path in self._files() for key in self._read(path)["keys"]}
+            files = self._files()
+            waiting = {key for path in files for key in self._read(path)["keys"]}
             fresh = [ev for ev in events if f"{ev.stream}/{ev.key}" not in waiting]
             if not fresh:
                 return []
             state = self._state()
-            files = self._files()
             seq = max(state["next_seq"], int(files[-1].stem) + 1 if files else 1)
             stamp = now_ms if now_ms is not None else int(datetime.now(UTC).timestamp() * 1000)
             added = []
@@ -157,11 +157,11 @@ class Outbox:
             return {"sent": 0, "dropped": 0, "pending": 0, "last_error": None}
         with self._locked():
             state = self._state()
-            files = self._files()
+            events = {int(p.stem): self._read(p)["events"] for p in self._files()}
             pending = 0
             for url in self.targets:
                 through = state["targets"][url]["through"]
-                pending += sum(self._read(p)["events"] for p in files if int(p.stem) > through)
+                pending += sum(n for seq, n in events.items() if seq > through)
             targets = [state["targets"][u] for u in self.targets]
             errors = sorted((t for t in targets if t["last_error_at"]), key=lambda t: t["last_error_at"])
             return {"sent": sum(t["sent_events"] for t in targets),

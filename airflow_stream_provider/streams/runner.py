@@ -206,6 +206,10 @@ class StreamRuntime:
 
     # --- triggers -> values ---------------------------------------------------------------------
 
+    def group_key(self, values: dict) -> tuple:
+        """The PARTITION BY values of a group, in order, from its %%1.. placeholder values."""
+        return tuple(values.get(f"%%{j}") for j in range(1, len(self.group_columns) + 1))
+
     def group_values(self, keys: dict | tuple) -> dict:
         """%%1.., %%tbname of a group given as {column: value} or a tuple in PARTITION BY order."""
         if isinstance(keys, dict):
@@ -363,9 +367,8 @@ def _queue_notifications(runtime: StreamRuntime, stored: StoredStream, fired: li
     if events is not None:
         if events.empty:
             return
-        groups = {str(g): runtime.group_values(json.loads(k)) for g, k in zip(events["group_id"], events["group_keys"])}
-        names = table_names(runtime, {g: tuple(v.get(f"%%{j}") for j in range(1, len(runtime.group_columns) + 1))
-                                      for g, v in groups.items()})
+        names = table_names(runtime, {str(g): runtime.group_key(runtime.group_values(json.loads(k)))
+                                      for g, k in zip(events["group_id"], events["group_keys"])})
         notes.add_windows(events, {f.source: f.idx for f in fired}, names)
     else:
         names = table_names(runtime, {f.group_id: f.group for f in fired})
@@ -583,8 +586,7 @@ def _fired_windows(runtime: StreamRuntime, events: pd.DataFrame, version: int | 
                   "_twrownum": None if pd.isna(ev.row_count) else int(ev.row_count),
                   "_tlocaltime": _nanos(ev.event_time.to_pydatetime()),
                   TROWS_FROM: start, TROWS_TO: end, **group}
-        fired.append(Fired(i, values, version=version, group=tuple(group.get(f"%%{j}") for j in
-                                                                   range(1, len(runtime.group_columns) + 1)),
+        fired.append(Fired(i, values, version=version, group=runtime.group_key(group),
                            group_id=str(ev.group_id), trigger_id=ev.trigger_id, source=int(pos)))
     return fired
 

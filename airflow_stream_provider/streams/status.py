@@ -15,6 +15,7 @@ import pyarrow as pa
 
 from airflow_stream_provider import model as m
 from airflow_stream_provider.streams.store import StoredStream, StreamStore
+from airflow_stream_provider.warehouse.catalog import SubTable
 
 #: (column, Arrow type) of a SHOW STREAMS row
 COLUMNS = (
@@ -77,7 +78,7 @@ def stream_status(warehouse, stored: StoredStream, store: StreamStore) -> dict: 
     if stmt.trigger_table is not None and progress is not None and not isinstance(stmt.trigger, m.PeriodTrigger):
         info = warehouse.catalog.resolve(stmt.trigger_table, (stmt.trigger_table.db or stored.db).lower(),
                                          "trigger table")
-        table = info.stable if hasattr(info, "stable") else info
+        table = info.stable if isinstance(info, SubTable) else info
         latest = max_event_time(table.path, table.timestamp_column)
         if latest is not None:
             lag = max(0.0, (latest - progress).total_seconds())
