@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from airflow_stream_provider.exceptions import StreamDefinitionError
+from airflow_stream_provider.progress import Console
 
 
 def _read_input(args: argparse.Namespace) -> tuple[str, str]:
@@ -63,7 +64,10 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_selfcheck(args: argparse.Namespace) -> int:
-    from airflow_stream_provider.engine.session import DeltaJarsMissing, delta_round_trip
+    from airflow_stream_provider.engine.session import (
+        DeltaJarsMissing,
+        delta_round_trip,
+    )
 
     try:
         rows = delta_round_trip()
@@ -151,8 +155,7 @@ def cmd_load(args: argparse.Namespace) -> int:
         print(f"error: name the table with its database, as in power.meters (found {args.table!r})", file=sys.stderr)
         return 2
 
-    def progress(message: str) -> None:
-        print(message, file=sys.stderr, flush=True)
+    progress = Console()
 
     try:
         report = load(Warehouse(), Path(args.file), TableName(name, db), batch_rows=args.batch_rows,
@@ -213,8 +216,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 2
     warehouse = Warehouse(database=db)
 
-    def progress(message: str) -> None:
-        print(message, file=sys.stderr, flush=True)
+    progress = Console()
 
     try:
         report = runner.run(warehouse, db, name, progress=progress)
@@ -236,6 +238,15 @@ def cmd_receive(args: argparse.Namespace) -> int:
     from airflow_stream_provider.notify import receiver
 
     return receiver.main(args.host, args.port, args.out, args.quiet, args.json, args.tls_cert, args.tls_key)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from airflow_stream_provider import demo
+
+    if args.meters < 1 or args.duration < 0:
+        print("error: --meters must be at least 1 and --duration at least 0", file=sys.stderr)
+        return 2
+    return demo.main(args.home, args.duration, args.port, args.meters, args.drain)
 
 
 def _uptime(seconds: float) -> str:
@@ -293,6 +304,19 @@ def build_parser() -> argparse.ArgumentParser:
     receive.add_argument("--tls-cert", help="serve wss:// with this certificate (PEM)")
     receive.add_argument("--tls-key", help="the certificate's private key (PEM)")
     receive.set_defaults(func=cmd_receive)
+    demo = sub.add_parser("demo", help="run the stream node, Airflow and a receiver over simulated smart meters",
+                          description="Start the stream node, Airflow standalone and a WebSocket receiver; create "
+                                      "simulated smart meters and six streams over them; write live readings and "
+                                      "print notifications. Stops on Ctrl-C or after --duration.")
+    demo.add_argument("--duration", type=float, default=600,
+                      help="seconds of live readings (default 600; 0: until Ctrl-C)")
+    demo.add_argument("--home", default=".demo", help="folder for everything the demo makes, emptied at start "
+                                                      "(default .demo)")
+    demo.add_argument("--port", type=int, help="the Airflow UI's port (default 8080, or a free one)")
+    demo.add_argument("--meters", type=int, default=5, help="simulated meters (default 5)")
+    demo.add_argument("--drain", type=float, default=90,
+                      help="seconds to let the streams finish after writing stops (default 90)")
+    demo.set_defaults(func=cmd_demo)
     return parser
 
 

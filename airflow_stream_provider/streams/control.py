@@ -108,20 +108,31 @@ def recalculate_statement(warehouse, stmt: m.RecalculateStream, store: StreamSto
     store = store or StreamStore()
     db = warehouse.database_of(stmt.name)
     stored = store.get(db, stmt.name.name)
-    trigger = stored.statement.trigger
-    if isinstance(trigger, m.PeriodTrigger):
-        raise StreamError(f"RECALCULATE STREAM: {stored.qualified} has a PERIOD trigger; scheduled triggers "
-                          "are not recalculated (reference: manual recalculation is not supported for PERIOD)")
     now = datetime.now(UTC)
     start_at = stmt.start.resolve(now)
-    if stmt.end is None and isinstance(trigger, m.CountWindow):
+    if stmt.end is None and isinstance(stored.statement.trigger, m.CountWindow):
         raise StreamError(f"RECALCULATE STREAM: {stored.qualified} has a COUNT_WINDOW trigger, which needs both "
                           "FROM and TO")
     end_at = stmt.end.resolve(now) if stmt.end is not None else progress_time(stored) or now
+    try:
+        return Result(stmt, create_recalculation(stored, start_at, end_at, api or AirflowApi()))
+    except AirflowApiError as err:
+        if err.status is not None:
+            raise StreamError(f"RECALCULATE STREAM: Airflow refused the backfill: {err}") from None
+        report = recalculate(warehouse, stored.db, stored.name, start_at, end_at, store=store)
+        return Result(stmt, f"recalculated here, Airflow not being reachable ({err}): {report.summary()}")
+
+
+def create_recalculation(stored, start_at: datetime, end_at: datetime, api: AirflowApi) -> str:  # type: ignore[no-untyped-def]
+    """Create the backfill of ``stored``'s recalculation DAG over ``[start_at, end_at)``; say what
+    was created. StreamError when the range or the stream does not allow it, or a recalculation
+    still runs; AirflowApiError when Airflow refuses or cannot be reached."""
+    if isinstance(stored.statement.trigger, m.PeriodTrigger):
+        raise StreamError(f"RECALCULATE STREAM: {stored.qualified} has a PERIOD trigger; scheduled triggers "
+                          "are not recalculated (reference: manual recalculation is not supported for PERIOD)")
     if end_at <= start_at:
         raise StreamError(f"RECALCULATE STREAM: TO ({end_at.isoformat()}) must be after FROM ({start_at.isoformat()})")
     dag_id = stream_dag_ids(stored.db, stored.name)[1]
-    api = api or AirflowApi()
     try:
         # a backfill takes the runs whose data interval starts in [from, to]: stop short of TO
         backfill = api.create_backfill(dag_id, start_at, end_at - timedelta(microseconds=1))
@@ -130,12 +141,8 @@ def recalculate_statement(warehouse, stmt: m.RecalculateStream, store: StreamSto
             raise StreamError(f"RECALCULATE STREAM: a recalculation of {stored.qualified} is still running "
                               f"(Airflow runs one backfill of {dag_id} at a time); run it again once that one "
                               "completes") from None
-        if err.status is not None:
-            raise StreamError(f"RECALCULATE STREAM: Airflow refused the backfill of {dag_id}: {err}") from None
-        report = recalculate(warehouse, stored.db, stored.name, start_at, end_at, store=store)
-        return Result(stmt, f"recalculated here, Airflow not being reachable ({err}): {report.summary()}")
-    return Result(stmt, f"backfill {backfill.get('id')} of {dag_id} created over "
-                        f"[{start_at.isoformat()}, {end_at.isoformat()}]")
+        raise
+    return f"backfill {backfill.get('id')} of {dag_id} created over [{start_at.isoformat()}, {end_at.isoformat()}]"
 
 
 def progress_time(stored) -> datetime | None:  # type: ignore[no-untyped-def]
@@ -221,7 +228,8 @@ def _recalculate(warehouse, stored, start: datetime, end: datetime, *, batched: 
         fired = _sliding_instants(runtime, rows, start, end, version)
     report.triggers = len(fired)
     say(f"recalculating {len(fired)} trigger(s)")
-    runner._compute_all(runtime, fired, report, batched=batched, say=say)
+    runner._compute_all(runtime, fired, report, batched=batched, say=say, stored=stored,
+                        what=f"recalculation of {stored.qualified}")
     if runtime.notes is not None:
         from airflow_stream_provider.streams.notify import deliver
 

@@ -9,6 +9,7 @@ point and started again writes the same rows once.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -29,8 +30,10 @@ from airflow_stream_provider.exceptions import (
     StreamError,
     did_you_mean,
 )
+from airflow_stream_provider.progress import Progress
 from airflow_stream_provider.sql.dialect import StreamPlaceholder
 from airflow_stream_provider.streams import output as out
+from airflow_stream_provider.streams import status
 from airflow_stream_provider.streams.compute import (
     IDX,
     TIMESTAMPS,
@@ -50,6 +53,7 @@ from airflow_stream_provider.streams.store import (
 )
 from airflow_stream_provider.warehouse.catalog import (
     TBNAME,
+    Catalog,
     Column,
     SubTable,
     TableInfo,
@@ -60,6 +64,8 @@ from airflow_stream_provider.windows.trigger import epoch_micros as _micros
 
 #: fired triggers computed and written together
 BATCH = 20_000
+#: the most triggers computed in one job without reporting progress
+STEP = 2_000
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -331,7 +337,10 @@ def _run(warehouse, stored: StoredStream, state: dict, store: StreamStore, *, no
     report.triggers = len(fired)
     if fired:
         say(f"{len(fired)} trigger(s) fired; computing")
-    _compute_all(runtime, fired, report, batched=batched, say=say)
+    history = stored.statement.options.fill_history is not None and trigger.kind == "window" \
+        and state.get("consumed_batch") is None
+    _compute_all(runtime, fired, report, batched=batched, say=say, stored=stored,
+                 what=f"{'history fill' if history else 'compute'} of {stored.qualified}")
     if runtime.outputs:
         update["outputs"] = {**state.get("outputs", {}), **runtime.outputs}
     if stored.statement.options.delete_output_table:
@@ -394,13 +403,22 @@ def table_names(runtime: StreamRuntime, groups: dict[str, tuple]) -> dict[str, s
 
 
 def _compute_all(runtime: StreamRuntime, fired: list[Fired], report: RunReport, *, batched: bool,
-                 say: Callable[[str], None]) -> None:
+                 say: Callable[[str], None], what: str, stored: StoredStream | None = None) -> None:
+    """Compute and write ``fired`` in Spark jobs of at most :data:`BATCH` triggers. Work of more
+    than :data:`STEP` triggers goes in about ten jobs, so that its progress (triggers done, %, ETA)
+    is reported to ``say`` and, with ``stored``, recorded in the stream's ``progress.json``."""
     if not fired or runtime.compute is None:
         return
-    for i in range(0, len(fired), BATCH):
-        _compute_and_write(runtime, fired[i:i + BATCH], report, batched=batched)
-        if len(fired) > BATCH:
-            say(f"computed {min(i + BATCH, len(fired))} of {len(fired)} triggers")
+    step = min(BATCH, max(STEP, -(-len(fired) // 10)))
+    tracked = len(fired) > step
+    progress = Progress(what, len(fired), "triggers", say,
+                        path=stored.progress_path if stored is not None and tracked else None) if tracked else None
+    for i in range(0, len(fired), step):
+        _compute_and_write(runtime, fired[i:i + step], report, batched=batched)
+        if progress is not None:
+            progress.advance(len(fired[i:i + step]))
+    if progress is not None:
+        progress.finish()
 
 
 def commit_progress(db: str, name: str, update: dict, *, store: StreamStore | None = None) -> dict:
@@ -423,9 +441,14 @@ def commit_progress(db: str, name: str, update: dict, *, store: StreamStore | No
                 state[key] = value
         committed = dict(state)
     if store.exists(db, name):
-        box = outbox_of(store.get(db, name))
+        stored = store.get(db, name)
+        box = outbox_of(stored)
         if box is not None:  # what every receiver has is not needed to rebuild this progress any more
             box.prune()
+        try:
+            status.record_sample(Catalog(config.warehouse()), stored, committed)
+        except (OSError, WarehouseError) as err:  # the chart misses a point; the progress is committed
+            logging.getLogger(__name__).warning("stream %s: no lag sample: %s", stored.qualified, err)
     return committed
 
 

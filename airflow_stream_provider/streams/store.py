@@ -55,6 +55,11 @@ class StoredStream:
         return self.state_dir / "detector.lock"
 
     @property
+    def progress_path(self) -> Path:
+        """The progress of the stream's latest long computation (``progress.json``)."""
+        return self.state_dir / "progress.json"
+
+    @property
     def detector_path(self) -> Path:
         """What the process hosting the live detector reports (``detector.json``)."""
         return self.state_dir / "detector.json"

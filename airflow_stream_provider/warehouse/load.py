@@ -19,9 +19,16 @@ import pyarrow.compute as pc
 from airflow_stream_provider import config
 from airflow_stream_provider.exceptions import did_you_mean
 from airflow_stream_provider.model import TableName
+from airflow_stream_provider.progress import Progress
 from airflow_stream_provider.sql.timeparse import parse_timestamp
 from airflow_stream_provider.warehouse import writer
-from airflow_stream_provider.warehouse.catalog import TBNAME, Column, SubTable, TableInfo, WarehouseError
+from airflow_stream_provider.warehouse.catalog import (
+    TBNAME,
+    Column,
+    SubTable,
+    TableInfo,
+    WarehouseError,
+)
 from airflow_stream_provider.warehouse.types import arrow_type
 
 READ_ROWS = 262_144
@@ -192,6 +199,7 @@ def load(
     say(f"{path.name}: {total:,} rows checked against {found.qualified}")
 
     converter = _Converter(info, sub, label, path.name)
+    done = Progress(f"{path.name} into {found.qualified}", total, "rows", say)
     pending: list[pa.Table] = []
     pending_rows = written = commits = 0
 
@@ -206,7 +214,7 @@ def load(
         written += rows.num_rows
         commits += 1
         pending, pending_rows = [], 0
-        say(f"{path.name}: {written:,} of {total:,} rows committed")
+        done.advance(rows.num_rows)
 
     for batch in _batches(path, label):  # pass 2: commit
         converted = converter.convert(batch)
@@ -219,6 +227,7 @@ def load(
             if pending_rows >= batch_rows:
                 flush()
     flush()
+    done.finish()
     return LoadReport(found.qualified, written, time.perf_counter() - started, commits)
 
 
