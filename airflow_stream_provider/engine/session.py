@@ -124,8 +124,13 @@ def spark_session() -> SparkSession:
         return local_session()
     # The Connect builder itself, not pyspark.sql's dispatcher: that one refuses a remote session in a
     # process that also holds a local one, and switches later local builders to Connect mode.
+    from pyspark import SparkContext
     from pyspark.sql.connect.session import SparkSession as RemoteSparkSession
 
+    if SparkContext._active_spark_context is None:
+        # pyspark.sql.functions build Connect columns only in Connect mode; a process without a
+        # local session (a task, the CLI) is in it from here on
+        os.environ.setdefault("SPARK_CONNECT_MODE_ENABLED", "1")
     return RemoteSparkSession.builder.remote(url).getOrCreate()
 
 
