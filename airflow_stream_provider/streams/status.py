@@ -9,7 +9,7 @@ latest event time from Delta's file statistics for the lag. Nothing here starts 
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import UTC, datetime
 
 import pyarrow as pa
 
@@ -56,11 +56,68 @@ def _detector(stored: StoredStream) -> dict:
         return {}
 
 
+#: lag samples kept per stream (``samples.jsonl``), for the Streams page's chart
+SAMPLES_KEPT = 2_000
+
+
+def _trigger_latest(catalog, stored: StoredStream) -> datetime | None:  # type: ignore[no-untyped-def]
+    """The trigger table's latest event time, from Delta's file statistics."""
+    from airflow_stream_provider.triggers import max_event_time
+
+    stmt = stored.statement
+    if stmt.trigger_table is None:
+        return None
+    info = catalog.resolve(stmt.trigger_table, (stmt.trigger_table.db or stored.db).lower(), "trigger table")
+    table = info.stable if isinstance(info, SubTable) else info
+    return max_event_time(table.path, table.timestamp_column)
+
+
+def record_sample(catalog, stored: StoredStream, state: dict) -> None:  # type: ignore[no-untyped-def]
+    """Append the stream's progress and lag now to its ``samples.jsonl`` (window and SLIDING
+    streams; the lag of a PERIOD stream is not defined). Progress comes from the event table's
+    file statistics, so a sample costs two reads of Delta logs, not of data."""
+    from airflow_stream_provider.triggers import max_event_time
+
+    trigger = stored.statement.trigger
+    if isinstance(trigger, m.PeriodTrigger):
+        return
+    if isinstance(trigger, m.SlidingTrigger):
+        marks = [datetime.fromisoformat(g["last"]) for g in state.get("sliding", {}).values() if g.get("last")]
+        progress = max(marks) if marks else None
+    else:
+        progress = max_event_time(stored.events_path, "window_end")
+    latest = _trigger_latest(catalog, stored)
+    lag = max(0.0, (latest - progress).total_seconds()) if latest and progress else None
+    path = stored.state_dir / "samples.jsonl"
+    line = json.dumps({"at": datetime.now(UTC).isoformat(), "progress": progress.isoformat() if progress else None,
+                       "lag_s": lag, "computed": int(state.get("computed", 0))})
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write(line + "\n")
+    if path.stat().st_size > SAMPLES_KEPT * 2 * len(line):
+        kept = path.read_text(encoding="utf-8").splitlines()[-SAMPLES_KEPT:]
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text("\n".join(kept) + "\n", encoding="utf-8")
+        tmp.replace(path)
+
+
+def samples(stored: StoredStream, limit: int = 500) -> list[dict]:
+    """The latest ``limit`` lag samples of a stream, oldest first."""
+    try:
+        lines = (stored.state_dir / "samples.jsonl").read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return []
+    out = []
+    for line in lines[-limit:]:
+        try:
+            out.append(json.loads(line))
+        except ValueError:  # a line cut short by a crash
+            continue
+    return out
+
+
 def stream_status(warehouse, stored: StoredStream, store: StreamStore) -> dict:  # type: ignore[no-untyped-def]
     from airflow_stream_provider.streams.control import progress_time
     from airflow_stream_provider.streams.notify import outbox_of
-    from airflow_stream_provider.triggers import max_event_time
-
     stmt = stored.statement
     state = store.load_state(stored.db, stored.name)
     detector = _detector(stored)
@@ -75,11 +132,8 @@ def stream_status(warehouse, stored: StoredStream, store: StreamStore) -> dict: 
     else:
         progress = progress_time(stored)
     lag = None
-    if stmt.trigger_table is not None and progress is not None and not isinstance(stmt.trigger, m.PeriodTrigger):
-        info = warehouse.catalog.resolve(stmt.trigger_table, (stmt.trigger_table.db or stored.db).lower(),
-                                         "trigger table")
-        table = info.stable if isinstance(info, SubTable) else info
-        latest = max_event_time(table.path, table.timestamp_column)
+    if progress is not None and not isinstance(stmt.trigger, m.PeriodTrigger):
+        latest = _trigger_latest(warehouse.catalog, stored)
         if latest is not None:
             lag = max(0.0, (latest - progress).total_seconds())
     if state.get("stopped"):
