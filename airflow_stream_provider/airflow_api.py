@@ -36,13 +36,13 @@ def stream_dag_ids(db: str, name: str) -> tuple[str, str]:
 
 class AirflowApi:
     def __init__(self, url: str | None = None, username: str | None = None, password: str | None = None,
-                 timeout: float = 10.0) -> None:
+                 timeout: float = 10.0, token: str | None = None) -> None:
         section = config.settings().get("airflow", {})
         self.url = (url or os.environ.get("AIRFLOW_STREAM_API_URL") or section.get("url") or DEFAULT_URL).rstrip("/")
         self.username = username or os.environ.get("AIRFLOW_STREAM_API_USER") or section.get("username")
         self.password = password or os.environ.get("AIRFLOW_STREAM_API_PASSWORD") or section.get("password")
         self.timeout = timeout
-        self._token: str | None = None
+        self._token: str | None = token  # a caller's own JWT, used as it is
 
     def _send(self, method: str, path: str, body: dict | None = None, *, auth: bool = True) -> dict:
         data = json.dumps(body).encode() if body is not None else None

@@ -1,0 +1,206 @@
+"""The "Streams" page of the Airflow UI: a FastAPI app the plugin mounts on the api-server at
+``/streams``, shown in Airflow's navigation as an external view.
+
+Every route requires an Airflow user, exactly as Airflow's own API does: a JWT in the
+``Authorization: Bearer`` header or in the ``_token`` cookie that Airflow's UI sets at login (the
+page is same-origin, so the browser sends it). Plugin apps are served without authentication by
+default; here an anonymous request gets 401 and a bad token 403. Reading needs read access to the
+stream's DAG; Recalculate needs permission to create runs of its recalculation DAG, and creates
+the backfill through Airflow's REST API with the caller's own token.
+
+Nothing here starts Spark: the figures come from each stream's files (see
+:mod:`airflow_stream_provider.streams.status`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi.responses import FileResponse, JSONResponse
+from pydantic import BaseModel
+
+STATIC = Path(__file__).with_name("static")
+ASSETS = {"streams.js": "text/javascript", "streams.css": "text/css"}
+RECENT_EVENTS = 50
+
+
+async def current_user(request: Request) -> Any:
+    """The Airflow user of the request, by Airflow's own rule (401 without credentials, 403 with a
+    bad token)."""
+    from airflow.api_fastapi.core_api.security import get_user
+    from fastapi.security import HTTPAuthorizationCredentials
+
+    header = request.headers.get("authorization", "")
+    scheme, _, credentials = header.partition(" ")
+    bearer = HTTPAuthorizationCredentials(scheme=scheme, credentials=credentials) if credentials else None
+    return await get_user(request, None, bearer)
+
+
+User = Annotated[Any, Depends(current_user)]
+
+
+def _authorize(user: Any, dag_id: str, method: str, run: bool = False) -> None:
+    from airflow.api_fastapi.app import get_auth_manager
+    from airflow.api_fastapi.auth.managers.models.resource_details import (
+        DagAccessEntity,
+        DagDetails,
+    )
+
+    allowed = get_auth_manager().is_authorized_dag(
+        method=method, access_entity=DagAccessEntity.RUN if run else None, details=DagDetails(id=dag_id), user=user)
+    if not allowed:
+        raise HTTPException(403, f"{user.get_name()} may not {'run' if run else 'read'} {dag_id}")
+
+
+def _json(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).isoformat()
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return value
+
+
+def _stream(db: str, name: str):  # type: ignore[no-untyped-def]
+    from airflow_stream_provider.exceptions import StreamError
+    from airflow_stream_provider.streams.store import StreamStore
+
+    store = StreamStore()
+    try:
+        return store, store.get(db.lower(), name.lower())
+    except StreamError as err:
+        raise HTTPException(404, str(err)) from None
+
+
+def _rows(db: str | None = None) -> list[dict]:
+    from airflow_stream_provider.streams.status import streams_table
+    from airflow_stream_provider.warehouse import Warehouse
+
+    return [{k: _json(v) for k, v in row.items()} for row in streams_table(Warehouse(), db).to_pylist()]
+
+
+def _events(stored) -> tuple[list[dict], list[dict]]:  # type: ignore[no-untyped-def]
+    """The latest window events, newest first, and closed windows per minute of window end."""
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    try:
+        table = DeltaTable(str(stored.events_path)).to_pyarrow_table(
+            columns=["event_type", "trigger_type", "group_keys", "window_start", "window_end", "row_count",
+                     "trigger_id"])
+    except TableNotFoundError:
+        return [], []
+    frame = table.to_pandas()
+    if frame.empty:
+        return [], []
+    frame = frame.sort_values(["window_end", "window_start"], ascending=False, na_position="last")
+    recent = [{k: _json(v.to_pydatetime() if hasattr(v, "to_pydatetime") else v) for k, v in row.items()}
+              for row in frame.head(RECENT_EVENTS).to_dict("records")]
+    for row in recent:
+        if row.get("row_count") is not None:
+            row["row_count"] = int(row["row_count"])
+    closed = frame[frame["event_type"] == "WINDOW_CLOSE"].dropna(subset=["window_end"])
+    per_minute = closed.groupby(closed["window_end"].dt.floor("min")).size()
+    series = [{"at": _json(at.to_pydatetime()), "windows": int(n)} for at, n in per_minute.items()]
+    return recent, series
+
+
+class RecalculateBody(BaseModel):
+    start: datetime
+    end: datetime
+
+
+def create_app() -> FastAPI:
+    app = FastAPI(title="Streams", description="TDengine-style streams run by airflow-stream-provider",
+                  docs_url=None, redoc_url=None, openapi_url=None)
+
+    @app.get("/", include_in_schema=False)
+    async def page(user: User) -> FileResponse:
+        return FileResponse(STATIC / "streams.html", media_type="text/html", headers={"Cache-Control": "no-store"})
+
+    @app.get("/assets/{name}", include_in_schema=False)
+    async def asset(name: str, user: User) -> FileResponse:
+        if name not in ASSETS:
+            raise HTTPException(404, f"no asset {name}")
+        return FileResponse(STATIC / name, media_type=ASSETS[name])
+
+    @app.get("/api/streams")
+    async def streams(user: User, db: str | None = None) -> JSONResponse:
+        from airflow_stream_provider.airflow_api import stream_dag_ids
+
+        rows = await asyncio.to_thread(_rows, db)
+        visible = []
+        for row in rows:
+            try:
+                _authorize(user, stream_dag_ids(row["db_name"], row["stream_name"])[0], "GET")
+            except HTTPException:
+                continue
+            visible.append(row)
+        return JSONResponse({"streams": visible, "at": datetime.now(UTC).isoformat()})
+
+    @app.get("/api/streams/{db}/{name}")
+    async def stream(db: str, name: str, user: User) -> JSONResponse:
+        from airflow_stream_provider import model as m
+        from airflow_stream_provider import progress
+        from airflow_stream_provider.airflow_api import stream_dag_ids
+        from airflow_stream_provider.streams.status import samples, stream_status
+        from airflow_stream_provider.warehouse import Warehouse
+
+        store, stored = _stream(db, name)
+        main, recalc = stream_dag_ids(stored.db, stored.name)
+        _authorize(user, main, "GET")
+        row = await asyncio.to_thread(stream_status, Warehouse(), stored, store)
+        recent, windows = await asyncio.to_thread(_events, stored)
+        return JSONResponse({
+            "stream": {k: _json(v) for k, v in row.items()},
+            "sql": stored.text,
+            "dag_id": main,
+            "recalc_dag_id": None if isinstance(stored.statement.trigger, m.PeriodTrigger) else recalc,
+            "events": recent,
+            "windows": windows,
+            "lag": await asyncio.to_thread(samples, stored),
+            "progress": progress.read(stored.progress_path),
+        })
+
+    @app.post("/api/streams/{db}/{name}/recalculate")
+    async def recalculate(db: str, name: str, body: RecalculateBody, request: Request, user: User) -> JSONResponse:
+        from airflow_stream_provider.airflow_api import (
+            AirflowApi,
+            AirflowApiError,
+            stream_dag_ids,
+        )
+        from airflow_stream_provider.exceptions import StreamError
+        from airflow_stream_provider.streams.control import create_recalculation
+
+        _store, stored = _stream(db, name)
+        start, end = (t if t.tzinfo else t.replace(tzinfo=UTC) for t in (body.start, body.end))
+        _authorize(user, stream_dag_ids(stored.db, stored.name)[1], "POST", run=True)
+        token = _token(request)
+        root = str(request.base_url).rstrip("/")
+        root = root[: -len(request.scope.get("root_path", ""))] if request.scope.get("root_path") else root
+        api = AirflowApi(url=root, token=token)
+        try:
+            message = await asyncio.to_thread(create_recalculation, stored, start, end, api)
+        except StreamError as err:
+            raise HTTPException(409 if "still running" in str(err) else 400, str(err)) from None
+        except AirflowApiError as err:
+            raise HTTPException(502, str(err)) from None
+        return JSONResponse({"message": message})
+
+    return app
+
+
+def _token(request: Request) -> str:
+    from airflow.api_fastapi.auth.managers.base_auth_manager import (
+        COOKIE_NAME_JWT_TOKEN,
+    )
+
+    header = request.headers.get("authorization", "")
+    if header.lower().startswith("bearer "):
+        return header[7:]
+    return request.cookies.get(COOKIE_NAME_JWT_TOKEN, "")
+

@@ -1,0 +1,175 @@
+// The Streams page: the list of streams and a page per stream, refreshed every 5 s.
+// Every request is relative to this page and carries Airflow's session cookie (same origin).
+"use strict";
+
+const REFRESH_MS = 5000;
+let timer = null;
+
+const $ = (sel) => document.querySelector(sel);
+const esc = (v) => String(v ?? "").replace(/[&<>"']/g, (c) => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}[c]));
+const time = (iso) => (iso ? iso.replace("T", " ").replace(/(\.\d{3})\d*/, "$1").replace("+00:00", "Z") : "-");
+const num = (v) => (v === null || v === undefined ? "-" : Number(v).toLocaleString());
+const secs = (v) => (v === null || v === undefined ? "-" : v < 120 ? `${v.toFixed(1)} s` : `${(v / 60).toFixed(1)} min`);
+
+async function getJson(path, options) {
+  const response = await fetch(path, {credentials: "same-origin", ...options});
+  const body = await response.json().catch(() => ({}));
+  if (!response.ok) {
+    const detail = Array.isArray(body.detail) ? body.detail.map((d) => `${(d.loc || []).slice(-1)[0]}: ${d.msg}`).join("; ") : body.detail;
+    throw new Error(detail || `HTTP ${response.status}`);
+  }
+  return body;
+}
+
+function showError(err) {
+  const box = $("#error");
+  box.hidden = !err;
+  box.textContent = err ? `Could not load: ${err.message}` : "";
+}
+
+function route() {
+  const match = location.hash.match(/^#\/([^/]+)\/([^/]+)$/);
+  return match ? {db: decodeURIComponent(match[1]), name: decodeURIComponent(match[2])} : null;
+}
+
+async function refresh() {
+  clearTimeout(timer);
+  const target = route();
+  $("#list-view").hidden = !!target;
+  $("#detail-view").hidden = !target;
+  $("#crumb").textContent = target ? ` / ${target.db}.${target.name}` : "";
+  try {
+    if (target) {
+      await renderStream(target.db, target.name);
+    } else {
+      await renderList();
+    }
+    showError(null);
+    $("#updated").textContent = `updated ${new Date().toLocaleTimeString()}`;
+  } catch (err) {
+    showError(err);
+  }
+  timer = setTimeout(refresh, REFRESH_MS);
+}
+
+async function renderList() {
+  const data = await getJson("api/streams");
+  const rows = data.streams.map((s) => `
+    <tr data-stream="${esc(s.db_name)}.${esc(s.stream_name)}">
+      <td><a href="#/${encodeURIComponent(s.db_name)}/${encodeURIComponent(s.stream_name)}">${esc(s.db_name)}.${esc(s.stream_name)}</a></td>
+      <td><span class="status ${esc(s.status)}">${esc(s.status)}</span></td>
+      <td>${esc(s.trigger)}</td>
+      <td>${time(s.progress)}</td>
+      <td class="num">${secs(s.lag_s)}</td>
+      <td class="num">${num(s.windows_opened)} / ${num(s.windows_closed)}</td>
+      <td class="num" data-col="computations">${num(s.computations)}</td>
+      <td class="num">${num(s.recalculations)}${s.recalc_ratio !== null ? ` (${(s.recalc_ratio * 100).toFixed(1)}%)` : ""}</td>
+      <td class="num">${num(s.notify_sent)} / ${num(s.notify_dropped)} / ${num(s.notify_pending)}</td>
+      <td class="error">${esc(s.last_error)}</td>
+    </tr>`);
+  $("#streams tbody").innerHTML = rows.join("");
+  $("#empty").hidden = data.streams.length > 0;
+}
+
+function card(key, value) {
+  return `<div class="card"><div class="k">${esc(key)}</div><div class="v">${value}</div></div>`;
+}
+
+async function renderStream(db, name) {
+  const data = await getJson(`api/streams/${encodeURIComponent(db)}/${encodeURIComponent(name)}`);
+  const s = data.stream;
+  $("#cards").innerHTML = [
+    card("status", `<span class="status ${esc(s.status)}">${esc(s.status)}</span>`),
+    card("trigger", esc(s.trigger)),
+    card("created", time(s.create_time)),
+    card("progress", time(s.progress)),
+    card("lag", secs(s.lag_s)),
+    card("windows opened / closed", `${num(s.windows_opened)} / ${num(s.windows_closed)}`),
+    card("computations", num(s.computations)),
+    card("recalculations", num(s.recalculations)),
+    card("notifications sent / dropped / pending", `${num(s.notify_sent)} / ${num(s.notify_dropped)} / ${num(s.notify_pending)}`),
+    card("DAG", `<a href="../dags/${encodeURIComponent(data.dag_id)}" target="_top">${esc(data.dag_id)}</a>`),
+  ].join("") + (s.last_error ? `<p class="error" data-testid="last-error">${esc(s.last_error)}</p>` : "");
+  $("#sql").textContent = data.sql;
+  renderProgress(data.progress);
+  lineChart($("#lag-chart"), data.lag.filter((p) => p.lag_s !== null).map((p) => [Date.parse(p.at), p.lag_s]));
+  barChart($("#windows-chart"), data.windows.map((p) => [Date.parse(p.at), p.windows]));
+  $("#events tbody").innerHTML = data.events.map((e) => `
+    <tr><td>${esc(e.event_type)}</td><td>${esc(e.group_keys)}</td><td>${time(e.window_start)}</td>
+        <td>${time(e.window_end)}</td><td class="num">${num(e.row_count)}</td><td>${esc(e.trigger_id)}</td></tr>`).join("");
+  const form = $("#recalculate");
+  form.hidden = !data.recalc_dag_id;
+  $("#recalc-note").textContent = data.recalc_dag_id
+    ? `Creates a backfill of ${data.recalc_dag_id} over [from, to): the windows that start in it are computed again from the table as it is now.`
+    : "PERIOD streams are not recalculated.";
+  form.dataset.db = db;
+  form.dataset.name = name;
+}
+
+function renderProgress(p) {
+  const box = $("#progress");
+  const recent = p && (!p.finished || Date.now() - Date.parse(p.updated) < 10 * 60 * 1000);
+  box.hidden = !recent;
+  if (!recent) return;
+  box.querySelector(".fill").style.width = `${(p.fraction * 100).toFixed(1)}%`;
+  box.querySelector(".label").textContent = p.line;
+}
+
+function scale(points, w, h) {
+  const xs = points.map((p) => p[0]);
+  const ys = points.map((p) => p[1]);
+  const x0 = Math.min(...xs), x1 = Math.max(...xs), y1 = Math.max(1, ...ys);
+  return {
+    x: (x) => (x1 === x0 ? w / 2 : ((x - x0) / (x1 - x0)) * (w - 40) + 30),
+    y: (y) => h - 16 - (y / y1) * (h - 30),
+    y1, x0, x1,
+  };
+}
+
+function axes(svg, s, w, h) {
+  return `<text x="2" y="12">${s.y1.toFixed(s.y1 < 10 ? 1 : 0)}</text><text x="2" y="${h - 16}">0</text>` +
+    `<text x="30" y="${h - 2}">${new Date(s.x0).toLocaleTimeString()}</text>` +
+    `<text x="${w - 70}" y="${h - 2}">${new Date(s.x1).toLocaleTimeString()}</text>`;
+}
+
+function lineChart(svg, points) {
+  const w = 480, h = 160;
+  if (!points.length) { svg.innerHTML = `<text x="10" y="80">no samples yet</text>`; return; }
+  const s = scale(points, w, h);
+  const d = points.map((p, i) => `${i ? "L" : "M"}${s.x(p[0]).toFixed(1)},${s.y(p[1]).toFixed(1)}`).join(" ");
+  svg.innerHTML = `<path class="line" d="${d}"></path>` + axes(svg, s, w, h);
+  svg.dataset.points = String(points.length);
+}
+
+function barChart(svg, points) {
+  const w = 480, h = 160;
+  if (!points.length) { svg.innerHTML = `<text x="10" y="80">no closed windows yet</text>`; return; }
+  const s = scale(points, w, h);
+  const width = Math.max(2, (w - 40) / Math.max(points.length, 1) - 2);
+  svg.innerHTML = points.map((p) => `<rect class="bar" x="${(s.x(p[0]) - width / 2).toFixed(1)}" y="${s.y(p[1]).toFixed(1)}" width="${width.toFixed(1)}" height="${(h - 16 - s.y(p[1])).toFixed(1)}"><title>${new Date(p[0]).toLocaleTimeString()}: ${p[1]}</title></rect>`).join("") + axes(svg, s, w, h);
+  svg.dataset.points = String(points.length);
+}
+
+$("#recalculate").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const form = event.target;
+  const out = $("#recalc-result");
+  out.className = "";
+  out.textContent = "creating the backfill…";
+  const utc = (v) => (v.length === 16 ? `${v}:00` : v) + "+00:00";
+  try {
+    const body = await getJson(`api/streams/${encodeURIComponent(form.dataset.db)}/${encodeURIComponent(form.dataset.name)}/recalculate`, {
+      method: "POST",
+      headers: {"Content-Type": "application/json"},
+      body: JSON.stringify({start: utc(form.start.value), end: utc(form.end.value)}),
+    });
+    out.className = "ok";
+    out.textContent = body.message;
+  } catch (err) {
+    out.className = "bad";
+    out.textContent = err.message;
+  }
+});
+
+window.addEventListener("hashchange", refresh);
+refresh();
