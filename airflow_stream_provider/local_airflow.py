@@ -44,11 +44,17 @@ def wait_for(check: Callable[[], Any], timeout: float, what: str, every: float =
 
 
 class LocalAirflow:
-    def __init__(self, home: Path, stream_home: Path, *, parallelism: int = 4) -> None:
+    """Airflow for ``stream_home``: its components as four processes, or with ``standalone`` as
+    ``airflow standalone`` (one process that starts them all), on ``port`` (a free one by default)."""
+
+    def __init__(self, home: Path, stream_home: Path, *, parallelism: int = 4, standalone: bool = False,
+                 port: int | None = None) -> None:
         self.home = Path(home)
-        self.port = free_port()
+        self.standalone = standalone
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.env = os.environ | {
+        inherited = {k: v for k, v in os.environ.items() if k != "SPARK_CONNECT_MODE_ENABLED"}  # a caller's own mode
+        self.env = inherited | {
             "AIRFLOW_HOME": str(home), "AIRFLOW_STREAM_HOME": str(stream_home),
             "AIRFLOW__CORE__DAGS_FOLDER": str(Path(airflow_stream_provider.__file__).parent / "dags"),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False", "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
@@ -62,17 +68,18 @@ class LocalAirflow:
             "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "1",
             "AIRFLOW__TRIGGERER__JOB_HEARTBEAT_SEC": "1",
             "AIRFLOW_STREAM_API_URL": self.url,
+            "PATH": f"{AIRFLOW.parent}{os.pathsep}{os.environ.get('PATH', '')}",  # standalone runs `airflow ...`
         }
         self.processes: dict[str, subprocess.Popen] = {}
 
     def start(self, timeout: float = 180) -> None:
         self.home.mkdir(parents=True, exist_ok=True)
         subprocess.run([str(AIRFLOW), "db", "migrate"], env=self.env, check=True, capture_output=True, timeout=300)
-        for name in COMPONENTS:
+        for name in ("standalone",) if self.standalone else COMPONENTS:
             log = (self.home / f"{name}.log").open("wb")
             args = [str(AIRFLOW), name] + (["--port", str(self.port)] if name == "api-server" else [])
             self.processes[name] = subprocess.Popen(args, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                                                    start_new_session=True)
+                                                    start_new_session=True, cwd=self.home)
         wait_for(self._up, timeout, "the api-server to answer")
 
     def _up(self) -> bool:
