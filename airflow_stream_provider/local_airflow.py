@@ -8,6 +8,7 @@ so every stream of ``AIRFLOW_STREAM_HOME`` is a DAG.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -48,7 +49,9 @@ class LocalAirflow:
     ``airflow standalone`` (one process that starts them all), on ``port`` (a free one by default)."""
 
     def __init__(self, home: Path, stream_home: Path, *, parallelism: int = 4, standalone: bool = False,
-                 port: int | None = None) -> None:
+                 port: int | None = None, users: dict[str, tuple[str, str]] | None = None) -> None:
+        """``users``: name -> (role, password) for Airflow's simple auth manager, the first being
+        the one this provider's API calls use; without them, every request is admin."""
         self.home = Path(home)
         self.standalone = standalone
         self.port = port or free_port()
@@ -70,10 +73,22 @@ class LocalAirflow:
             "AIRFLOW_STREAM_API_URL": self.url,
             "PATH": f"{AIRFLOW.parent}{os.pathsep}{os.environ.get('PATH', '')}",  # standalone runs `airflow ...`
         }
+        self.users = users or {}
+        if self.users:
+            passwords = self.home / "passwords.json"
+            self.env |= {
+                "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
+                "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": ",".join(f"{n}:{r}" for n, (r, _p) in self.users.items()),
+                "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
+                "AIRFLOW_STREAM_API_USER": next(iter(self.users)),
+                "AIRFLOW_STREAM_API_PASSWORD": next(iter(self.users.values()))[1],
+            }
         self.processes: dict[str, subprocess.Popen] = {}
 
     def start(self, timeout: float = 180) -> None:
         self.home.mkdir(parents=True, exist_ok=True)
+        if self.users:
+            (self.home / "passwords.json").write_text(json.dumps({n: p for n, (_r, p) in self.users.items()}))
         subprocess.run([str(AIRFLOW), "db", "migrate"], env=self.env, check=True, capture_output=True, timeout=300)
         for name in ("standalone",) if self.standalone else COMPONENTS:
             log = (self.home / f"{name}.log").open("wb")
@@ -111,4 +126,14 @@ class LocalAirflow:
     def api(self, path: str) -> dict:
         from airflow_stream_provider.airflow_api import AirflowApi
 
-        return AirflowApi(self.url)._send("GET", path)
+        return AirflowApi(self.url, self.env.get("AIRFLOW_STREAM_API_USER"),
+                          self.env.get("AIRFLOW_STREAM_API_PASSWORD"))._send("GET", path)
+
+    def token(self, user: str | None = None) -> str:
+        """A JWT of ``user`` (by default the first user; anyone without users)."""
+        from airflow_stream_provider.airflow_api import AirflowApi
+
+        if user is None or not self.users:
+            return AirflowApi(self.url, self.env.get("AIRFLOW_STREAM_API_USER"),
+                              self.env.get("AIRFLOW_STREAM_API_PASSWORD")).token()
+        return AirflowApi(self.url, user, self.users[user][1]).token()

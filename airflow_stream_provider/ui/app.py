@@ -180,9 +180,7 @@ def create_app() -> FastAPI:
         start, end = (t if t.tzinfo else t.replace(tzinfo=UTC) for t in (body.start, body.end))
         _authorize(user, stream_dag_ids(stored.db, stored.name)[1], "POST", run=True)
         token = _token(request)
-        root = str(request.base_url).rstrip("/")
-        root = root[: -len(request.scope.get("root_path", ""))] if request.scope.get("root_path") else root
-        api = AirflowApi(url=root, token=token)
+        api = AirflowApi(url=f"{request.url.scheme}://{request.url.netloc}", token=token)  # this api-server
         try:
             message = await asyncio.to_thread(create_recalculation, stored, start, end, api)
         except StreamError as err:

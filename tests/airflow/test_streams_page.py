@@ -1,0 +1,144 @@
+"""The Streams page of the Airflow UI, against a real api-server (with Airflow's simple auth
+manager and two users, an admin and a viewer) and Debian's headless Chromium.
+
+One window stream is created and run here; the page must show what its files say, refuse
+anonymous and forged requests, let the viewer read but not recalculate, and create a backfill of
+the recalculation DAG from the form for the admin.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from airflow_stream_provider.local_airflow import LocalAirflow, wait_for
+from airflow_stream_provider.streams import runner
+from airflow_stream_provider.warehouse import Warehouse
+
+pytestmark = [pytest.mark.spark, pytest.mark.airflow]
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+
+
+def http(url: str, token: str | None = None, body: dict | None = None, cookie: bool = False) -> tuple[int, dict]:
+    request = urllib.request.Request(url, data=json.dumps(body).encode() if body is not None else None,
+                                     method="POST" if body is not None else "GET")
+    request.add_header("Content-Type", "application/json")
+    if token and cookie:
+        request.add_header("Cookie", f"_token={token}")
+    elif token:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            text = response.read().decode()
+            return response.status, json.loads(text) if text.startswith("{") else {"text": text}
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read().decode() or "{}")
+
+
+def browser():  # type: ignore[no-untyped-def]
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    assert CHROMIUM.exists() and CHROMEDRIVER.exists(), "dev/setup installs Debian's chromium and chromium-driver"
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                "--disable-dev-shm-usage", "--window-size=1400,1000"):
+        options.add_argument(arg)
+    return webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
+
+
+def test_streams_page(spark, tmp_path, monkeypatch):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    stream_home = tmp_path / "stream"
+    monkeypatch.setenv("AIRFLOW_STREAM_HOME", str(stream_home))
+    wh = Warehouse(stream_home / "warehouse", spark=spark)
+    list(wh.run("""
+        CREATE DATABASE power; USE power;
+        CREATE STABLE meters (ts TIMESTAMP, v DOUBLE) TAGS (site VARCHAR(16));
+        CREATE TABLE m1 USING meters TAGS ('north');
+        CREATE STREAM avg1m INTERVAL(1m) SLIDING(1m) FROM m1 INTO avg1m_out
+          AS SELECT _twstart ts, avg(v) AS a FROM %%trows;
+        INSERT INTO m1 VALUES ('2025-01-01 00:00:10', 1) ('2025-01-01 00:01:10', 2) ('2025-01-01 00:02:10', 3)
+          ('2025-01-01 00:03:10', 4);
+    """))
+    report = runner.run(wh, "power", "avg1m")
+    assert report.triggers == 3  # [00:00, 00:01), [00:01, 00:02), [00:02, 00:03) closed; [00:03, 00:04) open
+
+    airflow = LocalAirflow(tmp_path / "airflow", stream_home,
+                           users={"admin": ("admin", "admin-pw"), "viewer": ("viewer", "viewer-pw")})
+    driver = None
+    try:
+        airflow.start()
+        page = f"{airflow.url}/streams/"
+        api = f"{airflow.url}/streams/api/streams"
+        # anonymous and forged requests are refused, for the page and for its API
+        assert http(page)[0] == 401
+        assert http(api)[0] == 401
+        assert http(f"{api}/power/avg1m/recalculate", body={"start": "2025-01-01T00:00:00Z",
+                                                              "end": "2025-01-01T00:02:00Z"})[0] == 401
+        assert http(api, token="not-a-jwt")[0] == 403
+        admin, viewer = airflow.token("admin"), airflow.token("viewer")
+        status, body = http(api, admin)
+        assert status == 200
+        (row,) = body["streams"]
+        assert (row["db_name"], row["stream_name"], row["computations"], row["windows_closed"]) == \
+            ("power", "avg1m", 3, 3)
+        assert http(page, admin, cookie=True)[0] == 200  # the browser's way: Airflow's session cookie
+
+        wait_for(lambda: http(f"{airflow.url}/api/v2/dags/stream__power__avg1m__recalc", admin)[0] == 200, 120,
+                 "the recalculation DAG to be parsed")
+        status, body = http(f"{api}/power/avg1m/recalculate", viewer,
+                            {"start": "2025-01-01T00:00:00Z", "end": "2025-01-01T00:02:00Z"})
+        assert status == 403, body  # a viewer reads, but may not create runs
+
+        driver = browser()
+        driver.get(f"{airflow.url}/api/v2/monitor/health")  # on the origin, so that its cookie can be set
+        driver.add_cookie({"name": "_token", "value": admin, "path": "/"})
+        driver.get(page)
+        wait = WebDriverWait(driver, 30)
+        cell = wait.until(lambda d: d.find_elements(By.CSS_SELECTOR,
+                                                    'tr[data-stream="power.avg1m"] td[data-col="computations"]'))
+        assert cell[0].text == "3"
+        row_text = driver.find_element(By.CSS_SELECTOR, 'tr[data-stream="power.avg1m"]').text
+        assert "running" in row_text and "INTERVAL(1m) SLIDING(1m)" in row_text
+        driver.save_screenshot(str(tmp_path / "streams.png"))
+        assert (tmp_path / "streams.png").stat().st_size > 10_000
+
+        driver.find_element(By.LINK_TEXT, "power.avg1m").click()
+        wait.until(lambda d: "CREATE STREAM avg1m" in d.find_element(By.ID, "sql").text)
+        events = driver.find_elements(By.CSS_SELECTOR, "#events tbody tr")
+        assert sorted(e.text.split()[0] for e in events) == ["WINDOW_CLOSE"] * 3  # as detected: three closes
+        windows = wait.until(lambda d: d.find_element(By.ID, "windows-chart").get_attribute("data-points"))
+        assert windows == "3"  # the three windows end in three different minutes
+        assert driver.find_element(By.ID, "lag-chart").get_attribute("data-points") == "1"  # one commit, one sample
+        driver.save_screenshot(str(tmp_path / "stream.png"))
+
+        form = driver.find_element(By.ID, "recalculate")
+        driver.execute_script("arguments[0].start.value = '2025-01-01T00:00:00';"
+                              "arguments[0].end.value = '2025-01-01T00:02:00';", form)
+        form.find_element(By.TAG_NAME, "button").click()
+        result = wait.until(lambda d: d.find_element(By.ID, "recalc-result").text
+                            if "creating" not in d.find_element(By.ID, "recalc-result").text else None)
+        assert "backfill" in result and "stream__power__avg1m__recalc" in result, result
+        backfills = airflow.api("/api/v2/backfills?dag_id=stream__power__avg1m__recalc")["backfills"]
+        assert len(backfills) == 1
+        assert backfills[0]["from_date"].startswith("2025-01-01T00:00:00")
+
+        # Airflow's navigation holds the page as an external view, framed in Airflow's UI
+        driver.get(f"{airflow.url}/plugin/streams")
+        frame = wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "iframe"))
+        assert frame[0].get_attribute("src").rstrip("/").endswith("/streams")
+    finally:
+        if driver is not None:
+            driver.quit()
+        airflow.stop()
