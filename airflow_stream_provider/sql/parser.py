@@ -61,6 +61,10 @@ DATABASE_OPTIONS = (
 ).split()
 
 
+#: the clauses of TDengine's older CREATE STREAM (3.0 to 3.3.6), where 3.3.7 expects the trigger
+LEGACY_STREAM_WORDS = frozenset({"TRIGGER", "WATERMARK", "IGNORE", "FILL_HISTORY", "DELETE_MARK", "SUBTABLE",
+                                 "INTO", "AS"})
+
 class Parser:
     def __init__(self, text: str) -> None:
         self.text = text
@@ -306,6 +310,17 @@ class Parser:
                 return self.create_table(pos)
             if nxt == "SNODE":
                 raise self.error("CREATE SNODE is not needed: start the stream node with `airflow-stream node start`")
+            if nxt == "CQ" or (nxt in ("CONTINUOUS",) and self.peek(2).upper == "QUERY"):
+                raise self.error("IoTDB continuous queries (CREATE CQ) are not supported: write the query as "
+                                 "CREATE STREAM ... PERIOD(every) (RESAMPLE EVERY) or INTERVAL(range) SLIDING(every) "
+                                 "FROM ...", clause="CREATE CQ")
+            if nxt == "TRIGGER" or (nxt in ("STATEFUL", "STATELESS") and self.peek(2).upper == "TRIGGER"):
+                raise self.error("IoTDB triggers (CREATE TRIGGER) are not supported: they run Java classes on "
+                                 "each insert; a stream with NOTIFY ... ON (WINDOW_OPEN | WINDOW_CLOSE) sends events "
+                                 "to a WebSocket instead", clause="CREATE TRIGGER")
+        elif word in ("PAUSE", "RESUME") and self.peek().upper == "STREAM":
+            raise self.error(f"{word} STREAM is TDengine's older syntax (3.0 to 3.3.6): use "
+                             f"{'STOP' if word == 'PAUSE' else 'START'} STREAM", clause=f"{word} STREAM")
         elif word == "DROP":
             return [self.drop(pos)]
         elif word == "SHOW":
@@ -444,6 +459,12 @@ class Parser:
                     columns.append(self.ident("trigger column", "COUNT_WINDOW"))
             self.expect_op(")", "COUNT_WINDOW")
             return m.CountWindow(count, sliding, tuple(columns))
+        if tok.upper in LEGACY_STREAM_WORDS:
+            raise self.error(
+                f"{tok.text} belongs to TDengine's older stream syntax (3.0 to 3.3.6), which is not supported: "
+                "write the 3.3.7 form, with the window as the trigger (INTERVAL(...) SLIDING(...) FROM t ...) "
+                "and the options in STREAM_OPTIONS(...) (WATERMARK, MAX_DELAY, FILL_HISTORY, ...)",
+                clause="CREATE STREAM")
         hint = did_you_mean(tok.text, TRIGGER_KEYWORDS) if tok.kind is Kind.IDENT else None
         raise self.error(
             f"expected a trigger ({', '.join(TRIGGER_KEYWORDS)}), found {tok.describe()}", clause="CREATE STREAM",
