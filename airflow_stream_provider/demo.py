@@ -73,7 +73,7 @@ CREATE STREAM power.every_20 COUNT_WINDOW(20) FROM power.meters PARTITION BY tbn
     NOTIFY('{receiver}') ON (WINDOW_CLOSE)
     AS SELECT avg(current) AS avg_current, max(voltage) AS max_voltage FROM %%trows;
 
--- Sessions of readings no more than 5 s apart (meter d1005 reports in bursts).
+-- Sessions of readings no more than 5 s apart (the last meter reports in bursts).
 CREATE STREAM power.sessions SESSION(ts, 5s) FROM power.meters PARTITION BY tbname
     STREAM_OPTIONS(FILL_HISTORY('{start}'))
     INTO power.sessions
@@ -105,11 +105,12 @@ class Meter:
 
 class Meters:
     """Simulated smart meters: one reading a second each, voltage as a random walk with surges to
-    240 V and more, an operating mode that changes every 10 to 25 s, one meter in bursts."""
+    240 V and more, an operating mode that changes every 10 to 25 s; the last meter reports in
+    bursts (10 s on, 8 s off)."""
 
     def __init__(self, count: int, seed: int = 7) -> None:
         self.random = random.Random(seed)
-        self.meters = [Meter(f"d{1001 + i}", 1 + i % 3, LOCATIONS[i % len(LOCATIONS)], bursty=(i == 4))
+        self.meters = [Meter(f"d{1001 + i}", 1 + i % 3, LOCATIONS[i % len(LOCATIONS)], bursty=(i == count - 1))
                        for i in range(count)]
         self.written = 0
         self.late = 0
@@ -245,7 +246,7 @@ class Demo:
         if self.stop_requested.is_set():
             return
 
-        port = self.port or (8080 if node._port_free(8080) else free_port())
+        port = self.port if self.port else 8080 if self.port is None and node._port_free(8080) else free_port()
         self.airflow = LocalAirflow(self.home / "airflow", self.home / "stream", standalone=True, port=port)
         self.say(f"[demo] starting Airflow standalone on {self.airflow.url} (SQLite; about 30 s)")
         self.airflow.start(timeout=240)

@@ -232,7 +232,8 @@ def serve(port: int, memory: str | None = None) -> int:
 
     extra = {
         "spark.plugins": "org.apache.spark.sql.connect.SparkConnectPlugin",
-        "spark.connect.grpc.binding.address": HOST,
+        # 127.0.0.1 unless AIRFLOW_STREAM_NODE_BIND opens it to other hosts (a container, a cluster)
+        "spark.connect.grpc.binding.address": os.environ.get("AIRFLOW_STREAM_NODE_BIND", HOST),
         "spark.connect.grpc.binding.port": str(port),
     }
     if memory:
