@@ -87,11 +87,27 @@ def test_recalculation_reports_its_progress(spark, tmp_path, monkeypatch):
         CREATE STREAM s INTERVAL(1s) SLIDING(1s) FROM t INTO s_out AS SELECT _twstart ts, sum(v) AS total FROM %%trows;
         INSERT INTO t VALUES {values};
     """))
-    said: list[str] = []
-    report = control.recalculate(wh, "db", "s", start, start + timedelta(seconds=2500), progress=said.append)
-    assert report.triggers == 2500  # one window per second, one row each
-    assert said[-1].startswith("recalculation of db.s: 2,500 of 2,500 triggers (100%) in ")
+    class Listener:  # a say() with show(): gets every step, as the CLI's Console does
+        def __init__(self) -> None:
+            self.said: list[str] = []
+            self.steps: list[tuple[int, int, bool]] = []
+
+        def __call__(self, message: str) -> None:
+            self.said.append(message)
+
+        def show(self, work: p.Progress) -> None:
+            self.steps.append((work.done, work.total, work.finished))
+            self.said.append(work.line())
+
+    listener = Listener()
+    said = listener.said
+    report = control.recalculate(wh, "db", "s", start, start + timedelta(seconds=2500), progress=listener)
+    # one window per second, one row each; the last, [00:41:39, 00:41:40), stays open: no later row
+    assert report.triggers == 2499
+    assert said[-1].startswith("recalculation of db.s: 2,499 of 2,499 triggers (100%) in ")
+    # more than 2,000 triggers: jobs of max(2,000, a tenth) triggers, each reported
+    assert listener.steps == [(2000, 2499, False), (2499, 2499, False), (2499, 2499, True)]
     recorded = json.loads(StreamStore().get("db", "s").progress_path.read_text())
-    assert (recorded["done"], recorded["total"], recorded["finished"]) == (2500, 2500, True)
+    assert (recorded["done"], recorded["total"], recorded["finished"]) == (2499, 2499, True)
     rows = list(wh.run("SELECT count(*) AS n, sum(total) AS t FROM s_out"))[-1].table.to_pylist()
-    assert rows == [{"n": 2500, "t": sum(range(2500))}]
+    assert rows == [{"n": 2499, "t": sum(range(2499))}]

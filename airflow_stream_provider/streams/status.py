@@ -30,7 +30,7 @@ COLUMNS = (
     ("windows_closed", pa.int64()),
     ("computations", pa.int64()),
     ("recalculations", pa.int64()),
-    ("recalc_ratio", pa.float64()),  # triggers recalculated per trigger computed
+    ("recalc_ratio", pa.float64()),  # triggers recalculated (RECALCULATE or late rows) per trigger computed
     ("notify_sent", pa.int64()),
     ("notify_dropped", pa.int64()),
     ("notify_pending", pa.int64()),
@@ -38,15 +38,25 @@ COLUMNS = (
 )
 
 
+#: the key of :func:`_event_counts` for windows closed again (recalculated live after late rows)
+RECLOSED = "reclosed"
+
+
 def _event_counts(stored: StoredStream) -> dict[str, int]:
+    """Events per type, and how many WINDOW_CLOSE events closed a window (trigger id) that had
+    closed before: the live recalculations of late rows."""
+    import pyarrow.compute as pc
     from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
 
     try:
-        kinds = DeltaTable(str(stored.events_path)).to_pyarrow_table(columns=["event_type"]).column(0)
+        events = DeltaTable(str(stored.events_path)).to_pyarrow_table(columns=["event_type", "trigger_id"])
     except TableNotFoundError:
         return {}
-    return {row["values"]: row["counts"] for row in kinds.value_counts().to_pylist()}
+    counts = {row["values"]: row["counts"] for row in events.column("event_type").value_counts().to_pylist()}
+    closes = events.filter(pc.equal(events.column("event_type"), m.WINDOW_CLOSE)).column("trigger_id")
+    counts[RECLOSED] = len(closes) - len(pc.unique(closes))
+    return counts
 
 
 def _detector(stored: StoredStream) -> dict:
@@ -146,13 +156,14 @@ def stream_status(warehouse, stored: StoredStream, store: StreamStore) -> dict: 
     else:
         status = "running"
     computed = int(state.get("computed", 0))
-    recalculated = int(state.get("recalculated_triggers", 0))
+    reclosed = counts.get(RECLOSED, 0)
+    recalculated = int(state.get("recalculated_triggers", 0)) + reclosed
     return {
         "stream_name": stored.name, "db_name": stored.db, "status": status, "trigger": str(stmt.trigger),
         "create_time": datetime.fromisoformat(state["created"]) if state.get("created") else None,
         "progress": progress, "lag_s": lag,
         "windows_opened": counts.get(m.WINDOW_OPEN, 0), "windows_closed": counts.get(m.WINDOW_CLOSE, 0),
-        "computations": computed, "recalculations": int(state.get("recalculations", 0)),
+        "computations": computed, "recalculations": int(state.get("recalculations", 0)) + reclosed,
         "recalc_ratio": recalculated / computed if computed else None,
         "notify_sent": notes["sent"], "notify_dropped": notes["dropped"], "notify_pending": notes["pending"],
         "last_error": detector.get("error") if detector.get("status") == "failed" else notes["last_error"],

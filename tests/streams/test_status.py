@@ -56,6 +56,14 @@ def test_show_streams_reports_state_progress_windows_and_notifications(wh):
     again = {r["stream_name"]: r for r in list(wh.run("SHOW STREAMS"))[-1].table.to_pylist()}["s1"]
     assert (again["recalculations"], again["recalc_ratio"]) == (1, 1.0)  # two windows redone of two computed
     assert StreamStore().load_state("d", "s1")["computed"] == 2
+    # a late row in the closed window [00:00, 00:01) closes it again, live: one more recalculation,
+    # and one more computation; 3 recalculated (2 + 1) of 3 computed
+    list(wh.run("INSERT INTO m VALUES ('2025-01-01 00:00:20', 5)"))
+    runner.run(wh, "d", "s1")
+    late = {r["stream_name"]: r for r in list(wh.run("SHOW STREAMS"))[-1].table.to_pylist()}["s1"]
+    assert (late["recalculations"], late["computations"], late["recalc_ratio"]) == (2, 3, 1.0)
+    assert list(wh.run("SELECT t FROM s1_out WHERE ts = '2025-01-01 00:00:00'"))[-1].table.to_pylist() == [
+        {"t": 9.0}]  # 1 + 3 + 5
 
 
 def test_information_schema_tables_answer_select(wh):
