@@ -312,7 +312,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="seconds of live readings (default 600; 0: until Ctrl-C)")
     demo.add_argument("--home", default=".demo", help="folder for everything the demo makes, emptied at start "
                                                       "(default .demo)")
-    demo.add_argument("--port", type=int, help="the Airflow UI's port (default 8080, or a free one)")
+    demo.add_argument("--port", type=int, help="the Airflow UI's port (default 8080 when free; 0: any free port)")
     demo.add_argument("--meters", type=int, default=5, help="simulated meters (default 5)")
     demo.add_argument("--drain", type=float, default=90,
                       help="seconds to let the streams finish after writing stops (default 90)")
