@@ -95,7 +95,7 @@ async function renderStream(db, name) {
   lineChart($("#lag-chart"), data.lag.filter((p) => p.lag_s !== null).map((p) => [Date.parse(p.at), p.lag_s]));
   barChart($("#windows-chart"), data.windows.map((p) => [Date.parse(p.at), p.windows]));
   $("#events tbody").innerHTML = data.events.map((e) => `
-    <tr><td>${esc(e.event_type)}</td><td>${esc(e.group_keys)}</td><td>${time(e.window_start)}</td>
+    <tr><td>${esc(e.event_type)}</td><td>${esc(e.group_keys === "{}" ? "-" : e.group_keys)}</td><td>${time(e.window_start)}</td>
         <td>${time(e.window_end)}</td><td class="num">${num(e.row_count)}</td><td>${esc(e.trigger_id)}</td></tr>`).join("");
   const form = $("#recalculate");
   form.hidden = !data.recalc_dag_id;
@@ -115,38 +115,41 @@ function renderProgress(p) {
   box.querySelector(".label").textContent = p.line;
 }
 
-function scale(points, w, h) {
-  const xs = points.map((p) => p[0]);
-  const ys = points.map((p) => p[1]);
-  const x0 = Math.min(...xs), x1 = Math.max(...xs), y1 = Math.max(1, ...ys);
-  return {
-    x: (x) => (x1 === x0 ? w / 2 : ((x - x0) / (x1 - x0)) * (w - 40) + 30),
-    y: (y) => h - 16 - (y / y1) * (h - 30),
-    y1, x0, x1,
-  };
+const clock = (ms) => new Date(ms).toISOString().slice(11, 19) + "Z";
+
+function yScale(points, h) {
+  const y1 = Math.max(1, ...points.map((p) => p[1]));
+  return {y: (y) => h - 16 - (y / y1) * (h - 30), y1};
 }
 
-function axes(svg, s, w, h) {
-  return `<text x="2" y="12">${s.y1.toFixed(s.y1 < 10 ? 1 : 0)}</text><text x="2" y="${h - 16}">0</text>` +
-    `<text x="30" y="${h - 2}">${new Date(s.x0).toLocaleTimeString()}</text>` +
-    `<text x="${w - 70}" y="${h - 2}">${new Date(s.x1).toLocaleTimeString()}</text>`;
+function axes(y1, first, last, w, h) {
+  return `<text x="2" y="12">${y1.toFixed(y1 < 10 ? 1 : 0)}</text><text x="2" y="${h - 16}">0</text>` +
+    `<text x="30" y="${h - 2}">${clock(first)}</text>` +
+    `<text x="${w - 60}" y="${h - 2}">${clock(last)}</text>`;
 }
 
+// lag samples over time: a line through them, with a dot at each
 function lineChart(svg, points) {
   const w = 480, h = 160;
-  if (!points.length) { svg.innerHTML = `<text x="10" y="80">no samples yet</text>`; return; }
-  const s = scale(points, w, h);
-  const d = points.map((p, i) => `${i ? "L" : "M"}${s.x(p[0]).toFixed(1)},${s.y(p[1]).toFixed(1)}`).join(" ");
-  svg.innerHTML = `<path class="line" d="${d}"></path>` + axes(svg, s, w, h);
+  if (!points.length) { svg.innerHTML = `<text x="10" y="80">no samples yet</text>`; delete svg.dataset.points; return; }
+  const x0 = points[0][0], x1 = points[points.length - 1][0];
+  const x = (t) => (x1 === x0 ? (w + 20) / 2 : 30 + ((t - x0) / (x1 - x0)) * (w - 40));
+  const s = yScale(points, h);
+  const d = points.map((p, i) => `${i ? "L" : "M"}${x(p[0]).toFixed(1)},${s.y(p[1]).toFixed(1)}`).join(" ");
+  const dots = points.map((p) => `<circle class="dot" r="2.5" cx="${x(p[0]).toFixed(1)}" cy="${s.y(p[1]).toFixed(1)}"><title>${clock(p[0])}: ${p[1].toFixed(1)} s</title></circle>`).join("");
+  svg.innerHTML = `<path class="line" d="${d}"></path>${dots}` + axes(s.y1, x0, x1, w, h);
   svg.dataset.points = String(points.length);
 }
 
+// closed windows per minute: one bar per minute that has any, in time order
 function barChart(svg, points) {
   const w = 480, h = 160;
-  if (!points.length) { svg.innerHTML = `<text x="10" y="80">no closed windows yet</text>`; return; }
-  const s = scale(points, w, h);
-  const width = Math.max(2, (w - 40) / Math.max(points.length, 1) - 2);
-  svg.innerHTML = points.map((p) => `<rect class="bar" x="${(s.x(p[0]) - width / 2).toFixed(1)}" y="${s.y(p[1]).toFixed(1)}" width="${width.toFixed(1)}" height="${(h - 16 - s.y(p[1])).toFixed(1)}"><title>${new Date(p[0]).toLocaleTimeString()}: ${p[1]}</title></rect>`).join("") + axes(svg, s, w, h);
+  if (!points.length) { svg.innerHTML = `<text x="10" y="80">no closed windows yet</text>`; delete svg.dataset.points; return; }
+  const s = yScale(points, h);
+  const slot = (w - 40) / points.length;
+  const width = Math.max(1, Math.min(40, slot - 2));
+  svg.innerHTML = points.map((p, i) => `<rect class="bar" x="${(30 + i * slot + (slot - width) / 2).toFixed(1)}" y="${s.y(p[1]).toFixed(1)}" width="${width.toFixed(1)}" height="${(h - 16 - s.y(p[1])).toFixed(1)}"><title>${clock(p[0])}: ${p[1]}</title></rect>`).join("") +
+    axes(s.y1, points[0][0], points[points.length - 1][0], w, h);
   svg.dataset.points = String(points.length);
 }
 
