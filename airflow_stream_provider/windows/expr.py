@@ -6,8 +6,8 @@ use pandas' nullable types, which follow SQL's three-valued logic: a comparison 
 ``NULL AND FALSE`` is FALSE, and a NULL condition does not hold.
 
 The supported subset is what trigger conditions need: columns, literals, arithmetic, comparisons,
-``AND``/``OR``/``NOT``, ``IN``, ``BETWEEN``, ``LIKE``, ``IS [NOT] NULL`` and a few scalar
-functions. Anything else is rejected by name when the stream is planned.
+``AND``/``OR``/``NOT``, ``IN``, ``BETWEEN``, ``LIKE``, ``IS [NOT] NULL``, ``cast`` to numbers and
+BOOL, and a few scalar functions. Anything else is rejected by name when the stream is planned.
 """
 
 from __future__ import annotations
@@ -71,6 +71,13 @@ def check(tree: exp.Expr, clause: str) -> None:
         elif isinstance(node, PseudoColumn):
             if node.name not in ("_c0", "_rowts"):
                 raise StreamDefinitionError(f"{clause}: {node.name} has no value in a trigger condition", clause=clause)
+        elif isinstance(node, exp.Cast):
+            if node.to.this not in _CASTS:
+                raise StreamDefinitionError(
+                    f"{clause}: cast to {node.to.sql(dialect=TDengine)} is not supported in trigger conditions "
+                    "(supported: integer types, FLOAT, DOUBLE, BOOL)", clause=clause)
+        elif isinstance(node, exp.DataType):
+            continue
         elif not isinstance(node, _SUPPORTED):
             raise StreamDefinitionError(
                 f"{clause}: {node.key.upper()} ({node.sql(dialect=TDengine)}) is not supported in trigger conditions",
@@ -150,6 +157,8 @@ def evaluate(tree: exp.Expr, frame: pd.DataFrame, timestamp_column: str = "ts") 
             target = _series(value(node.this), len(frame)).astype("string")
             pattern = _like_regex(str(value(node.expression)))
             return target.str.fullmatch(pattern).astype("boolean")
+        if isinstance(node, exp.Cast):
+            return _cast(_series(value(node.this), len(frame)), node.to)
         if isinstance(node, exp.Anonymous):
             return _FUNCTIONS[node.name.lower()](*[_series(value(a), len(frame)) for a in node.expressions])
         raise StreamDefinitionError(f"{node.key.upper()} is not supported in trigger conditions")
@@ -167,6 +176,25 @@ _SUPPORTED = (
     exp.Paren, exp.Column, exp.Identifier, exp.Literal, exp.Boolean, exp.Null, exp.Neg, exp.Not, exp.And,
     exp.Or, exp.Is, exp.In, exp.Between, exp.Like, exp.Anonymous, PseudoColumn, *_COMPARE, *_ARITHMETIC,
 )
+
+
+_T = exp.DataType.Type
+_INTEGERS = {_T.TINYINT: 8, _T.SMALLINT: 16, _T.INT: 32, _T.BIGINT: 64, _T.UTINYINT: 8, _T.USMALLINT: 16,
+             _T.UINT: 32, _T.UBIGINT: 64}
+_CASTS = {*_INTEGERS, _T.FLOAT, _T.DOUBLE, _T.BOOLEAN}
+
+
+def _cast(values: pd.Series, to: exp.DataType) -> pd.Series:
+    """``cast(values AS to)`` as TDengine does it for numbers: toward zero into integer types,
+    any non-zero number is TRUE."""
+    kind = to.this
+    if kind == _T.BOOLEAN:
+        numbers = pd.to_numeric(values, errors="raise").astype("Float64")
+        return (numbers != 0).astype("boolean")
+    numbers = pd.to_numeric(values, errors="raise").astype("Float64")
+    if kind in _INTEGERS:
+        return numbers.apply(lambda v: v if v is pd.NA else float(np.trunc(v))).astype("Int64")
+    return numbers
 
 
 def _number(text: str) -> int | float:
