@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 
 from airflow_stream_provider.local_airflow import LocalAirflow, wait_for
+from airflow_stream_provider.progress import Progress
 from airflow_stream_provider.streams import runner
+from airflow_stream_provider.streams.store import StreamStore
 from airflow_stream_provider.warehouse import Warehouse
 
 pytestmark = [pytest.mark.spark, pytest.mark.airflow]
@@ -114,8 +116,16 @@ def test_streams_page(spark, tmp_path, monkeypatch):
         driver.save_screenshot(str(tmp_path / "streams.png"))
         assert (tmp_path / "streams.png").stat().st_size > 10_000
 
+        # a history fill under way, as the runner records it: the page shows its bar
+        fill = Progress("history fill of power.avg1m", 100, "triggers", path=StreamStore().get("power", "avg1m")
+                        .progress_path)
+        fill.advance(40)
         driver.find_element(By.LINK_TEXT, "power.avg1m").click()
         wait.until(lambda d: "CREATE STREAM avg1m" in d.find_element(By.ID, "sql").text)
+        bar = driver.find_element(By.ID, "progress")
+        assert bar.is_displayed()
+        assert bar.text.startswith("history fill of power.avg1m: 40 of 100 triggers (40%)")
+        assert bar.find_element(By.CLASS_NAME, "fill").get_attribute("style") == "width: 40%;"
         events = driver.find_elements(By.CSS_SELECTOR, "#events tbody tr")
         assert sorted(e.text.split()[0] for e in events) == ["WINDOW_CLOSE"] * 3  # as detected: three closes
         windows = wait.until(lambda d: d.find_element(By.ID, "windows-chart").get_attribute("data-points"))
