@@ -13,12 +13,23 @@ import json
 import signal
 import ssl
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
 
 
+def _when(value: object) -> str:
+    """An epoch time of the message as UTC time of day, its unit told by its digits (ms, us, ns)."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        return str(value)
+    digits = len(str(abs(value)))
+    scale = 1_000 if digits <= 13 else 1_000_000 if digits <= 16 else 1_000_000_000
+    at = datetime.fromtimestamp(value / scale, UTC)
+    return at.strftime("%H:%M:%S.%f")[: -3 if scale == 1_000 else None]
+
+
 def describe(text: str) -> str:
-    """One line per event: stream, event type, window or instant, and the result."""
+    """One line per event: stream, event type, window (UTC times of day) or instant, and the result."""
     try:
         body = json.loads(text)
     except ValueError:
@@ -26,9 +37,9 @@ def describe(text: str) -> str:
     lines = []
     for stream in body.get("streams", []):
         for ev in stream.get("events", []):
-            span = ev.get("windowStart", ev.get("eventTime"))
+            span = _when(ev.get("windowStart", ev.get("eventTime")))
             if "windowEnd" in ev:
-                span = f"{span}..{ev['windowEnd']}"
+                span = f"{span}..{_when(ev['windowEnd'])}"
             extra = f" result={json.dumps(ev['result'])}" if "result" in ev else ""
             lines.append(f"{stream.get('streamName')}: {ev.get('eventType')} {ev.get('triggerType')} "
                          f"{ev.get('tableName')} [{span}]{extra}")
