@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -83,8 +84,20 @@ class AirflowApi:
             raise
         return True
 
-    def create_backfill(self, dag_id: str, start: datetime, end: datetime, *, max_active_runs: int = 4) -> dict:
-        """A backfill that reruns every run of ``dag_id`` in ``[start, end]``, done ones included."""
-        return self._send("POST", "/api/v2/backfills", {
-            "dag_id": dag_id, "from_date": start.isoformat(), "to_date": end.isoformat(),
-            "reprocess_behavior": "completed", "max_active_runs": max_active_runs})
+    def create_backfill(self, dag_id: str, start: datetime, end: datetime, *, max_active_runs: int = 4,
+                        attempts: int = 6) -> dict:
+        """A backfill that reruns every run of ``dag_id`` in ``[start, end]``, done ones included.
+
+        Airflow answers 503 when its database was busy (SQLite under concurrent writes); nothing
+        was created then, so the request is sent again, after 1, 2, 4, ... seconds."""
+        body = {"dag_id": dag_id, "from_date": start.isoformat(), "to_date": end.isoformat(),
+                "reprocess_behavior": "completed", "max_active_runs": max_active_runs}
+        attempt = 1
+        while True:
+            try:
+                return self._send("POST", "/api/v2/backfills", body)
+            except AirflowApiError as err:
+                if err.status != 503 or attempt == attempts:
+                    raise
+            time.sleep(2 ** (attempt - 1))
+            attempt += 1

@@ -1,0 +1,66 @@
+"""The Airflow API client's answer to a busy Airflow: Airflow 3 refuses a backfill with 503 while
+its SQLite database is locked by other writers, and creates nothing; the client sends it again.
+A small HTTP server on 127.0.0.1 plays the api-server's part, answering as Airflow does."""
+
+from __future__ import annotations
+
+import json
+import threading
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from airflow_stream_provider.airflow_api import AirflowApi, AirflowApiError
+
+BUSY = {"detail": "Database is locked. Backfill creation is not supported on SQLite under concurrent access. "
+                  "Please use PostgreSQL or MySQL."}
+
+
+def server(answers: list[tuple[int, dict]]):  # type: ignore[no-untyped-def]
+    received: list[dict] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            status, body = answers.pop(0)
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args) -> None:  # type: ignore[no-untyped-def]
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    return httpd, received
+
+
+def test_a_busy_airflow_gets_the_backfill_again():
+    httpd, received = server([(503, BUSY), (503, BUSY), (200, {"id": 7})])
+    try:
+        api = AirflowApi(f"http://127.0.0.1:{httpd.server_port}", token="t")
+        start, end = datetime(2025, 1, 1, tzinfo=UTC), datetime(2025, 1, 2, tzinfo=UTC)
+        assert api.create_backfill("d", start, end) == {"id": 7}
+        assert len(received) == 3 and received[0] == received[2]
+        assert received[0]["from_date"] == "2025-01-01T00:00:00+00:00"
+    finally:
+        httpd.shutdown()
+
+
+def test_other_refusals_and_a_lasting_503_are_reported():
+    httpd, received = server([(409, {"detail": "running"}), (503, BUSY), (503, BUSY)])
+    try:
+        api = AirflowApi(f"http://127.0.0.1:{httpd.server_port}", token="t")
+        start, end = datetime(2025, 1, 1, tzinfo=UTC), datetime(2025, 1, 2, tzinfo=UTC)
+        with pytest.raises(AirflowApiError) as info:
+            api.create_backfill("d", start, end)
+        assert info.value.status == 409 and len(received) == 1  # not sent again
+        with pytest.raises(AirflowApiError, match="Database is locked") as info:
+            api.create_backfill("d", start, end, attempts=2)
+        assert info.value.status == 503 and len(received) == 3
+    finally:
+        httpd.shutdown()
