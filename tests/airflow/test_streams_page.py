@@ -3,7 +3,8 @@ manager and two users, an admin and a viewer) and Debian's headless Chromium.
 
 One window stream is created and run here; the page must show what its files say, refuse
 anonymous and forged requests, let the viewer read but not recalculate, and create a backfill of
-the recalculation DAG from the form for the admin.
+the recalculation DAG from the form for the admin. A second stream's recalculation DAG is
+backfilled from Airflow's own Backfill dialog.
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ def browser():  # type: ignore[no-untyped-def]
 
 def test_streams_page(spark, tmp_path, monkeypatch):
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
     from selenium.webdriver.support.ui import WebDriverWait
 
     stream_home = tmp_path / "stream"
@@ -70,6 +72,8 @@ def test_streams_page(spark, tmp_path, monkeypatch):
         CREATE TABLE m1 USING meters TAGS ('north');
         CREATE STREAM avg1m INTERVAL(1m) SLIDING(1m) FROM m1 INTO avg1m_out
           AS SELECT _twstart ts, avg(v) AS a FROM %%trows;
+        CREATE STREAM max1m INTERVAL(1m) SLIDING(1m) FROM m1 INTO max1m_out
+          AS SELECT _twstart ts, max(v) AS mx FROM %%trows;
         INSERT INTO m1 VALUES ('2025-01-01 00:00:10', 1) ('2025-01-01 00:01:10', 2) ('2025-01-01 00:02:10', 3)
           ('2025-01-01 00:03:10', 4);
     """))
@@ -92,7 +96,7 @@ def test_streams_page(spark, tmp_path, monkeypatch):
         admin, viewer = airflow.token("admin"), airflow.token("viewer")
         status, body = http(api, admin)
         assert status == 200
-        (row,) = body["streams"]
+        row = {r["stream_name"]: r for r in body["streams"]}["avg1m"]
         assert (row["db_name"], row["stream_name"], row["computations"], row["windows_closed"]) == \
             ("power", "avg1m", 3, 3)
         assert http(page, admin, cookie=True)[0] == 200  # the browser's way: Airflow's session cookie
@@ -148,6 +152,32 @@ def test_streams_page(spark, tmp_path, monkeypatch):
         driver.get(f"{airflow.url}/plugin/streams")
         frame = wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "iframe"))
         assert frame[0].get_attribute("src").rstrip("/").endswith("/streams")
+
+        # Airflow's own Backfill dialog on a recalculation DAG: its dry run counts the slices
+        # (RecalcTimetable, one per minute of INTERVAL(1m)) that start in [00:00, 00:02]: 3
+        wait_for(lambda: http(f"{airflow.url}/api/v2/dags/stream__power__max1m__recalc", admin)[0] == 200, 120,
+                 "the second recalculation DAG to be parsed")
+        driver.get(f"{airflow.url}/dags/stream__power__max1m__recalc")
+        wait.until(lambda d: d.find_element(By.CSS_SELECTOR, "[data-testid=trigger-dag-button]")).click()
+        wait.until(lambda d: d.find_element(By.XPATH, "//*[text()='Backfill']")).click()
+        for index, (day, hhmm) in enumerate((("2025/01/01", "00:00"), ("2025/01/01", "00:02"))):
+            wait.until(lambda d, i=index: d.find_elements(By.CSS_SELECTOR, "[data-testid=datetime-input]")[i]).click()
+            picker = wait.until(lambda d: [p for p in d.find_elements(
+                By.CSS_SELECTOR, "[data-scope=popover][data-part=content]") if p.is_displayed()][-1])
+            for box, text in zip(picker.find_elements(By.CSS_SELECTOR, "input"), (day, hhmm), strict=True):
+                box.send_keys(Keys.CONTROL, "a")
+                box.send_keys(Keys.BACKSPACE)
+                box.send_keys(text)
+            box.send_keys(Keys.ESCAPE)
+        driver.find_element(By.XPATH, "//*[text()='All Runs']").click()
+        wait.until(lambda d: "3 runs will be triggered." in d.find_element(By.TAG_NAME, "body").text)
+        run = driver.find_element(By.XPATH, "//button[text()='Run Backfill']")
+        wait.until(lambda d: run.is_enabled())
+        run.click()
+        created = wait_for(lambda: airflow.api("/api/v2/backfills?dag_id=stream__power__max1m__recalc")["backfills"],
+                           30, "the backfill of the dialog")
+        assert [(b["from_date"], b["to_date"], b["reprocess_behavior"]) for b in created] == [
+            ("2025-01-01T00:00:00Z", "2025-01-01T00:02:00Z", "completed")]
     finally:
         if driver is not None:
             driver.quit()
