@@ -9,6 +9,7 @@ latest event time from Delta's file statistics for the lag. Nothing here starts 
 from __future__ import annotations
 
 import json
+import time
 from datetime import UTC, datetime
 
 import pyarrow as pa
@@ -68,6 +69,8 @@ def _detector(stored: StoredStream) -> dict:
 
 #: lag samples kept per stream (``samples.jsonl``), for the Streams page's chart
 SAMPLES_KEPT = 2_000
+#: at most one lag sample per stream per this many seconds (a LOW_LATENCY_CALC stream commits 4 times a second)
+SAMPLE_EVERY_S = 5.0
 
 
 def _trigger_latest(catalog, stored: StoredStream) -> datetime | None:  # type: ignore[no-untyped-def]
@@ -84,13 +87,20 @@ def _trigger_latest(catalog, stored: StoredStream) -> datetime | None:  # type: 
 
 def record_sample(catalog, stored: StoredStream, state: dict) -> None:  # type: ignore[no-untyped-def]
     """Append the stream's progress and lag now to its ``samples.jsonl`` (window and SLIDING
-    streams; the lag of a PERIOD stream is not defined). Progress comes from the event table's
-    file statistics, so a sample costs two reads of Delta logs, not of data."""
+    streams; the lag of a PERIOD stream is not defined), at most every :data:`SAMPLE_EVERY_S`.
+    Progress comes from the event table's file statistics, so a sample costs two reads of Delta
+    logs, not of data."""
     from airflow_stream_provider.triggers import max_event_time
 
     trigger = stored.statement.trigger
     if isinstance(trigger, m.PeriodTrigger):
         return
+    path = stored.state_dir / "samples.jsonl"
+    try:
+        if time.time() - path.stat().st_mtime < SAMPLE_EVERY_S:
+            return
+    except FileNotFoundError:
+        pass
     if isinstance(trigger, m.SlidingTrigger):
         marks = [datetime.fromisoformat(g["last"]) for g in state.get("sliding", {}).values() if g.get("last")]
         progress = max(marks) if marks else None
@@ -98,7 +108,6 @@ def record_sample(catalog, stored: StoredStream, state: dict) -> None:  # type: 
         progress = max_event_time(stored.events_path, "window_end")
     latest = _trigger_latest(catalog, stored)
     lag = max(0.0, (latest - progress).total_seconds()) if latest and progress else None
-    path = stored.state_dir / "samples.jsonl"
     line = json.dumps({"at": datetime.now(UTC).isoformat(), "progress": progress.isoformat() if progress else None,
                        "lag_s": lag, "computed": int(state.get("computed", 0))})
     with path.open("a", encoding="utf-8") as handle:

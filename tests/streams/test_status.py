@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 from airflow_stream_provider.streams import runner
+from airflow_stream_provider.streams.status import record_sample, samples
 from airflow_stream_provider.streams.store import StreamStore
 from airflow_stream_provider.warehouse import Warehouse
 from airflow_stream_provider.warehouse.catalog import WarehouseError
@@ -44,6 +45,8 @@ def test_show_streams_reports_state_progress_windows_and_notifications(wh):
         "running", "INTERVAL(1m) SLIDING(1m)", 3, 2, 2)
     assert s1["progress"] == datetime(2025, 1, 1, 0, 2, tzinfo=UTC)  # the end of the last closed window
     assert s1["lag_s"] == 40.0  # the latest row, 00:02:40, is 40 s past it
+    (sample,) = samples(StreamStore().get("d", "s1"))  # the run's commit recorded the same, for the chart
+    assert (sample["progress"], sample["lag_s"], sample["computed"]) == ("2025-01-01T00:02:00+00:00", 40.0, 2)
     assert (s1["notify_sent"], s1["notify_dropped"], s1["notify_pending"]) == (0, 5, 0)
     assert "ConnectionRefused" in s1["last_error"]
     assert s1["create_time"] <= datetime.now(UTC)
@@ -62,6 +65,11 @@ def test_show_streams_reports_state_progress_windows_and_notifications(wh):
     runner.run(wh, "d", "s1")
     late = {r["stream_name"]: r for r in list(wh.run("SHOW STREAMS"))[-1].table.to_pylist()}["s1"]
     assert (late["recalculations"], late["computations"], late["recalc_ratio"]) == (2, 3, 1.0)
+    stored = StreamStore().get("d", "s1")
+    record_sample(wh.catalog, stored, {})
+    count = len(samples(stored))
+    record_sample(wh.catalog, stored, {})  # right after another: at most one sample per 5 s
+    assert len(samples(stored)) == count
     assert list(wh.run("SELECT t FROM s1_out WHERE ts = '2025-01-01 00:00:00'"))[-1].table.to_pylist() == [
         {"t": 9.0}]  # 1 + 3 + 5
 
