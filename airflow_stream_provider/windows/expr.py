@@ -179,8 +179,7 @@ _SUPPORTED = (
 
 
 _T = exp.DataType.Type
-_INTEGERS = {_T.TINYINT: 8, _T.SMALLINT: 16, _T.INT: 32, _T.BIGINT: 64, _T.UTINYINT: 8, _T.USMALLINT: 16,
-             _T.UINT: 32, _T.UBIGINT: 64}
+_INTEGERS = {_T.TINYINT, _T.SMALLINT, _T.INT, _T.BIGINT, _T.UTINYINT, _T.USMALLINT, _T.UINT, _T.UBIGINT}
 _CASTS = {*_INTEGERS, _T.FLOAT, _T.DOUBLE, _T.BOOLEAN}
 
 
@@ -188,12 +187,12 @@ def _cast(values: pd.Series, to: exp.DataType) -> pd.Series:
     """``cast(values AS to)`` as TDengine does it for numbers: toward zero into integer types,
     any non-zero number is TRUE."""
     kind = to.this
-    if kind == _T.BOOLEAN:
-        numbers = pd.to_numeric(values, errors="raise").astype("Float64")
-        return (numbers != 0).astype("boolean")
     numbers = pd.to_numeric(values, errors="raise").astype("Float64")
+    if kind == _T.BOOLEAN:
+        return (numbers != 0).astype("boolean")
     if kind in _INTEGERS:
-        return numbers.apply(lambda v: v if v is pd.NA else float(np.trunc(v))).astype("Int64")
+        whole = np.trunc(numbers.to_numpy(dtype="float64", na_value=np.nan))
+        return pd.Series(pd.array(whole, dtype="Float64"), index=numbers.index).astype("Int64")
     return numbers
 
 
