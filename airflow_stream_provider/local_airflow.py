@@ -56,8 +56,9 @@ class LocalAirflow:
         self.standalone = standalone
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        inherited = {k: v for k, v in os.environ.items() if k != "SPARK_CONNECT_MODE_ENABLED"}  # a caller's own mode
-        self.env = inherited | {
+        from airflow_stream_provider.engine.session import child_environ
+
+        self.env = child_environ() | {
             "AIRFLOW_HOME": str(home), "AIRFLOW_STREAM_HOME": str(stream_home),
             "AIRFLOW__CORE__DAGS_FOLDER": str(Path(airflow_stream_provider.__file__).parent / "dags"),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False", "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
@@ -123,17 +124,18 @@ class LocalAirflow:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(10)
 
-    def api(self, path: str) -> dict:
-        from airflow_stream_provider.airflow_api import AirflowApi
-
-        return AirflowApi(self.url, self.env.get("AIRFLOW_STREAM_API_USER"),
-                          self.env.get("AIRFLOW_STREAM_API_PASSWORD"))._send("GET", path)
-
-    def token(self, user: str | None = None) -> str:
-        """A JWT of ``user`` (by default the first user; anyone without users)."""
+    def client(self, user: str | None = None):  # type: ignore[no-untyped-def]
+        """An API client of ``user`` (by default the first user; anyone without users)."""
         from airflow_stream_provider.airflow_api import AirflowApi
 
         if user is None or not self.users:
             return AirflowApi(self.url, self.env.get("AIRFLOW_STREAM_API_USER"),
-                              self.env.get("AIRFLOW_STREAM_API_PASSWORD")).token()
-        return AirflowApi(self.url, user, self.users[user][1]).token()
+                              self.env.get("AIRFLOW_STREAM_API_PASSWORD"))
+        return AirflowApi(self.url, user, self.users[user][1])
+
+    def api(self, path: str) -> dict:
+        return self.client()._send("GET", path)
+
+    def token(self, user: str | None = None) -> str:
+        """A JWT of ``user`` (by default the first user; anyone without users)."""
+        return self.client(user).token()

@@ -100,6 +100,8 @@ def start(port: int | None = None, timeout: float = 180.0, memory: str | None = 
     current = running()
     if current is not None:
         return current
+    from airflow_stream_provider.engine.session import child_environ
+
     port = port or default_port()
     if not _port_free(port):
         raise NodeError(f"port {port} on {HOST} is in use; choose another with --port or AIRFLOW_STREAM_NODE_PORT")
@@ -114,7 +116,8 @@ def start(port: int | None = None, timeout: float = 180.0, memory: str | None = 
     with log_path.open("ab") as log:
         log.write(f"--- starting {' '.join(command)} at {datetime.now(UTC).isoformat()}\n".encode())
         log.flush()
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        process = subprocess.Popen(command, env=child_environ(), stdout=log, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL,
                                    cwd=node_dir, start_new_session=True)
     (node_dir / "node.pid").write_text(str(process.pid), encoding="utf-8")
     deadline = time.monotonic() + timeout

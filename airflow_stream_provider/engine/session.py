@@ -116,6 +116,11 @@ def delta_round_trip() -> int:
         shutil.rmtree(path.parent, ignore_errors=True)
 
 
+#: the variable that puts pyspark.sql in Spark Connect mode, and whether this process set it
+CONNECT_MODE = "SPARK_CONNECT_MODE_ENABLED"
+_connect_mode_set = False
+
+
 def spark_session() -> SparkSession:
     """The session SQL runs on: the stream node over Spark Connect when one is configured or running,
     else the in-process local session (see :func:`remote_url`)."""
@@ -127,11 +132,23 @@ def spark_session() -> SparkSession:
     from pyspark import SparkContext
     from pyspark.sql.connect.session import SparkSession as RemoteSparkSession
 
-    if SparkContext._active_spark_context is None:
+    global _connect_mode_set
+    if SparkContext._active_spark_context is None and CONNECT_MODE not in os.environ:
         # pyspark.sql.functions build Connect columns only in Connect mode; a process without a
         # local session (a task, the CLI) is in it from here on
-        os.environ.setdefault("SPARK_CONNECT_MODE_ENABLED", "1")
+        os.environ[CONNECT_MODE] = "1"
+        _connect_mode_set = True
     return RemoteSparkSession.builder.remote(url).getOrCreate()
+
+
+def child_environ() -> dict[str, str]:
+    """This process's environment for a child process: without the Connect mode
+    :func:`spark_session` switched this process to, which a child starting its own local Spark
+    (the stream node, Airflow's tasks) must not inherit."""
+    env = dict(os.environ)
+    if _connect_mode_set:
+        env.pop(CONNECT_MODE, None)
+    return env
 
 
 def remote_url() -> str | None:

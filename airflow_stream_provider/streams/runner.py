@@ -410,9 +410,9 @@ def _compute_all(runtime: StreamRuntime, fired: list[Fired], report: RunReport, 
     if not fired or runtime.compute is None:
         return
     step = min(BATCH, max(STEP, -(-len(fired) // 10)))
-    tracked = len(fired) > step
-    progress = Progress(what, len(fired), "triggers", say,
-                        path=stored.progress_path if stored is not None and tracked else None) if tracked else None
+    progress = None
+    if len(fired) > step:
+        progress = Progress(what, len(fired), "triggers", say, path=stored.progress_path if stored else None)
     for i in range(0, len(fired), step):
         _compute_and_write(runtime, fired[i:i + step], report, batched=batched)
         if progress is not None:

@@ -29,3 +29,13 @@ def test_missing_jars_are_reported_clearly(tmp_path, monkeypatch):
     monkeypatch.setenv("AIRFLOW_STREAM_JARS", str(tmp_path))
     with pytest.raises(spark_session.DeltaJarsMissing, match="run dev/setup"):
         spark_session.spark_conf()
+
+
+def test_child_processes_do_not_inherit_the_connect_mode_this_process_switched_to(monkeypatch):
+    from airflow_stream_provider.engine import session
+
+    monkeypatch.setenv(session.CONNECT_MODE, "1")
+    monkeypatch.setattr(session, "_connect_mode_set", True)  # as spark_session() leaves it in a task
+    assert session.CONNECT_MODE not in session.child_environ()
+    monkeypatch.setattr(session, "_connect_mode_set", False)  # set by the user: theirs to pass on
+    assert session.child_environ()[session.CONNECT_MODE] == "1"
