@@ -41,7 +41,9 @@ def spark_conf(home: Path | None = None) -> dict[str, str]:
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
         "spark.databricks.delta.properties.defaults.enableChangeDataFeed": "true",
         "spark.databricks.delta.snapshotPartitions": "2",
-        "spark.sql.shuffle.partitions": "4",
+        # one per core of local[2]: a live detector batch runs a task per state partition, and more
+        # tasks than cores only queue (a checkpoint keeps the number it started with)
+        "spark.sql.shuffle.partitions": "2",
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.warehouse.dir": str(scratch / "spark-warehouse"),
         "spark.sql.catalogImplementation": "in-memory",

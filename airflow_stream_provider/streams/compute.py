@@ -15,20 +15,28 @@ and the query reads them as columns of that row.
 Both give exactly the result of the query run alone with that trigger's values, which is how the
 tests check them. ``%%tbname`` reads the group's subtable; ``%%trows`` the group's trigger rows
 as captured at the trigger's Delta version (PERIOD: the rows written between the previous and the
-current trigger, from the change feed), after PRE_FILTER.
+current trigger, from the change feed), after PRE_FILTER. Only the span of time the batch's
+windows cover is read; a span whose files hold few rows (a live window) is read by delta-rs into a
+local relation, which spares Spark rebuilding the table's snapshot at every new version.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as pds
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 from sqlglot import exp
 
 from airflow_stream_provider.exceptions import StreamDefinitionError
@@ -49,6 +57,8 @@ IDX = "__idx"
 TROWS_FROM, TROWS_TO = "__trows_from", "__trows_to"
 #: per-trigger queries unioned into one Spark job
 CHUNK = 200
+#: %%trows spans whose files hold at most this many rows are read by delta-rs, not by Spark
+FEW_ROWS = 200_000
 #: Spark types of the placeholder columns; %%n and %%tbname take the grouping columns' types
 TIMESTAMPS = ("_twstart", "_twend", "_tprev_ts", "_tcurrent_ts", "_tnext_ts", TROWS_FROM, TROWS_TO)
 INTEGERS = ("_twduration", "_twrownum", "_tgrpid", "_tlocaltime", "_tprev_localtime", "_tnext_localtime")
@@ -168,11 +178,16 @@ class Compute:
 
     # --- %%trows and %%tbname -------------------------------------------------------------------
 
-    def _trows_view(self, trigger: Fired, views: dict[object, str]) -> str:
-        """A temporary view of the trigger table as trigger ``trigger`` saw it."""
+    def _trows_view(self, trigger: Fired, views: dict[object, str],
+                    bounds: tuple[datetime, datetime] | None = None) -> str:
+        """A temporary view of the trigger table as trigger ``trigger`` saw it.
+
+        :param bounds: the earliest and latest row time any trigger reading the view takes: rows
+            outside are left out before the query runs, so Delta skips the files that hold none.
+        """
         src = self.source
         assert src is not None
-        key = ("changes", trigger.since_version, trigger.version) if src.changes else ("at", trigger.version)
+        key = ("changes", trigger.since_version, trigger.version) if src.changes else ("at", trigger.version, bounds)
         if key in views:
             return views[key]
         reader = self.spark.read.format("delta")
@@ -186,9 +201,13 @@ class Compute:
                       .where(F.col("_change_type").isin("insert", "update_postimage"))
                       .drop("_change_type", "_commit_version", "_commit_timestamp"))
         else:
-            if trigger.version is not None:
-                reader = reader.option("versionAsOf", trigger.version)
-            df = self._without_skipped(reader.load(src.path), trigger.version)
+            df = self._few_rows(trigger.version, bounds) if bounds is not None else None
+            if df is None:
+                if trigger.version is not None:
+                    reader = reader.option("versionAsOf", trigger.version)
+                df = self._without_skipped(reader.load(src.path), trigger.version)
+                if bounds is not None:
+                    df = df.where(F.col(src.ts_column).between(F.lit(bounds[0]), F.lit(bounds[1])))
         if src.subtable is not None:
             df = df.where(F.col("tbname") == src.subtable)
         if src.pre_filter:
@@ -199,6 +218,52 @@ class Compute:
         df.createOrReplaceTempView(name)
         views[key] = name
         return name
+
+    def _bounds(self, fired: Sequence[Fired]) -> tuple[datetime, datetime] | None:
+        """The span of row times ``fired`` read through ``%%trows`` (None: not a span of time)."""
+        if self.source is None or self.source.changes:
+            return None
+        lows = [t.values.get(TROWS_FROM) for t in fired]
+        highs = [t.values.get(TROWS_TO) for t in fired]
+        if any(v is None for v in lows) or any(v is None for v in highs):
+            return None
+        return min(lows), max(highs)  # type: ignore[type-var]
+
+    def _few_rows(self, version: int | None, bounds: tuple[datetime, datetime]) -> DataFrame | None:
+        """The trigger table's rows in ``bounds`` at ``version``, read by delta-rs into a local
+        relation when the files that may hold them have at most :data:`FEW_ROWS` rows in all.
+
+        A live window reads a few rows of a table just written to. Spark would first rebuild the
+        table's snapshot at the new version (a job of its own); the files' statistics tell which
+        few to read. None: the rows are too many, or the table needs Spark (skipped versions,
+        features delta-rs cannot read).
+        """
+        from deltalake import DeltaTable
+        from deltalake.exceptions import DeltaError
+
+        src = self.source
+        assert src is not None
+        if src.skip_versions:
+            return None
+        try:
+            table = DeltaTable(src.path, version=version) if version is not None else DeltaTable(src.path)
+            files = pa.table(table.get_add_actions(flatten=True))
+            dataset = table.to_pyarrow_dataset()
+        except DeltaError as err:
+            log.info("reading %%trows with Spark: %s", err)
+            return None
+        ts = src.ts_column
+        kind = dataset.schema.field(ts).type
+        lo, hi = (pa.scalar(b if kind.tz else b.astimezone(UTC).replace(tzinfo=None), kind) for b in bounds)
+        if f"min.{ts}" in files.column_names and f"max.{ts}" in files.column_names:
+            # a file may hold rows in bounds unless its statistics say otherwise (none: it may)
+            outside = pc.or_(pc.greater(files[f"min.{ts}"], hi), pc.less(files[f"max.{ts}"], lo))
+            files = files.filter(pc.invert(pc.fill_null(outside, False)))
+        if files.num_rows and (pc.sum(files["num_records"]).as_py() or 0) > FEW_ROWS:
+            return None
+        rows = dataset.to_table(filter=(pds.field(ts) >= lo) & (pds.field(ts) <= hi))
+        schema = T.StructType.fromJson(json.loads(table.schema().to_json()))
+        return self.spark.createDataFrame(rows.select(schema.fieldNames()), schema=schema)
 
     def _without_skipped(self, df, version: int | None):  # type: ignore[no-untyped-def]
         """``df`` without the rows last written in the skipped version ranges."""
@@ -249,7 +314,7 @@ class Compute:
     def _per_trigger(self, fired: Sequence[Fired], views: dict[object, str]) -> DataFrame:
         frames = []
         for trigger in fired:
-            tree = self._replace_tables(self.tree, lambda t=trigger: self._trows_view(t, views))
+            tree = self._replace_tables(self.tree, lambda t=trigger: self._trows_view(t, views, self._bounds([t])))
             bindings = self._bindings(trigger)
             df = self.warehouse.query_frame(tree, bindings=bindings, also=self.also)
             frames.append(df.select(F.lit(trigger.idx).cast("bigint").alias(IDX), *[F.col(f"`{c}`") for c in df.columns]))
@@ -276,9 +341,14 @@ class Compute:
                 raise _Unbatchable(f"a placeholder is used in {clause.upper()} BY")
         if self.trows:
             # %%trows is read at each trigger's version: one lateral query per version, unioned
-            by_view: dict[str, list[Fired]] = {}
+            by_version: dict[object, list[Fired]] = {}
             for trigger in fired:
-                by_view.setdefault(self._trows_view(trigger, views), []).append(trigger)
+                by_version.setdefault((trigger.since_version, trigger.version), []).append(trigger)
+            by_view: dict[str, list[Fired]] = {}
+            for group in by_version.values():
+                bounds = self._bounds(group)
+                for trigger in group:
+                    by_view.setdefault(self._trows_view(trigger, views, bounds), []).append(trigger)
             parts = [self._lateral(group, view) for view, group in by_view.items()]
             return functools.reduce(DataFrame.unionAll, parts)
         return self._lateral(fired, None)

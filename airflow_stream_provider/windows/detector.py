@@ -4,8 +4,8 @@ It reads the trigger table's Delta change feed, groups rows by the PARTITION BY 
 window core in ``applyInPandasWithState``. The per-group state is the core's carry (the open
 windows and counters) plus the rows not yet behind the watermark, so it is bounded by open windows
 and the WATERMARK span, never by history. Events go to the stream's event table through
-``foreachBatch`` with Delta's idempotent writes (``txnAppId`` + ``txnVersion`` = batch id): a batch
-replayed after a crash is written once.
+``foreachBatch``, committed with a Delta transaction marker (app id, batch id) in the same commit: a
+batch replayed after a crash is written once.
 
 Time semantics (reference 000, "Atypical Data Ingestion Scenarios"):
 
@@ -34,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
@@ -41,6 +42,7 @@ from pyspark.sql.streaming import StreamingQuery
 from airflow_stream_provider.windows.core import empty_windows, open_windows, scan
 from airflow_stream_provider.windows.events import (
     EVENT_COLUMNS,
+    EVENT_FIELDS,
     EVENT_SCHEMA,
     empty_events,
     event_rows,
@@ -127,21 +129,17 @@ def start(spark: SparkSession, plan: TriggerPlan, options: DetectorOptions, *,
         rows = (batch.withColumn("batch_id", F.lit(batch_id).cast("bigint"))
                 .withColumn("seq", F.monotonically_increasing_id())
                 .withColumn("event_time", F.current_timestamp()))
-        had = True
-        if timeouts:
-            # MAX_DELAY makes Spark run a batch every trigger interval, mostly without events: those
-            # make no commit. The count computes the batch once, into the cache the write reads.
-            rows = rows.persist()
-            try:
-                had = bool(rows.count())
-                if had:
-                    _append(rows, options.events_path, app_id, batch_id)
-            finally:
-                rows.unpersist()
-        else:
-            _append(rows, options.events_path, app_id, batch_id)
+        # the count computes the batch once, into the cache the write reads; a batch without events
+        # makes no commit (MAX_DELAY makes Spark run one every trigger interval, mostly empty)
+        rows = rows.persist()
+        try:
+            count = rows.count()
+            if count:
+                _append(rows, count, options.events_path, app_id, batch_id)
+        finally:
+            rows.unpersist()
         if after_batch is not None:
-            after_batch(batch_id, had)
+            after_batch(batch_id, bool(count))
 
     writer = (events.writeStream.queryName(f"detector:{plan.stream}")
               .option("checkpointLocation", options.checkpoint).foreachBatch(write))
@@ -152,13 +150,40 @@ def start(spark: SparkSession, plan: TriggerPlan, options: DetectorOptions, *,
 #: the event-table columns Delta keeps file statistics for (the default, every column, costs more than
 #: the write itself on the string columns, and trigger ids skip nothing)
 EVENT_STATS_COLUMNS = "batch_id,window_start,window_end"
+#: batches of at most this many events are collected and committed by the driver (delta-rs), in tens
+#: of milliseconds; larger ones (a history fill) are written by Spark's Delta writer
+LOCAL_EVENTS_MAX = 100_000
+#: an event row as stored: the core's fields, then batch_id, seq and event_time
+EVENT_ARROW_SCHEMA = pa.schema(
+    [pa.field(name, pa.timestamp("us", tz="UTC") if kind == "timestamp" else
+              {"string": pa.string(), "bigint": pa.int64(), "int": pa.int32()}[kind]) for name, kind in EVENT_FIELDS]
+    + [pa.field("batch_id", pa.int64()), pa.field("seq", pa.int64()),
+       pa.field("event_time", pa.timestamp("us", tz="UTC"))])
 
 
-def _append(rows: DataFrame, path: str, app_id: str, batch_id: int) -> None:
-    """Append a batch's events once: Delta skips a (txnAppId, txnVersion) it has already committed."""
-    (rows.write.format("delta").mode("append")
-     .option("delta.dataSkippingStatsColumns", EVENT_STATS_COLUMNS)
-     .option("txnAppId", app_id).option("txnVersion", batch_id).save(path))
+def _append(rows: DataFrame, count: int, path: str, app_id: str, batch_id: int) -> None:
+    """Append a batch's events once. Both writers record (app id, batch id) as a Delta transaction
+    in the same commit as the rows, and skip a batch already committed: a replayed batch is not
+    written twice."""
+    if count > LOCAL_EVENTS_MAX:
+        (rows.write.format("delta").mode("append")
+         .option("delta.dataSkippingStatsColumns", EVENT_STATS_COLUMNS)
+         .option("txnAppId", app_id).option("txnVersion", batch_id).save(path))
+        return
+    from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+    from deltalake.exceptions import TableNotFoundError
+
+    try:
+        done = DeltaTable(path).transaction_version(app_id)
+        configuration = None
+    except TableNotFoundError:
+        done, configuration = None, {"delta.dataSkippingStatsColumns": EVENT_STATS_COLUMNS}
+    if done is not None and done >= batch_id:
+        return
+    table = rows.toArrow()
+    events = pa.table([table.column(f.name).cast(f.type) for f in EVENT_ARROW_SCHEMA], schema=EVENT_ARROW_SCHEMA)
+    write_deltalake(path, events, mode="append", configuration=configuration,
+                    commit_properties=CommitProperties(app_transactions=[Transaction(app_id, batch_id)]))
 
 
 class _Step:

@@ -242,6 +242,35 @@ def test_batched_and_per_trigger_compute_agree(wh):
     assert len(batched) == 4  # an aggregate over no rows still gives its one row, as the query alone does
 
 
+@pytest.mark.parametrize("reader", ["delta-rs", "spark"])
+def test_trows_holds_the_rows_of_the_window_at_the_triggers_version(wh, monkeypatch, reader):
+    """%%trows of a few rows is read by delta-rs into a local relation, of many by Spark: either way
+    it holds the window's rows as the trigger's table version had them."""
+    from airflow_stream_provider.streams import compute
+
+    if reader == "spark":
+        monkeypatch.setattr(compute, "FEW_ROWS", 0)
+    sql(wh, METERS)
+    sql(wh, ROWS)
+    sql(wh, """CREATE STREAM tr INTERVAL(5m) SLIDING(5m) FROM stb1 PARTITION BY tbname INTO o AS
+               SELECT _twstart, sum(col1) total, count(*) n FROM %%trows""")
+    rt = runner.StreamRuntime(wh, StreamStore().get("d", "tr").statement, "d")
+    version = rt.table_version()
+    sql(wh, "INSERT INTO t1 VALUES ('2025-01-01 00:02:00', 100)")  # written after the triggers fired
+    windows = [("t1", 0), ("t1", 5), ("t1", 10), ("t2", 0), ("t2", 10), ("t2", 15)]
+    fired = [runner.Fired(i, {"_twstart": at(start), "_twend": at(start + 5), runner.TROWS_FROM: at(start),
+                              runner.TROWS_TO: at(start + 5), **rt.group_values((name,))},
+                          version=version, group=(name,), group_id=name)
+             for i, (name, start) in enumerate(windows)]
+    frame = rt.compute.frame(fired)
+    plan = frame._jdf.queryExecution().optimizedPlan().toString()
+    assert ("] parquet" in plan) == (reader == "spark")  # Spark scans the table's files, delta-rs hands over rows
+    got = {r["__idx"]: (r["total"], r["n"]) for r in frame.toArrow().to_pylist()}
+    # by hand from ROWS: t1 has 1, 3 in [00:00, 00:05), 10 in [00:05, 00:10), 5 in [00:10, 00:15);
+    # t2 has 7, 8, 1 at 00:02, 00:07, 00:12, and nothing from 00:15
+    assert got == {0: (4, 2), 1: (10, 1), 2: (5, 1), 3: (7, 1), 4: (1, 1), 5: (None, 0)}
+
+
 def test_placeholder_inside_an_aggregate_runs_per_trigger(wh):
     sql(wh, METERS)
     sql(wh, """CREATE STREAM pa INTERVAL(5m) SLIDING(5m) FROM stb1 PARTITION BY tbname INTO o AS

@@ -197,3 +197,40 @@ def test_killed_detector_resumes_exactly_once(spark, tmp_path):
     streamed = events_table(opts)
     assert key(streamed) == key(batch)
     assert streamed["trigger_id"].is_unique
+
+
+def test_a_replayed_batch_is_written_once_whichever_writer_committed_it(spark, tmp_path, monkeypatch):
+    """Small batches are committed by delta-rs, large ones by Spark's Delta writer. Both record the
+    batch as a Delta transaction of the detector's app id, and each skips what the other committed."""
+    from pyspark.sql import functions as F
+
+    from airflow_stream_provider.windows.events import EVENT_FIELDS
+
+    path = str(tmp_path / "events")
+
+    def batch(batch_id: int, n: int):  # event rows as the detector's write makes them
+        cols = [(F.concat(F.lit(f"{batch_id}:"), F.col("id").cast("string")) if name == "trigger_id"
+                 else F.lit(None)).cast(kind).alias(name) for name, kind in EVENT_FIELDS]
+        return spark.range(n).select(*cols, F.lit(batch_id).cast("bigint").alias("batch_id"),
+                                     F.col("id").alias("seq"), F.current_timestamp().alias("event_time"))
+
+    def stored() -> list[str]:
+        return sorted(DeltaTable(path).to_pyarrow_table(columns=["trigger_id"])["trigger_id"].to_pylist())
+
+    detector._append(batch(0, 3), 3, path, "app", 0)  # delta-rs creates the table
+    detector._append(batch(0, 3), 3, path, "app", 0)  # replayed: skipped
+    assert stored() == ["0:0", "0:1", "0:2"]
+    monkeypatch.setattr(detector, "LOCAL_EVENTS_MAX", 0)  # every batch is large now: Spark writes
+    detector._append(batch(0, 3), 3, path, "app", 0)
+    detector._append(batch(1, 2), 2, path, "app", 1)
+    detector._append(batch(1, 2), 2, path, "app", 1)
+    assert stored() == ["0:0", "0:1", "0:2", "1:0", "1:1"]
+    monkeypatch.undo()
+    detector._append(batch(1, 2), 2, path, "app", 1)  # delta-rs sees Spark's transaction
+    detector._append(batch(2, 1), 1, path, "app", 2)
+    detector._append(batch(0, 1), 1, path, "other-app", 0)  # another detector's batch 0 is its own
+    table = DeltaTable(path)
+    assert stored() == ["0:0", "0:0", "0:1", "0:2", "1:0", "1:1", "2:0"]
+    assert table.transaction_version("app") == 2
+    assert table.metadata().configuration["delta.dataSkippingStatsColumns"] == detector.EVENT_STATS_COLUMNS
+    assert spark.read.format("delta").load(path).count() == 7  # Spark reads what delta-rs wrote
