@@ -67,7 +67,7 @@ class AssetComputeOperator(StreamComputeOperator):
 def asset_dag(db: str, name: str, home: Path) -> DAG:
     """``stream__<db>__<name>__assets``: the window stream ``db.name`` scheduled by asset events."""
     state_dir = home / "state" / db / name
-    asset = Asset(f"airflow-stream://{db}/{name}", name=f"stream_{db}_{name}_commits",
+    asset = Asset(name=f"stream_{db}_{name}_commits", uri=f"airflow-stream://{db}/{name}",
                   watchers=[AssetWatcher(name=f"stream_{db}_{name}_watcher",
                                          trigger=CommittedBatchesTrigger(str(state_dir)))])
     common = {"stream": f"{db}.{name}", "home": str(home)}
