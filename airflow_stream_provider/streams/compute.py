@@ -263,7 +263,9 @@ class Compute:
             return None
         rows = dataset.to_table(filter=(pds.field(ts) >= lo) & (pds.field(ts) <= hi))
         schema = T.StructType.fromJson(json.loads(table.schema().to_json()))
-        return self.spark.createDataFrame(rows.select(schema.fieldNames()), schema=schema)
+        columns = [rows[name] for name in schema.fieldNames()]
+        columns = [c.cast(c.type.value_type) if pa.types.is_dictionary(c.type) else c for c in columns]  # partitions
+        return self.spark.createDataFrame(pa.table(columns, names=schema.fieldNames()), schema=schema)
 
     def _without_skipped(self, df, version: int | None):  # type: ignore[no-untyped-def]
         """``df`` without the rows last written in the skipped version ranges."""
