@@ -59,6 +59,7 @@ def browser():  # type: ignore[no-untyped-def]
 
 
 def test_streams_page(spark, tmp_path, monkeypatch):
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
     from selenium.webdriver.support.ui import WebDriverWait
@@ -111,7 +112,9 @@ def test_streams_page(spark, tmp_path, monkeypatch):
         driver.get(f"{airflow.url}/api/v2/monitor/health")  # on the origin, so that its cookie can be set
         driver.add_cookie({"name": "_token", "value": admin, "path": "/"})
         driver.get(page)
-        wait = WebDriverWait(driver, 30)
+        # React re-renders elements while the page settles: a check that meets a replaced element
+        # looks again
+        wait = WebDriverWait(driver, 30, ignored_exceptions=(StaleElementReferenceException,))
         cell = wait.until(lambda d: d.find_elements(By.CSS_SELECTOR,
                                                     'tr[data-stream="power.avg1m"] td[data-col="computations"]'))
         assert cell[0].text == "3"

@@ -271,6 +271,25 @@ def test_trows_holds_the_rows_of_the_window_at_the_triggers_version(wh, monkeypa
     assert got == {0: (4, 2), 1: (10, 1), 2: (5, 1), 3: (7, 1), 4: (1, 1), 5: (None, 0)}
 
 
+def test_trows_of_a_table_delta_rs_cannot_read_comes_from_spark(wh, spark):
+    """A trigger table with deletion vectors (set up outside the warehouse) is read by Spark, which
+    honours them: the deleted rows are not in %%trows."""
+    sql(wh, METERS)
+    sql(wh, ROWS)
+    sql(wh, """CREATE STREAM dv INTERVAL(5m) SLIDING(5m) FROM stb1 PARTITION BY tbname INTO o AS
+               SELECT _twstart, sum(col1) total, count(*) n FROM %%trows""")
+    rt = runner.StreamRuntime(wh, StreamStore().get("d", "dv").statement, "d")
+    path = rt.compute.source.path
+    spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+    spark.sql(f"DELETE FROM delta.`{path}` WHERE col1 = 3")  # t1's row at 00:01
+    fired = [runner.Fired(0, {"_twstart": at(0), "_twend": at(5), runner.TROWS_FROM: at(0), runner.TROWS_TO: at(5),
+                              **rt.group_values(("t1",))}, version=rt.table_version(), group=("t1",), group_id="t1")]
+    frame = rt.compute.frame(fired)
+    assert "] parquet" in frame._jdf.queryExecution().optimizedPlan().toString()
+    # by hand: t1 keeps only its row of 1 in [00:00, 00:05)
+    assert [(r["total"], r["n"]) for r in frame.toArrow().to_pylist()] == [(1, 1)]
+
+
 def test_placeholder_inside_an_aggregate_runs_per_trigger(wh):
     sql(wh, METERS)
     sql(wh, """CREATE STREAM pa INTERVAL(5m) SLIDING(5m) FROM stb1 PARTITION BY tbname INTO o AS
