@@ -6,8 +6,8 @@ Each new detector commit becomes an asset event; the scheduler turns queued asse
 DAG run (one at a time: events that arrive during a run are folded into the next one), whose
 compute task reads the highest committed batch from the events' payloads.
 
-The stream's own ``@continuous`` DAG must be paused while this one runs: both would consume the
-same batches.
+The stream's own ``@continuous`` DAG must not run beside this one: both would consume the same
+batches (``bench/latency.py`` leaves it out of its DAGs folder).
 """
 
 from __future__ import annotations

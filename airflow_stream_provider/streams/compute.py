@@ -246,7 +246,7 @@ class Compute:
         if src.skip_versions:
             return None
         try:
-            table = DeltaTable(src.path, version=version) if version is not None else DeltaTable(src.path)
+            table = DeltaTable(src.path, version=version)  # None: the latest
             files = pa.table(table.get_add_actions(flatten=True))
             dataset = table.to_pyarrow_dataset()
         except DeltaError as err:

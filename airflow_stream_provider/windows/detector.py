@@ -173,16 +173,17 @@ def _append(rows: DataFrame, count: int, path: str, app_id: str, batch_id: int) 
     from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
     from deltalake.exceptions import TableNotFoundError
 
+    target: str | DeltaTable
     try:
-        done = DeltaTable(path).transaction_version(app_id)
-        configuration = None
+        target, configuration = DeltaTable(path), None
     except TableNotFoundError:
-        done, configuration = None, {"delta.dataSkippingStatsColumns": EVENT_STATS_COLUMNS}
+        target, configuration = path, {"delta.dataSkippingStatsColumns": EVENT_STATS_COLUMNS}
+    done = target.transaction_version(app_id) if isinstance(target, DeltaTable) else None
     if done is not None and done >= batch_id:
         return
     table = rows.toArrow()
     events = pa.table([table.column(f.name).cast(f.type) for f in EVENT_ARROW_SCHEMA], schema=EVENT_ARROW_SCHEMA)
-    write_deltalake(path, events, mode="append", configuration=configuration,
+    write_deltalake(target, events, mode="append", configuration=configuration,
                     commit_properties=CommitProperties(app_transactions=[Transaction(app_id, batch_id)]))
 
 
