@@ -6,11 +6,13 @@ group's events.
 
 INTERVAL windows over finished data (``final``, no PRE_FILTER) take a shorter road: Spark counts
 the rows of every window natively and only the counts go to Python, where the same core code
-(:func:`.core.interval_windows`) turns them into windows.
+(:func:`.core.interval_windows`) turns them into windows, one Python call per partition for all
+of its groups.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -21,6 +23,7 @@ from airflow_stream_provider.windows.events import (
     EVENT_SCHEMA,
     empty_events,
     event_rows,
+    groups_event_rows,
 )
 from airflow_stream_provider.windows.trigger import TriggerPlan
 
@@ -76,19 +79,33 @@ def _interval_counts(df: DataFrame, plan: TriggerPlan) -> DataFrame:
     spec = plan.spec
     t = F.unix_micros(F.col(plan.ts_column))
     last_k = _floor_div(t - F.lit(spec.offset), spec.sliding)
-    first_k = _floor_div(t - F.lit(spec.offset + spec.interval), spec.sliding) + 1
-    k = last_k if spec.interval == spec.sliding else F.explode(F.sequence(first_k, last_k))
-    counts = (df.select(*plan.keys, t.alias("_t"), k.alias("_k"))
-              .groupBy(*plan.keys, "_k").agg(F.count("*").alias("_n"), F.min("_t").alias("_first")))
+    rows = df.select(*plan.keys, t.alias("_t"), last_k.alias("_k"))
+    if spec.interval != spec.sliding:
+        # a row is in up to ceil(interval / sliding) windows, the last one holding it and those
+        # before it that have not ended yet (as Spark's window() expands sliding windows)
+        candidates = [F.col("_k") - j for j in range(-(-spec.interval // spec.sliding))]
+        rows = (rows.select(*plan.keys, "_t", F.explode(F.array(*candidates)).alias("_k"))
+                .where(F.col("_k") * spec.sliding + (spec.offset + spec.interval) > F.col("_t")))
+    counts = rows.groupBy(*plan.keys, "_k").agg(F.count("*").alias("_n"), F.min("_t").alias("_first"))
 
-    def fn(part):  # no type hints: Spark would read them as a UDF eval type
-        if part.empty:
-            return empty_events()
-        keys = plan.group_keys(tuple(part[k].iat[0] for k in plan.keys))
-        carry = {"lo": first_window(spec, int(part["_first"].min()))}
-        windows, _ = interval_windows(spec, dict(zip(part["_k"].tolist(), part["_n"].tolist())), set(), carry,
-                                      None, True)
-        return event_rows(plan, keys, windows)[list(EVENT_COLUMNS)]
+    def fn(batches):  # no type hints: Spark would read them as a UDF eval type
+        # every row of a group is in this partition: they were partitioned by the group keys
+        frames = [b for b in batches if len(b)]
+        if not frames:
+            return
+        part = pd.concat(frames, ignore_index=True)
+        keys, windows = [], []
+        by = list(plan.keys) or [pd.Series(0, index=part.index)]
+        for _, rows in part.groupby(by, sort=False, dropna=False):
+            carry = {"lo": first_window(spec, int(rows["_first"].min()))}
+            found, _ = interval_windows(spec, dict(zip(rows["_k"].tolist(), rows["_n"].tolist(), strict=True)),
+                                        set(), carry, None, True)
+            keys.append(plan.group_keys(tuple(rows[k].iat[0] for k in plan.keys)))
+            windows.append(found)
+        group = np.repeat(np.arange(len(windows)), [len(w) for w in windows])
+        yield groups_event_rows(plan, keys, pd.concat(windows, ignore_index=True), group)[list(EVENT_COLUMNS)]
 
-    grouped = counts.groupBy(*plan.keys) if plan.keys else counts.groupBy(F.lit(0).alias("_all"))
-    return grouped.applyInPandas(fn, schema=EVENT_SCHEMA)
+    # one Python call per partition, not per group; the explicit partition count keeps adaptive
+    # execution from folding the (small) counts into a single partition, and so a single core
+    partitions = int(df.sparkSession.conf.get("spark.sql.shuffle.partitions")) if plan.keys else 1
+    return counts.repartition(partitions, *plan.keys).mapInPandas(fn, schema=EVENT_SCHEMA)

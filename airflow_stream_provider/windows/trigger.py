@@ -179,12 +179,16 @@ class TriggerPlan:
         digest = hashlib.blake2b(json.dumps(keys, sort_keys=True, default=str).encode(), digest_size=8).digest()
         return str(int.from_bytes(digest, "big") >> 1)
 
-    def trigger_ids(self, group_id: str, starts: np.ndarray, ordinals: np.ndarray) -> list[str]:
+    def trigger_ids(self, group_id: str | np.ndarray, starts: np.ndarray, ordinals: np.ndarray) -> list[str]:
         """One id per window, the same across restarts and reruns: stream, group, window start (and
-        ordinal for COUNT_WINDOW)."""
-        prefix = hashlib.blake2b(f"{self.stream.lower()}\x1f{group_id}\x1f".encode(), digest_size=12)
+        ordinal for COUNT_WINDOW). ``group_id`` is the group of every window, or one per window."""
+        gids = [group_id] * len(starts) if isinstance(group_id, str) else group_id.tolist()
+        prefixes: dict[str, object] = {}
         out = []
-        for s, o in zip(starts.tolist(), ordinals.tolist()):
+        for gid, s, o in zip(gids, starts.tolist(), ordinals.tolist(), strict=True):
+            prefix = prefixes.get(gid)
+            if prefix is None:
+                prefix = prefixes[gid] = hashlib.blake2b(f"{self.stream.lower()}\x1f{gid}\x1f".encode(), digest_size=12)
             h = prefix.copy()  # the same digest as hashing prefix + suffix in one go
             h.update(f"{s}\x1f{o}".encode())
             out.append(h.hexdigest())

@@ -90,11 +90,15 @@ def test_interval_windows_match_spark_window(data):
 @pytest.mark.parametrize("trigger", ["INTERVAL(10s) SLIDING(10s)", "INTERVAL(45s, 7s) SLIDING(15s)",
                                      "INTERVAL(1m) SLIDING(20s)"])
 @pytest.mark.parametrize("options", ["", "STREAM_OPTIONS(IGNORE_NODATA_TRIGGER|EVENT_TYPE(WINDOW_OPEN|WINDOW_CLOSE))"])
-def test_interval_counts_in_spark_equal_the_row_scan(data, trigger, options):
-    """Finished INTERVAL data is counted by Spark before the core sees it; the events are those of
-    the row-by-row scan (itself checked against Spark's window() above), empty windows included."""
+@pytest.mark.parametrize("partition", ["PARTITION BY location", "", "PARTITION BY location, tbname"])
+def test_interval_counts_in_spark_equal_the_row_scan(data, trigger, options, partition):
+    """Finished INTERVAL data is counted by Spark before the core sees it, and all groups of a
+    partition go through the core in one call; the events are those of the row-by-row scan (itself
+    checked against Spark's window() above), empty windows included. d3's location is NULL: a NULL
+    group key is a group of its own."""
     _, df = data
-    plan = plan_of(stream(trigger, partition="PARTITION BY location", options=options))
+    df = df.withColumn("location", F.when(F.col("tbname") != "d3", F.col("location")))
+    plan = plan_of(stream(trigger, partition=partition, options=options))
     fast = detect(df, plan, final=True).toPandas()
     rows = scan_groups(df, plan, final=True).toPandas()
     order = ["group_id", "window_start", "event_type"]
