@@ -190,9 +190,41 @@ def plain(value: Any) -> Any:
     return value
 
 
+def plain_values(values: np.ndarray) -> np.ndarray:
+    """:func:`plain` of every value, as an object array."""
+    out = np.empty(len(values), dtype=object)
+    out[:] = values.tolist() if values.dtype.kind in "biu" else [plain(v) for v in values.tolist()]
+    return out
+
+
+def _json_texts(values: np.ndarray) -> list[str]:
+    """JSON text of :func:`plain` of each value (numbers are encoded in one call)."""
+    if values.dtype.kind in "biuf" and len(values):
+        items = values.astype(object)
+        if values.dtype.kind == "f":
+            items[np.isnan(values)] = None  # NaN is NULL
+        return json.dumps(items.tolist())[1:-1].split(", ")
+    return [json.dumps(plain(v)) for v in values.tolist()]
+
+
+def _fields_texts(columns: dict[str, np.ndarray], rows: list) -> list:
+    """The condition columns' values as JSON (``columns``: name -> values), for each entry of
+    ``rows`` that is a row index; other entries (JSON already, or ``None``) stay as they are."""
+    at = [i for i, r in enumerate(rows) if isinstance(r, int)]
+    if not at:
+        return rows
+    index = np.array([rows[i] for i in at], np.int64)
+    names = [json.dumps(name) for name in columns]
+    texts = [_json_texts(values[index]) for values in columns.values()]
+    out = list(rows)
+    for j, i in enumerate(at):
+        out[i] = "{" + ", ".join(f"{name}: {t[j]}" for name, t in zip(names, texts, strict=True)) + "}"
+    return out
+
+
 def _fields_json(columns: dict[str, np.ndarray], index: int) -> str:
-    """The condition columns' values at a row, as JSON (``columns``: name -> values)."""
-    return json.dumps({name: plain(values[index]) for name, values in columns.items()}, sort_keys=False)
+    """The condition columns' values at a row, as JSON."""
+    return _fields_texts(columns, [index])[0]
 
 
 # --- scanners ------------------------------------------------------------------------------
@@ -336,7 +368,7 @@ def _state(spec: WindowSpec, rows: pd.DataFrame, carry: dict | None, watermark: 
     breaks[1:] = values[1:] != values[:-1]
     breaks[0] = o is None or plain(values[0]) != o["state"]
     s_idx, e_idx = _segments(breaks)
-    win_state = np.array([plain(v) for v in values[s_idx]], dtype=object)
+    win_state = plain_values(values[s_idx])
     starts, ends = ts[s_idx], ts[e_idx]
     counts = e_idx - s_idx + 1
     was_opened = np.zeros(len(s_idx), bool)
@@ -399,11 +431,12 @@ def _event(spec: WindowSpec, rows: pd.DataFrame, carry: dict | None, watermark: 
     start_at = np.flatnonzero(rows["_start"].fillna(False).to_numpy(bool)) if n else np.empty(0, np.int64)
     end_at = np.flatnonzero(rows["_end"].fillna(False).to_numpy(bool)) if n else np.empty(0, np.int64)
     out: dict[str, list] = {k: [] for k in ("s", "e", "c", "closed", "opened", "of", "cf")}
-    start_fields = {name: rows[f"_f_{name}"].to_numpy(object) for name in spec.start_fields}
-    end_fields = {name: rows[f"_f_{name}"].to_numpy(object) for name in spec.end_fields}
+    start_fields = {name: rows[f"_f_{name}"].to_numpy() for name in spec.start_fields}
+    end_fields = {name: rows[f"_f_{name}"].to_numpy() for name in spec.end_fields}
     o = carry.get("open")
 
-    def add(start: int, end: int, count: int, closed: bool, opened: bool, of: str, cf: str | None) -> None:
+    # the fields of the condition rows: JSON text (carried), a row index (made JSON at the end), or None
+    def add(start: int, end: int, count: int, closed: bool, opened: bool, of: str | int, cf: int | None) -> None:
         for key, value in zip(out, (start, end, count, closed, opened, of, cf)):
             out[key].append(value)
 
@@ -415,8 +448,7 @@ def _event(spec: WindowSpec, rows: pd.DataFrame, carry: dict | None, watermark: 
             count = o["count"] + e + 1
             ok = spec.qualifies_one(int(ts[e]) - o["start"], count)
             if ok or o["opened"]:
-                add(o["start"], int(ts[e]), count, True, not o["opened"], o["fields"],
-                    _fields_json(end_fields, e))
+                add(o["start"], int(ts[e]), count, True, not o["opened"], o["fields"], e)
             o = None
             pos = e + 1
         elif n:
@@ -433,7 +465,7 @@ def _event(spec: WindowSpec, rows: pd.DataFrame, carry: dict | None, watermark: 
             break
         e = ends_list[ei]
         if spec.qualifies_one(tsl[e] - tsl[s], e - s + 1):
-            add(tsl[s], tsl[e], e - s + 1, True, True, _fields_json(start_fields, s), _fields_json(end_fields, e))
+            add(tsl[s], tsl[e], e - s + 1, True, True, s, e)
         si = bisect_left(starts_list, e + 1)
     if o is not None:
         if final:
@@ -445,9 +477,9 @@ def _event(spec: WindowSpec, rows: pd.DataFrame, carry: dict | None, watermark: 
     carry["open"] = o
     size = len(out["s"])
     frame = _frame(out["s"], out["e"], out["c"], out["closed"], out["opened"],
-                   open_index=np.zeros(size, np.int64), open_fields=np.array(out["of"], dtype=object),
+                   open_index=np.zeros(size, np.int64), open_fields=np.array(_fields_texts(start_fields, out["of"]), dtype=object),
                    close_index=np.array([1 if c else -1 for c in out["closed"]], np.int64),
-                   close_fields=np.array(out["cf"], dtype=object))
+                   close_fields=np.array(_fields_texts(end_fields, out["cf"]), dtype=object))
     return frame, carry
 
 

@@ -44,22 +44,20 @@ _ORDER = {m.WINDOW_OPEN: 0, MAX_DELAY: 1, WINDOW_INVALIDATION: 2, m.WINDOW_CLOSE
 
 def _json(values: np.ndarray) -> np.ndarray:
     """JSON text of each value (``None`` stays NULL); a state column has few distinct values."""
-    texts: dict = {}
-    out = np.empty(len(values), dtype=object)
-    for i, v in enumerate(values.tolist()):
-        if v is None:
-            out[i] = None
-            continue
-        key = (type(v), v)  # 1 and True are equal keys, but not the same JSON
-        text = texts.get(key)
-        if text is None:
-            text = texts[key] = json.dumps(v)
-        out[i] = text
-    return out
+    values = np.asarray(values, dtype=object)
+    if len({type(v) for v in values.tolist()} - {type(None)}) <= 1:  # 1 and True: equal keys, not the same JSON
+        codes, uniques = pd.factorize(values, use_na_sentinel=True)
+        return np.array([*(json.dumps(u) for u in uniques), None], dtype=object)[codes]  # NULL: code -1, None
+    return np.array([None if v is None else json.dumps(v) for v in values.tolist()], dtype=object)
 
 
-def _stamps(values: np.ndarray) -> pd.Series:
-    return pd.Series(pd.to_datetime(values, unit="us", utc=True))
+def _stamps(values: np.ndarray) -> pd.DatetimeIndex:
+    """Microseconds since the epoch (``NaT_MICROS``: none) as UTC timestamps."""
+    return pd.DatetimeIndex(np.asarray(values, np.int64).view("datetime64[us]"), tz="UTC")
+
+
+#: the int64 that a datetime64 reads as NaT
+NAT_MICROS = np.iinfo(np.int64).min
 
 
 def event_rows(plan, keys: dict, windows: pd.DataFrame, *, invalidate: pd.DataFrame | None = None,
@@ -94,56 +92,69 @@ def _events(plan, keys: list[dict], windows: pd.DataFrame, group: np.ndarray | N
     if m.WINDOW_CLOSE in wanted:
         closed = windows["closed"].to_numpy(bool)
         parts.append(_part(plan, windows[closed], m.WINDOW_CLOSE, None if group is None else group[closed]))
-    parts = [p for p in parts if len(p)]
+    parts = [p for p in parts if len(p["_start"])]
     if not parts:
         return empty_events()
-    frame = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+    cols = {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}
+    n = len(cols["_start"])
+    at = cols["_group"]
+    if len(parts) > 1 or len(keys) > 1 or np.any(cols["_start"][1:] < cols["_start"][:-1]):
+        order = np.lexsort((cols["_rank"], cols["window_ordinal"], cols["_start"], at))
+        cols = {name: values[order] for name, values in cols.items()}
+        at = cols["_group"]
     group_ids = [plan.group_id(k) for k in keys]
-    at = frame.pop("_group").to_numpy(np.int64)
-    frame.insert(0, "stream", plan.stream)
-    starts = frame.pop("_start").to_numpy()
     if len(keys) == 1:
-        frame["trigger_id"] = plan.trigger_ids(group_ids[0], starts, frame["window_ordinal"].to_numpy())
-        frame["group_id"] = group_ids[0]
-        frame["group_keys"] = json.dumps(keys[0], default=str)
+        gid: str | np.ndarray = group_ids[0]
+        group_id, group_keys = np.full(n, gid, dtype=object), np.full(n, json.dumps(keys[0], default=str), dtype=object)
     else:
-        frame["trigger_id"] = plan.trigger_ids(np.array(group_ids, dtype=object)[at], starts,
-                                               frame["window_ordinal"].to_numpy())
-        frame["group_id"] = np.array(group_ids, dtype=object)[at]
-        frame["group_keys"] = np.array([json.dumps(k, default=str) for k in keys], dtype=object)[at]
-    frame["trigger_type"] = plan.spec.trigger_type
-    if len(parts) > 1 or len(keys) > 1 or not frame["window_start"].is_monotonic_increasing:
-        frame["_group"] = at
-        frame["_rank"] = frame["event_type"].map(_ORDER)
-        frame = (frame.sort_values(["_group", "window_start", "window_ordinal", "_rank"], kind="stable")
-                 .drop(columns=["_group", "_rank"]))
-    return frame[list(EVENT_COLUMNS)].reset_index(drop=True)
+        gid = group_id = np.array(group_ids, dtype=object)[at]
+        group_keys = np.array([json.dumps(k, default=str) for k in keys], dtype=object)[at]
+    null = cols["_null"]
+    return pd.DataFrame({
+        "stream": np.full(n, plan.stream, dtype=object),
+        "trigger_id": plan.trigger_ids(gid, cols["_start"], cols["window_ordinal"]),
+        "event_type": cols["event_type"],
+        "trigger_type": np.full(n, plan.spec.trigger_type, dtype=object),
+        "group_id": group_id,
+        "group_keys": group_keys,
+        "window_start": _stamps(cols["_start"]),
+        "window_end": _stamps(np.where(null, NAT_MICROS, cols["window_end"])),
+        "row_count": pd.arrays.IntegerArray(cols["row_count"], null.copy()),
+        "window_ordinal": cols["window_ordinal"],
+        "prev_state": cols["prev_state"],
+        "cur_state": cols["cur_state"],
+        "next_state": cols["next_state"],
+        "condition_index": pd.arrays.IntegerArray(cols["condition_index"], cols["_no_condition"]),
+        "field_values": cols["field_values"],
+    }, columns=list(EVENT_COLUMNS))
 
 
-def _part(plan, w: pd.DataFrame, kind: str, group: np.ndarray | None) -> pd.DataFrame:
+def _part(plan, w: pd.DataFrame, kind: str, group: np.ndarray | None) -> dict[str, np.ndarray]:
+    """The columns of one kind of event for windows ``w``, as arrays (``_null``: the window's end
+    and row count are not known yet; ``_no_condition``: no trigger condition)."""
     n = len(w)
     is_open = kind == m.WINDOW_OPEN
     as_open = kind in (m.WINDOW_OPEN, MAX_DELAY)  # states and conditions as when the window opened
     state = plan.spec.kind == "state"
-    event = plan.spec.kind == "event"
+    condition = plan.spec.kind == "event" and kind != WINDOW_INVALIDATION
     none = np.full(n, None, dtype=object)
-    return pd.DataFrame({
-        "_group": np.zeros(n, np.int64) if group is None else group,
+    return {
+        "_group": np.zeros(n, np.int64) if group is None else np.asarray(group, np.int64),
+        "_rank": np.full(n, _ORDER[kind], np.int64),
+        "_null": np.full(n, is_open, bool),
         "event_type": np.full(n, kind, dtype=object),
         "_start": w["wstart"].to_numpy(np.int64),
-        "window_start": _stamps(w["wstart"].to_numpy(np.int64)),
-        "window_end": _stamps(w["wend"].to_numpy(np.int64)) if not is_open else pd.Series(
-            pd.array([pd.NaT] * n, dtype="datetime64[us, UTC]")),
-        "row_count": w["rows"].to_numpy(np.int64) if not is_open else pd.array([None] * n, dtype="Int64"),
+        "window_end": w["wend"].to_numpy(np.int64),
+        "row_count": w["rows"].to_numpy(np.int64),
         "window_ordinal": w["ordinal"].to_numpy(np.int64),
         "prev_state": _json(w["prev_state"].to_numpy(object)) if state and as_open else none,
         "cur_state": _json(w["cur_state"].to_numpy(object)) if state else none,
         "next_state": _json(w["next_state"].to_numpy(object)) if state and kind == m.WINDOW_CLOSE else none,
-        "condition_index": (w["open_index"] if as_open else w["close_index"]).to_numpy(np.int64).astype("int32")
-        if event and kind != WINDOW_INVALIDATION else pd.array([None] * n, dtype="Int32"),
-        "field_values": (w["open_fields"] if as_open else w["close_fields"]).to_numpy(object)
-        if event and kind != WINDOW_INVALIDATION else none,
-    })
+        "condition_index": (w["open_index"] if as_open else w["close_index"]).to_numpy(np.int64).astype(np.int32)
+        if condition else np.zeros(n, np.int32),
+        "_no_condition": np.full(n, not condition, bool),
+        "field_values": (w["open_fields"] if as_open else w["close_fields"]).to_numpy(object) if condition else none,
+    }
 
 
 def empty_events() -> pd.DataFrame:

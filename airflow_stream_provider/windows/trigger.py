@@ -151,13 +151,15 @@ class TriggerPlan:
             frame = frame[expr.holds(trees["pre_filter"], frame, self.ts_column)].reset_index(drop=True)
         out = pd.DataFrame({"ts": micros(frame[self.ts_column])})
         if "state" in trees:
-            out["_state"] = expr.evaluate(trees["state"], frame, self.ts_column).astype(object).where(
-                lambda s: s.notna(), None) if len(frame) else pd.Series([], dtype=object)
+            value = expr.evaluate(trees["state"], frame, self.ts_column) if len(frame) else pd.Series([], dtype=object)
+            # numbers stay numbers (NULL: NaN), anything else is Python objects (NULL: None)
+            out["_state"] = value if value.dtype.kind in "biuf" else value.astype(object).where(value.notna(), None)
         if "start" in trees:
             out["_start"] = expr.holds(trees["start"], frame, self.ts_column) if len(frame) else []
             out["_end"] = expr.holds(trees["end"], frame, self.ts_column) if len(frame) else []
             for name in dict.fromkeys(self.spec.start_fields + self.spec.end_fields):
-                out[f"_f_{name}"] = frame[name].to_numpy(object)
+                column = frame[name]  # numbers as they are, anything else as Python objects
+                out[f"_f_{name}"] = column.to_numpy() if column.dtype.kind in "biuf" else column.to_numpy(object)
         if self.count_columns:
             out["_valid"] = frame[list(self.count_columns)].notna().any(axis=1).to_numpy(bool)
         ts = out["ts"].to_numpy()

@@ -210,3 +210,37 @@ def test_true_for_of_one_window_agrees_with_the_vector_form(duration, rows, true
     by_hand = ref.true_for(0, duration, rows, *true_for)
     assert spec.qualifies_one(duration, rows) == by_hand
     assert bool(spec.qualifies(np.array([duration]), np.array([rows]))[0]) == by_hand
+
+
+@pytest.mark.parametrize("values", [
+    np.array([14.5, np.nan, -0.1, 1e20], np.float64),
+    np.array([14.5, np.nan, 3.25], np.float32),
+    np.array([218, -3, 0], np.int32),
+    np.array([True, False]),
+    np.array(['say "hi", then', None, "ünïcode"], dtype=object),
+])
+def test_condition_fields_are_the_json_of_their_values(values):
+    """Condition fields are encoded a column at a time; each must read as the JSON of its row's
+    value (NaN and None as null), one field or several, and entries that are JSON already stay."""
+    from airflow_stream_provider.windows.core import _fields_texts
+
+    def value(v):
+        v = v.item() if isinstance(v, np.generic) else v
+        return None if isinstance(v, float) and np.isnan(v) else v
+
+    columns = {"c": values, "voltage": np.arange(len(values), dtype=np.int64)}
+    rows = [*range(len(values)), '{"kept": 1}', None]
+    got = _fields_texts(columns, rows)
+    for i in range(len(values)):
+        assert json.loads(got[i]) == {"c": value(values[i]), "voltage": i}
+        assert list(json.loads(got[i])) == ["c", "voltage"]
+    assert got[-2:] == ['{"kept": 1}', None]
+    assert _fields_texts({"c": values}, [0]) == [json.dumps({"c": value(values[0])})]
+
+
+def test_state_json_keeps_true_apart_from_one():
+    """1 and True are equal as Python keys, but a state of 1 and a state of true are different JSON."""
+    from airflow_stream_provider.windows.events import _json
+
+    assert _json(np.array([1, True, None, 1, "1"], dtype=object)).tolist() == ["1", "true", None, "1", '"1"']
+    assert _json(np.array([218, None, 219, 218], dtype=object)).tolist() == ["218", None, "219", "218"]
