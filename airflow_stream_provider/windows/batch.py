@@ -17,7 +17,7 @@ import pandas as pd
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from airflow_stream_provider.windows.core import first_window, interval_windows, scan
+from airflow_stream_provider.windows.core import concat_windows, first_window, interval_windows, scan
 from airflow_stream_provider.windows.events import (
     EVENT_COLUMNS,
     EVENT_SCHEMA,
@@ -103,7 +103,7 @@ def _interval_counts(df: DataFrame, plan: TriggerPlan) -> DataFrame:
             keys.append(plan.group_keys(tuple(rows[k].iat[0] for k in plan.keys)))
             windows.append(found)
         group = np.repeat(np.arange(len(windows)), [len(w) for w in windows])
-        yield groups_event_rows(plan, keys, pd.concat(windows, ignore_index=True), group)[list(EVENT_COLUMNS)]
+        yield groups_event_rows(plan, keys, concat_windows(windows), group)[list(EVENT_COLUMNS)]
 
     # one Python call per partition, not per group; the explicit partition count keeps adaptive
     # execution from folding the (small) counts into a single partition, and so a single core

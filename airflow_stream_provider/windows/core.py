@@ -175,6 +175,15 @@ def _frame(wstart, wend, rows, closed, opened, **extra) -> pd.DataFrame:
     return pd.DataFrame(data, columns=list(WINDOW_COLUMNS))
 
 
+def concat_windows(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """Windows of several scans in one frame (column by column: the all-NULL object columns make
+    ``pd.concat`` check every value)."""
+    if not frames:
+        return empty_windows()
+    return pd.DataFrame({c: np.concatenate([f[c].to_numpy() for f in frames]) for c in WINDOW_COLUMNS},
+                        columns=list(WINDOW_COLUMNS))
+
+
 def plain(value: Any) -> Any:
     """A JSON-safe Python value from a numpy/pandas scalar."""
     if value is None:

@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
@@ -129,15 +130,7 @@ def start(spark: SparkSession, plan: TriggerPlan, options: DetectorOptions, *,
         rows = (batch.withColumn("batch_id", F.lit(batch_id).cast("bigint"))
                 .withColumn("seq", F.monotonically_increasing_id())
                 .withColumn("event_time", F.current_timestamp()))
-        # the count computes the batch once, into the cache the write reads; a batch without events
-        # makes no commit (MAX_DELAY makes Spark run one every trigger interval, mostly empty)
-        rows = rows.persist()
-        try:
-            count = rows.count()
-            if count:
-                _append(rows, count, options.events_path, app_id, batch_id)
-        finally:
-            rows.unpersist()
+        count = write_events(rows, options.events_path, app_id, batch_id)
         if after_batch is not None:
             after_batch(batch_id, bool(count))
 
@@ -150,9 +143,11 @@ def start(spark: SparkSession, plan: TriggerPlan, options: DetectorOptions, *,
 #: the event-table columns Delta keeps file statistics for (the default, every column, costs more than
 #: the write itself on the string columns, and trigger ids skip nothing)
 EVENT_STATS_COLUMNS = "batch_id,window_start,window_end"
-#: batches of at most this many events are collected and committed by the driver (delta-rs), in tens
-#: of milliseconds; larger ones (a history fill) are written by Spark's Delta writer
-LOCAL_EVENTS_MAX = 100_000
+#: at most this many events of a batch are collected to the driver and committed by delta-rs, in one
+#: pass and tens of milliseconds; a batch with more (a history fill, a bulk load) is computed again
+#: into Spark's cache and written by Spark's Delta writer
+LOCAL_EVENTS_MAX = 1_000_000
+_TOO_MANY = "airflow-stream: more window events than the driver collects"
 #: an event row as stored: the core's fields, then batch_id, seq and event_time
 EVENT_ARROW_SCHEMA = pa.schema(
     [pa.field(name, pa.timestamp("us", tz="UTC") if kind == "timestamp" else
@@ -161,15 +156,41 @@ EVENT_ARROW_SCHEMA = pa.schema(
        pa.field("event_time", pa.timestamp("us", tz="UTC"))])
 
 
-def _append(rows: DataFrame, count: int, path: str, app_id: str, batch_id: int) -> None:
-    """Append a batch's events once. Both writers record (app id, batch id) as a Delta transaction
-    in the same commit as the rows, and skip a batch already committed: a replayed batch is not
-    written twice."""
-    if count > LOCAL_EVENTS_MAX:
-        (rows.write.format("delta").mode("append")
-         .option("delta.dataSkippingStatsColumns", EVENT_STATS_COLUMNS)
-         .option("txnAppId", app_id).option("txnVersion", batch_id).save(path))
-        return
+def write_events(rows: DataFrame, path: str, app_id: str, batch_id: int) -> int:
+    """Append a batch's events once, and say how many there were.
+
+    The batch is computed once: its events come to the driver as Arrow and are committed by
+    delta-rs. A partition past its share of :data:`LOCAL_EVENTS_MAX` stops that collection (its
+    ``seq`` numbers its rows), and the batch is then computed into Spark's cache and written by
+    Spark. Both writers record (app id, batch id) as a Delta transaction in the same commit as the
+    rows, and skip a batch either of them committed: a replayed batch is not written twice. A batch
+    without events makes no commit (MAX_DELAY makes Spark run one every trigger interval, mostly
+    empty).
+    """
+    share = LOCAL_EVENTS_MAX // max(1, int(rows.sparkSession.conf.get("spark.sql.shuffle.partitions")))
+    guard = F.when(F.col("seq") % F.lit(1 << 33) >= share, F.raise_error(F.lit(_TOO_MANY)))  # row in partition
+    try:
+        table = rows.withColumn("_guard", guard).toArrow()
+    except PySparkException as err:
+        if _TOO_MANY not in str(err):
+            raise
+    else:
+        if table.num_rows:
+            _commit_arrow(table, path, app_id, batch_id)
+        return table.num_rows
+    rows = rows.persist()
+    try:
+        count = rows.count()
+        if count:
+            (rows.write.format("delta").mode("append")
+             .option("delta.dataSkippingStatsColumns", EVENT_STATS_COLUMNS)
+             .option("txnAppId", app_id).option("txnVersion", batch_id).save(path))
+        return count
+    finally:
+        rows.unpersist()
+
+
+def _commit_arrow(table: pa.Table, path: str, app_id: str, batch_id: int) -> None:
     from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
     from deltalake.exceptions import TableNotFoundError
 
@@ -181,7 +202,6 @@ def _append(rows: DataFrame, count: int, path: str, app_id: str, batch_id: int) 
     done = target.transaction_version(app_id) if isinstance(target, DeltaTable) else None
     if done is not None and done >= batch_id:
         return
-    table = rows.toArrow()
     events = pa.table([table.column(f.name).cast(f.type) for f in EVENT_ARROW_SCHEMA], schema=EVENT_ARROW_SCHEMA)
     write_deltalake(target, events, mode="append", configuration=configuration,
                     commit_properties=CommitProperties(app_transactions=[Transaction(app_id, batch_id)]))

@@ -200,8 +200,9 @@ def test_killed_detector_resumes_exactly_once(spark, tmp_path):
 
 
 def test_a_replayed_batch_is_written_once_whichever_writer_committed_it(spark, tmp_path, monkeypatch):
-    """Small batches are committed by delta-rs, large ones by Spark's Delta writer. Both record the
-    batch as a Delta transaction of the detector's app id, and each skips what the other committed."""
+    """Batches are collected and committed by delta-rs, large ones written by Spark's Delta writer.
+    Both record the batch as a Delta transaction of the detector's app id, and each skips what the
+    other committed."""
     from pyspark.sql import functions as F
 
     from airflow_stream_provider.windows.events import EVENT_FIELDS
@@ -217,20 +218,33 @@ def test_a_replayed_batch_is_written_once_whichever_writer_committed_it(spark, t
     def stored() -> list[str]:
         return sorted(DeltaTable(path).to_pyarrow_table(columns=["trigger_id"])["trigger_id"].to_pylist())
 
-    detector._append(batch(0, 3), 3, path, "app", 0)  # delta-rs creates the table
-    detector._append(batch(0, 3), 3, path, "app", 0)  # replayed: skipped
+    def writer() -> str:  # who made the latest commit
+        info = DeltaTable(path).history(1)[0]
+        return "spark" if "Apache-Spark" in str(info.get("engineInfo", "")) else "delta-rs"
+
+    assert detector.write_events(batch(0, 3), path, "app", 0) == 3  # delta-rs creates the table
+    assert writer() == "delta-rs"
+    detector.write_events(batch(0, 3), path, "app", 0)  # replayed: skipped
     assert stored() == ["0:0", "0:1", "0:2"]
     monkeypatch.setattr(detector, "LOCAL_EVENTS_MAX", 0)  # every batch is large now: Spark writes
-    detector._append(batch(0, 3), 3, path, "app", 0)
-    detector._append(batch(1, 2), 2, path, "app", 1)
-    detector._append(batch(1, 2), 2, path, "app", 1)
+    assert detector.write_events(batch(0, 3), path, "app", 0) == 3
+    assert detector.write_events(batch(1, 2), path, "app", 1) == 2
+    assert writer() == "spark"
+    detector.write_events(batch(1, 2), path, "app", 1)
     assert stored() == ["0:0", "0:1", "0:2", "1:0", "1:1"]
     monkeypatch.undo()
-    detector._append(batch(1, 2), 2, path, "app", 1)  # delta-rs sees Spark's transaction
-    detector._append(batch(2, 1), 1, path, "app", 2)
-    detector._append(batch(0, 1), 1, path, "other-app", 0)  # another detector's batch 0 is its own
+    detector.write_events(batch(1, 2), path, "app", 1)  # delta-rs sees Spark's transaction
+    detector.write_events(batch(2, 1), path, "app", 2)
+    assert writer() == "delta-rs"
+    detector.write_events(batch(0, 1), path, "other-app", 0)  # another detector's batch 0 is its own
     table = DeltaTable(path)
     assert stored() == ["0:0", "0:0", "0:1", "0:2", "1:0", "1:1", "2:0"]
     assert table.transaction_version("app") == 2
     assert table.metadata().configuration["delta.dataSkippingStatsColumns"] == detector.EVENT_STATS_COLUMNS
-    assert spark.read.format("delta").load(path).count() == 7  # Spark reads what delta-rs wrote
+    # a partition past its share of the events the driver collects: the batch goes to Spark whole
+    monkeypatch.setattr(detector, "LOCAL_EVENTS_MAX", 4)
+    assert detector.write_events(batch(3, 5).repartition(2), path, "app", 3) == 5
+    assert writer() == "spark"
+    assert stored()[-5:] == ["3:0", "3:1", "3:2", "3:3", "3:4"]
+    monkeypatch.undo()
+    assert spark.read.format("delta").load(path).count() == 12  # Spark reads what delta-rs wrote
