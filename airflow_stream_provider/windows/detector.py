@@ -105,6 +105,8 @@ def events_stream(df: DataFrame, plan: TriggerPlan, *, timeouts: bool = True) ->
         micro-batch every trigger interval, so a query that must end (``availableNow``) goes without.
     """
     timeouts = timeouts and plan.max_delay is not None
+    if plan.ts_column not in plan.keys:  # the step works in microseconds: no timestamp conversion per row
+        df = df.withColumn(plan.ts_column, F.unix_micros(F.col(plan.ts_column)))
     grouped = df.groupBy(*plan.keys) if plan.keys else df.withColumn("_all", F.lit(0)).groupBy("_all")
     return grouped.applyInPandasWithState(_Step(plan, timeouts=timeouts), EVENT_SCHEMA, STATE_SCHEMA, "append",
                                           "ProcessingTimeTimeout" if timeouts else "NoTimeout")
