@@ -1,17 +1,19 @@
 """Window detection throughput: every trigger type, batch and streaming, against Spark's native windows.
 
-    .venv/bin/python bench/windows.py [--rows 2000000] [--groups 100] [--types interval,session,...]
+    .venv/bin/python bench/windows.py [--rows 2000000] [--groups 100] [--types interval,session,...] [--repeat 3]
 
 Generates meter rows (one row per second per group, a state column that changes every few rows,
 event conditions on ``current``), writes them once as a Delta table with its change feed, and
 measures in one process on one local Spark session:
 
-- batch: :func:`airflow_stream_provider.windows.batch.detect` over the table, all groups in one job
-  (the second of two runs, as for the baselines);
+- batch: :func:`airflow_stream_provider.windows.batch.detect` over the table, all groups in one job;
 - streaming: the detector query over the table's change feed from version 0, ``availableNow``,
   writing its events to a Delta event table;
 - the baselines: Spark's ``window()`` (tumbling, and sliding for the sliding case) and
   ``session_window()`` grouped counts over the same rows.
+
+Every measurement is the fastest of ``--repeat`` runs after a warm-up (a first run of each batch
+measurement, one small streaming run), ours and the baselines alike.
 
 Targets (2 cores): batch >= 1,000,000 rows/s for every type; INTERVAL and SESSION within 1.5x of
 native; streaming >= 500,000 rows/s.
@@ -62,11 +64,18 @@ def timed(action) -> float:  # type: ignore[no-untyped-def]
     return time.perf_counter() - began
 
 
+def best(action, repeat: int) -> float:  # type: ignore[no-untyped-def]
+    """The fastest of ``repeat`` runs: this machine is shared, and a slow run says more about the
+    neighbours than about the code. Ours and the baselines are measured alike."""
+    return min(timed(action) for _ in range(repeat))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--groups", type=int, default=100)
     parser.add_argument("--types", default=",".join(TRIGGERS))
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each measurement; the fastest counts")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="airflow-stream-bench-windows-"))
     os.environ.setdefault("AIRFLOW_STREAM_HOME", str(work / "home"))
@@ -105,7 +114,7 @@ def main() -> int:
         .write.format("noop").mode("overwrite").save(),
     }
     native_s = {name: timed(fn) for name, fn in native.items()}  # warm-up run
-    native_s = {name: timed(fn) for name, fn in native.items()}
+    native_s = {name: best(fn, args.repeat) for name, fn in native.items()}
 
     # warm the streaming path up once (JIT, Python workers), on a small table, as the baselines are warmed
     small = work / "warm"
@@ -125,11 +134,17 @@ def main() -> int:
         print(f"{name}: batch ...", file=sys.stderr)
         run_batch = lambda: detect(df, plan, final=True).write.format("noop").mode("overwrite").save()
         run_batch()  # warm-up run, as for the baselines
-        batch_s = timed(run_batch)
+        batch_s = best(run_batch, args.repeat)
         print(f"{name}: streaming ...", file=sys.stderr)
-        opts = detector.DetectorOptions(events_path=str(work / f"events_{name}"),
-                                        checkpoint=str(work / f"cp_{name}"), starting_version=0)
-        stream_s = timed(lambda: detector.start(spark, plan, opts, available_now=True).awaitTermination())
+        runs = iter(range(args.repeat))
+
+        def run_stream(name=name, plan=plan, runs=runs) -> None:  # type: ignore[no-untyped-def]
+            n = next(runs)  # a new event table and checkpoint each time: the whole table again
+            opts = detector.DetectorOptions(events_path=str(work / f"events_{name}_{n}"),
+                                            checkpoint=str(work / f"cp_{name}_{n}"), starting_version=0)
+            detector.start(spark, plan, opts, available_now=True).awaitTermination()
+
+        stream_s = best(run_stream, args.repeat)
         base = native_s.get(baseline) if baseline else None
         results.append((name, batch_s, stream_s, base))
 
