@@ -12,12 +12,20 @@ of its groups.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from airflow_stream_provider.windows.core import concat_windows, first_window, interval_windows, scan
+from airflow_stream_provider.windows.core import (
+    WindowSpec,
+    concat_windows,
+    first_window,
+    interval_windows,
+    scan,
+)
 from airflow_stream_provider.windows.events import (
     EVENT_COLUMNS,
     EVENT_SCHEMA,
@@ -75,18 +83,29 @@ def _floor_div(value: Column, by: int) -> Column:
     return ((value - F.pmod(value, F.lit(by))) / F.lit(by)).cast("bigint")
 
 
+def _window_counts(spec: WindowSpec, pane: int, panes: np.ndarray, counts: np.ndarray) -> dict[int, int]:
+    """Rows per INTERVAL window index from rows per pane (panes of ``pane`` microseconds from the
+    offset, ``pane`` dividing both the interval and the sliding step): window k holds the panes
+    from k*sliding up to k*sliding + interval."""
+    size, step = spec.interval, spec.sliding
+    hi = panes * pane // step  # the last window holding the pane
+    lo = (panes * pane - size) // step + 1  # the first
+    ks = hi[:, None] - np.arange(-(-size // step))[None, :]
+    inside = ks >= lo[:, None]
+    k, at = np.unique(ks[inside], return_inverse=True)
+    n = np.bincount(at, weights=np.broadcast_to(counts[:, None], ks.shape)[inside]).astype(np.int64)
+    return dict(zip(k.tolist(), n.tolist(), strict=True))
+
+
 def _interval_counts(df: DataFrame, plan: TriggerPlan) -> DataFrame:
     spec = plan.spec
+    # Spark counts rows per pane, the largest span that divides both the interval and the step
+    # (the window itself when they are equal), so a row is counted once however many sliding
+    # windows hold it; the core's side adds panes up into windows
+    pane = math.gcd(spec.interval, spec.sliding)
     t = F.unix_micros(F.col(plan.ts_column))
-    last_k = _floor_div(t - F.lit(spec.offset), spec.sliding)
-    rows = df.select(*plan.keys, t.alias("_t"), last_k.alias("_k"))
-    if spec.interval != spec.sliding:
-        # a row is in up to ceil(interval / sliding) windows, the last one holding it and those
-        # before it that have not ended yet (as Spark's window() expands sliding windows)
-        candidates = [F.col("_k") - j for j in range(-(-spec.interval // spec.sliding))]
-        rows = (rows.select(*plan.keys, "_t", F.explode(F.array(*candidates)).alias("_k"))
-                .where(F.col("_k") * spec.sliding + (spec.offset + spec.interval) > F.col("_t")))
-    counts = rows.groupBy(*plan.keys, "_k").agg(F.count("*").alias("_n"), F.min("_t").alias("_first"))
+    counts = (df.select(*plan.keys, t.alias("_t"), _floor_div(t - F.lit(spec.offset), pane).alias("_p"))
+              .groupBy(*plan.keys, "_p").agg(F.count("*").alias("_n"), F.min("_t").alias("_first")))
 
     def fn(batches):  # no type hints: Spark would read them as a UDF eval type
         # every row of a group is in this partition: they were partitioned by the group keys
@@ -98,8 +117,8 @@ def _interval_counts(df: DataFrame, plan: TriggerPlan) -> DataFrame:
         by = list(plan.keys) or [pd.Series(0, index=part.index)]
         for _, rows in part.groupby(by, sort=False, dropna=False):
             carry = {"lo": first_window(spec, int(rows["_first"].min()))}
-            found, _ = interval_windows(spec, dict(zip(rows["_k"].tolist(), rows["_n"].tolist(), strict=True)),
-                                        set(), carry, None, True)
+            per_window = _window_counts(spec, pane, rows["_p"].to_numpy(np.int64), rows["_n"].to_numpy(np.int64))
+            found, _ = interval_windows(spec, per_window, set(), carry, None, True)
             keys.append(plan.group_keys(tuple(rows[k].iat[0] for k in plan.keys)))
             windows.append(found)
         group = np.repeat(np.arange(len(windows)), [len(w) for w in windows])

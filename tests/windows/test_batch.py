@@ -88,12 +88,13 @@ def test_interval_windows_match_spark_window(data):
 
 
 @pytest.mark.parametrize("trigger", ["INTERVAL(10s) SLIDING(10s)", "INTERVAL(45s, 7s) SLIDING(15s)",
-                                     "INTERVAL(1m) SLIDING(20s)"])
+                                     "INTERVAL(1m) SLIDING(20s)", "INTERVAL(25s, 3s) SLIDING(10s)"])
 @pytest.mark.parametrize("options", ["", "STREAM_OPTIONS(IGNORE_NODATA_TRIGGER|EVENT_TYPE(WINDOW_OPEN|WINDOW_CLOSE))"])
 @pytest.mark.parametrize("partition", ["PARTITION BY location", "", "PARTITION BY location, tbname"])
 def test_interval_counts_in_spark_equal_the_row_scan(data, trigger, options, partition):
-    """Finished INTERVAL data is counted by Spark before the core sees it, and all groups of a
-    partition go through the core in one call; the events are those of the row-by-row scan (itself
+    """Finished INTERVAL data is counted by Spark per pane (25 s windows every 10 s: 5 s panes)
+    before the core adds panes up into windows, and all groups of a partition go through the core
+    in one call; the events are those of the row-by-row scan (itself
     checked against Spark's window() above), empty windows included. d3's location is NULL: a NULL
     group key is a group of its own."""
     _, df = data
