@@ -5,9 +5,9 @@ call that scans them in time order, exactly as the streaming detector would have
 group's events.
 
 INTERVAL windows over finished data (``final``, no PRE_FILTER) take a shorter road: Spark counts
-the rows of every window natively and only the counts go to Python, where the same core code
-(:func:`.core.interval_windows`) turns them into windows, one Python call per partition for all
-of its groups.
+the rows of every pane natively and only the counts go to Python, where they are added up into
+windows and the same core code (:func:`.core.interval_windows`) turns them into windows, one
+Python call per partition for all of its groups.
 """
 
 from __future__ import annotations

@@ -52,7 +52,7 @@ def _json(values: np.ndarray) -> np.ndarray:
 
 
 def _stamps(values: np.ndarray) -> pd.DatetimeIndex:
-    """Microseconds since the epoch (``NaT_MICROS``: none) as UTC timestamps."""
+    """Microseconds since the epoch (:data:`NAT_MICROS`: none) as UTC timestamps."""
     return pd.DatetimeIndex(np.asarray(values, np.int64).view("datetime64[us]"), tz="UTC")
 
 
