@@ -213,7 +213,7 @@ class Demo:
         os.environ.pop("AIRFLOW_STREAM_CONFIG", None)
 
     def _start(self) -> None:
-        from airflow_stream_provider.engine import node
+        from airflow_stream_provider.node import server as node
         from airflow_stream_provider.warehouse import Warehouse
 
         receiver_port = free_port()
@@ -367,7 +367,7 @@ class Demo:
     # --- stopping --------------------------------------------------------------------------------
 
     def _stop_all(self) -> None:
-        from airflow_stream_provider.engine import node
+        from airflow_stream_provider.node import server as node
 
         self._tail_stop.set()
         if self.airflow is not None:

@@ -56,7 +56,7 @@ class LocalAirflow:
         self.standalone = standalone
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        from airflow_stream_provider.engine.session import child_environ
+        from airflow_stream_provider.spark.session import child_environ
 
         self.env = child_environ() | {
             "AIRFLOW_HOME": str(home), "AIRFLOW_STREAM_HOME": str(stream_home),

@@ -205,7 +205,7 @@ class StreamNotifyOperator(_StreamTask, BaseOperator):
         self._init_stream(stream, home)
 
     def execute(self, context: Any) -> dict:
-        from airflow_stream_provider.streams.notify import deliver
+        from airflow_stream_provider.streams.routing import deliver
 
         store = self._store()
         stored = store.get(*self._names())

@@ -1,7 +1,7 @@
 """Airflow timetables of PERIOD and SLIDING triggers, and of the recalculation DAGs.
 
 The instants follow reference 000 "Scheduled Trigger" and "Sliding Trigger" through
-:class:`~airflow_stream_provider.streams.schedule.Schedule`:
+:class:`~airflow_stream_provider.plan.schedule.Schedule`:
 
 - a period under one day restarts at local midnight + offset every day;
 - a period of one day or more counts from the creation day's midnight + offset and never resets;
@@ -22,7 +22,7 @@ from zoneinfo import ZoneInfo
 import pendulum
 from airflow.timetables.base import DagRunInfo, DataInterval, TimeRestriction, Timetable
 
-from airflow_stream_provider.streams.schedule import Schedule
+from airflow_stream_provider.plan.schedule import Schedule
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _UNITS = {"w": timedelta(weeks=1), "d": timedelta(days=1), "h": timedelta(hours=1), "m": timedelta(minutes=1),

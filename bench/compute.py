@@ -57,7 +57,7 @@ def main() -> int:
     home = Path(tempfile.mkdtemp(prefix="airflow-stream-bench-"))
     os.environ["AIRFLOW_STREAM_HOME"] = str(home)
     os.environ.setdefault("AIRFLOW_STREAM_TIMEZONE", "UTC")
-    from airflow_stream_provider.engine.session import local_session
+    from airflow_stream_provider.spark.session import local_session
     from airflow_stream_provider.model import TableName
     from airflow_stream_provider.streams import runner
     from airflow_stream_provider.streams.compute import TROWS_FROM, TROWS_TO, Fired

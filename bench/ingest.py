@@ -71,7 +71,7 @@ def main() -> int:
     home = Path(tempfile.mkdtemp(prefix="airflow-stream-bench-"))
     os.environ["AIRFLOW_STREAM_HOME"] = str(home)
     os.environ.setdefault("AIRFLOW_STREAM_TIMEZONE", "UTC")
-    from airflow_stream_provider.engine.session import local_session
+    from airflow_stream_provider.spark.session import local_session
     from airflow_stream_provider.model import TableName
     from airflow_stream_provider.warehouse import Warehouse
     from airflow_stream_provider.warehouse.load import load

@@ -84,11 +84,11 @@ def main() -> int:
 
     from pyspark.sql import functions as F
 
-    from airflow_stream_provider.engine.session import local_session
+    from airflow_stream_provider.spark.session import local_session
     from airflow_stream_provider.sql import parse
     from airflow_stream_provider.windows import detector
     from airflow_stream_provider.windows.batch import detect
-    from airflow_stream_provider.windows.trigger import TriggerPlan
+    from airflow_stream_provider.windows.clause import TriggerPlan
 
     spark = local_session("bench-windows")
     spark.sparkContext.setLogLevel("ERROR")

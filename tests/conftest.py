@@ -23,7 +23,7 @@ logging.getLogger("py4j").setLevel(logging.WARNING)
 
 @pytest.fixture(scope="session")
 def spark():
-    from airflow_stream_provider.engine.session import local_session
+    from airflow_stream_provider.spark.session import local_session
 
     session = local_session("airflow-stream-tests")
     yield session

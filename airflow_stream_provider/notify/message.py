@@ -131,7 +131,7 @@ def _within(events: list[NotifyEvent], timestamp_ms: int, max_bytes: int) -> lis
 
 def epoch(value: datetime, precision: str) -> int:
     """An aware or UTC-naive datetime as an integer in the table's precision (ms or us)."""
-    from airflow_stream_provider.windows.trigger import epoch_micros
+    from airflow_stream_provider.windows.clause import epoch_micros
 
     micros = epoch_micros(value)
     return micros // 1000 if precision == "ms" else micros

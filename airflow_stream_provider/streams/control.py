@@ -30,7 +30,7 @@ from airflow_stream_provider.airflow_api import (
 from airflow_stream_provider.exceptions import StreamError
 from airflow_stream_provider.streams import runner
 from airflow_stream_provider.streams.compute import Fired
-from airflow_stream_provider.streams.schedule import Schedule
+from airflow_stream_provider.plan.schedule import Schedule
 from airflow_stream_provider.streams.store import StreamStore
 
 
@@ -197,7 +197,7 @@ def _recalculate(warehouse, stored, start: datetime, end: datetime, *, batched: 
         raise StreamError(f"stream {stored.qualified} has a PERIOD trigger, which is not recalculated")
     runtime = runner.StreamRuntime(warehouse, stmt, stored.db)
     if stmt.notify is not None and stmt.notify.history:  # NOTIFY_HISTORY: recalculations notify too
-        from airflow_stream_provider.streams.notify import RunNotifications
+        from airflow_stream_provider.streams.routing import RunNotifications
 
         runtime.notes = RunNotifications(runtime, {}, history=True)
     report = runner.RunReport(stored.qualified)
@@ -231,7 +231,7 @@ def _recalculate(warehouse, stored, start: datetime, end: datetime, *, batched: 
     runner._compute_all(runtime, fired, report, batched=batched, say=say, stored=stored,
                         what=f"recalculation of {stored.qualified}")
     if runtime.notes is not None:
-        from airflow_stream_provider.streams.notify import deliver
+        from airflow_stream_provider.streams.routing import deliver
 
         runner._queue_notifications(runtime, stored, fired, events, report)
         report.delivery = deliver(stored, give_up_after=runner.notify_patience(), say=say)

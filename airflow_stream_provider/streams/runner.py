@@ -45,7 +45,7 @@ from airflow_stream_provider.streams.compute import (
     column_of,
     constants,
 )
-from airflow_stream_provider.streams.schedule import Schedule
+from airflow_stream_provider.plan.schedule import Schedule
 from airflow_stream_provider.streams.store import (
     StoredStream,
     StreamStore,
@@ -60,7 +60,7 @@ from airflow_stream_provider.warehouse.catalog import (
     WarehouseError,
 )
 from airflow_stream_provider.warehouse.types import arrow_type, spark_type
-from airflow_stream_provider.windows.trigger import epoch_micros as _micros
+from airflow_stream_provider.windows.clause import epoch_micros as _micros
 
 #: fired triggers computed and written together
 BATCH = 20_000
@@ -320,7 +320,7 @@ def run(warehouse, db: str, name: str, *, store: StreamStore | None = None,  # t
 def _run(warehouse, stored: StoredStream, state: dict, store: StreamStore, *, now: datetime | None,  # type: ignore[no-untyped-def]
          batched: bool, progress: Callable[[str], None] | None, at: datetime | None, upto_batch: int | None,
          detect: bool, commit: bool) -> RunReport:
-    from airflow_stream_provider.streams import notify
+    from airflow_stream_provider.streams import routing
 
     runtime = StreamRuntime(warehouse, stored.statement, stored.db, state.get("skip_versions", ()))
     report = RunReport(stored.qualified)
@@ -369,7 +369,7 @@ def _queue_notifications(runtime: StreamRuntime, stored: StoredStream, fired: li
                          events: pd.DataFrame | None, report: RunReport) -> None:
     """Turn the run's events and results into notifications, into the stream's outbox."""
     from airflow_stream_provider.notify.delivery import Settings
-    from airflow_stream_provider.streams.notify import outbox_of
+    from airflow_stream_provider.streams.routing import outbox_of
 
     notes = runtime.notes
     assert notes is not None
@@ -425,7 +425,7 @@ def commit_progress(db: str, name: str, update: dict, *, store: StreamStore | No
     """Record a run's progress. Batch and instant marks only move forward, so a late or repeated
     commit never rewinds a stream; ``computed`` is added to the stream's count. Then the outbox
     lets go of the messages every receiver has."""
-    from airflow_stream_provider.streams.notify import outbox_of
+    from airflow_stream_provider.streams.routing import outbox_of
 
     store = store or StreamStore()
     with store.updating(db, name) as state:
@@ -578,7 +578,7 @@ def _detect(runtime: StreamRuntime, stored: StoredStream, state: dict, say) -> N
 
 
 def _trigger_plan(runtime: StreamRuntime):  # type: ignore[no-untyped-def]
-    from airflow_stream_provider.windows.trigger import plan_trigger
+    from airflow_stream_provider.windows.clause import plan_trigger
 
     return plan_trigger(runtime.stmt, runtime.warehouse.catalog, runtime.db)
 
@@ -733,7 +733,7 @@ def _fire_instants(runtime: StreamRuntime, schedule: Schedule, due: list[datetim
 
 
 def _group_id(runtime: StreamRuntime, group: tuple) -> str:
-    from airflow_stream_provider.windows.trigger import TriggerPlan
+    from airflow_stream_provider.windows.clause import TriggerPlan
 
     return TriggerPlan.group_id({c.name: v for c, v in zip(runtime.group_columns, group)})
 

@@ -136,7 +136,7 @@ def samples(stored: StoredStream, limit: int = 500) -> list[dict]:
 
 def stream_status(warehouse, stored: StoredStream, store: StreamStore) -> dict:  # type: ignore[no-untyped-def]
     from airflow_stream_provider.streams.control import progress_time
-    from airflow_stream_provider.streams.notify import outbox_of
+    from airflow_stream_provider.streams.routing import outbox_of
     stmt = stored.statement
     state = store.load_state(stored.db, stored.name)
     detector = _detector(stored)

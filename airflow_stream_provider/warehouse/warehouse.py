@@ -96,7 +96,7 @@ class Warehouse:
     @property
     def spark(self) -> SparkSession:
         if self._spark is None:
-            from airflow_stream_provider.engine.session import spark_session
+            from airflow_stream_provider.spark.session import spark_session
 
             self._spark = spark_session()
         elif callable(self._spark) and not hasattr(self._spark, "sql"):

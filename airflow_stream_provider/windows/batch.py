@@ -33,7 +33,7 @@ from airflow_stream_provider.windows.events import (
     event_rows,
     groups_event_rows,
 )
-from airflow_stream_provider.windows.trigger import TriggerPlan
+from airflow_stream_provider.windows.clause import TriggerPlan
 
 
 def detect(df: DataFrame, plan: TriggerPlan, *, final: bool = False) -> DataFrame:

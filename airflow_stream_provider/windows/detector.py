@@ -48,8 +48,8 @@ from airflow_stream_provider.windows.events import (
     empty_events,
     event_rows,
 )
-from airflow_stream_provider.windows.recalc import DATA_CHANGES, recalculate
-from airflow_stream_provider.windows.trigger import TriggerPlan, micros
+from airflow_stream_provider.windows.late import DATA_CHANGES, recalculate
+from airflow_stream_provider.windows.clause import TriggerPlan, micros
 
 STATE_SCHEMA = "carry string"
 _HISTORY_FILES = 1 << 30  # admit the whole initial snapshot in one micro-batch

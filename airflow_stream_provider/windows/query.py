@@ -35,7 +35,7 @@ from airflow_stream_provider.sql.dialect import (
 from airflow_stream_provider.sql.functions import AGGREGATES
 from airflow_stream_provider.windows import expr
 from airflow_stream_provider.windows.core import WindowSpec, scan
-from airflow_stream_provider.windows.trigger import TriggerPlan
+from airflow_stream_provider.windows.clause import TriggerPlan
 
 FILL_MODES = ("NONE", "NULL", "NULL_F", "VALUE", "VALUE_F", "PREV", "NEXT", "LINEAR")
 _WINDOW_FIELDS = [T.StructField("_wstart", T.TimestampType()), T.StructField("_wend", T.TimestampType()),

@@ -13,7 +13,7 @@ import pytest
 from airflow_stream_provider.notify import delivery
 from airflow_stream_provider.notify.message import validate
 from airflow_stream_provider.streams import runner
-from airflow_stream_provider.streams.notify import outbox_of
+from airflow_stream_provider.streams.routing import outbox_of
 from airflow_stream_provider.streams.store import StreamStore
 from airflow_stream_provider.warehouse import Warehouse
 from tests.notify.conftest import events_of

@@ -7,7 +7,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from airflow_stream_provider.streams.schedule import Schedule
+from airflow_stream_provider.plan.schedule import Schedule
 
 H, M = timedelta(hours=1), timedelta(minutes=1)
 

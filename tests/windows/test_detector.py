@@ -26,7 +26,7 @@ from airflow_stream_provider.sql import parse
 from airflow_stream_provider.warehouse import Warehouse, writer
 from airflow_stream_provider.windows import detector
 from airflow_stream_provider.windows.batch import detect
-from airflow_stream_provider.windows.trigger import plan_trigger
+from airflow_stream_provider.windows.clause import plan_trigger
 
 pytestmark = pytest.mark.spark
 
@@ -146,11 +146,11 @@ def test_restart_from_checkpoint_continues_without_loss_or_duplicates(spark, tmp
 
 KILLED_RUN = textwrap.dedent("""
     import sys, time
-    from airflow_stream_provider.engine.session import local_session
+    from airflow_stream_provider.spark.session import local_session
     from airflow_stream_provider.sql import parse
     from airflow_stream_provider.warehouse.catalog import Catalog
     from airflow_stream_provider.windows import detector
-    from airflow_stream_provider.windows.trigger import plan_trigger
+    from airflow_stream_provider.windows.clause import plan_trigger
     root, events, checkpoint, trigger = sys.argv[1:5]
     spark = local_session("detector-under-test")
     (stmt,) = parse(f"CREATE STREAM power.s_k {trigger} FROM power.k PARTITION BY tbname "

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from airflow_stream_provider import config
+from airflow_stream_provider.spark import endpoint
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -171,9 +172,7 @@ def remote_url() -> str | None:
     configured = config.settings().get("spark", {}).get("remote")
     if configured:
         return str(configured)
-    from airflow_stream_provider.engine import node
-
-    return node.running_url()
+    return endpoint.running_url()
 
 
 def airflow_connection_url(conn_id: str) -> str:

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from airflow_stream_provider.engine import session as spark_session
+from airflow_stream_provider.spark import session as spark_session
 
 pytestmark = pytest.mark.spark
 
@@ -32,7 +32,7 @@ def test_missing_jars_are_reported_clearly(tmp_path, monkeypatch):
 
 
 def test_child_processes_do_not_inherit_the_connect_mode_this_process_switched_to(monkeypatch):
-    from airflow_stream_provider.engine import session
+    from airflow_stream_provider.spark import session
 
     monkeypatch.setenv(session.CONNECT_MODE, "1")
     monkeypatch.setattr(session, "_connect_mode_set", True)  # as spark_session() leaves it in a task

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from airflow_stream_provider.engine import node, session
+from airflow_stream_provider.node import server as node
+from airflow_stream_provider.spark import session
 from airflow_stream_provider.warehouse import Warehouse
 
 pytestmark = pytest.mark.spark

@@ -1,6 +1,6 @@
 """The stream node: one long-running Spark application serving Spark Connect on 127.0.0.1.
 
-``airflow-stream node start`` spawns ``python -m airflow_stream_provider.engine.node`` detached,
+``airflow-stream node start`` spawns ``python -m airflow_stream_provider.node.server`` detached,
 with its log, pid and state under ``$AIRFLOW_STREAM_HOME/node/``. Every few seconds the node
 starts or stops the live detectors of the window streams (:mod:`.detectors`) and writes
 ``status.json`` with the streaming queries it runs (its own and those started over Connect) and
@@ -22,58 +22,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from airflow_stream_provider import config
-
-DEFAULT_PORT = 15002
-HOST = "127.0.0.1"
-STATUS_EVERY_S = 2.0
-_MODULE = "airflow_stream_provider.engine.node"
-
-
-def folder() -> Path:
-    return config.home() / "node"
-
-
-def default_port() -> int:
-    value = os.environ.get("AIRFLOW_STREAM_NODE_PORT") or config.settings().get("node", {}).get("port")
-    return int(value) if value else DEFAULT_PORT
-
-
-@dataclass(frozen=True)
-class NodeInfo:
-    pid: int
-    port: int
-    started: datetime
-
-    @property
-    def url(self) -> str:
-        return f"sc://{HOST}:{self.port}"
-
-
-def _alive(pid: int) -> bool:
-    """True when ``pid`` runs this module (a recycled pid running something else does not count)."""
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return False
-    if Path(f"/proc/{pid}/stat").read_text().split(") ")[-1].startswith("Z"):
-        return False
-    return _MODULE.encode() in cmdline
-
-
-def running() -> NodeInfo | None:
-    """The node of this home when it runs."""
-    try:
-        data = json.loads((folder() / "node.json").read_text(encoding="utf-8"))
-    except (FileNotFoundError, json.JSONDecodeError):
-        return None
-    info = NodeInfo(int(data["pid"]), int(data["port"]), datetime.fromisoformat(data["started"]))
-    return info if _alive(info.pid) else None
-
-
-def running_url() -> str | None:
-    info = running()
-    return info.url if info else None
-
+from airflow_stream_provider.spark.endpoint import (
+    HOST,
+    NODE_MODULE,
+    NodeInfo,
+    alive,
+    default_port,
+    folder,
+    running,
+    running_url,
+)
+from airflow_stream_provider.spark.session import child_environ, local_session
 
 def _port_free(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -100,8 +59,6 @@ def start(port: int | None = None, timeout: float = 180.0, memory: str | None = 
     current = running()
     if current is not None:
         return current
-    from airflow_stream_provider.engine.session import child_environ
-
     port = port or default_port()
     if not _port_free(port):
         raise NodeError(f"port {port} on {HOST} is in use; choose another with --port or AIRFLOW_STREAM_NODE_PORT")
@@ -110,7 +67,7 @@ def start(port: int | None = None, timeout: float = 180.0, memory: str | None = 
     for name in ("node.json", "status.json"):
         (node_dir / name).unlink(missing_ok=True)
     log_path = node_dir / "node.log"
-    command = [sys.executable, "-m", _MODULE, "--port", str(port)]
+    command = [sys.executable, "-m", NODE_MODULE, "--port", str(port)]
     if memory:
         command += ["--memory", memory]
     with log_path.open("ab") as log:
@@ -141,7 +98,7 @@ def stop(timeout: float = 60.0) -> int | None:
         pid = int((node_dir / "node.pid").read_text(encoding="utf-8"))
     except (FileNotFoundError, ValueError):
         return None
-    stopped = pid if _alive(pid) else None
+    stopped = pid if alive(pid) else None
     if stopped:
         _terminate(pid, timeout)
     for name in ("node.pid", "node.json", "status.json"):
@@ -156,7 +113,7 @@ def _terminate(pid: int, timeout: float) -> None:
         return
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if not _alive(pid):
+        if not alive(pid):
             return
         time.sleep(0.2)
     try:
@@ -231,8 +188,6 @@ def _write_json(path: Path, payload: dict) -> None:
 
 
 def serve(port: int, memory: str | None = None) -> int:
-    from airflow_stream_provider.engine.session import local_session
-
     extra = {
         "spark.plugins": "org.apache.spark.sql.connect.SparkConnectPlugin",
         # 127.0.0.1 unless AIRFLOW_STREAM_NODE_BIND opens it to other hosts (a container, a cluster)
@@ -254,7 +209,7 @@ def serve(port: int, memory: str | None = None) -> int:
     started = datetime.now(UTC)
     _write_json(node_dir / "node.json", {"pid": os.getpid(), "port": port, "started": started.isoformat()})
     print(f"stream node serving Spark Connect on sc://{HOST}:{port}", flush=True)
-    from airflow_stream_provider.engine.detectors import DetectorHost
+    from airflow_stream_provider.node.detectors import DetectorHost
 
     host = DetectorHost(session, log=lambda message: print(message, flush=True))
     try:
@@ -279,7 +234,7 @@ def serve(port: int, memory: str | None = None) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog=f"python -m {_MODULE}")
+    parser = argparse.ArgumentParser(prog=f"python -m {NODE_MODULE}")
     parser.add_argument("--port", type=int, default=default_port())
     parser.add_argument("--memory", help="driver memory, such as 2g")
     args = parser.parse_args(argv)

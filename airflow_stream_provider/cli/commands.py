@@ -64,7 +64,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_selfcheck(args: argparse.Namespace) -> int:
-    from airflow_stream_provider.engine.session import (
+    from airflow_stream_provider.spark.session import (
         DeltaJarsMissing,
         delta_round_trip,
     )
@@ -97,7 +97,7 @@ def _statement_error(index: int, stmt, err: Exception, text: str, source: str) -
 
 def cmd_sql(args: argparse.Namespace) -> int:
     from airflow_stream_provider.exceptions import StreamError
-    from airflow_stream_provider.output import render
+    from airflow_stream_provider.cli.render import render
     from airflow_stream_provider.sql import parse
     from airflow_stream_provider.warehouse import Warehouse
 
@@ -170,7 +170,7 @@ def cmd_load(args: argparse.Namespace) -> int:
 
 
 def cmd_node(args: argparse.Namespace) -> int:
-    from airflow_stream_provider.engine import node
+    from airflow_stream_provider.node import server as node
 
     if args.action == "start":
         try:

@@ -1,1 +1,0 @@
-"""The Spark side: sessions, window core, detector, batch runner and compute."""

@@ -1,0 +1,1 @@
+"""The stream node process: Spark Connect for everyone, and the host of the live window detectors."""
