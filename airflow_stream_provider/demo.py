@@ -26,6 +26,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TextIO
 
+from airflow_stream_provider import statements
 from airflow_stream_provider.local_airflow import LocalAirflow, free_port
 
 MARKER = ".airflow-stream-demo"
@@ -236,13 +237,13 @@ class Demo:
         self.history_from = now - timedelta(seconds=HISTORY_SECONDS)
         self.say(f"[demo] creating power.meters with {len(self.meters.meters)} meters and "
                  f"{HISTORY_SECONDS} s of history")
-        list(self.warehouse.run(TABLES_SQL))
+        list(statements.run(self.warehouse, TABLES_SQL))
         seconds = [self.history_from + timedelta(seconds=s) for s in range(HISTORY_SECONDS)]
-        list(self.warehouse.run(self.meters.insert(seconds)))
+        list(statements.run(self.warehouse, self.meters.insert(seconds)))
         self.written_to = now
         self.say("[demo] creating 6 streams: row_counts (PERIOD), avg_voltage (INTERVAL), modes (STATE_WINDOW), "
                  "surges (EVENT_WINDOW + TRUE_FOR), every_20 (COUNT_WINDOW, notify only), sessions (SESSION)")
-        list(self.warehouse.run(streams_sql(self.receiver_url, self.history_from)))
+        list(statements.run(self.warehouse, streams_sql(self.receiver_url, self.history_from)))
         if self.stop_requested.is_set():
             return
 
@@ -281,7 +282,7 @@ class Demo:
                 next_late += LATE_EVERY
             statement = self.meters.insert(seconds, late)
             if statement:
-                list(self.warehouse.run(statement))
+                list(statements.run(self.warehouse, statement))
             if late is not None:
                 self.say(f"[demo] wrote a late reading for d1001 at {late.strftime('%H:%M:%S.%f')[:-3]} "
                          f"({LATE_BY} s late): avg_voltage recalculates its window")

@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from airflow_stream_provider import statements
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
 
@@ -69,7 +70,7 @@ def main() -> int:
         total = args.groups * args.windows
         print(f"{args.groups} groups x {args.windows} windows x 60 rows in {home}", file=sys.stderr)
         wh = Warehouse(spark=local_session("airflow-stream-bench"))
-        list(wh.run("CREATE DATABASE b; USE b; CREATE STABLE meters (ts TIMESTAMP, current FLOAT, voltage INT) "
+        list(statements.run(wh, "CREATE DATABASE b; USE b; CREATE STABLE meters (ts TIMESTAMP, current FLOAT, voltage INT) "
                     "TAGS (groupid INT)"))
         parquet = home / "meters.parquet"
         pq.write_table(meter_rows(args.groups, args.windows), parquet)
@@ -77,7 +78,7 @@ def main() -> int:
         query = ("SELECT _twstart, avg(current), max(voltage), count(*) FROM %%tbname "
                  "WHERE _c0 >= _twstart AND _c0 < _twend")
         for name, out in (("batched", "out_batched"), ("loop", "out_loop")):
-            list(wh.run(f"CREATE STREAM {name} INTERVAL(5m) SLIDING(5m) FROM meters PARTITION BY tbname "
+            list(statements.run(wh, f"CREATE STREAM {name} INTERVAL(5m) SLIDING(5m) FROM meters PARTITION BY tbname "
                         f"INTO {out} AS {query}"))
 
         def fired_windows(runtime) -> list[Fired]:  # type: ignore[no-untyped-def]

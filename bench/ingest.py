@@ -26,6 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
+from airflow_stream_provider import statements
 
 TARGET_ROWS_PER_S = 300_000
 
@@ -93,13 +94,13 @@ def main() -> int:
                   "CREATE DATABASE bench_csv PRECISION 'ms'; "
                   "CREATE STABLE bench_csv.meters (ts TIMESTAMP, current FLOAT, voltage INT, phase FLOAT) "
                   "TAGS (location VARCHAR(64), groupid INT);")
-        list(warehouse.run(schema))
+        list(statements.run(warehouse, schema))
         results: list[tuple[str, int, float]] = []
 
         statements = insert_statements(data, 1000, args.insert_statements)
         started = time.perf_counter()
         for text in statements:
-            list(warehouse.run(text))
+            list(statements.run(warehouse, text))
         results.append((f"INSERT VALUES, {len(statements)} x 1,000 rows", 1000 * len(statements),
                         time.perf_counter() - started))
 

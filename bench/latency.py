@@ -31,6 +31,7 @@ import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from airflow_stream_provider import statements
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
 
@@ -75,10 +76,10 @@ def run_path(wh, home: Path, db: str, windows: int, label: str, timeout: float) 
     out = home / "warehouse" / db / "s_out"
     events = home / "state" / db / "s" / "events"
     samples = []
-    list(wh.run(f"INSERT INTO {db}.m VALUES ('{(T0 + timedelta(seconds=5)).isoformat()}', 0)"))
+    list(statements.run(wh, f"INSERT INTO {db}.m VALUES ('{(T0 + timedelta(seconds=5)).isoformat()}', 0)"))
     for i in range(1, windows + 1):
         at = T0 + timedelta(minutes=i, seconds=5)
-        list(wh.run(f"INSERT INTO {db}.m VALUES ('{at.isoformat()}', {i})"))
+        list(statements.run(wh, f"INSERT INTO {db}.m VALUES ('{at.isoformat()}', {i})"))
         written = commit_ms(table, DeltaTable(str(table)).version())
         start = T0 + timedelta(minutes=i - 1)
 
@@ -167,24 +168,24 @@ def main() -> int:
         schema = "CREATE TABLE {db}.m (ts TIMESTAMP, v DOUBLE)"
         stream = ("CREATE STREAM {db}.s INTERVAL(1m) SLIDING(1m) FROM {db}.m {options} INTO {db}.s_out "
                   "AS SELECT _twstart ts, sum(v) total FROM %%trows")
-        list(wh.run("CREATE DATABASE fast; " + schema.format(db="fast") + "; "
+        list(statements.run(wh, "CREATE DATABASE fast; " + schema.format(db="fast") + "; "
                     + stream.format(db="fast", options="STREAM_OPTIONS(LOW_LATENCY_CALC)")))
         time.sleep(5)  # the node starts the detector
         results["LOW_LATENCY_CALC"] = run_path(wh, home, "fast", args.windows, "LOW_LATENCY_CALC", 60)
-        list(wh.run("STOP STREAM fast.s"))
+        list(statements.run(wh, "STOP STREAM fast.s"))
         if not args.skip_airflow:
             airflow = LocalAirflow(home / "airflow", home)
             airflow.env["AIRFLOW__CORE__DAGS_FOLDER"] = str(_bench_dags(home))
             airflow.env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
             os.environ["AIRFLOW_STREAM_API_URL"] = airflow.url
             airflow.start()
-            list(wh.run("CREATE DATABASE dag; " + schema.format(db="dag") + "; "
+            list(statements.run(wh, "CREATE DATABASE dag; " + schema.format(db="dag") + "; "
                         + stream.format(db="dag", options="")))
             wait_for(lambda: _dag_known(airflow, "stream__dag__s"), 120, "the stream's DAG", every=2)
             results["Airflow path"] = run_path(wh, home, "dag", args.windows, "Airflow path", 180)
             if not args.skip_assets:
-                list(wh.run("STOP STREAM dag.s"))
-                list(wh.run("CREATE DATABASE assets; " + schema.format(db="assets") + "; "
+                list(statements.run(wh, "STOP STREAM dag.s"))
+                list(statements.run(wh, "CREATE DATABASE assets; " + schema.format(db="assets") + "; "
                             + stream.format(db="assets", options="")))
                 wait_for(lambda: _dag_known(airflow, "stream__assets__s__assets"), 120, "the asset-scheduled DAG",
                          every=2)

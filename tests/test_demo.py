@@ -19,6 +19,7 @@ import pytest
 
 from airflow_stream_provider.notify.message import validate
 from airflow_stream_provider.warehouse import Warehouse
+from airflow_stream_provider import statements
 
 pytestmark = [pytest.mark.spark, pytest.mark.airflow]
 
@@ -26,7 +27,7 @@ CLI = Path(sys.executable).with_name("airflow-stream")
 
 
 def frame(wh: Warehouse, query: str) -> pd.DataFrame:
-    table = list(wh.run(query))[-1].table
+    table = list(statements.run(wh, query))[-1].table
     out = table.to_pandas()
     for col in out.columns:
         if str(out[col].dtype).startswith("datetime64"):

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from airflow_stream_provider import progress as p
+from airflow_stream_provider import statements
 
 
 class Clock:
@@ -81,7 +82,7 @@ def test_recalculation_reports_its_progress(spark, tmp_path, monkeypatch):
     wh = Warehouse(tmp_path / "warehouse", spark=spark)
     start = datetime(2025, 1, 1, tzinfo=UTC)
     values = " ".join(f"('{(start + timedelta(seconds=i)).strftime('%Y-%m-%d %H:%M:%S')}', {i})" for i in range(2500))
-    list(wh.run(f"""
+    list(statements.run(wh, f"""
         CREATE DATABASE db; USE db;
         CREATE TABLE t (ts TIMESTAMP, v INT);
         CREATE STREAM s INTERVAL(1s) SLIDING(1s) FROM t INTO s_out AS SELECT _twstart ts, sum(v) AS total FROM %%trows;
@@ -109,5 +110,5 @@ def test_recalculation_reports_its_progress(spark, tmp_path, monkeypatch):
     assert listener.steps == [(2000, 2499, False), (2499, 2499, False), (2499, 2499, True)]
     recorded = json.loads(StreamStore().get("db", "s").progress_path.read_text())
     assert (recorded["done"], recorded["total"], recorded["finished"]) == (2499, 2499, True)
-    rows = list(wh.run("SELECT count(*) AS n, sum(total) AS t FROM s_out"))[-1].table.to_pylist()
+    rows = list(statements.run(wh, "SELECT count(*) AS n, sum(total) AS t FROM s_out"))[-1].table.to_pylist()
     assert rows == [{"n": 2499, "t": sum(range(2499))}]

@@ -98,6 +98,7 @@ def _statement_error(index: int, stmt, err: Exception, text: str, source: str) -
 def cmd_sql(args: argparse.Namespace) -> int:
     from airflow_stream_provider.exceptions import StreamError
     from airflow_stream_provider.cli.render import render
+    from airflow_stream_provider import statements as run_statements
     from airflow_stream_provider.sql import parse
     from airflow_stream_provider.warehouse import Warehouse
 
@@ -114,7 +115,7 @@ def cmd_sql(args: argparse.Namespace) -> int:
     notes = sys.stdout if args.format == "table" else sys.stderr
     for index, stmt in enumerate(statements, start=1):
         try:
-            result = warehouse.execute(stmt)
+            result = run_statements.execute(warehouse, stmt)
         except StreamError as err:
             print(_statement_error(index, stmt, err, text, source), file=sys.stderr)
             return 2
@@ -321,6 +322,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from airflow_stream_provider.hooks import bind
+
+    bind()  # delivery and Spark sessions read Airflow connections through the hooks
     args = build_parser().parse_args(argv)
     # PySpark logs every failed query as JSON before raising it; the error is reported once, below.
     logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)

@@ -49,6 +49,7 @@ from airflow_stream_provider.sql.dialect import (
 from airflow_stream_provider.sql.functions import AGGREGATES
 from airflow_stream_provider.sql.translate import Binding
 from airflow_stream_provider.warehouse.warehouse import delta_table
+from airflow_stream_provider.windows import query as window_query
 
 log = logging.getLogger(__name__)
 
@@ -318,7 +319,7 @@ class Compute:
         for trigger in fired:
             tree = self._replace_tables(self.tree, lambda t=trigger: self._trows_view(t, views, self._bounds([t])))
             bindings = self._bindings(trigger)
-            df = self.warehouse.query_frame(tree, bindings=bindings, also=self.also)
+            df = window_query.frame(self.warehouse, tree, bindings=bindings, also=self.also)
             frames.append(df.select(F.lit(trigger.idx).cast("bigint").alias(IDX), *[F.col(f"`{c}`") for c in df.columns]))
         chunks = [functools.reduce(DataFrame.unionAll, frames[i:i + CHUNK]) for i in range(0, len(frames), CHUNK)]
         return functools.reduce(DataFrame.unionAll, chunks)
@@ -363,7 +364,7 @@ class Compute:
         select.set("expressions", inner_items or [exp.alias_(exp.Literal.number(1), "__one")])
         select = select.transform(
             lambda n: exp.column(column_of(n.name), table="__t", quoted=True) if isinstance(n, StreamPlaceholder) else n)
-        translate, _, _ = self.warehouse._translator(select, also=self.also)
+        translate, _, _ = self.warehouse.translator(select, also=self.also)
         view = self._trigger_view(fired)
         outer = [translate(item) for item in outer_items]
         sql = (f"SELECT `__t`.`{IDX}` AS `{IDX}`, {', '.join(outer)} "
@@ -479,7 +480,7 @@ def constants(compute: Compute, fired: Sequence[Fired], schema) -> DataFrame:  #
     tree = compute.tree
     items = tree.expressions if isinstance(tree, exp.Select) else []
     view = compute._trigger_view(fired)
-    translate, _, _ = compute.warehouse._translator(exp.select("1"))
+    translate, _, _ = compute.warehouse.translator(exp.select("1"))
     df = compute.spark.table(f"`{view}`").alias("__t")
     columns = [F.col(f"`{IDX}`")]
     for item, fld in zip(items, schema.fields[1:]):

@@ -458,7 +458,7 @@ def _compute_and_write(runtime: StreamRuntime, fired: list[Fired], report: RunRe
     frame = compute.frame(fired, batched=batched)
     if compute.batched_reason:
         report.per_trigger = compute.batched_reason
-    with runtime.warehouse._local_time():
+    with runtime.warehouse.local_time():
         results = frame.toArrow()
     report.result_rows += results.num_rows
     if runtime.stmt.options.force_output:

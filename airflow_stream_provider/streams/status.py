@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 import pyarrow as pa
 
 from airflow_stream_provider import model as m
+from airflow_stream_provider.streams.probes import max_event_time
 from airflow_stream_provider.streams.store import StoredStream, StreamStore
 from airflow_stream_provider.warehouse.catalog import SubTable
 
@@ -75,8 +76,6 @@ SAMPLE_EVERY_S = 5.0
 
 def _trigger_latest(catalog, stored: StoredStream) -> datetime | None:  # type: ignore[no-untyped-def]
     """The trigger table's latest event time, from Delta's file statistics."""
-    from airflow_stream_provider.triggers import max_event_time
-
     stmt = stored.statement
     if stmt.trigger_table is None:
         return None
@@ -90,8 +89,6 @@ def record_sample(catalog, stored: StoredStream, state: dict) -> None:  # type: 
     streams; the lag of a PERIOD stream is not defined), at most every :data:`SAMPLE_EVERY_S`.
     Progress comes from the event table's file statistics, so a sample costs two reads of Delta
     logs, not of data."""
-    from airflow_stream_provider.triggers import max_event_time
-
     trigger = stored.statement.trigger
     if isinstance(trigger, m.PeriodTrigger):
         return

@@ -8,13 +8,12 @@ session), because their expressions are TDengine SQL translated to Spark SQL.
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from sqlglot import exp
@@ -22,6 +21,8 @@ from sqlglot import exp
 from airflow_stream_provider import config
 from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import did_you_mean
+from airflow_stream_provider.spark.session import spark_session
+from airflow_stream_provider.sql import to_spark
 from airflow_stream_provider.warehouse import writer
 from airflow_stream_provider.warehouse.catalog import (
     TBNAME,
@@ -38,6 +39,10 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
+
+
+#: computes a table of ``information_schema`` from the warehouse
+SystemView = Callable[["Warehouse"], pa.Table]
 
 
 @dataclass
@@ -77,27 +82,18 @@ class Warehouse:
 
     # --- entry points ----------------------------------------------------------------------------
 
-    def run(self, text: str) -> Iterator[Result]:
-        """Parse all of ``text``, then execute its statements in order, yielding each result."""
-        from airflow_stream_provider.sql import parse
-
-        for statement in parse(text):
-            yield self.execute(statement)
-
     def execute(self, statement: m.Statement) -> Result:
-        handler = _HANDLERS.get(type(statement))
+        """Run one table statement (streams and queries run through :mod:`airflow_stream_provider.statements`)."""
+        handler = TABLE_STATEMENTS.get(type(statement))
         if handler is None:
             raise WarehouseError(
-                f"{statement.kind} is not run by `airflow-stream sql` yet; it runs table statements, queries "
-                "and CREATE/DROP/START/STOP/RECALCULATE STREAM and SHOW STREAMS (CREATE DATABASE/STABLE/TABLE, "
-                "INSERT, DELETE, DROP, SELECT, USE)")
+                f"{statement.kind} is not a table statement; the warehouse runs CREATE DATABASE/STABLE/TABLE, "
+                "INSERT, DELETE, DROP and USE")
         return handler(self, statement)
 
     @property
     def spark(self) -> SparkSession:
         if self._spark is None:
-            from airflow_stream_provider.spark.session import spark_session
-
             self._spark = spark_session()
         elif callable(self._spark) and not hasattr(self._spark, "sql"):
             self._spark = self._spark()
@@ -336,8 +332,6 @@ class Warehouse:
     # --- DELETE and SELECT (Spark) ---------------------------------------------------------------
 
     def _delete(self, stmt: m.Delete) -> Result:
-        from airflow_stream_provider.sql import to_spark
-
         db = self.database_of(stmt.table)
         found = self.catalog.resolve(stmt.table, db)
         info = found.stable if isinstance(found, SubTable) else found
@@ -348,48 +342,31 @@ class Warehouse:
             where = to_spark(stmt.where.tree, timestamp_column=info.timestamp_column, precision=info.precision)
             conditions.append(f"({where})")
         sql = f"DELETE FROM delta.`{info.path}`" + (f" WHERE {' AND '.join(conditions)}" if conditions else "")
-        with self._local_time():
+        with self.local_time():
             affected = self.spark.sql(sql).collect()
         count = int(affected[0][0]) if affected else 0
         return Result(stmt, f"{count} row{'s' if count != 1 else ''} deleted from {found.qualified}", rows=count)
 
-    def _select(self, stmt: m.Select) -> Result:
-        table = self.query(stmt.query)
-        return Result(stmt, f"{table.num_rows} row{'s' if table.num_rows != 1 else ''}", table=table)
-
-    def _system_view(self, name: str) -> str:
-        """A temporary view holding ``information_schema.<name>`` as it is now."""
-        from airflow_stream_provider.streams import status
-
-        tables = {"ins_streams": status.ins_streams, "ins_stream_tasks": status.ins_stream_tasks}
-        if name not in tables:
-            raise WarehouseError(f"information_schema.{name} does not exist; the system tables are "
-                                 + ", ".join(sorted(tables)))
-        view = f"__information_schema_{name}"
-        self.spark.createDataFrame(tables[name](self)).createOrReplaceTempView(view)
-        return view
-
     def spark_sql(self, query: m.SqlExpression) -> str:
         """The Spark SQL of a TDengine query, its tables resolved to the Delta tables they live in."""
-        translate, _, _ = self._translator(query.tree)
+        translate, _, _ = self.translator(query.tree)
         return translate(query.tree)
 
-    def _translator(self, tree: exp.Expr, *, also: tuple[TableInfo, ...] = ()
-                    ) -> tuple[Callable[..., str], str | None, str]:
+    def translator(self, tree: exp.Expr, *, also: tuple[TableInfo, ...] = (),
+                   views: Mapping[str, SystemView] | None = None) -> tuple[Callable[..., str], str | None, str]:
         """(TDengine tree -> Spark SQL, timestamp column, precision) for trees over the tables
         ``tree`` reads; the timestamp column is known when it reads one table (counting ``also``,
         tables read through views or paths). Delta paths (``delta.`/path```) are left as they are.
+        ``views`` computes the tables of ``information_schema`` that the caller offers.
 
         The translation takes the placeholder ``bindings`` of :func:`~airflow_stream_provider.sql.to_spark`.
         """
-        from airflow_stream_provider.sql import to_spark
-
         ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
         resolved: dict[tuple[str, str], TableInfo | SubTable] = {}
         system: dict[str, str] = {}
         for node in tree.find_all(exp.Table):
             if (node.db or "").lower() == INFORMATION_SCHEMA:
-                system[node.name.lower()] = self._system_view(node.name.lower())
+                system[node.name.lower()] = self._system_view(node.name.lower(), views or {})
             elif node.name.lower() not in ctes and not is_path_table(node):
                 name = m.TableName(node.name, node.db or None)
                 db = self.database_of(name)
@@ -422,35 +399,29 @@ class Warehouse:
 
         return translate, ts_column, precision
 
-    def query_frame(self, query: m.SqlExpression | exp.Expr, *, bindings: dict | None = None,
-                    also: tuple[TableInfo, ...] = ()) -> DataFrame:
-        """A TDengine query as a Spark DataFrame (window clauses included).
+    def frame(self, query: m.SqlExpression | exp.Expr, *, bindings: dict | None = None,
+              also: tuple[TableInfo, ...] = (), views: Mapping[str, SystemView] | None = None) -> DataFrame:
+        """A TDengine query without a window clause as a Spark DataFrame (window clauses are run by
+        :func:`airflow_stream_provider.windows.query.frame`).
 
         :param bindings: placeholder values (see :func:`~airflow_stream_provider.sql.to_spark`).
         :param also: tables the query reads through views or Delta paths (for ``_c0``).
         """
-        from airflow_stream_provider.windows import query as windows
-
         tree = query.tree if isinstance(query, m.SqlExpression) else query
-        translate, ts_column, precision = self._translator(tree, also=also)
-        if bindings is not None:
-            translate = functools.partial(translate, bindings=bindings)
-        if not windows.has_window(tree):
-            return self.spark.sql(translate(tree))
-        if ts_column is None:
-            raise WarehouseError("a window clause needs exactly one table in FROM, to know its timestamp column")
-        source = exp.select("*").from_(tree.args["from_"].copy())
-        if tree.args.get("where") is not None:
-            source.set("where", tree.args["where"].copy())
-        return windows.run(self.spark, tree, source=self.spark.sql(translate(source)), ts_column=ts_column,
-                           precision=precision, translate=translate)
+        translate, _, _ = self.translator(tree, also=also, views=views)
+        return self.spark.sql(translate(tree, bindings))
 
-    def query(self, query: m.SqlExpression) -> pa.Table:
-        with self._local_time():
-            return self.query_frame(query).toArrow()
+    def _system_view(self, name: str, views: Mapping[str, SystemView]) -> str:
+        """A temporary view holding ``information_schema.<name>`` as it is now."""
+        if name not in views:
+            offered = ", ".join(sorted(views)) or "none here"
+            raise WarehouseError(f"information_schema.{name} does not exist; the system tables are {offered}")
+        view = f"__information_schema_{name}"
+        self.spark.createDataFrame(views[name](self)).createOrReplaceTempView(view)
+        return view
 
     @contextlib.contextmanager
-    def _local_time(self) -> Iterator[None]:
+    def local_time(self) -> Iterator[None]:
         """Read timestamp strings in the statement in ``AIRFLOW_STREAM_TIMEZONE``, as INSERT does."""
         spark = self.spark
         zone = config.timezone_name()
@@ -484,7 +455,8 @@ def _coerce(value: m.Value, column: Column, label: str, ctx: TimeContext, what: 
 
 INFORMATION_SCHEMA = "information_schema"
 
-_HANDLERS: dict[type, Callable[[Warehouse, m.Statement], Result]] = {
+#: the statements the warehouse runs, by type
+TABLE_STATEMENTS: dict[type, Callable[[Warehouse, Any], Result]] = {
     m.CreateDatabase: Warehouse._create_database,
     m.UseDatabase: Warehouse._use,
     m.DropDatabase: Warehouse._drop_database,
@@ -494,31 +466,4 @@ _HANDLERS: dict[type, Callable[[Warehouse, m.Statement], Result]] = {
     m.DropTable: Warehouse._drop_table,
     m.Insert: Warehouse._insert,
     m.Delete: Warehouse._delete,
-    m.Select: Warehouse._select,
-    m.CreateStream: lambda wh, stmt: _streams().create(wh, stmt),
-    m.DropStream: lambda wh, stmt: _streams().drop(wh, stmt),
-    m.StopStream: lambda wh, stmt: _control().stop(wh, stmt),
-    m.StartStream: lambda wh, stmt: _control().start(wh, stmt),
-    m.RecalculateStream: lambda wh, stmt: _control().recalculate_statement(wh, stmt),
-    m.ShowStreams: lambda wh, stmt: _status().show_streams(wh, stmt),
-}  # type: ignore[dict-item]
-
-
-def _status():  # type: ignore[no-untyped-def]
-    from airflow_stream_provider.streams import status
-
-    return status
-
-
-def _control():  # type: ignore[no-untyped-def]
-    from airflow_stream_provider.streams import control
-
-    return control
-
-
-def _streams():  # type: ignore[no-untyped-def]
-    from airflow_stream_provider.streams import runner
-
-    return runner
-
-
+}

@@ -14,18 +14,21 @@ others (``_wstart``, group columns, constants) are computed for every window.
 
 from __future__ import annotations
 
+import functools
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import numpy as np
 import pandas as pd
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+import pyarrow as pa
 from sqlglot import exp
 
 from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import StreamDefinitionError
+from airflow_stream_provider.warehouse import SystemView, TableInfo, Warehouse, WarehouseError
 from airflow_stream_provider.sql.dialect import (
     Duration,
     PartitionClause,
@@ -45,6 +48,36 @@ _WINDOW_FIELDS = [T.StructField("_wstart", T.TimestampType()), T.StructField("_w
 
 def has_window(tree: exp.Expr) -> bool:
     return isinstance(tree, exp.Select) and tree.args.get("td_window") is not None
+
+
+def frame(warehouse: Warehouse, query: m.SqlExpression | exp.Expr, *, bindings: dict | None = None,
+          also: tuple[TableInfo, ...] = (), views: Mapping[str, SystemView] | None = None) -> DataFrame:
+    """A TDengine query over the warehouse's tables as a Spark DataFrame, window clauses included.
+
+    :param bindings: placeholder values (see :func:`~airflow_stream_provider.sql.to_spark`).
+    :param also: tables the query reads through views or Delta paths (for ``_c0``).
+    :param views: the ``information_schema`` tables offered to the query.
+    """
+    tree = query.tree if isinstance(query, m.SqlExpression) else query
+    if not has_window(tree):
+        return warehouse.frame(tree, bindings=bindings, also=also, views=views)
+    translate, ts_column, precision = warehouse.translator(tree, also=also, views=views)
+    if bindings is not None:
+        translate = functools.partial(translate, bindings=bindings)
+    if ts_column is None:
+        raise WarehouseError("a window clause needs exactly one table in FROM, to know its timestamp column")
+    source = exp.select("*").from_(tree.args["from_"].copy())
+    if tree.args.get("where") is not None:
+        source.set("where", tree.args["where"].copy())
+    return run(warehouse.spark, tree, source=warehouse.spark.sql(translate(source)), ts_column=ts_column,
+               precision=precision, translate=translate)
+
+
+def table(warehouse: Warehouse, query: m.SqlExpression, *,
+          views: Mapping[str, SystemView] | None = None) -> pa.Table:
+    """The rows of a TDengine query, with timestamp strings read in ``AIRFLOW_STREAM_TIMEZONE``."""
+    with warehouse.local_time():
+        return frame(warehouse, query, views=views).toArrow()
 
 
 def _reject(message: str, clause: str = "window clause") -> StreamDefinitionError:

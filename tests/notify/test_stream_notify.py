@@ -16,6 +16,7 @@ from airflow_stream_provider.streams import runner
 from airflow_stream_provider.streams.routing import outbox_of
 from airflow_stream_provider.streams.store import StreamStore
 from airflow_stream_provider.warehouse import Warehouse
+from airflow_stream_provider import statements
 from tests.notify.conftest import events_of
 
 pytestmark = pytest.mark.spark
@@ -36,7 +37,7 @@ def wh(spark, tmp_path, monkeypatch):
 
 
 def sql(wh, text: str):
-    return list(wh.run(text))
+    return list(statements.run(wh, text))
 
 
 def select(wh, text: str) -> list[dict]:

@@ -11,6 +11,7 @@ from airflow_stream_provider.streams.status import record_sample, samples
 from airflow_stream_provider.streams.store import StreamStore
 from airflow_stream_provider.warehouse import Warehouse
 from airflow_stream_provider.warehouse.catalog import WarehouseError
+from airflow_stream_provider import statements
 
 pytestmark = pytest.mark.spark
 
@@ -21,22 +22,22 @@ def wh(spark, tmp_path, monkeypatch):
     monkeypatch.setenv("AIRFLOW_STREAM_API_URL", "http://127.0.0.1:9")
     monkeypatch.setenv("AIRFLOW_STREAM_NOTIFY_CONN_IDS", "none")
     wh = Warehouse(tmp_path / "warehouse", spark=spark)
-    list(wh.run("CREATE DATABASE d; USE d; CREATE DATABASE other"))
+    list(statements.run(wh, "CREATE DATABASE d; USE d; CREATE DATABASE other"))
     return wh
 
 
 def test_show_streams_reports_state_progress_windows_and_notifications(wh):
-    list(wh.run("""CREATE TABLE m (ts TIMESTAMP, v DOUBLE);
+    list(statements.run(wh, """CREATE TABLE m (ts TIMESTAMP, v DOUBLE);
         CREATE STREAM s1 INTERVAL(1m) SLIDING(1m) FROM m NOTIFY('ws://127.0.0.1:9/nobody') ON (WINDOW_OPEN|WINDOW_CLOSE)
           INTO s1_out AS SELECT _twstart ts, sum(v) t FROM %%trows;
         CREATE STREAM s2 COUNT_WINDOW(2) FROM m INTO s2_out AS SELECT _twstart ts, count(*) n FROM %%trows;
         CREATE STREAM other.s3 PERIOD(1h) INTO other.s3_out AS SELECT cast(_tlocaltime / 1000000 AS timestamp) ts,
           count(*) n FROM d.m"""))
-    list(wh.run("INSERT INTO m VALUES ('2025-01-01 00:00:10', 1) ('2025-01-01 00:00:50', 3) "
+    list(statements.run(wh, "INSERT INTO m VALUES ('2025-01-01 00:00:10', 1) ('2025-01-01 00:00:50', 3) "
                 "('2025-01-01 00:01:30', 8) ('2025-01-01 00:02:40', 2)"))
     runner.run(wh, "d", "s1")
-    list(wh.run("STOP STREAM s2"))
-    result = list(wh.run("SHOW STREAMS"))[-1]
+    list(statements.run(wh, "STOP STREAM s2"))
+    result = list(statements.run(wh, "SHOW STREAMS"))[-1]
     assert result.message == "2 streams in d"
     rows = {r["stream_name"]: r for r in result.table.to_pylist()}
     s1, s2 = rows["s1"], rows["s2"]
@@ -51,43 +52,43 @@ def test_show_streams_reports_state_progress_windows_and_notifications(wh):
     assert "ConnectionRefused" in s1["last_error"]
     assert s1["create_time"] <= datetime.now(UTC)
     assert (s2["status"], s2["computations"], s2["windows_closed"], s2["progress"]) == ("stopped", 0, 0, None)
-    other = list(wh.run("SHOW other.STREAMS"))[-1].table.to_pylist()
+    other = list(statements.run(wh, "SHOW other.STREAMS"))[-1].table.to_pylist()
     assert [(r["stream_name"], r["db_name"], r["trigger"]) for r in other] == [("s3", "other", "PERIOD(1h)")]
     with pytest.raises(WarehouseError, match="does not exist"):
-        list(wh.run("SHOW nowhere.STREAMS"))
-    list(wh.run("RECALCULATE STREAM s1 FROM '2025-01-01 00:00:00' TO '2025-01-01 00:02:00'"))
-    again = {r["stream_name"]: r for r in list(wh.run("SHOW STREAMS"))[-1].table.to_pylist()}["s1"]
+        list(statements.run(wh, "SHOW nowhere.STREAMS"))
+    list(statements.run(wh, "RECALCULATE STREAM s1 FROM '2025-01-01 00:00:00' TO '2025-01-01 00:02:00'"))
+    again = {r["stream_name"]: r for r in list(statements.run(wh, "SHOW STREAMS"))[-1].table.to_pylist()}["s1"]
     assert (again["recalculations"], again["recalc_ratio"]) == (1, 1.0)  # two windows redone of two computed
     assert StreamStore().load_state("d", "s1")["computed"] == 2
     # a late row in the closed window [00:00, 00:01) closes it again, live: one more recalculation,
     # and one more computation; 3 recalculated (2 + 1) of 3 computed
-    list(wh.run("INSERT INTO m VALUES ('2025-01-01 00:00:20', 5)"))
+    list(statements.run(wh, "INSERT INTO m VALUES ('2025-01-01 00:00:20', 5)"))
     runner.run(wh, "d", "s1")
-    late = {r["stream_name"]: r for r in list(wh.run("SHOW STREAMS"))[-1].table.to_pylist()}["s1"]
+    late = {r["stream_name"]: r for r in list(statements.run(wh, "SHOW STREAMS"))[-1].table.to_pylist()}["s1"]
     assert (late["recalculations"], late["computations"], late["recalc_ratio"]) == (2, 3, 1.0)
     stored = StreamStore().get("d", "s1")
     record_sample(wh.catalog, stored, {})
     count = len(samples(stored))
     record_sample(wh.catalog, stored, {})  # right after another: at most one sample per 5 s
     assert len(samples(stored)) == count
-    assert list(wh.run("SELECT t FROM s1_out WHERE ts = '2025-01-01 00:00:00'"))[-1].table.to_pylist() == [
+    assert list(statements.run(wh, "SELECT t FROM s1_out WHERE ts = '2025-01-01 00:00:00'"))[-1].table.to_pylist() == [
         {"t": 9.0}]  # 1 + 3 + 5
 
 
 def test_information_schema_tables_answer_select(wh):
-    list(wh.run("""CREATE TABLE m (ts TIMESTAMP, v DOUBLE);
+    list(statements.run(wh, """CREATE TABLE m (ts TIMESTAMP, v DOUBLE);
         CREATE STREAM s1 INTERVAL(1m) SLIDING(1m) FROM m INTO s1_out AS SELECT _twstart ts, sum(v) t FROM %%trows;
         CREATE STREAM other.tick PERIOD(1h) INTO other.tick_out AS
           SELECT cast(_tlocaltime / 1000000 AS timestamp) ts, count(*) n FROM d.m;
         STOP STREAM other.tick"""))
-    rows = list(wh.run("SELECT db_name, stream_name, status FROM information_schema.ins_streams "
+    rows = list(statements.run(wh, "SELECT db_name, stream_name, status FROM information_schema.ins_streams "
                        "ORDER BY db_name"))[-1].table.to_pylist()
     assert rows == [{"db_name": "d", "stream_name": "s1", "status": "running"},
                     {"db_name": "other", "stream_name": "tick", "status": "stopped"}]
-    tasks = list(wh.run("SELECT stream_name, task, runs_in, status, detail FROM information_schema.`ins_stream_tasks` t "
+    tasks = list(statements.run(wh, "SELECT stream_name, task, runs_in, status, detail FROM information_schema.`ins_stream_tasks` t "
                         "WHERE t.stream_name = 's1' ORDER BY task"))[-1].table.to_pylist()
     assert [(r["task"], r["runs_in"], r["status"]) for r in tasks] == [
         ("dag", "Airflow", "active"), ("detector", "compute task", "on demand"), ("recalc_dag", "Airflow", "active")]
     assert tasks[0]["detail"] == "stream__d__s1"
     with pytest.raises(WarehouseError, match="information_schema.ins_tables does not exist; the system tables"):
-        list(wh.run("SELECT * FROM information_schema.ins_tables"))
+        list(statements.run(wh, "SELECT * FROM information_schema.ins_tables"))

@@ -14,6 +14,7 @@ from airflow_stream_provider.exceptions import StreamDefinitionError, StreamErro
 from airflow_stream_provider.streams import runner
 from airflow_stream_provider.streams.store import StreamStore
 from airflow_stream_provider.warehouse import Warehouse
+from airflow_stream_provider import statements
 
 pytestmark = pytest.mark.spark
 
@@ -29,7 +30,7 @@ def wh(spark, tmp_path, monkeypatch):
 
 
 def sql(wh, text: str):
-    return list(wh.run(text))
+    return list(statements.run(wh, text))
 
 
 def select(wh, text: str) -> list[dict]:

@@ -16,6 +16,7 @@ import pyarrow as pa
 from deltalake import DeltaTable, QueryBuilder
 
 from airflow_stream_provider.warehouse import Warehouse
+from airflow_stream_provider import statements
 
 SINGLE_ROWS = 500
 BATCHES = 20
@@ -24,6 +25,7 @@ BASE_MS = 1_735_689_600_000  # 2025-01-01T00:00:00Z
 
 WRITER = textwrap.dedent(f"""
     import sys
+    from airflow_stream_provider import statements
     from airflow_stream_provider.warehouse import Warehouse
 
     kind, writer = sys.argv[1], int(sys.argv[2])
@@ -31,12 +33,12 @@ WRITER = textwrap.dedent(f"""
     head = f"INSERT INTO s{{writer}} USING meters TAGS ('site{{writer}}', {{writer}}) VALUES "
     if kind == "single":
         for i in range({SINGLE_ROWS}):
-            list(warehouse.run(head + f"({{{BASE_MS} + i}}, {{i}})"))
+            list(statements.run(warehouse, head + f"({{{BASE_MS} + i}}, {{i}})"))
     else:
         for b in range({BATCHES}):
             first = 1_000_000 + b * {BATCH_ROWS}
             values = " ".join(f"({{{BASE_MS} + i}}, {{i}})" for i in range(first, first + {BATCH_ROWS}))
-            list(warehouse.run(head + values))
+            list(statements.run(warehouse, head + values))
 """)
 
 
@@ -44,7 +46,7 @@ def test_two_single_row_writers_and_two_batch_writers_lose_nothing(tmp_path):
     home = tmp_path / "home"
     env = os.environ | {"AIRFLOW_STREAM_HOME": str(home)}
     warehouse = Warehouse(home / "warehouse")
-    list(warehouse.run("CREATE DATABASE power; CREATE STABLE power.meters (ts TIMESTAMP, v BIGINT) "
+    list(statements.run(warehouse, "CREATE DATABASE power; CREATE STABLE power.meters (ts TIMESTAMP, v BIGINT) "
                        "TAGS (site VARCHAR(16), writer INT)"))
     script = tmp_path / "writer.py"
     script.write_text(WRITER)

@@ -12,6 +12,7 @@ from deltalake import DeltaTable, QueryBuilder
 from airflow_stream_provider.model import TableName
 from airflow_stream_provider.warehouse import Warehouse, WarehouseError
 from airflow_stream_provider.warehouse.load import load
+from airflow_stream_provider import statements
 
 
 def read(wh: Warehouse, db: str, table: str, query: str) -> list[dict]:
@@ -22,7 +23,7 @@ def read(wh: Warehouse, db: str, table: str, query: str) -> list[dict]:
 @pytest.fixture
 def wh(tmp_path):
     warehouse = Warehouse(tmp_path / "warehouse")
-    list(warehouse.run("CREATE DATABASE fine PRECISION 'us'; CREATE TABLE fine.readings (ts TIMESTAMP, v INT);"
+    list(statements.run(warehouse, "CREATE DATABASE fine PRECISION 'us'; CREATE TABLE fine.readings (ts TIMESTAMP, v INT);"
                        "INSERT INTO fine.readings VALUES (1, 100) (2, 200)"))
     return warehouse
 

@@ -16,6 +16,7 @@ from airflow_stream_provider.exceptions import StreamDefinitionError
 from airflow_stream_provider.sql import parse
 from airflow_stream_provider.warehouse import Warehouse, WarehouseError
 from airflow_stream_provider.warehouse import warehouse as warehouse_module
+from airflow_stream_provider import statements
 
 pytestmark = pytest.mark.spark
 
@@ -35,12 +36,12 @@ def t(text: str) -> datetime:
 @pytest.fixture
 def wh(tmp_path, spark):
     warehouse = Warehouse(tmp_path / "warehouse", spark=spark)
-    list(warehouse.run(SCHEMA))
+    list(statements.run(warehouse, SCHEMA))
     return warehouse
 
 
 def rows(wh: Warehouse, query: str) -> list[tuple]:
-    (result,) = list(wh.run(query))
+    (result,) = list(statements.run(wh, query))
     return [tuple(r.values()) for r in result.table.to_pylist()]
 
 
@@ -49,7 +50,7 @@ def version(wh: Warehouse, table: str) -> int:
 
 
 def test_supertable_query_returns_tbname_and_tags(wh):
-    list(wh.run("INSERT INTO d1001 VALUES ('2018-10-03 14:38:05.000', 10.3, 219, 0.31) "
+    list(statements.run(wh, "INSERT INTO d1001 VALUES ('2018-10-03 14:38:05.000', 10.3, 219, 0.31) "
                 "d1002 USING meters TAGS ('California.LosAngeles', 3) VALUES ('2018-10-03 14:38:16.650', 10.3, 218, 0.25)"))
     got = rows(wh, "SELECT tbname, location, groupid, ts, voltage FROM meters ORDER BY tbname")
     assert got == [
@@ -61,28 +62,28 @@ def test_supertable_query_returns_tbname_and_tags(wh):
 
 
 def test_a_write_of_an_existing_timestamp_replaces_the_row(wh):
-    list(wh.run("INSERT INTO d1001 VALUES ('2018-10-03 14:38:05', 10.3, 219, 0.31) ('2018-10-03 14:38:15', 12.6, 218, 0.33)"))
-    list(wh.run("INSERT INTO d1001 (ts, voltage) VALUES ('2018-10-03 14:38:05', 230)"))
+    list(statements.run(wh, "INSERT INTO d1001 VALUES ('2018-10-03 14:38:05', 10.3, 219, 0.31) ('2018-10-03 14:38:15', 12.6, 218, 0.33)"))
+    list(statements.run(wh, "INSERT INTO d1001 (ts, voltage) VALUES ('2018-10-03 14:38:05', 230)"))
     got = rows(wh, "SELECT ts, current, voltage FROM d1001 ORDER BY ts")
     # the whole row is replaced: the columns not written become NULL
     assert got == [(t("2018-10-03 14:38:05"), None, 230), (t("2018-10-03 14:38:15"), pytest.approx(12.6), 218)]
 
 
 def test_the_last_row_of_a_key_wins_within_one_statement(wh):
-    list(wh.run("INSERT INTO d1001 VALUES (1538548685000, 1, 1, 0) (1538548685000, 2, 2, 0)"))
+    list(statements.run(wh, "INSERT INTO d1001 VALUES (1538548685000, 1, 1, 0) (1538548685000, 2, 2, 0)"))
     assert rows(wh, "SELECT voltage FROM d1001") == [(2,)]
 
 
 def test_the_same_timestamp_in_two_subtables_is_two_rows(wh):
-    list(wh.run("INSERT INTO d1001 VALUES (1538548685000, 1, 1, 0) "
+    list(statements.run(wh, "INSERT INTO d1001 VALUES (1538548685000, 1, 1, 0) "
                 "d1002 USING meters TAGS ('LA', 3) VALUES (1538548685000, 2, 2, 0)"))
     assert rows(wh, "SELECT tbname, voltage FROM meters ORDER BY tbname") == [("d1001", 1), ("d1002", 2)]
 
 
 def test_delete_removes_rows_and_the_change_feed_records_every_write(wh, spark):
-    list(wh.run("INSERT INTO d1001 VALUES ('2018-10-03 14:38:05', 10.3, 219, 0.31) ('2018-10-03 14:38:15', 12.6, 218, 0.33)"))
-    list(wh.run("INSERT INTO d1001 VALUES ('2018-10-03 14:38:15', 13.0, 221, 0.4)"))
-    (deleted,) = list(wh.run("DELETE FROM d1001 WHERE ts < '2018-10-03 14:38:10'"))
+    list(statements.run(wh, "INSERT INTO d1001 VALUES ('2018-10-03 14:38:05', 10.3, 219, 0.31) ('2018-10-03 14:38:15', 12.6, 218, 0.33)"))
+    list(statements.run(wh, "INSERT INTO d1001 VALUES ('2018-10-03 14:38:15', 13.0, 221, 0.4)"))
+    (deleted,) = list(statements.run(wh, "DELETE FROM d1001 WHERE ts < '2018-10-03 14:38:10'"))
     assert deleted.rows == 1
     assert rows(wh, "SELECT ts, voltage FROM meters") == [(t("2018-10-03 14:38:15"), 221)]
     changes = (
@@ -94,14 +95,14 @@ def test_delete_removes_rows_and_the_change_feed_records_every_write(wh, spark):
 
 
 def test_change_data_feed_is_on_for_every_table(wh):
-    list(wh.run("CREATE TABLE plain (ts TIMESTAMP, v DOUBLE)"))
+    list(statements.run(wh, "CREATE TABLE plain (ts TIMESTAMP, v DOUBLE)"))
     for name in ("meters", "plain"):
         assert DeltaTable(str(wh.catalog.root / "power" / name)).metadata().configuration == {
             "delta.enableChangeDataFeed": "true"}
 
 
 def test_insert_into_the_supertable_names_the_subtable_per_row(wh):
-    list(wh.run("INSERT INTO meters (tbname, ts, voltage, location, groupid) "
+    list(statements.run(wh, "INSERT INTO meters (tbname, ts, voltage, location, groupid) "
                 "VALUES ('d2001', '2025-01-01 00:00:00', 200, 'Tokyo', 7) ('d1001', '2025-01-01 00:00:00', 201, 'ignored', 0)"))
     got = rows(wh, "SELECT tbname, location, groupid, voltage FROM meters ORDER BY tbname")
     # an existing subtable keeps its tags; a new one is created from the row's tags
@@ -109,54 +110,54 @@ def test_insert_into_the_supertable_names_the_subtable_per_row(wh):
 
 
 def test_regular_table_with_composite_key(wh):
-    list(wh.run("CREATE TABLE readings (ts TIMESTAMP, sensor INT PRIMARY KEY, v DOUBLE);"
+    list(statements.run(wh, "CREATE TABLE readings (ts TIMESTAMP, sensor INT PRIMARY KEY, v DOUBLE);"
                 "INSERT INTO readings VALUES (1000, 1, 0.5) (1000, 2, 0.6) (1000, 1, 0.7)"))
     assert rows(wh, "SELECT sensor, v FROM readings ORDER BY sensor") == [(1, 0.7), (2, 0.6)]
 
 
 def test_microsecond_databases_keep_microseconds(wh):
-    list(wh.run("CREATE DATABASE fine PRECISION 'us'; CREATE TABLE fine.t (ts TIMESTAMP, v INT);"
+    list(statements.run(wh, "CREATE DATABASE fine PRECISION 'us'; CREATE TABLE fine.t (ts TIMESTAMP, v INT);"
                 "INSERT INTO fine.t VALUES (1538548685000001, 1) ('2018-10-03 06:38:05.000002', 2)"))
     got = rows(wh, "SELECT ts, v FROM fine.t ORDER BY ts")
     assert got == [(t("2018-10-03 06:38:05.000001"), 1), (t("2018-10-03 06:38:05.000002"), 2)]
 
 
 def test_tdengine_functions_work_in_select(wh):
-    list(wh.run("INSERT INTO d1001 VALUES (1000, 3, 10, 0) (2000, 5, 20, 0) (3000, 7, 30, 0)"))
+    list(statements.run(wh, "INSERT INTO d1001 VALUES (1000, 3, 10, 0) (2000, 5, 20, 0) (3000, 7, 30, 0)"))
     # SPREAD = max - min and ELAPSED in ms between first and last timestamps, both by hand
     got = rows(wh, "SELECT SPREAD(voltage), AVG(current), COUNT(*) FROM d1001")
     assert got == [(20.0, 5.0, 3)]
 
 
 def test_drop_removes_subtables_supertables_and_databases(wh):
-    list(wh.run("INSERT INTO d1001 VALUES (1000, 1, 1, 0) d1002 USING meters TAGS ('LA', 3) VALUES (1000, 2, 2, 0)"))
-    list(wh.run("DROP TABLE d1001"))
+    list(statements.run(wh, "INSERT INTO d1001 VALUES (1000, 1, 1, 0) d1002 USING meters TAGS ('LA', 3) VALUES (1000, 2, 2, 0)"))
+    list(statements.run(wh, "DROP TABLE d1001"))
     assert rows(wh, "SELECT tbname FROM meters") == [("d1002",)]
     with pytest.raises(WarehouseError, match="power.d1001 does not exist"):
-        list(wh.run("INSERT INTO d1001 VALUES (2000, 1, 1, 0)"))
+        list(statements.run(wh, "INSERT INTO d1001 VALUES (2000, 1, 1, 0)"))
     with pytest.raises(WarehouseError, match="is a supertable; use DROP STABLE"):
-        list(wh.run("DROP TABLE meters"))
-    list(wh.run("DROP STABLE meters"))
+        list(statements.run(wh, "DROP TABLE meters"))
+    list(statements.run(wh, "DROP STABLE meters"))
     assert not (wh.catalog.root / "power" / "meters").exists()
     assert wh.catalog.lookup(parse("DROP TABLE d1002")[0].names[0], "power") is None
-    list(wh.run("DROP TABLE IF EXISTS d1002; DROP DATABASE power"))
+    list(statements.run(wh, "DROP TABLE IF EXISTS d1002; DROP DATABASE power"))
     assert not (wh.catalog.root / "power").exists()
 
 
 def test_precision_ns_is_rejected_because_spark_holds_microseconds(wh):
     with pytest.raises(StreamDefinitionError, match="PRECISION 'ns' is not supported: Spark timestamps hold microseconds"):
-        list(wh.run("CREATE DATABASE nano PRECISION 'ns'"))
+        list(statements.run(wh, "CREATE DATABASE nano PRECISION 'ns'"))
     assert not (wh.catalog.root / "nano").exists()
 
 
 def test_if_not_exists_and_existing_names(wh):
-    list(wh.run("CREATE DATABASE IF NOT EXISTS power; CREATE STABLE IF NOT EXISTS meters (ts TIMESTAMP, v INT) TAGS (g INT)"))
+    list(statements.run(wh, "CREATE DATABASE IF NOT EXISTS power; CREATE STABLE IF NOT EXISTS meters (ts TIMESTAMP, v INT) TAGS (g INT)"))
     with pytest.raises(WarehouseError, match="database power already exists"):
-        list(wh.run("CREATE DATABASE power"))
+        list(statements.run(wh, "CREATE DATABASE power"))
     with pytest.raises(WarehouseError, match="table power.d1001 already exists"):
-        list(wh.run("CREATE TABLE d1001 USING meters TAGS ('x', 1)"))
+        list(statements.run(wh, "CREATE TABLE d1001 USING meters TAGS ('x', 1)"))
     with pytest.raises(WarehouseError, match="table power.d1001 already exists"):
-        list(wh.run("CREATE TABLE d1001 (ts TIMESTAMP, v INT)"))
+        list(statements.run(wh, "CREATE TABLE d1001 (ts TIMESTAMP, v INT)"))
 
 
 # --- bad input: the error names the table and column, and nothing is written -------------------
@@ -182,7 +183,7 @@ def test_if_not_exists_and_existing_names(wh):
 def test_bad_inserts_name_table_and_column_and_write_nothing(wh, statement, message):
     before = version(wh, "meters")
     with pytest.raises(WarehouseError) as info:
-        list(wh.run(statement))
+        list(statements.run(wh, statement))
     assert message in str(info.value)
     assert version(wh, "meters") == before
     assert wh.catalog.lookup(parse("DROP TABLE d9")[0].names[0], "power") is None
@@ -190,7 +191,7 @@ def test_bad_inserts_name_table_and_column_and_write_nothing(wh, statement, mess
 
 
 def test_a_failed_commit_undoes_the_statements_earlier_commits(wh, monkeypatch):
-    list(wh.run("CREATE TABLE plain (ts TIMESTAMP, v INT); INSERT INTO d1001 VALUES (1000, 1, 1, 0)"))
+    list(statements.run(wh, "CREATE TABLE plain (ts TIMESTAMP, v INT); INSERT INTO d1001 VALUES (1000, 1, 1, 0)"))
     meters_before, plain_before = version(wh, "meters"), version(wh, "plain")
     real_upsert = warehouse_module.writer.upsert
     calls = []
@@ -203,7 +204,7 @@ def test_a_failed_commit_undoes_the_statements_earlier_commits(wh, monkeypatch):
 
     monkeypatch.setattr(warehouse_module.writer, "upsert", upsert_failing_second)
     with pytest.raises(WarehouseError, match="failed .*disk full.*earlier writes were undone"):
-        list(wh.run("INSERT INTO d1001 VALUES (2000, 2, 2, 0) plain VALUES (2000, 2)"))
+        list(statements.run(wh, "INSERT INTO d1001 VALUES (2000, 2, 2, 0) plain VALUES (2000, 2)"))
     monkeypatch.undo()
     assert rows(wh, "SELECT ts, voltage FROM d1001") == [(datetime(1970, 1, 1, 0, 0, 1, tzinfo=UTC), 1)]
     assert rows(wh, "SELECT count(*) FROM plain") == [(0,)]
@@ -214,9 +215,9 @@ def test_a_failed_commit_undoes_the_statements_earlier_commits(wh, monkeypatch):
 def test_unknown_database_and_missing_use(tmp_path, spark):
     warehouse = Warehouse(tmp_path / "wh", spark=spark)
     with pytest.raises(WarehouseError, match="no database selected for meters"):
-        list(warehouse.run("CREATE STABLE meters (ts TIMESTAMP, v INT) TAGS (g INT)"))
-    list(warehouse.run("CREATE DATABASE power"))
+        list(statements.run(warehouse, "CREATE STABLE meters (ts TIMESTAMP, v INT) TAGS (g INT)"))
+    list(statements.run(warehouse, "CREATE DATABASE power"))
     with pytest.raises(WarehouseError, match=r"database powr does not exist \(did you mean power\?\)"):
-        list(warehouse.run("USE powr"))
+        list(statements.run(warehouse, "USE powr"))
 
 

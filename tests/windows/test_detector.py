@@ -27,6 +27,7 @@ from airflow_stream_provider.warehouse import Warehouse, writer
 from airflow_stream_provider.windows import detector
 from airflow_stream_provider.windows.batch import detect
 from airflow_stream_provider.windows.clause import plan_trigger
+from airflow_stream_provider import statements
 
 pytestmark = pytest.mark.spark
 
@@ -69,7 +70,7 @@ def write(info, rows: pd.DataFrame) -> None:
 
 def setup(spark, tmp: Path, table: str, trigger: str, options: str = ""):
     wh = Warehouse(tmp / "warehouse", spark=spark)
-    list(wh.run(SCHEMA.format(table=table)))
+    list(statements.run(wh, SCHEMA.format(table=table)))
     (stmt,) = parse(f"CREATE STREAM power.s_{table} {trigger} FROM power.{table} PARTITION BY tbname {options} "
                     f"INTO power.out_{table} AS SELECT _twstart, count(*) FROM power.{table}")
     info = wh.catalog.resolve(m.TableName(table, "power"), "power")

@@ -1,0 +1,60 @@
+"""Runs any parsed statement: table statements on the warehouse, queries with their window
+clauses, and stream statements on :mod:`airflow_stream_provider.streams`.
+
+This is the one dispatch table of the project; the CLI, the Airflow operators and the Streams page
+all execute SQL through :func:`run` or :func:`execute`. It also supplies the system tables of
+``information_schema`` to queries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from airflow_stream_provider import model as m
+from airflow_stream_provider.sql import parse
+from airflow_stream_provider.streams import control, runner, status
+from airflow_stream_provider.warehouse import Result, SystemView, Warehouse, WarehouseError
+from airflow_stream_provider.warehouse.warehouse import TABLE_STATEMENTS
+from airflow_stream_provider.windows import query as window_query
+
+#: the tables of ``information_schema``
+SYSTEM_VIEWS: Mapping[str, SystemView] = {
+    "ins_streams": status.ins_streams,
+    "ins_stream_tasks": status.ins_stream_tasks,
+}
+
+
+def _select(warehouse: Warehouse, stmt: m.Select) -> Result:
+    table = window_query.table(warehouse, stmt.query, views=SYSTEM_VIEWS)
+    return Result(stmt, f"{table.num_rows} row{'s' if table.num_rows != 1 else ''}", table=table)
+
+
+#: every statement type the project runs, and what runs it
+HANDLERS: dict[type, Callable[[Warehouse, Any], Result]] = {
+    **TABLE_STATEMENTS,
+    m.Select: _select,
+    m.CreateStream: runner.create,
+    m.DropStream: runner.drop,
+    m.StopStream: control.stop,
+    m.StartStream: control.start,
+    m.RecalculateStream: control.recalculate_statement,
+    m.ShowStreams: status.show_streams,
+}
+
+
+def execute(warehouse: Warehouse, statement: m.Statement) -> Result:
+    """Run one parsed statement."""
+    handler = HANDLERS.get(type(statement))
+    if handler is None:
+        raise WarehouseError(
+            f"{statement.kind} is not run by `airflow-stream sql` yet; it runs table statements, queries "
+            "and CREATE/DROP/START/STOP/RECALCULATE STREAM and SHOW STREAMS (CREATE DATABASE/STABLE/TABLE, "
+            "INSERT, DELETE, DROP, SELECT, USE)")
+    return handler(warehouse, statement)
+
+
+def run(warehouse: Warehouse, text: str) -> Iterator[Result]:
+    """Parse all of ``text``, then execute its statements in order, yielding each result."""
+    for statement in parse(text):
+        yield execute(warehouse, statement)

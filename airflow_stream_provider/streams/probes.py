@@ -1,0 +1,99 @@
+"""Facts about a stream read from small files, without Spark: its detector's last committed batch,
+a Delta table's latest version and latest event time. The deferrable triggers poll these in the
+triggerer, and SHOW STREAMS reads them too.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+
+from airflow_stream_provider.streams.store import detector_hosted
+
+_COMMIT = re.compile(r"^\d+$")
+_LOG_ENTRY = re.compile(r"^(\d{20})\.json$")
+
+
+def stream_state(state_dir: Path) -> dict:
+    try:
+        return json.loads((state_dir / "stream.json").read_text(encoding="utf-8"))
+    except (FileNotFoundError, json.JSONDecodeError):
+        return {}
+
+
+def last_commit(checkpoint: Path) -> tuple[int, int | None] | None:
+    """The last committed batch of a Structured Streaming checkpoint and its
+    ``nextBatchWatermarkMs``, or None before the first commit."""
+    try:
+        names = [int(p.name) for p in (checkpoint / "commits").iterdir() if _COMMIT.match(p.name)]
+    except FileNotFoundError:
+        return None
+    if not names:
+        return None
+    batch = max(names)
+    watermark = None
+    try:
+        lines = (checkpoint / "commits" / str(batch)).read_text(encoding="utf-8").splitlines()
+        watermark = json.loads(lines[1]).get("nextBatchWatermarkMs") if len(lines) > 1 else None
+    except (OSError, json.JSONDecodeError):
+        pass
+    return batch, watermark
+
+
+def latest_version(table: Path) -> int | None:
+    """The latest version of a Delta table, from the names in its ``_delta_log``."""
+    try:
+        versions = [int(m.group(1)) for p in (table / "_delta_log").iterdir() if (m := _LOG_ENTRY.match(p.name))]
+    except FileNotFoundError:
+        return None
+    return max(versions) if versions else None
+
+
+def check_windows(state_dir: str | Path, table: str | Path | None = None) -> dict | None:
+    """What a window stream's sensor resumes with, or None while there is nothing to do."""
+    state_dir = Path(state_dir)
+    state = stream_state(state_dir)
+    if not state or state.get("stopped"):
+        return None
+    consumed = int(state.get("consumed_batch", -1))
+    committed = last_commit(state_dir / "checkpoint")
+    if committed is not None and committed[0] > consumed:
+        return {"status": "committed", "from_batch": consumed + 1, "to_batch": committed[0],
+                "watermark_ms": committed[1]}
+    if table is not None and not detector_hosted(state_dir):
+        version = latest_version(Path(table))
+        seen = state.get("detected_version", state.get("created_version"))
+        if version is not None and (seen is None or version > seen):
+            return {"status": "detect", "version": version, "from_batch": consumed + 1, "to_batch": None}
+    return None
+
+
+def max_event_time(table: str | Path, ts_column: str) -> datetime | None:
+    """The latest event time of a Delta table, from its files' statistics (read only where a file
+    has none)."""
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    try:
+        dt = DeltaTable(str(table))
+    except TableNotFoundError:
+        return None
+    actions = dt.get_add_actions(flatten=True)
+    key = f"max.{ts_column}"
+    if actions.num_rows == 0:
+        return None
+    if key in actions.schema.names and actions.column(key).null_count == 0:
+        values = [v for v in actions.column(key).to_pylist() if v is not None]
+    else:
+        import pyarrow.compute as pc
+
+        values = [pc.max(dt.to_pyarrow_table(columns=[ts_column]).column(ts_column)).as_py()]
+    values = [v for v in values if v is not None]
+    if not values:
+        return None
+    latest = max(values)
+    if isinstance(latest, str):
+        latest = datetime.fromisoformat(latest)
+    return latest if latest.tzinfo else latest.replace(tzinfo=UTC)
