@@ -29,12 +29,6 @@ class AirflowApiError(RuntimeError):
         self.status = status
 
 
-def stream_dag_ids(db: str, name: str) -> tuple[str, str]:
-    """The DAG of a stream and the DAG of its recalculation."""
-    main = f"stream__{db.lower()}__{name.lower()}"
-    return main, f"{main}__recalc"
-
-
 class AirflowApi:
     def __init__(self, url: str | None = None, username: str | None = None, password: str | None = None,
                  timeout: float = 10.0, token: str | None = None) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 
 from airflow_stream_provider import model as m
 from airflow_stream_provider.sql import parse
-from airflow_stream_provider.streams import control, runner, status
+from airflow_stream_provider.streams import lifecycle, status
 from airflow_stream_provider.warehouse import Result, SystemView, Warehouse, WarehouseError
 from airflow_stream_provider.warehouse.warehouse import TABLE_STATEMENTS
 from airflow_stream_provider.windows import query as window_query
@@ -34,11 +34,11 @@ def _select(warehouse: Warehouse, stmt: m.Select) -> Result:
 HANDLERS: dict[type, Callable[[Warehouse, Any], Result]] = {
     **TABLE_STATEMENTS,
     m.Select: _select,
-    m.CreateStream: runner.create,
-    m.DropStream: runner.drop,
-    m.StopStream: control.stop,
-    m.StartStream: control.start,
-    m.RecalculateStream: control.recalculate_statement,
+    m.CreateStream: lifecycle.create,
+    m.DropStream: lifecycle.drop,
+    m.StopStream: lifecycle.stop,
+    m.StartStream: lifecycle.start,
+    m.RecalculateStream: lifecycle.recalculate_statement,
     m.ShowStreams: status.show_streams,
 }
 

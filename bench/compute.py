@@ -60,7 +60,10 @@ def main() -> int:
     os.environ.setdefault("AIRFLOW_STREAM_TIMEZONE", "UTC")
     from airflow_stream_provider.spark.session import local_session
     from airflow_stream_provider.model import TableName
-    from airflow_stream_provider.streams import runner
+    from airflow_stream_provider.streams.runtime import RunReport
+    from airflow_stream_provider.streams.runtime import StreamRuntime
+    from airflow_stream_provider.streams.runtime import group_id
+    from airflow_stream_provider.streams.write import compute_and_write
     from airflow_stream_provider.streams.compute import TROWS_FROM, TROWS_TO, Fired
     from airflow_stream_provider.streams.store import StreamStore
     from airflow_stream_provider.warehouse import Warehouse
@@ -87,7 +90,7 @@ def main() -> int:
                 for w in range(args.windows):
                     start = T0 + timedelta(minutes=5 * w)
                     end = start + timedelta(minutes=5)
-                    gid = runner._group_id(runtime, (f"d{g}",))
+                    gid = group_id(runtime, (f"d{g}",))
                     values = {"_twstart": start, "_twend": end, TROWS_FROM: start, TROWS_TO: end,
                               **runtime.group_values((f"d{g}",))}
                     out.append(Fired(len(out), values, group=(f"d{g}",), group_id=gid))
@@ -95,21 +98,21 @@ def main() -> int:
 
         results = []
         store = StreamStore()
-        batched = runner.StreamRuntime(wh, store.get("b", "batched").statement, "b")
+        batched = StreamRuntime(wh, store.get("b", "batched").statement, "b")
         fired = fired_windows(batched)
-        report = runner.RunReport("b.batched")
+        report = RunReport("b.batched")
         started = time.perf_counter()
-        runner._compute_and_write(batched, fired, report, batched=True)
+        compute_and_write(batched, fired, report, batched=True)
         seconds = time.perf_counter() - started
         assert report.written == total, report
         results.append((f"batched: {total:,} windows, one job + one commit", total, seconds))
 
-        loop = runner.StreamRuntime(wh, store.get("b", "loop").statement, "b")
+        loop = StreamRuntime(wh, store.get("b", "loop").statement, "b")
         sample = fired_windows(loop)[: args.loop]
-        runner._compute_and_write(loop, sample[:1], runner.RunReport("warm"), batched=False)  # warm-up
+        compute_and_write(loop, sample[:1], RunReport("warm"), batched=False)  # warm-up
         started = time.perf_counter()
         for f in sample:
-            runner._compute_and_write(loop, [f], runner.RunReport("b.loop"), batched=False)
+            compute_and_write(loop, [f], RunReport("b.loop"), batched=False)
         per_window = (time.perf_counter() - started) / len(sample)
         results.append((f"baseline: per-window loop ({len(sample)} run, extrapolated)", total, per_window * total))
 

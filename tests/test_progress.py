@@ -74,7 +74,7 @@ def test_console_draws_a_bar_on_a_terminal_and_lines_elsewhere(clock):
 
 @pytest.mark.spark
 def test_recalculation_reports_its_progress(spark, tmp_path, monkeypatch):
-    from airflow_stream_provider.streams import control
+    from airflow_stream_provider.streams.recalculate import recalculate
     from airflow_stream_provider.streams.store import StreamStore
     from airflow_stream_provider.warehouse import Warehouse
 
@@ -102,7 +102,7 @@ def test_recalculation_reports_its_progress(spark, tmp_path, monkeypatch):
 
     listener = Listener()
     said = listener.said
-    report = control.recalculate(wh, "db", "s", start, start + timedelta(seconds=2500), progress=listener)
+    report = recalculate(wh, "db", "s", start, start + timedelta(seconds=2500), progress=listener)
     # one window per second, one row each; the last, [00:41:39, 00:41:40), stays open: no later row
     assert report.triggers == 2499
     assert said[-1].startswith("recalculation of db.s: 2,499 of 2,499 triggers (100%) in ")

@@ -207,7 +207,7 @@ def cmd_node(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from airflow_stream_provider.exceptions import StreamError
-    from airflow_stream_provider.streams import runner
+    from airflow_stream_provider.streams.run import run as run_stream
     from airflow_stream_provider.warehouse import Warehouse
 
     db, _, name = args.stream.rpartition(".")
@@ -220,7 +220,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     progress = Console()
 
     try:
-        report = runner.run(warehouse, db, name, progress=progress)
+        report = run_stream(warehouse, db, name, progress=progress)
     except StreamError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

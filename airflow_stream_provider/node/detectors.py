@@ -20,11 +20,21 @@ import json
 import os
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming import StreamingQuery
+
+from airflow_stream_provider.streams.fire.windows import detector_options, trigger_plan
+from airflow_stream_provider.streams.run import commit_progress
+from airflow_stream_provider.streams.run import run as run_stream
+from airflow_stream_provider.streams.runtime import StreamRuntime, StreamStopped, in_database
 from airflow_stream_provider.streams.store import StoredStream, StreamStore
+from airflow_stream_provider.warehouse import Warehouse
+from airflow_stream_provider.windows import detector
 
 #: seconds before a failed detector is started again
 RETRY_AFTER_S = 15.0
@@ -33,7 +43,7 @@ RETRY_AFTER_S = 15.0
 @dataclass
 class Hosted:
     stored: StoredStream
-    query: object  # pyspark StreamingQuery
+    query: StreamingQuery
     lock_fd: int
     started: str = field(default_factory=lambda: datetime.now(UTC).isoformat())
 
@@ -59,19 +69,18 @@ def _report(path: Path, payload: dict) -> None:
 
 
 class DetectorHost:
-    def __init__(self, session, store: StreamStore | None = None, log=print) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, session: SparkSession, store: StreamStore | None = None,
+                 log: Callable[[str], None] = print) -> None:
         self.session = session
         self.store = store or StreamStore()
         self.log = log
         self.hosted: dict[str, Hosted] = {}
         self.failed_at: dict[str, float] = {}
-        self._warehouse = None
+        self._warehouse: Warehouse | None = None
 
     @property
-    def warehouse(self):  # type: ignore[no-untyped-def]
+    def warehouse(self) -> Warehouse:
         if self._warehouse is None:
-            from airflow_stream_provider.warehouse import Warehouse
-
             self._warehouse = Warehouse(spark=self.session)
         return self._warehouse
 
@@ -107,22 +116,19 @@ class DetectorHost:
             self._start(key, stored)
 
     def _start(self, key: str, stored: StoredStream) -> None:
-        from airflow_stream_provider.streams import runner
-        from airflow_stream_provider.windows import detector
-
         fd = _take_lock(stored)
         if fd is None:
             return  # a task is detecting right now; try on the next round
         try:
             state = self.store.load_state(stored.db, stored.name)
-            with runner.in_database(self.warehouse, stored.db):
-                runtime = runner.StreamRuntime(self.warehouse, stored.statement, stored.db,
+            with in_database(self.warehouse, stored.db):
+                runtime = StreamRuntime(self.warehouse, stored.statement, stored.db,
                                                state.get("skip_versions", ()))
-                plan = runner._trigger_plan(runtime)
+                plan = trigger_plan(runtime)
             fast = stored.statement.options.low_latency_calc
             # LOW_LATENCY_CALC: batches start every quarter second rather than every second, and the
             # windows they close are computed in place
-            query = detector.start(self.session, plan, runner.detector_options(stored, state),
+            query = detector.start(self.session, plan, detector_options(stored, state),
                                    interval="250 milliseconds" if fast else "1 second",
                                    after_batch=self._low_latency(stored) if fast else None)
         except Exception as err:
@@ -138,19 +144,17 @@ class DetectorHost:
         self.log(f"stream {key}: live detector started ({query.id})")
         self._progress(self.hosted[key])
 
-    def _low_latency(self, stored: StoredStream):  # type: ignore[no-untyped-def]
+    def _low_latency(self, stored: StoredStream) -> Callable[[int, bool], None]:
         """LOW_LATENCY_CALC: compute, write, notify and commit each batch's windows right in the
         detector's batch, instead of waiting for the DAG's next run."""
-        from airflow_stream_provider.streams import runner
-
         def after(batch_id: int, had_events: bool) -> None:
             if not had_events:  # nothing to compute: the batch is consumed, so no sensor wakes for it
-                runner.commit_progress(stored.db, stored.name, {"consumed_batch": batch_id}, store=self.store)
+                commit_progress(stored.db, stored.name, {"consumed_batch": batch_id}, store=self.store)
                 return
             try:
-                report = runner.run(self.warehouse, stored.db, stored.name, store=self.store, upto_batch=batch_id,
+                report = run_stream(self.warehouse, stored.db, stored.name, store=self.store, upto_batch=batch_id,
                                     detect=False)
-            except runner.StreamStopped:
+            except StreamStopped:
                 return  # STOP STREAM came first; the next reconciliation stops this query
             if report.triggers:
                 self.log(f"stream {stored.qualified}: batch {batch_id}: {report.summary()}")

@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, time, timedelta, tzinfo
 
+from airflow_stream_provider import model as m
+
 DAY = timedelta(days=1)
 
 
@@ -99,3 +101,28 @@ class Schedule:
         while k >= 1 and origin + k * step >= at:
             k -= 1
         return origin + k * step if k >= 1 else None
+
+
+def recalc_step(stmt: m.CreateStream) -> timedelta:
+    """The event-time slice of one recalculation run: the window's step for INTERVAL and
+    SLIDING, an hour for the data-driven windows."""
+    trig = stmt.trigger
+    if isinstance(trig, m.IntervalWindow):
+        return (trig.sliding or trig.interval).to_timedelta()
+    if isinstance(trig, m.SlidingTrigger):
+        return trig.sliding.to_timedelta()
+    return timedelta(hours=1)
+
+
+def schedule_of(stmt: m.CreateStream, anchor: datetime, tz: tzinfo) -> Schedule | None:
+    """The instants of a PERIOD or SLIDING trigger, none at or before ``anchor`` (the stream's
+    creation, or for SLIDING the start of a group's or a recalculation's event time); None for
+    window triggers, which a detector fires."""
+    trig = stmt.trigger
+    if isinstance(trig, m.PeriodTrigger):
+        step = trig.period
+    elif isinstance(trig, m.SlidingTrigger):
+        step = trig.sliding
+    else:
+        return None
+    return Schedule(step.to_timedelta(), trig.offset.to_timedelta() if trig.offset else timedelta(0), tz, anchor)

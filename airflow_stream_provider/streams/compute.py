@@ -40,14 +40,10 @@ from pyspark.sql import types as T
 from sqlglot import exp
 
 from airflow_stream_provider.exceptions import StreamDefinitionError
-from airflow_stream_provider.sql.dialect import (
-    StreamPlaceholder,
-    TDengine,
-    TriggerTable,
-    WindowClause,
-)
+from airflow_stream_provider.sql.ast import StreamPlaceholder, TriggerTable, WindowClause
 from airflow_stream_provider.sql.functions import AGGREGATES
-from airflow_stream_provider.sql.translate import Binding
+from airflow_stream_provider.sql.spark import Binding
+from airflow_stream_provider.sql.tdengine.dialect import TDengine
 from airflow_stream_provider.warehouse.warehouse import delta_table
 from airflow_stream_provider.windows import query as window_query
 
@@ -466,7 +462,7 @@ def _ancestors(node: exp.Expr, stop: exp.Expr):  # type: ignore[no-untyped-def]
 
 
 def _reads_data(node: exp.Expr) -> bool:
-    from airflow_stream_provider.sql.dialect import PseudoColumn
+    from airflow_stream_provider.sql.ast import PseudoColumn
 
     return any(isinstance(n, (exp.Column, PseudoColumn, exp.Anonymous, exp.Subquery, exp.Star))
                for n in node.walk())

@@ -10,7 +10,11 @@ import re
 from datetime import UTC, datetime
 from pathlib import Path
 
-from airflow_stream_provider.streams.store import detector_hosted
+import pandas as pd
+from deltalake import DeltaTable
+from deltalake.exceptions import TableNotFoundError
+
+from airflow_stream_provider.streams.store import StoredStream, detector_hosted
 
 _COMMIT = re.compile(r"^\d+$")
 _LOG_ENTRY = re.compile(r"^(\d{20})\.json$")
@@ -73,9 +77,6 @@ def check_windows(state_dir: str | Path, table: str | Path | None = None) -> dic
 def max_event_time(table: str | Path, ts_column: str) -> datetime | None:
     """The latest event time of a Delta table, from its files' statistics (read only where a file
     has none)."""
-    from deltalake import DeltaTable
-    from deltalake.exceptions import TableNotFoundError
-
     try:
         dt = DeltaTable(str(table))
     except TableNotFoundError:
@@ -97,3 +98,34 @@ def max_event_time(table: str | Path, ts_column: str) -> datetime | None:
     if isinstance(latest, str):
         latest = datetime.fromisoformat(latest)
     return latest if latest.tzinfo else latest.replace(tzinfo=UTC)
+
+
+def read_events(path: str, after_batch: int, upto_batch: int | None = None) -> pd.DataFrame:
+    try:
+        table = DeltaTable(path)
+    except TableNotFoundError:
+        return pd.DataFrame()
+    filters = [("batch_id", ">", after_batch)] + ([("batch_id", "<=", upto_batch)] if upto_batch is not None else [])
+    frame = table.to_pyarrow_table(filters=filters).to_pandas()
+    return frame.sort_values(["batch_id", "seq"], kind="stable").reset_index(drop=True)
+
+
+def version_at(path: str, at: datetime) -> int | None:
+    """The table's version at ``at``: its last commit at or before it (None before the first)."""
+    found = None
+    for entry in DeltaTable(path).history():
+        stamp = datetime.fromtimestamp(entry["timestamp"] / 1000, UTC)
+        if stamp <= at and (found is None or entry["version"] > found):
+            found = entry["version"]
+    return found
+
+
+def progress_time(stored: StoredStream) -> datetime | None:
+    """The event time the stream has processed up to: the end of its latest window event."""
+    events = read_events(str(stored.events_path), -1)
+    if events.empty:
+        return None
+    latest = events["window_end"].dropna().max()
+    if pd.isna(latest):
+        latest = events["window_start"].max()
+    return latest.to_pydatetime().astimezone(UTC)

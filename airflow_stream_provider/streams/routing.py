@@ -19,11 +19,9 @@ from datetime import UTC, datetime
 import pandas as pd
 import pyarrow as pa
 
-from airflow_stream_provider import model as m
+from airflow_stream_provider.model.events import EventType
 from airflow_stream_provider.notify import delivery
 from airflow_stream_provider.notify.message import (
-    ON_TIME,
-    WINDOW_INVALIDATION,
     NotifyEvent,
     epoch,
     json_value,
@@ -31,6 +29,7 @@ from airflow_stream_provider.notify.message import (
 )
 from airflow_stream_provider.notify.outbox import Outbox
 from airflow_stream_provider.streams.compute import Fired
+from airflow_stream_provider.streams.runtime import StreamRuntime
 from airflow_stream_provider.streams.store import StoredStream
 
 
@@ -52,7 +51,7 @@ def deliver(stored: StoredStream, *, give_up_after: float | None = None,
 class RunNotifications:
     """Collects a run's results by trigger, then turns its events into :class:`NotifyEvent`."""
 
-    def __init__(self, runtime, state: dict, *, history: bool = False) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, runtime: StreamRuntime, state: dict, *, history: bool = False) -> None:
         notify = runtime.stmt.notify
         assert notify is not None
         self.runtime = runtime
@@ -119,8 +118,8 @@ class RunNotifications:
         """Window events (the detector's rows, in order); ``fired_of`` maps a row's position to the
         trigger it computed, ``table_names`` group id to table name."""
         wanted = set(self.notify.on)
-        if m.WINDOW_CLOSE in wanted:
-            wanted.add(WINDOW_INVALIDATION)
+        if EventType.WINDOW_CLOSE in wanted:
+            wanted.add(EventType.WINDOW_INVALIDATION)
         for pos, row in enumerate(events.to_dict("records")):
             kind = row["event_type"]
             if kind not in wanted:
@@ -129,7 +128,7 @@ class RunNotifications:
             end = None if pd.isna(row["window_end"]) else row["window_end"].to_pydatetime()
             row["window_end"] = end
             row["window_start"] = start
-            if not self.notify.history and self._history(end if kind != m.WINDOW_OPEN else None, start):
+            if not self.notify.history and self._history(end if kind != EventType.WINDOW_OPEN else None, start):
                 continue
             fields = window_fields(row["trigger_type"], kind, row, self.precision)
             key = f"{row['batch_id']}:{row['seq']}" if "batch_id" in row else f"recalc:{row['trigger_id']}:{kind}"
@@ -146,8 +145,8 @@ class RunNotifications:
             instant = at if at is not None else datetime.fromtimestamp(f.values["_tlocaltime"] / 1e9, UTC)
             if not self.notify.history and kind == "Sliding" and self._history(instant):
                 continue
-            self._add(f.trigger_id, table_names.get(f.group_id, ""), ON_TIME, epoch(instant, "ms"), f.trigger_id,
-                      kind, f.group_id, {}, self._rows_of(f.idx))
+            self._add(f.trigger_id, table_names.get(f.group_id, ""), EventType.ON_TIME, epoch(instant, "ms"),
+                      f.trigger_id, kind, f.group_id, {}, self._rows_of(f.idx))
 
     def _add(self, key: str, table: str, kind: str, when: int, trigger_id: str, trigger_type: str, group_id: str,
              fields: dict, rows: list[dict | None]) -> None:

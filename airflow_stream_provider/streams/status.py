@@ -13,10 +13,16 @@ import time
 from datetime import UTC, datetime
 
 import pyarrow as pa
+from deltalake import DeltaTable
+from deltalake.exceptions import TableNotFoundError
 
 from airflow_stream_provider import model as m
-from airflow_stream_provider.streams.probes import max_event_time
+from airflow_stream_provider.model.events import EventType
+from airflow_stream_provider.plan.ids import stream_dag_ids
+from airflow_stream_provider.streams.probes import max_event_time, progress_time
+from airflow_stream_provider.streams.routing import outbox_of
 from airflow_stream_provider.streams.store import StoredStream, StreamStore
+from airflow_stream_provider.warehouse import Catalog, Result, Warehouse
 from airflow_stream_provider.warehouse.catalog import SubTable
 
 #: (column, Arrow type) of a SHOW STREAMS row
@@ -48,15 +54,12 @@ def _event_counts(stored: StoredStream) -> dict[str, int]:
     """Events per type, and how many WINDOW_CLOSE events closed a window (trigger id) that had
     closed before: the live recalculations of late rows."""
     import pyarrow.compute as pc
-    from deltalake import DeltaTable
-    from deltalake.exceptions import TableNotFoundError
-
     try:
         events = DeltaTable(str(stored.events_path)).to_pyarrow_table(columns=["event_type", "trigger_id"])
     except TableNotFoundError:
         return {}
     counts = {row["values"]: row["counts"] for row in events.column("event_type").value_counts().to_pylist()}
-    closes = events.filter(pc.equal(events.column("event_type"), m.WINDOW_CLOSE)).column("trigger_id")
+    closes = events.filter(pc.equal(events.column("event_type"), EventType.WINDOW_CLOSE)).column("trigger_id")
     counts[RECLOSED] = len(closes) - len(pc.unique(closes))
     return counts
 
@@ -74,7 +77,7 @@ SAMPLES_KEPT = 2_000
 SAMPLE_EVERY_S = 5.0
 
 
-def _trigger_latest(catalog, stored: StoredStream) -> datetime | None:  # type: ignore[no-untyped-def]
+def _trigger_latest(catalog: Catalog, stored: StoredStream) -> datetime | None:  # type: ignore[no-untyped-def]
     """The trigger table's latest event time, from Delta's file statistics."""
     stmt = stored.statement
     if stmt.trigger_table is None:
@@ -84,7 +87,7 @@ def _trigger_latest(catalog, stored: StoredStream) -> datetime | None:  # type: 
     return max_event_time(table.path, table.timestamp_column)
 
 
-def record_sample(catalog, stored: StoredStream, state: dict) -> None:  # type: ignore[no-untyped-def]
+def record_sample(catalog: Catalog, stored: StoredStream, state: dict) -> None:  # type: ignore[no-untyped-def]
     """Append the stream's progress and lag now to its ``samples.jsonl`` (window and SLIDING
     streams; the lag of a PERIOD stream is not defined), at most every :data:`SAMPLE_EVERY_S`.
     Progress comes from the event table's file statistics, so a sample costs two reads of Delta
@@ -131,9 +134,7 @@ def samples(stored: StoredStream, limit: int = 500) -> list[dict]:
     return out
 
 
-def stream_status(warehouse, stored: StoredStream, store: StreamStore) -> dict:  # type: ignore[no-untyped-def]
-    from airflow_stream_provider.streams.control import progress_time
-    from airflow_stream_provider.streams.routing import outbox_of
+def stream_status(warehouse: Warehouse, stored: StoredStream, store: StreamStore) -> dict:  # type: ignore[no-untyped-def]
     stmt = stored.statement
     state = store.load_state(stored.db, stored.name)
     detector = _detector(stored)
@@ -168,7 +169,7 @@ def stream_status(warehouse, stored: StoredStream, store: StreamStore) -> dict: 
         "stream_name": stored.name, "db_name": stored.db, "status": status, "trigger": str(stmt.trigger),
         "create_time": datetime.fromisoformat(state["created"]) if state.get("created") else None,
         "progress": progress, "lag_s": lag,
-        "windows_opened": counts.get(m.WINDOW_OPEN, 0), "windows_closed": counts.get(m.WINDOW_CLOSE, 0),
+        "windows_opened": counts.get(EventType.WINDOW_OPEN, 0), "windows_closed": counts.get(EventType.WINDOW_CLOSE, 0),
         "computations": computed, "recalculations": int(state.get("recalculations", 0)) + reclosed,
         "recalc_ratio": recalculated / computed if computed else None,
         "notify_sent": notes["sent"], "notify_dropped": notes["dropped"], "notify_pending": notes["pending"],
@@ -176,14 +177,14 @@ def stream_status(warehouse, stored: StoredStream, store: StreamStore) -> dict: 
     }
 
 
-def streams_table(warehouse, db: str | None = None, store: StreamStore | None = None) -> pa.Table:  # type: ignore[no-untyped-def]
+def streams_table(warehouse: Warehouse, db: str | None = None, store: StreamStore | None = None) -> pa.Table:  # type: ignore[no-untyped-def]
     """One row per stream (of ``db``, or of every database), with :data:`COLUMNS`."""
     store = store or StreamStore()
     rows = [stream_status(warehouse, store.get(d, n), store) for d, n in store.names(db)]
     return pa.table({name: pa.array([r[name] for r in rows], kind) for name, kind in COLUMNS})
 
 
-def ins_streams(warehouse) -> pa.Table:  # type: ignore[no-untyped-def]
+def ins_streams(warehouse: Warehouse) -> pa.Table:  # type: ignore[no-untyped-def]
     """``information_schema.ins_streams``: SHOW STREAMS of every database."""
     return streams_table(warehouse)
 
@@ -199,11 +200,9 @@ TASK_COLUMNS = (
 )
 
 
-def ins_stream_tasks(warehouse, store: StreamStore | None = None) -> pa.Table:  # type: ignore[no-untyped-def]
+def ins_stream_tasks(warehouse: Warehouse, store: StreamStore | None = None) -> pa.Table:  # type: ignore[no-untyped-def]
     """``information_schema.ins_stream_tasks``: what executes each stream: its live detector (window
     triggers) and its Airflow DAGs."""
-    from airflow_stream_provider.airflow_api import stream_dag_ids
-
     store = store or StreamStore()
     rows = []
     for db, name in store.names():
@@ -224,9 +223,7 @@ def ins_stream_tasks(warehouse, store: StreamStore | None = None) -> pa.Table:  
     return pa.table({col: pa.array([r[i] for r in rows], kind) for i, (col, kind) in enumerate(TASK_COLUMNS)})
 
 
-def show_streams(warehouse, stmt: m.ShowStreams, store: StreamStore | None = None):  # type: ignore[no-untyped-def]
-    from airflow_stream_provider.warehouse.warehouse import Result
-
+def show_streams(warehouse: Warehouse, stmt: m.ShowStreams, store: StreamStore | None = None) -> Result:
     db = stmt.db.lower() if stmt.db else warehouse.database
     if stmt.db:
         warehouse.catalog.precision(db)  # the database must exist

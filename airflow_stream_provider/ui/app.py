@@ -24,6 +24,8 @@ from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import FileResponse, JSONResponse
 from pydantic import BaseModel
 
+from airflow_stream_provider.hooks import bind
+
 STATIC = Path(__file__).with_name("static")
 ASSETS = {"streams.js": "text/javascript", "streams.css": "text/css"}
 RECENT_EVENTS = 50
@@ -115,6 +117,7 @@ class RecalculateBody(BaseModel):
 
 
 def create_app() -> FastAPI:
+    bind()  # statements run from the page read Airflow connections through the hooks
     app = FastAPI(title="Streams", description="TDengine-style streams run by airflow-stream-provider",
                   docs_url=None, redoc_url=None, openapi_url=None)
 
@@ -130,7 +133,7 @@ def create_app() -> FastAPI:
 
     @app.get("/api/streams")
     async def streams(user: User, db: str | None = None) -> JSONResponse:
-        from airflow_stream_provider.airflow_api import stream_dag_ids
+        from airflow_stream_provider.plan.ids import stream_dag_ids
 
         rows = await asyncio.to_thread(_rows, db)
         visible = []
@@ -146,7 +149,7 @@ def create_app() -> FastAPI:
     async def stream(db: str, name: str, user: User) -> JSONResponse:
         from airflow_stream_provider import model as m
         from airflow_stream_provider import progress
-        from airflow_stream_provider.airflow_api import stream_dag_ids
+        from airflow_stream_provider.plan.ids import stream_dag_ids
         from airflow_stream_provider.streams.status import samples, stream_status
         from airflow_stream_provider.warehouse import Warehouse
 
@@ -168,13 +171,10 @@ def create_app() -> FastAPI:
 
     @app.post("/api/streams/{db}/{name}/recalculate")
     async def recalculate(db: str, name: str, body: RecalculateBody, request: Request, user: User) -> JSONResponse:
-        from airflow_stream_provider.airflow_api import (
-            AirflowApi,
-            AirflowApiError,
-            stream_dag_ids,
-        )
+        from airflow_stream_provider.airflow_api import AirflowApi, AirflowApiError
+        from airflow_stream_provider.plan.ids import stream_dag_ids
         from airflow_stream_provider.exceptions import StreamError
-        from airflow_stream_provider.streams.control import create_recalculation
+        from airflow_stream_provider.streams.lifecycle import create_recalculation
 
         _store, stored = _stream(db, name)
         start, end = (t if t.tzinfo else t.replace(tzinfo=UTC) for t in (body.start, body.end))

@@ -12,11 +12,10 @@ import pytest
 
 from airflow_stream_provider.notify import delivery
 from airflow_stream_provider.notify.message import validate
-from airflow_stream_provider.streams import runner
+from airflow_stream_provider.streams.run import run as run_stream
 from airflow_stream_provider.streams.routing import outbox_of
 from airflow_stream_provider.streams.store import StreamStore
-from airflow_stream_provider.warehouse import Warehouse
-from airflow_stream_provider import statements
+from tests.conftest import sql
 from tests.notify.conftest import events_of
 
 pytestmark = pytest.mark.spark
@@ -27,17 +26,11 @@ MIN = 60_000
 
 
 @pytest.fixture
-def wh(spark, tmp_path, monkeypatch):
-    monkeypatch.setenv("AIRFLOW_STREAM_HOME", str(tmp_path))
+def wh(wh, monkeypatch):
     monkeypatch.setenv("AIRFLOW_STREAM_NOTIFY_CONN_IDS", "none")
-    wh = Warehouse(tmp_path / "warehouse", spark=spark)
     sql(wh, "CREATE DATABASE d; USE d")
     yield wh
     delivery.close_all()
-
-
-def sql(wh, text: str):
-    return list(statements.run(wh, text))
 
 
 def select(wh, text: str) -> list[dict]:
@@ -71,7 +64,7 @@ def test_interval_open_and_close_per_subtable(wh, receivers):
                SELECT _twstart, avg(col1) FROM %%trows""")
     sql(wh, """INSERT INTO t1 VALUES ('2025-01-01 00:00:00', 1) ('2025-01-01 00:01:00', 3) ('2025-01-01 00:06:00', 10);
                INSERT INTO t2 VALUES ('2025-01-01 00:02:00', 7)""")
-    report = runner.run(wh, "d", "avg_s")
+    report = run_stream(wh, "d", "avg_s")
     assert report.delivery.sent_events == report.notified == 4
     events = received(rec)
     by_table: dict = {}
@@ -89,7 +82,7 @@ def test_interval_open_and_close_per_subtable(wh, receivers):
     assert by_table["out_t1"][0]["groupId"] != by_table["out_t2"][0]["groupId"]
     # a late row in the closed window invalidates it and closes it again, with the same triggerId
     sql(wh, "INSERT INTO t1 VALUES ('2025-01-01 00:03:00', 5) ('2025-01-01 00:11:00', 1)")
-    runner.run(wh, "d", "avg_s")
+    run_stream(wh, "d", "avg_s")
     later = [e for e in received(rec)[len(events):] if e["tableName"] == "out_t1"]
     kinds = [brief(e) for e in later]
     assert ("WINDOW_INVALIDATION", MS0, MS0 + 5 * MIN) in kinds
@@ -106,7 +99,7 @@ def test_state_window_carries_the_states(wh, receivers):
                INTO st_out AS SELECT _twstart, count(*) n, max(v) FROM %%trows""")
     sql(wh, """INSERT INTO dev VALUES ('2025-01-01 00:00:00', 1, 1.5) ('2025-01-01 00:01:00', 1, 2.5)
                ('2025-01-01 00:02:00', 2, 9.0) ('2025-01-01 00:03:00', 2, 4.0) ('2025-01-01 00:04:00', 1, 0.5)""")
-    runner.run(wh, "d", "st")
+    run_stream(wh, "d", "st")
     events = received(rec)
     shape = [(e["eventType"], e["windowStart"], e.get("prevState", "-"), e["curState"], e.get("nextState", "-"))
              for e in events]
@@ -131,7 +124,7 @@ def test_event_window_carries_the_trigger_condition(wh, receivers):
                SELECT _twstart, max(c1) FROM %%trows""")
     sql(wh, """INSERT INTO env VALUES ('2025-01-01 00:00:00', 3, 9) ('2025-01-01 00:01:00', 12, 8)
                ('2025-01-01 00:02:00', 15, 7) ('2025-01-01 00:03:00', 4, 2) ('2025-01-01 00:04:00', 20, 1)""")
-    runner.run(wh, "d", "ev")
+    run_stream(wh, "d", "ev")
     events = received(rec)
     # [00:01, 00:03] opens on c1 = 12 and closes on c2 = 2; 00:04 opens and closes on its own row
     shape = [(e["eventType"], e["windowStart"], e.get("windowEnd"), e["triggerCondition"]["conditionIndex"],
@@ -154,14 +147,14 @@ def test_notify_only_count_window_and_calc_notify_only_with_where(wh, receivers)
     sql(wh, """INSERT INTO tb1 VALUES ('2025-01-01 00:00:00', 1) ('2025-01-01 00:01:00', 3)
                ('2025-01-01 00:02:00', 10) ('2025-01-01 00:03:00', 20) ('2025-01-01 00:04:00', 4)
                ('2025-01-01 00:05:00', 6) ('2025-01-01 00:06:00', 2)""")
-    runner.run(wh, "d", "cnt")
+    run_stream(wh, "d", "cnt")
     counts = received(rec)
     # windows of 3 rows: [00:00..00:02], [00:03..00:05]; the last row waits
     assert [brief(e) for e in counts] == [("WINDOW_CLOSE", MS0, MS0 + 2 * MIN),
                                           ("WINDOW_CLOSE", MS0 + 3 * MIN, MS0 + 5 * MIN)]
     assert [m["streams"][0]["streamName"] for m in rec.messages()] == ["cnt"]
     assert all("result" not in e and e["triggerType"] == "Count" for e in counts)
-    report = runner.run(wh, "d", "big")
+    report = run_stream(wh, "d", "big")
     # pairs average 2, 15 and 5: only 15 passes WHERE avg_c > 5
     big = received(rec)[len(counts):]
     assert [(brief(e), e["result"]) for e in big] == [(("WINDOW_CLOSE", MS0 + 2 * MIN, MS0 + 3 * MIN), {"avg_c": 15.0})]
@@ -178,8 +171,8 @@ def test_period_sends_on_time_events(wh, receivers):
     for name in ("tick", "hourly"):
         store.save_state("d", name, {**store.load_state("d", name), "created": created.isoformat()})
     now = created + timedelta(hours=2, minutes=40)  # instants at created + 0:30, 1:30 and 2:30
-    runner.run(wh, "d", "tick", now=now)
-    runner.run(wh, "d", "hourly", now=now)
+    run_stream(wh, "d", "tick", now=now)
+    run_stream(wh, "d", "hourly", now=now)
     events = received(rec)
     instants = [int((created + timedelta(minutes=30 + 60 * k)).timestamp() * 1000) for k in range(3)]
     tick = [e for e in events if e["tableName"].startswith("tick")]
@@ -199,7 +192,7 @@ def test_history_is_not_notified_without_notify_history(wh, receivers):
         sql(wh, f"""CREATE STREAM {name} INTERVAL(5m) SLIDING(5m) FROM tb1 STREAM_OPTIONS(FILL_HISTORY)
                    NOTIFY('{rec.url}') ON (WINDOW_CLOSE) {extra} INTO {name}_out AS
                    SELECT _twstart, sum(col1) s FROM %%trows""")
-        runner.run(wh, "d", name)
+        run_stream(wh, "d", name)
         assert [r["s"] for r in select(wh, f"SELECT * FROM {name}_out")] == [4]  # history is computed
     assert received(rec_a) == []
     assert [(brief(e), e["result"]["s"]) for e in received(rec_b)] == [(("WINDOW_CLOSE", MS0, MS0 + 5 * MIN), 4)]
@@ -214,11 +207,11 @@ def test_on_failure_pause_holds_the_stream_until_delivered(wh, receivers, monkey
                NOTIFY_OPTIONS(ON_FAILURE_PAUSE) INTO held_out AS SELECT _twstart, sum(col1) s FROM %%trows""")
     sql(wh, "INSERT INTO tb1 VALUES ('2025-01-01 00:00:00', 1) ('2025-01-01 00:01:00', 2)")
     with pytest.raises(delivery.DeliveryPaused, match="stream holds"):
-        runner.run(wh, "d", "held")
+        run_stream(wh, "d", "held")
     assert StreamStore().load_state("d", "held").get("consumed_batch") is None  # progress did not move
     sql(wh, "INSERT INTO tb1 VALUES ('2025-01-01 00:02:00', 3)")
     rec.start()
-    report = runner.run(wh, "d", "held")
+    report = run_stream(wh, "d", "held")
     assert report.delivery.dropped_events == 0
     events = received(rec)
     assert [e["result"]["s"] for e in events] == [1, 2, 3]  # in order, none lost, none twice
@@ -236,13 +229,13 @@ def test_session_and_sliding_streams(wh, receivers):
                SELECT _tcurrent_ts, count(*) n FROM %%trows""")
     sql(wh, """INSERT INTO tb1 VALUES ('2025-01-01 00:00:30', 1) ('2025-01-01 00:01:10', 2)
                ('2025-01-01 00:05:00', 3) ('2025-01-01 00:06:00', 4) ('2025-01-01 00:20:00', 5)""")
-    runner.run(wh, "d", "sess")
+    run_stream(wh, "d", "sess")
     sessions = received(rec)
     # gaps of more than 2 minutes split [00:00:30, 00:01:10], [00:05, 00:06]; 00:20 stays open
     assert [(brief(e), e["result"]["n"], e["triggerType"]) for e in sessions] == [
         (("WINDOW_CLOSE", MS0 + 30_000, MS0 + 70_000), 2, "Session"),
         (("WINDOW_CLOSE", MS0 + 5 * MIN, MS0 + 6 * MIN), 2, "Session")]
-    runner.run(wh, "d", "sl")
+    run_stream(wh, "d", "sl")
     ticks = received(rec)[len(sessions):]
     # event time reached 00:20: instants 00:01 .. 00:20, each counting the rows of [previous, current)
     assert [e["eventTime"] for e in ticks] == [MS0 + k * MIN for k in range(1, 21)]

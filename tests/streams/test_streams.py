@@ -11,10 +11,14 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from airflow_stream_provider.exceptions import StreamDefinitionError, StreamError
-from airflow_stream_provider.streams import runner
+from airflow_stream_provider.streams.compute import Fired
+from airflow_stream_provider.streams.compute import TROWS_FROM
+from airflow_stream_provider.streams.compute import TROWS_TO
+from airflow_stream_provider.streams.run import run as run_stream
+from airflow_stream_provider.streams.runtime import RunReport
+from airflow_stream_provider.streams.runtime import StreamRuntime
 from airflow_stream_provider.streams.store import StreamStore
-from airflow_stream_provider.warehouse import Warehouse
-from airflow_stream_provider import statements
+from tests.conftest import sql
 
 pytestmark = pytest.mark.spark
 
@@ -22,23 +26,17 @@ T0 = datetime(2025, 1, 1, tzinfo=UTC)
 
 
 @pytest.fixture
-def wh(spark, tmp_path, monkeypatch):
-    monkeypatch.setenv("AIRFLOW_STREAM_HOME", str(tmp_path))
-    wh = Warehouse(tmp_path / "warehouse", spark=spark)
+def wh(wh):
     sql(wh, "CREATE DATABASE d; USE d")
     return wh
-
-
-def sql(wh, text: str):
-    return list(statements.run(wh, text))
 
 
 def select(wh, text: str) -> list[dict]:
     return sql(wh, text)[-1].table.to_pylist()
 
 
-def run(wh, name: str, **kwargs) -> runner.RunReport:
-    return runner.run(wh, "d", name, **kwargs)
+def run(wh, name: str, **kwargs) -> RunReport:
+    return run_stream(wh, "d", name, **kwargs)
 
 
 def at(minutes: float) -> datetime:
@@ -232,8 +230,8 @@ def test_batched_and_per_trigger_compute_agree(wh):
                SELECT _twstart + 1s, avg(col1) * _twduration, count(*), max(col1) + length(%%1), %%1 FROM stb1
                WHERE ts >= _twstart AND ts < _twend AND tbname = %%tbname""")
     stored = StreamStore().get("d", "ag")
-    rt = runner.StreamRuntime(wh, stored.statement, "d")
-    fired = [runner.Fired(i, {"_twstart": at(5 * i), "_twend": at(5 * i + 5), "_twduration": 300_000,
+    rt = StreamRuntime(wh, stored.statement, "d")
+    fired = [Fired(i, {"_twstart": at(5 * i), "_twend": at(5 * i + 5), "_twduration": 300_000,
                               "%%1": name, "%%tbname": name}, group=(name,), group_id=str(i))
              for i, name in enumerate(["t1", "t2", "t1", "nope"])]
     batched = sorted(map(tuple, rt.compute.frame(fired).toPandas().itertuples(index=False)), key=str)
@@ -255,12 +253,12 @@ def test_trows_holds_the_rows_of_the_window_at_the_triggers_version(wh, monkeypa
     sql(wh, ROWS)
     sql(wh, """CREATE STREAM tr INTERVAL(5m) SLIDING(5m) FROM stb1 PARTITION BY tbname INTO o AS
                SELECT _twstart, sum(col1) total, count(*) n FROM %%trows""")
-    rt = runner.StreamRuntime(wh, StreamStore().get("d", "tr").statement, "d")
+    rt = StreamRuntime(wh, StreamStore().get("d", "tr").statement, "d")
     version = rt.table_version()
     sql(wh, "INSERT INTO t1 VALUES ('2025-01-01 00:02:00', 100)")  # written after the triggers fired
     windows = [("t1", 0), ("t1", 5), ("t1", 10), ("t2", 0), ("t2", 10), ("t2", 15)]
-    fired = [runner.Fired(i, {"_twstart": at(start), "_twend": at(start + 5), runner.TROWS_FROM: at(start),
-                              runner.TROWS_TO: at(start + 5), **rt.group_values((name,))},
+    fired = [Fired(i, {"_twstart": at(start), "_twend": at(start + 5), TROWS_FROM: at(start),
+                              TROWS_TO: at(start + 5), **rt.group_values((name,))},
                           version=version, group=(name,), group_id=name)
              for i, (name, start) in enumerate(windows)]
     frame = rt.compute.frame(fired)
@@ -279,11 +277,11 @@ def test_trows_of_a_table_delta_rs_cannot_read_comes_from_spark(wh, spark):
     sql(wh, ROWS)
     sql(wh, """CREATE STREAM dv INTERVAL(5m) SLIDING(5m) FROM stb1 PARTITION BY tbname INTO o AS
                SELECT _twstart, sum(col1) total, count(*) n FROM %%trows""")
-    rt = runner.StreamRuntime(wh, StreamStore().get("d", "dv").statement, "d")
+    rt = StreamRuntime(wh, StreamStore().get("d", "dv").statement, "d")
     path = rt.compute.source.path
     spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
     spark.sql(f"DELETE FROM delta.`{path}` WHERE col1 = 3")  # t1's row at 00:01
-    fired = [runner.Fired(0, {"_twstart": at(0), "_twend": at(5), runner.TROWS_FROM: at(0), runner.TROWS_TO: at(5),
+    fired = [Fired(0, {"_twstart": at(0), "_twend": at(5), TROWS_FROM: at(0), TROWS_TO: at(5),
                               **rt.group_values(("t1",))}, version=rt.table_version(), group=("t1",), group_id="t1")]
     frame = rt.compute.frame(fired)
     assert "] parquet" in frame._jdf.queryExecution().optimizedPlan().toString()

@@ -1,0 +1,106 @@
+"""What fired for window triggers: the detector's window events, live (since the last batch
+consumed) or found again in batch over a range of event time (recalculation)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+import pandas as pd
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from airflow_stream_provider.exceptions import StreamError
+from airflow_stream_provider.streams.compute import TROWS_FROM, TROWS_TO, Fired
+from airflow_stream_provider.streams.probes import read_events
+from airflow_stream_provider.streams.runtime import StreamRuntime, nanos
+from airflow_stream_provider.streams.store import StoredStream, detector_lock
+from airflow_stream_provider.windows import batch, detector
+from airflow_stream_provider.windows.clause import TriggerPlan, epoch_micros, plan_trigger
+
+
+def pending_windows(runtime: StreamRuntime, stored: StoredStream, state: dict, say: Callable[[str], None], *,
+                     detect: bool = True, upto_batch: int | None = None) -> tuple[list[Fired], dict, pd.DataFrame]:
+    update: dict = {}
+    version = runtime.table_version()
+    if detect:
+        with detector_lock(stored) as mine:
+            if mine:
+                detect(runtime, stored, state, say)
+                update["detected_version"] = version
+            else:
+                say("the live detector runs elsewhere (the stream node); reading its events")
+    consumed = int(state.get("consumed_batch", -1))
+    events = read_events(str(stored.events_path), consumed, upto_batch)
+    if upto_batch is not None and upto_batch > consumed:
+        update["consumed_batch"] = upto_batch  # batches without events are consumed too
+    if events.empty:
+        return [], update, events
+    update["consumed_batch"] = max(update.get("consumed_batch", -1), int(events["batch_id"].max()))
+    return fired_windows(runtime, events, version), update, events
+
+
+def detect(runtime: StreamRuntime, stored: StoredStream, state: dict, say: Callable[[str], None]) -> None:
+    """Run the detector until it has read the trigger table as it is now (availableNow)."""
+    plan = trigger_plan(runtime)
+    say(f"detecting windows on {plan.table}")
+    query = detector.start(runtime.warehouse.spark, plan, detector_options(stored, state), available_now=True)
+    query.awaitTermination()
+    if query.exception() is not None:
+        raise StreamError(f"the detector of {runtime.qualified} failed: {query.exception()}")
+
+
+def trigger_plan(runtime: StreamRuntime):
+    return plan_trigger(runtime.stmt, runtime.warehouse.catalog, runtime.db)
+
+
+def detector_options(stored: StoredStream, state: dict):
+    """The detector's paths and start, and the versions START ... IGNORE UNTREATED skipped."""
+    return detector.DetectorOptions(
+        events_path=str(stored.events_path), checkpoint=str(stored.checkpoint),
+        created_version=state.get("created_version"),
+        skip_versions=tuple(tuple(r) for r in state.get("skip_versions", ())))
+
+
+def fired_windows(runtime: StreamRuntime, events: pd.DataFrame, version: int | None) -> list[Fired]:
+    """The events that run the computation as fired triggers: those of EVENT_TYPE, and MAX_DELAY
+    (an invalidation is followed by the recomputed close). ``Fired.source`` is the event's row."""
+    computed = (*runtime.stmt.options.event_types, "MAX_DELAY")
+    events = events[events["event_type"].isin(computed)]
+    unit = 1000 if runtime.precision == "ms" else 1  # microseconds per unit of the precision
+    fired = []
+    for i, (pos, ev) in enumerate(zip(events.index, events.itertuples(index=False))):
+        start = ev.window_start.to_pydatetime()
+        end = None if pd.isna(ev.window_end) else ev.window_end.to_pydatetime()
+        group = runtime.group_values(json.loads(ev.group_keys))
+        values = {"_twstart": start, "_twend": end, "_tgrpid": int(ev.group_id),
+                  "_twduration": None if end is None else (epoch_micros(end) - epoch_micros(start)) // unit,
+                  "_twrownum": None if pd.isna(ev.row_count) else int(ev.row_count),
+                  "_tlocaltime": nanos(ev.event_time.to_pydatetime()),
+                  TROWS_FROM: start, TROWS_TO: end, **group}
+        fired.append(Fired(i, values, version=version, group=runtime.group_key(group),
+                           group_id=str(ev.group_id), trigger_id=ev.trigger_id, source=int(pos)))
+    return fired
+
+
+def windows_in_range(runtime: StreamRuntime, rows: DataFrame, start: datetime, end: datetime,
+                     version: int | None, say: Callable[[str], None]) -> tuple[list[Fired], pd.DataFrame]:
+    """The windows that start in ``[start, end)``, found by the detector's core in batch mode over
+    ``rows`` (the trigger table from ``start`` on), and their events."""
+    plan = trigger_plan(runtime)
+    ts = F.col(f"`{plan.ts_column}`")
+    if plan.spec.kind == "interval":
+        rows = rows.where(ts < F.lit(end + timedelta(microseconds=plan.spec.interval)))
+    elif plan.spec.kind == "count":
+        rows = rows.where(ts < F.lit(end))
+    say(f"finding the windows of {plan.table} in [{start.isoformat()}, {end.isoformat()})")
+    events = batch.detect(rows, plan).where((F.col("window_start") >= F.lit(start))
+                                            & (F.col("window_start") < F.lit(end))).toPandas()
+    if events.empty:
+        return [], events
+    events["window_start"] = pd.to_datetime(events["window_start"], utc=True)
+    events["window_end"] = pd.to_datetime(events["window_end"], utc=True)
+    events["event_time"] = pd.Timestamp.now(tz="UTC")
+    events = events.sort_values(["window_start", "group_id"], kind="stable").reset_index(drop=True)
+    return fired_windows(runtime, events, version), events

@@ -1,0 +1,171 @@
+"""CREATE, DROP, STOP, START and RECALCULATE STREAM.
+
+- CREATE checks everything, creates the output table, then records the stream; DROP removes the
+  definition and progress and keeps the output tables.
+- STOP records the stop in the stream's state (so it persists: the node's supervisor stops the
+  live detector, and the stream's tasks skip while it lasts) and pauses the stream's DAGs through
+  Airflow's API.
+- START clears it and unpauses. Data written meanwhile is processed as history; with IGNORE
+  UNTREATED it is skipped: the detector never reads the table versions written during the stop,
+  and PERIOD's %%trows starts after them.
+- RECALCULATE creates a backfill of ``stream__<db>__<name>__recalc`` whose runs call
+  :func:`~.recalculate.recalculate` for their event-time slice. When Airflow's API cannot be
+  reached it recalculates in this process instead, and says so.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from airflow_stream_provider import model as m
+from airflow_stream_provider.airflow_api import AirflowApi, AirflowApiError
+from airflow_stream_provider.exceptions import StreamError
+from airflow_stream_provider.plan.ids import stream_dag_ids
+from airflow_stream_provider.streams.probes import progress_time
+from airflow_stream_provider.streams.recalculate import recalculate
+from airflow_stream_provider.streams.runtime import StreamRuntime
+from airflow_stream_provider.streams.store import StoredStream, StreamStore
+from airflow_stream_provider.warehouse import Result, Warehouse, WarehouseError
+
+
+def create(warehouse: Warehouse, stmt: m.CreateStream, store: StreamStore | None = None) -> Result:
+    """CREATE STREAM: check everything, create the output table, then record the stream."""
+    store = store or StreamStore()
+    db = warehouse.database_of(stmt.name)
+    warehouse.catalog.precision(db)  # the database must exist
+    name = stmt.name.name.lower()
+    if store.exists(db, name):
+        if stmt.if_not_exists:
+            return Result(stmt, f"exists: stream {db}.{name}")
+        raise WarehouseError(f"stream {db}.{name} already exists")
+    runtime = StreamRuntime(warehouse, stmt, db)
+    plan = runtime.output()
+    target = ""
+    if plan is not None:
+        plan.ensure_table(warehouse.catalog)
+        target = f", output {plan.qualified}"
+    now = datetime.now(UTC)
+    state: dict = {"created": now.isoformat(), "created_version": runtime.table_version()}
+    if runtime.trigger_table is not None:
+        state["trigger_table"] = runtime.trigger_table.to_state()
+    store.create(db, stmt, stmt.text, state)
+    trigger = f" on {runtime.found.qualified}" if runtime.found is not None else ""
+    return Result(stmt, f"created stream {db}.{name}: {stmt.trigger}{trigger}{target}")
+
+
+def drop(warehouse: Warehouse, stmt: m.DropStream, store: StreamStore | None = None) -> Result:
+    """DROP STREAM: the definition and progress go; the output tables stay."""
+    store = store or StreamStore()
+    db = warehouse.database_of(stmt.name)
+    name = stmt.name.name.lower()
+    if not store.exists(db, name):
+        if stmt.if_exists:
+            return Result(stmt, "nothing to drop")
+        store.get(db, name)  # raises, with a hint
+    store.drop(db, name)
+    return Result(stmt, f"dropped stream {db}.{name} (its output tables are kept)")
+
+
+def _target(warehouse: Warehouse, stmt, store: StreamStore):
+    """(db, name, runtime) of the stream START/STOP names; None when it does not exist and the
+    statement says IF EXISTS (otherwise the lookup raises, with a hint)."""
+    db = warehouse.database_of(stmt.name)
+    name = stmt.name.name.lower()
+    if not store.exists(db, name):
+        if stmt.if_exists:
+            return None
+        store.get(db, name)  # raises
+    return db, name, StreamRuntime(warehouse, store.get(db, name).statement, db)
+
+
+def _set_paused(db: str, name: str, paused: bool, api: AirflowApi | None) -> str:
+    """Pause or unpause the stream's DAGs; a note of what happened, for the statement's result."""
+    api = api or AirflowApi()
+    verb = "paused" if paused else "unpaused"
+    try:
+        done = [dag for dag in stream_dag_ids(db, name) if api.set_paused(dag, paused)]
+    except AirflowApiError as err:
+        return f"; its DAGs were not {verb} ({err}); its tasks see the state and act on it"
+    return f"; DAGs {verb}: {', '.join(done)}" if done else "; Airflow has not parsed its DAGs yet"
+
+
+def stop(warehouse: Warehouse, stmt: m.StopStream, store: StreamStore | None = None,
+         api: AirflowApi | None = None) -> Result:
+    store = store or StreamStore()
+    found = _target(warehouse, stmt, store)
+    if found is None:
+        return Result(stmt, "nothing to stop")
+    db, name, runtime = found
+    with store.updating(db, name) as state:
+        if state.get("stopped"):
+            return Result(stmt, f"stream {db}.{name} is already stopped")
+        state.update(stopped=True, stopped_at=datetime.now(UTC).isoformat(),
+                     stopped_version=runtime.table_version())
+    return Result(stmt, f"stopped stream {db}.{name}" + _set_paused(db, name, True, api))
+
+
+def start(warehouse: Warehouse, stmt: m.StartStream, store: StreamStore | None = None,
+          api: AirflowApi | None = None) -> Result:
+    store = store or StreamStore()
+    found = _target(warehouse, stmt, store)
+    if found is None:
+        return Result(stmt, "nothing to start")
+    db, name, runtime = found
+    note = ""
+    with store.updating(db, name) as state:
+        if not state.get("stopped"):
+            return Result(stmt, f"stream {db}.{name} is already running")
+        current = runtime.table_version()
+        stopped_version = state.get("stopped_version")
+        if stmt.ignore_untreated:
+            if current is not None and stopped_version is not None and current > stopped_version:
+                state["skip_versions"] = [*state.get("skip_versions", []), [stopped_version + 1, current]]
+                note = f"; table versions {stopped_version + 1}..{current} written while stopped are ignored"
+            state["untreated_version"] = current
+            state["last_fired"] = datetime.now(UTC).isoformat()
+        for key in ("stopped", "stopped_at", "stopped_version"):
+            state.pop(key, None)
+    return Result(stmt, f"started stream {db}.{name}{note}" + _set_paused(db, name, False, api))
+
+
+def recalculate_statement(warehouse: Warehouse, stmt: m.RecalculateStream, store: StreamStore | None = None,
+                          api: AirflowApi | None = None) -> Result:
+    """RECALCULATE STREAM: a backfill of the stream's recalculation DAG over [FROM, TO]."""
+    store = store or StreamStore()
+    db = warehouse.database_of(stmt.name)
+    stored = store.get(db, stmt.name.name)
+    now = datetime.now(UTC)
+    start_at = stmt.start.resolve(now)
+    if stmt.end is None and isinstance(stored.statement.trigger, m.CountWindow):
+        raise StreamError(f"RECALCULATE STREAM: {stored.qualified} has a COUNT_WINDOW trigger, which needs both "
+                          "FROM and TO")
+    end_at = stmt.end.resolve(now) if stmt.end is not None else progress_time(stored) or now
+    try:
+        return Result(stmt, create_recalculation(stored, start_at, end_at, api or AirflowApi()))
+    except AirflowApiError as err:
+        if err.status is not None:
+            raise StreamError(f"RECALCULATE STREAM: Airflow refused the backfill: {err}") from None
+        report = recalculate(warehouse, stored.db, stored.name, start_at, end_at, store=store)
+        return Result(stmt, f"recalculated here, Airflow not being reachable ({err}): {report.summary()}")
+
+
+def create_recalculation(stored: StoredStream, start_at: datetime, end_at: datetime, api: AirflowApi) -> str:
+    """Create the backfill of ``stored``'s recalculation DAG over ``[start_at, end_at)``; say what
+    was created. StreamError when the range or the stream does not allow it, or a recalculation
+    still runs; AirflowApiError when Airflow refuses or cannot be reached."""
+    if isinstance(stored.statement.trigger, m.PeriodTrigger):
+        raise StreamError(f"RECALCULATE STREAM: {stored.qualified} has a PERIOD trigger; scheduled triggers "
+                          "are not recalculated (reference: manual recalculation is not supported for PERIOD)")
+    if end_at <= start_at:
+        raise StreamError(f"RECALCULATE STREAM: TO ({end_at.isoformat()}) must be after FROM ({start_at.isoformat()})")
+    dag_id = stream_dag_ids(stored.db, stored.name)[1]
+    try:
+        # a backfill takes the runs whose data interval starts in [from, to]: stop short of TO
+        backfill = api.create_backfill(dag_id, start_at, end_at - timedelta(microseconds=1))
+    except AirflowApiError as err:
+        if err.status == 409:
+            raise StreamError(f"RECALCULATE STREAM: a recalculation of {stored.qualified} is still running "
+                              f"(Airflow runs one backfill of {dag_id} at a time); run it again once that one "
+                              "completes") from None
+        raise
+    return f"backfill {backfill.get('id')} of {dag_id} created over [{start_at.isoformat()}, {end_at.isoformat()}]"

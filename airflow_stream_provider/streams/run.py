@@ -1,0 +1,161 @@
+"""``airflow-stream run`` and the Airflow tasks: what fired, then compute, write, notify, record.
+
+The same functions serve the CLI, the tests, the Airflow tasks and the stream node. A run is
+at-least-once and idempotent: progress (the last event batch consumed, the last PERIOD/SLIDING
+instant fired) is saved only after the outputs are written, and outputs are upserts by key, so a
+run killed at any point and started again writes the same rows once. A recalculation
+(:mod:`.recalculate`) is the same pipeline (:func:`process`) with another "what fired" step.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+import pandas as pd
+
+from airflow_stream_provider import config
+from airflow_stream_provider import model as m
+from airflow_stream_provider.notify.delivery import Settings
+from airflow_stream_provider.streams import routing, status
+from airflow_stream_provider.streams.compute import Fired
+from airflow_stream_provider.streams.fire import schedules, windows
+from airflow_stream_provider.streams.routing import RunNotifications, outbox_of
+from airflow_stream_provider.streams.runtime import RunReport, StreamRuntime, StreamStopped, in_database
+from airflow_stream_provider.streams.store import StoredStream, StreamStore
+from airflow_stream_provider.streams.write import compute_all, delete_outputs, table_names
+from airflow_stream_provider.warehouse import Warehouse
+from airflow_stream_provider.warehouse.catalog import Catalog, WarehouseError
+
+
+def run(warehouse: Warehouse, db: str, name: str, *, store: StreamStore | None = None,
+        now: datetime | None = None, batched: bool = True, progress: Callable[[str], None] | None = None,
+        at: datetime | None = None, upto_batch: int | None = None, detect: bool = True,
+        commit: bool = True) -> RunReport:
+    """Run stream ``db.name``: detect what is pending, compute it, write it, record it.
+
+    The CLI runs everything pending. An Airflow task narrows the run: ``at``, the instant of a
+    PERIOD run; ``upto_batch``, the last detector batch a sensor reported; ``detect=False`` when
+    the node's live detector did the detection. With ``commit=False`` the progress is returned in
+    ``report.progress`` for :func:`commit_progress`, which a later task calls.
+    """
+    started = time.monotonic()
+    store = store or StreamStore()
+    stored = store.get(db, name)
+    state = store.load_state(stored.db, stored.name)
+    if state.get("stopped"):
+        raise StreamStopped(f"stream {stored.qualified} is stopped; START STREAM {stored.qualified} resumes it")
+    with in_database(warehouse, stored.db):
+        report = _run(warehouse, stored, state, store, now=now, batched=batched, progress=progress, at=at,
+                      upto_batch=upto_batch, detect=detect, commit=commit)
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def _run(warehouse: Warehouse, stored: StoredStream, state: dict, store: StreamStore, *, now: datetime | None,
+         batched: bool, progress: Callable[[str], None] | None, at: datetime | None, upto_batch: int | None,
+         detect: bool, commit: bool) -> RunReport:
+    runtime = StreamRuntime(warehouse, stored.statement, stored.db, state.get("skip_versions", ()))
+    report = RunReport(stored.qualified)
+    say = progress or (lambda _msg: None)
+    trigger = stored.statement.trigger
+    runtime.notes = RunNotifications(runtime, state) if stored.statement.notify is not None else None
+    events = None
+    if trigger.kind == "window":
+        fired, update, events = windows.pending_windows(runtime, stored, state, say, detect=detect,
+                                                        upto_batch=upto_batch)
+    elif isinstance(trigger, m.PeriodTrigger):
+        fired, update = schedules.period_triggers(runtime, state, now or datetime.now(UTC), report, at=at)
+    else:
+        fired, update = schedules.sliding_triggers(runtime, state, report)
+    if fired:
+        say(f"{len(fired)} trigger(s) fired; computing")
+    history = stored.statement.options.fill_history is not None and trigger.kind == "window" \
+        and state.get("consumed_batch") is None
+    process(runtime, stored, fired, events, report, batched=batched, say=say,
+            what=f"{'history fill' if history else 'compute'} of {stored.qualified}")
+    if "trigger_table" not in state and runtime.trigger_table is not None:  # streams created before it was kept
+        update["trigger_table"] = runtime.trigger_table.to_state()
+    if runtime.outputs:
+        update["outputs"] = {**state.get("outputs", {}), **runtime.outputs}
+    if stored.statement.options.delete_output_table:
+        merged = {**state, **update}
+        delete_outputs(runtime, merged, report)
+        update["outputs"] = merged.get("outputs", {})
+    if fired and runtime.compute is not None:
+        update["computed"] = len(fired)
+    report.progress = update
+    if commit:
+        if stored.statement.notify is not None:
+            report.delivery = routing.deliver(stored, give_up_after=notify_patience(), say=say)
+        commit_progress(stored.db, stored.name, update, store=store)
+    return report
+
+
+def process(runtime: StreamRuntime, stored: StoredStream, fired: list[Fired], events: pd.DataFrame | None,
+            report: RunReport, *, batched: bool, say: Callable[[str], None], what: str) -> None:
+    """The pipeline after "what fired": compute and write the fired triggers, then queue their
+    notifications (``events``: the window events they came from, None for schedule triggers)."""
+    report.triggers = len(fired)
+    compute_all(runtime, fired, report, batched=batched, say=say, stored=stored, what=what)
+    if runtime.notes is not None:
+        queue_notifications(runtime, stored, fired, events, report)
+
+
+def notify_patience() -> float:
+    """How long a run outside Airflow retries an ON_FAILURE_PAUSE receiver before it stops and
+    leaves the messages waiting (``AIRFLOW_STREAM_NOTIFY_PAUSE_SECONDS``, default 60)."""
+    return float(os.environ.get("AIRFLOW_STREAM_NOTIFY_PAUSE_SECONDS") or 60)
+
+
+def queue_notifications(runtime: StreamRuntime, stored: StoredStream, fired: list[Fired],
+                         events: pd.DataFrame | None, report: RunReport) -> None:
+    """Turn the run's events and results into notifications, into the stream's outbox."""
+    notes = runtime.notes
+    assert notes is not None
+    if events is not None:
+        if events.empty:
+            return
+        names = table_names(runtime, {str(g): runtime.group_key(runtime.group_values(json.loads(k)))
+                                      for g, k in zip(events["group_id"], events["group_keys"])})
+        notes.add_windows(events, {f.source: f.idx for f in fired}, names)
+    else:
+        names = table_names(runtime, {f.group_id: f.group for f in fired})
+        notes.add_scheduled(fired, names)
+    box = outbox_of(stored)
+    assert box is not None
+    box.enqueue(notes.events, max_bytes=Settings.load().max_message_bytes)
+    report.notified += len(notes.events)
+
+
+def commit_progress(db: str, name: str, update: dict, *, store: StreamStore | None = None) -> dict:
+    """Record a run's progress. Batch and instant marks only move forward, so a late or repeated
+    commit never rewinds a stream; ``computed`` is added to the stream's count. Then the outbox
+    lets go of the messages every receiver has."""
+    store = store or StreamStore()
+    with store.updating(db, name) as state:
+        for key, value in update.items():
+            if key in ("consumed_batch", "detected_version", "last_version") and state.get(key) is not None \
+                    and value is not None:
+                state[key] = max(state[key], value)
+            elif key == "computed":  # a count: each run adds its own
+                state[key] = int(state.get(key, 0)) + int(value)
+            elif key == "last_fired" and state.get(key):
+                state[key] = max(state[key], value, key=datetime.fromisoformat)
+            else:
+                state[key] = value
+        committed = dict(state)
+    if store.exists(db, name):
+        stored = store.get(db, name)
+        box = outbox_of(stored)
+        if box is not None:  # what every receiver has is not needed to rebuild this progress any more
+            box.prune()
+        try:
+            status.record_sample(Catalog(config.warehouse()), stored, committed)
+        except (OSError, WarehouseError) as err:  # the chart misses a point; the progress is committed
+            logging.getLogger(__name__).warning("stream %s: no lag sample: %s", stored.qualified, err)
+    return committed

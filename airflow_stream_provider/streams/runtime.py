@@ -1,0 +1,226 @@
+"""A stream resolved against the warehouse (:class:`StreamRuntime`) and the report of one run.
+
+Everything a run, a recalculation and the lifecycle statements share: the trigger table found in
+the catalog, the PARTITION BY columns and their placeholder types, the compute, and the output plan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+import pandas as pd
+from deltalake import DeltaTable
+
+from airflow_stream_provider import model as m
+from airflow_stream_provider.notify.delivery import DeliveryReport
+from airflow_stream_provider.exceptions import StreamDefinitionError, StreamError, did_you_mean
+from airflow_stream_provider.plan.stream import TriggerTable
+from airflow_stream_provider.sql import to_spark
+from airflow_stream_provider.streams import output as out
+from airflow_stream_provider.streams.compute import TIMESTAMPS, TROWS_FROM, TROWS_TO, Compute, Fired, TriggerSource
+from airflow_stream_provider.warehouse import Warehouse
+from airflow_stream_provider.warehouse.catalog import TBNAME, Column, SubTable, TableInfo
+from airflow_stream_provider.warehouse.types import spark_type
+from airflow_stream_provider.windows.clause import TriggerPlan, epoch_micros
+
+if TYPE_CHECKING:
+    from airflow_stream_provider.streams.routing import RunNotifications
+
+
+#: fired triggers computed and written together
+BATCH = 20_000
+
+
+#: the most triggers computed in one job without reporting progress
+STEP = 2_000
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def nanos(at: datetime) -> int:
+    return epoch_micros(at) * 1_000
+
+
+_SAMPLE = {"string": "", "timestamp": _EPOCH, "boolean": False, "float": 0.0, "double": 0.0, "binary": b""}
+
+
+@dataclass
+class RunReport:
+    stream: str
+    triggers: int = 0
+    result_rows: int = 0
+    written: int = 0
+    discarded: int = 0  # result rows with a NULL first column
+    forced: int = 0  # FORCE_OUTPUT rows
+    skipped: int = 0  # IGNORE_NODATA_TRIGGER
+    deleted_subtables: list[str] = field(default_factory=list)
+    per_trigger: str | None = None  # why the compute ran per trigger
+    notified: int = 0  # events queued for notification
+    delivery: DeliveryReport | None = None  # the report of a run that delivered
+    seconds: float = 0.0
+    progress: dict = field(default_factory=dict)  # what the run consumed, for commit_progress
+
+    def summary(self) -> str:
+        parts = [f"{self.triggers} trigger{'s' if self.triggers != 1 else ''}",
+                 f"{self.written} row{'s' if self.written != 1 else ''} written"]
+        if self.discarded:
+            parts.append(f"{self.discarded} discarded (NULL timestamp)")
+        if self.forced:
+            parts.append(f"{self.forced} forced (FORCE_OUTPUT)")
+        if self.skipped:
+            parts.append(f"{self.skipped} skipped (IGNORE_NODATA_TRIGGER)")
+        if self.deleted_subtables:
+            parts.append(f"output subtables deleted: {', '.join(self.deleted_subtables)}")
+        if self.notified:
+            parts.append(f"{self.notified} notification event{'s' if self.notified != 1 else ''} queued")
+        if self.delivery is not None:
+            parts.append(self.delivery.summary())
+        return f"{self.stream}: " + ", ".join(parts) + f" in {self.seconds:.1f}s"
+
+
+class StreamRuntime:
+    """A stored (or about to be stored) stream resolved against the warehouse."""
+
+    def __init__(self, warehouse: Warehouse, stmt: m.CreateStream, db: str,
+                 skip_versions: tuple[tuple[int, int], ...] = ()) -> None:
+        self.warehouse = warehouse
+        self.skip_versions = tuple(tuple(r) for r in skip_versions)
+        self.stmt = stmt
+        self.db = db
+        self.name = stmt.name.name.lower()
+        self.found: TableInfo | SubTable | None = None
+        self.info: TableInfo | None = None
+        if stmt.trigger_table is not None:
+            tdb = (stmt.trigger_table.db or db).lower()
+            self.found = warehouse.catalog.resolve(stmt.trigger_table, tdb, "trigger table")
+            self.info = self.found.stable if isinstance(self.found, SubTable) else self.found
+        self.group_columns = self._group_columns()
+        self.group_types = {f"%%{i}": spark_type(c.dtype) for i, c in enumerate(self.group_columns, start=1)}
+        if any(c.name == TBNAME for c in self.group_columns):
+            self.group_types["%%tbname"] = "string"
+        self.source = self._source()
+        self.compute = (Compute(warehouse, stmt.query.tree, self.source, group_types=self.group_types,
+                                also=(self.info,) if self.info else ()) if stmt.query is not None else None)
+        self._output: out.OutputPlan | None = None
+        self.outputs: dict[str, str] = {}  # output subtable -> the trigger subtable it serves
+        self.tables: dict[str, str] = {}  # group id -> the output (sub)table it writes
+        self.notes: RunNotifications | None = None  # of a stream with NOTIFY
+
+    @property
+    def qualified(self) -> str:
+        return f"{self.db}.{self.name}"
+
+    @property
+    def trigger_table(self) -> TriggerTable | None:
+        """Where the trigger table lives, as the plan records it."""
+        return TriggerTable(str(self.info.path), self.info.timestamp_column) if self.info else None
+
+    @property
+    def precision(self) -> str:
+        return self.info.precision if self.info else self.warehouse.catalog.precision(self.db)
+
+    def _group_columns(self) -> list[Column]:
+        if not self.stmt.partition_by:
+            return []
+        assert self.info is not None
+        cols = []
+        for name in self.stmt.partition_by:
+            col = self.info.column(name)
+            if col is None:
+                raise StreamDefinitionError(
+                    f"PARTITION BY: column {name} is not in {self.info.qualified}", clause="PARTITION BY",
+                    hint=did_you_mean(name, [c.name for c in self.info.columns]))
+            if col.role == "ts":
+                raise StreamDefinitionError(f"PARTITION BY: {name} is the timestamp column; a group needs a "
+                                            "subtable, tag or value column", clause="PARTITION BY")
+            cols.append(col)
+        return cols
+
+    def _source(self) -> TriggerSource | None:
+        if self.info is None:
+            return None
+        opts, trig = self.stmt.options, self.stmt.trigger
+        pre = to_spark(opts.pre_filter.tree, timestamp_column=self.info.timestamp_column,
+                       precision=self.info.precision) if opts.pre_filter else None
+        return TriggerSource(
+            path=str(self.info.path), ts_column=self.info.timestamp_column,
+            keys=tuple(c.name for c in self.group_columns),
+            subtable=self.found.name if isinstance(self.found, SubTable) else None, pre_filter=pre,
+            count_columns=tuple(c.lower() for c in trig.columns) if isinstance(trig, m.CountWindow) else (),
+            end_inclusive=not isinstance(trig, (m.IntervalWindow, m.SlidingTrigger)),
+            changes=isinstance(trig, m.PeriodTrigger), skip_versions=self.skip_versions)
+
+    def table_version(self) -> int | None:
+        if self.info is None:
+            return None
+        return DeltaTable(str(self.info.path)).version()
+
+    # --- output ---------------------------------------------------------------------------------
+
+    def sample(self) -> Fired:
+        """A trigger with a typed value for every placeholder: enough for Spark to type the results."""
+        values: dict = {}
+        assert self.compute is not None
+        names = set(self.compute.used) | set(self.group_types) | {TROWS_FROM, TROWS_TO}
+        for name in names:
+            kind = "timestamp" if name in TIMESTAMPS else "bigint" if not name.startswith("%%") else \
+                self.group_types.get(name, "string")
+            values[name] = _SAMPLE.get(kind, 0)
+        return Fired(0, values, version=self.table_version(), since_version=self.table_version())
+
+    def output(self) -> out.OutputPlan | None:
+        """The output table plan (None when results are not stored)."""
+        stmt = self.stmt
+        if stmt.query is None or stmt.into is None or stmt.options.calc_notify_only:
+            return None
+        if self._output is None:
+            assert self.compute is not None
+            schema = self.compute.frame([self.sample()]).schema
+            self._output = out.OutputPlan.build(stmt, self.db, schema, self.group_columns)
+        return self._output
+
+    # --- triggers -> values ---------------------------------------------------------------------
+
+    def group_key(self, values: dict) -> tuple:
+        """The PARTITION BY values of a group, in order, from its %%1.. placeholder values."""
+        return tuple(values.get(f"%%{j}") for j in range(1, len(self.group_columns) + 1))
+
+    def group_values(self, keys: dict | tuple) -> dict:
+        """%%1.., %%tbname of a group given as {column: value} or a tuple in PARTITION BY order."""
+        if isinstance(keys, dict):
+            lowered = {k.lower(): v for k, v in keys.items()}
+            ordered = tuple(lowered.get(c.name) for c in self.group_columns)
+        else:
+            ordered = tuple(keys)
+        values = {}
+        for i, (col, value) in enumerate(zip(self.group_columns, ordered), start=1):
+            if value is not None and self.group_types[f"%%{i}"] == "timestamp" and not isinstance(value, datetime):
+                value = pd.Timestamp(value, tz="UTC").to_pydatetime()
+            values[f"%%{i}"] = value
+            if col.name == TBNAME:
+                values["%%tbname"] = value
+        return values
+
+
+class StreamStopped(StreamError):
+    """The stream is stopped (STOP STREAM); START STREAM resumes it."""
+
+
+@contextmanager
+def in_database(warehouse: Warehouse, db: str) -> Iterator[None]:
+    """Resolve unqualified names in the stream's database while it runs, whatever the caller USEd."""
+    previous = warehouse.database
+    warehouse.database = db
+    try:
+        yield
+    finally:
+        warehouse.database = previous
+
+
+def group_id(runtime: StreamRuntime, group: tuple) -> str:
+    return TriggerPlan.group_id({c.name: v for c, v in zip(runtime.group_columns, group)})

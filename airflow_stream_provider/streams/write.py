@@ -1,0 +1,166 @@
+"""Compute fired triggers and write their results: Spark jobs of bounded size with progress,
+FORCE_OUTPUT rows, output subtables and their tags, and DELETE_OUTPUT_TABLE."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pandas as pd
+import pyarrow as pa
+from pyspark.sql import functions as F
+from sqlglot import exp
+
+from airflow_stream_provider import model as m
+from airflow_stream_provider.exceptions import StreamError
+from airflow_stream_provider.progress import Progress
+from airflow_stream_provider.sql import to_spark
+from airflow_stream_provider.sql.ast import StreamPlaceholder
+from airflow_stream_provider.streams import output as out
+from airflow_stream_provider.streams.compute import IDX, Fired, column_of, constants
+from airflow_stream_provider.streams.runtime import BATCH, STEP, RunReport, StreamRuntime
+from airflow_stream_provider.streams.store import StoredStream
+from airflow_stream_provider.warehouse import writer
+from airflow_stream_provider.warehouse.catalog import TBNAME, SubTable, TableInfo
+from airflow_stream_provider.warehouse.types import arrow_type, spark_type
+
+
+def table_names(runtime: StreamRuntime, groups: dict[str, tuple]) -> dict[str, str]:
+    """group id -> the name notifications give as ``tableName``: the group's output subtable, the
+    output table, or (no output) the name an output subtable would have."""
+    plan = runtime.output()
+    if plan is None:
+        return {gid: f"{runtime.name}_{gid}" for gid in groups}
+    if not plan.grouped:
+        return {gid: plan.name for gid in groups}
+    missing = [Fired(0, {}, group=group, group_id=gid) for gid, group in groups.items() if gid not in runtime.tables]
+    if missing:
+        _output_groups(runtime, plan, plan.ensure_table(runtime.warehouse.catalog), missing)
+    return {gid: runtime.tables[gid] for gid in groups}
+
+
+def compute_all(runtime: StreamRuntime, fired: list[Fired], report: RunReport, *, batched: bool,
+                 say: Callable[[str], None], what: str, stored: StoredStream | None = None) -> None:
+    """Compute and write ``fired`` in Spark jobs of at most :data:`BATCH` triggers. Work of more
+    than :data:`STEP` triggers goes in about ten jobs, so that its progress (triggers done, %, ETA)
+    is reported to ``say`` and, with ``stored``, recorded in the stream's ``progress.json``."""
+    if not fired or runtime.compute is None:
+        return
+    step = min(BATCH, max(STEP, -(-len(fired) // 10)))
+    progress = None
+    if len(fired) > step:
+        progress = Progress(what, len(fired), "triggers", say, path=stored.progress_path if stored else None)
+    for i in range(0, len(fired), step):
+        compute_and_write(runtime, fired[i:i + step], report, batched=batched)
+        if progress is not None:
+            progress.advance(len(fired[i:i + step]))
+    if progress is not None:
+        progress.finish()
+
+
+def compute_and_write(runtime: StreamRuntime, fired: list[Fired], report: RunReport, *, batched: bool) -> None:
+    compute = runtime.compute
+    assert compute is not None
+    frame = compute.frame(fired, batched=batched)
+    if compute.batched_reason:
+        report.per_trigger = compute.batched_reason
+    with runtime.warehouse.local_time():
+        results = frame.toArrow()
+    report.result_rows += results.num_rows
+    if runtime.stmt.options.force_output:
+        have = set(results[IDX].to_pylist())
+        missing = [f for f in fired if f.idx not in have]
+        if missing:
+            forced = constants(compute, missing, frame.schema).toArrow()
+            report.forced += forced.num_rows
+            results = pa.concat_tables([results, forced.cast(results.schema)])
+    if runtime.notes is not None:
+        runtime.notes.collect(fired, results)
+    plan = runtime.output()
+    if plan is None or results.num_rows == 0:
+        return
+    info = plan.ensure_table(runtime.warehouse.catalog)
+    by_idx = {f.idx: f for f in fired}
+    names = [c.name for c in plan.columns]
+    data = {n: results.column(i + 1) for i, n in enumerate(names)}
+    if plan.grouped:
+        groups = _output_groups(runtime, plan, info, [by_idx[i] for i in sorted(set(results[IDX].to_pylist()))])
+        idx = results[IDX].to_pylist()
+        data[TBNAME] = pa.array([groups[by_idx[i].group_id][0] for i in idx], pa.string())
+        for j, tag in enumerate(plan.tags):
+            data[tag.name] = pa.array([groups[by_idx[i].group_id][1][j] for i in idx],
+                                      arrow_type(tag.dtype))
+    written, discarded = out.write(info, pa.table(data))
+    report.written += written
+    report.discarded += discarded
+
+
+def _output_groups(runtime: StreamRuntime, plan: out.OutputPlan, info: TableInfo,
+                   fired: list[Fired]) -> dict[str, tuple[str, list]]:
+    """group id -> (output subtable name, tag values), evaluated by Spark over the groups' keys,
+    and each output subtable registered."""
+    seen: dict[str, Fired] = {}
+    for f in fired:
+        seen.setdefault(f.group_id, f)
+    spark = runtime.warehouse.spark
+    cols = runtime.group_columns
+    rows = []
+    for gid, f in seen.items():
+        values = runtime.group_values(f.group)
+        rows.append([gid] + [values.get(f"%%{i}") for i in range(1, len(cols) + 1)])
+    schema = ", ".join(["`__gid` string"] + [f"`{c.name}` {spark_type(c.dtype)}" for c in cols])
+    frame = pd.DataFrame(rows, columns=["__gid"] + [c.name for c in cols])
+    df = spark.createDataFrame(frame, schema=schema)
+    for i, c in enumerate(cols, start=1):
+        df = df.withColumn(column_of(f"%%{i}"), F.col(f"`{c.name}`"))
+    if any(c.name == TBNAME for c in cols):
+        df = df.withColumn("__tbname", F.col(TBNAME))
+
+    def spark_expr(tree: exp.Expr) -> str:
+        bound = tree.copy().transform(
+            lambda n: exp.column(column_of(n.name), quoted=True) if isinstance(n, StreamPlaceholder) else n)
+        return to_spark(bound, precision=runtime.precision)
+
+    exprs = [F.col("__gid")]
+    exprs.append(F.expr(spark_expr(plan.subtable)).cast("string").alias("__name") if plan.subtable is not None
+                 else F.lit(None).cast("string").alias("__name"))
+    for j, tag in enumerate(plan.tags):
+        exprs.append(F.expr(spark_expr(tag.expr)).cast(spark_type(tag.dtype)).alias(f"__tag{j}"))
+    evaluated = df.select(*exprs).toPandas()
+    out_groups: dict[str, tuple[str, list]] = {}
+    catalog = runtime.warehouse.catalog
+    for row in evaluated.itertuples(index=False):
+        gid = row[0]
+        name = row[1] if plan.subtable is not None else f"{runtime.name}_{gid}"
+        if name is None or not str(name).strip():
+            raise StreamError(f"stream {runtime.qualified}: OUTPUT_SUBTABLE gave no name for group "
+                              f"{seen[gid].group}")
+        name = str(name)[:out.MAX_NAME].lower()
+        tags = [None if pd.isna(v) else (v.to_pydatetime() if isinstance(v, pd.Timestamp) else v) for v in row[2:]]
+        catalog.create_subtable(info, name, dict(zip([t.name for t in plan.tags], tags)), if_not_exists=True)
+        out_groups[gid] = (name, tags)
+        runtime.tables[gid] = name
+        tbname = runtime.group_values(seen[gid].group).get("%%tbname")
+        if tbname is not None:
+            runtime.outputs[name] = tbname
+    return out_groups
+
+
+def delete_outputs(runtime: StreamRuntime, state: dict, report: RunReport) -> None:
+    """Remove the output subtable of each trigger subtable that no longer exists."""
+    plan = runtime.output()
+    outputs: dict[str, str] = dict(state.get("outputs", {}))
+    if plan is None or runtime.info is None or not outputs:
+        return
+    catalog = runtime.warehouse.catalog
+    info = plan.ensure_table(catalog)
+    existing = set(catalog.subtables(runtime.info))
+    for name, source in sorted(outputs.items()):
+        if source in existing:
+            continue
+        found = catalog.lookup(m.TableName(name, info.db), info.db)
+        if isinstance(found, SubTable):
+            writer.delete_rows(info.path, writer.string_equals(TBNAME, found.name))
+            catalog.drop_subtable_entry(found)
+            report.deleted_subtables.append(found.qualified)
+        del outputs[name]
+    state["outputs"] = outputs
