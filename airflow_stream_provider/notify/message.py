@@ -22,10 +22,7 @@ from datetime import date, datetime
 from decimal import Decimal
 from importlib import resources
 
-WINDOW_OPEN = "WINDOW_OPEN"
-WINDOW_CLOSE = "WINDOW_CLOSE"
-WINDOW_INVALIDATION = "WINDOW_INVALIDATION"
-ON_TIME = "ON_TIME"
+from airflow_stream_provider.model.events import EventType
 
 #: default largest message, in bytes of JSON; a larger batch is split into several messages
 MAX_MESSAGE_BYTES = 1 << 20
@@ -180,12 +177,12 @@ def validate(body: dict | str) -> None:
 def window_fields(trigger_type: str, event_type: str, row: dict, precision: str) -> dict:
     """The per-type fields of a window event, from an event-table row (see ``windows.events``)."""
     out: dict = {"windowStart": epoch(row["window_start"], precision)}
-    if event_type != WINDOW_OPEN and row.get("window_end") is not None:
+    if event_type != EventType.WINDOW_OPEN and row.get("window_end") is not None:
         out["windowEnd"] = epoch(row["window_end"], precision)
-    if event_type == WINDOW_INVALIDATION:
+    if event_type == EventType.WINDOW_INVALIDATION:
         return out
     if trigger_type == "State":
-        if event_type == WINDOW_OPEN:
+        if event_type == EventType.WINDOW_OPEN:
             out["prevState"] = _state(row.get("prev_state"))
             out["curState"] = _state(row.get("cur_state"))
         else:

@@ -1,25 +1,41 @@
-"""The stream language: parse TDengine statements into the model, translate queries to Spark SQL."""
+"""Stream languages in, the stream model and Spark SQL out.
+
+:func:`parse` reads statements of a language into :mod:`airflow_stream_provider.model`; every
+language lowers to the same model. :func:`to_spark` translates a query tree (:mod:`.ast`) to Spark
+SQL.
+
+- :mod:`.grammar`: the lexer, the token cursor and timestamp strings every language reads with
+- :mod:`.tdengine`: the TDengine 3.3.7 language
+- :mod:`.ast`: placeholder, pseudo-column and window-clause nodes of the query tree
+- :mod:`.functions`: the functions of the query language and their Spark SQL equivalents
+- :mod:`.spark`: query trees to Spark SQL
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
 
-if TYPE_CHECKING:
-    from airflow_stream_provider.model import Statement
+from airflow_stream_provider import model as m
+from airflow_stream_provider.exceptions import StreamDefinitionError
+from airflow_stream_provider.sql import tdengine
+from airflow_stream_provider.sql.spark import Binding, to_spark
 
-__all__ = ["parse", "to_spark"]
+__all__ = ["DEFAULT_LANGUAGE", "LANGUAGES", "Binding", "parse", "to_spark"]
+
+#: language name -> its parser: text in, validated statements out
+LANGUAGES: dict[str, Callable[[str], list[m.Statement]]] = {
+    "tdengine": tdengine.parse,
+}
+DEFAULT_LANGUAGE = "tdengine"
 
 
-def parse(text: str) -> list[Statement]:
-    """Parse and validate every statement in ``text``; raises ``StreamDefinitionError``."""
-    # Imported here: the model imports the dialect from this package, and the parser the model.
-    from airflow_stream_provider.sql.parser import parse as _parse
+def parse(text: str, language: str | None = None) -> list[m.Statement]:
+    """Parse and validate every statement in ``text``; raises ``StreamDefinitionError``.
 
-    return _parse(text)
-
-
-def to_spark(tree: Any, **kwargs: Any) -> str:
-    """Spark SQL for a TDengine expression tree; see :func:`.translate.to_spark`."""
-    from airflow_stream_provider.sql.translate import to_spark as _to_spark
-
-    return _to_spark(tree, **kwargs)
+    :param language: a key of :data:`LANGUAGES`; TDengine 3.3.7 when not given.
+    """
+    name = DEFAULT_LANGUAGE if language is None else language.lower()
+    front_end = LANGUAGES.get(name)
+    if front_end is None:
+        raise StreamDefinitionError(f"unknown stream language {language!r}; expected one of {', '.join(LANGUAGES)}")
+    return front_end(text)

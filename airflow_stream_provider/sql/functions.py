@@ -14,7 +14,8 @@ import sqlglot
 from sqlglot import exp
 
 from airflow_stream_provider.exceptions import StreamDefinitionError, did_you_mean
-from airflow_stream_provider.sql.dialect import UNIT_MICROS, Duration, PseudoColumn
+from airflow_stream_provider.model.time import UNIT_MICROS
+from airflow_stream_provider.sql.ast import Duration, PseudoColumn
 
 Builder = Callable[[list[exp.Expr]], exp.Expr]
 

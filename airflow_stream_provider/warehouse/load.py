@@ -20,7 +20,7 @@ from airflow_stream_provider import config
 from airflow_stream_provider.exceptions import did_you_mean
 from airflow_stream_provider.model import TableName
 from airflow_stream_provider.progress import Progress
-from airflow_stream_provider.sql.timeparse import parse_timestamp
+from airflow_stream_provider.sql.grammar.timestamps import parse_timestamp
 from airflow_stream_provider.warehouse import writer
 from airflow_stream_provider.warehouse.catalog import (
     TBNAME,

@@ -11,7 +11,7 @@ from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 import pyarrow as pa
 
 from airflow_stream_provider.model import DataType, TimePoint, Value
-from airflow_stream_provider.sql.timeparse import parse_timestamp
+from airflow_stream_provider.sql.grammar.timestamps import parse_timestamp
 
 _INT_RANGES = {
     "TINYINT": (-(2**7), 2**7 - 1),

@@ -20,7 +20,8 @@ from sqlglot import exp
 
 from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import StreamDefinitionError, did_you_mean
-from airflow_stream_provider.sql.dialect import parse_fragment
+from airflow_stream_provider.model.events import EventType
+from airflow_stream_provider.sql.tdengine.dialect import parse_fragment
 from airflow_stream_provider.windows import expr
 from airflow_stream_provider.windows.core import WindowSpec, plain
 
@@ -39,7 +40,7 @@ class TriggerPlan:
     end: str | None = None  # EVENT_WINDOW END WITH
     pre_filter: str | None = None
     count_columns: tuple[str, ...] = ()
-    event_types: tuple[str, ...] = (m.WINDOW_CLOSE,)
+    event_types: tuple[str, ...] = (EventType.WINDOW_CLOSE,)
     reads: tuple[str, ...] = ()  # columns besides ts and keys that the expressions read
     row_key: tuple[str, ...] = ()  # the table's row identity (tbname, timestamp[, composite key])
     # how late rows, updates and deletes are treated (STREAM_OPTIONS), times in microseconds
@@ -238,5 +239,5 @@ def detected_types(stmt: m.CreateStream) -> tuple[str, ...]:
     """The window events a stream needs: those that compute (EVENT_TYPE), and those it notifies."""
     wanted = set(stmt.options.event_types)
     if stmt.notify is not None:
-        wanted |= set(stmt.notify.on) & {m.WINDOW_OPEN, m.WINDOW_CLOSE}
-    return tuple(t for t in (m.WINDOW_OPEN, m.WINDOW_CLOSE) if t in wanted)
+        wanted |= set(stmt.notify.on) & {EventType.WINDOW_OPEN, EventType.WINDOW_CLOSE}
+    return tuple(t for t in (EventType.WINDOW_OPEN, EventType.WINDOW_CLOSE) if t in wanted)

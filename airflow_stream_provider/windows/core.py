@@ -75,9 +75,9 @@ class WindowSpec:
     @classmethod
     def from_trigger(cls, trigger: m.Trigger, options: m.StreamOptions | None = None, *,
                      start_fields: tuple[str, ...] = (), end_fields: tuple[str, ...] = ()) -> WindowSpec:
-        options = options or m.StreamOptions()
+        policy = m.EmitPolicy.of(options or m.StreamOptions())
         common: dict[str, Any] = {
-            "watermark": _micros(options.watermark, "WATERMARK") if options.watermark else 0,
+            "watermark": _micros(policy.watermark, "WATERMARK") if policy.watermark else 0,
             "trigger_type": trigger.notify_type,
         }
         tf = getattr(trigger, "true_for", None)
@@ -94,7 +94,7 @@ class WindowSpec:
                 raise StreamDefinitionError(f"SLIDING({trigger.sliding}) is longer than INTERVAL({trigger.interval})")
             return cls("interval", interval=interval, sliding=sliding,
                        offset=_micros(trigger.offset, "INTERVAL offset") if trigger.offset else 0,
-                       keep_empty=not options.ignore_nodata_trigger, **common)
+                       keep_empty=policy.empty_windows, **common)
         if isinstance(trigger, m.SessionWindow):
             return cls("session", gap=_micros(trigger.gap, "SESSION"), **common)
         if isinstance(trigger, m.StateWindow):

@@ -13,11 +13,7 @@ import json
 import numpy as np
 import pandas as pd
 
-from airflow_stream_provider import model as m
-
-WINDOW_INVALIDATION = "WINDOW_INVALIDATION"
-#: an intermediate trigger of a window still open after MAX_DELAY (processing time)
-MAX_DELAY = "MAX_DELAY"
+from airflow_stream_provider.model.events import EventType
 
 #: (name, Spark type) of an event row, in order
 EVENT_FIELDS = (
@@ -39,7 +35,7 @@ EVENT_FIELDS = (
 )
 EVENT_SCHEMA = ", ".join(f"{name} {kind}" for name, kind in EVENT_FIELDS)
 EVENT_COLUMNS = tuple(name for name, _ in EVENT_FIELDS)
-_ORDER = {m.WINDOW_OPEN: 0, MAX_DELAY: 1, WINDOW_INVALIDATION: 2, m.WINDOW_CLOSE: 3}
+_ORDER = {EventType.WINDOW_OPEN: 0, EventType.MAX_DELAY: 1, EventType.WINDOW_INVALIDATION: 2, EventType.WINDOW_CLOSE: 3}
 
 
 def _json(values: np.ndarray) -> np.ndarray:
@@ -82,16 +78,16 @@ def _events(plan, keys: list[dict], windows: pd.DataFrame, group: np.ndarray | N
             invalidate: pd.DataFrame | None, delayed: pd.DataFrame | None) -> pd.DataFrame:
     parts = []
     wanted = set(plan.event_types)
-    if m.WINDOW_OPEN in wanted:
+    if EventType.WINDOW_OPEN in wanted:
         opened = windows["opened"].to_numpy(bool)
-        parts.append(_part(plan, windows[opened], m.WINDOW_OPEN, None if group is None else group[opened]))
+        parts.append(_part(plan, windows[opened], EventType.WINDOW_OPEN, None if group is None else group[opened]))
     if delayed is not None and len(delayed):
-        parts.append(_part(plan, delayed, MAX_DELAY, None))
+        parts.append(_part(plan, delayed, EventType.MAX_DELAY, None))
     if invalidate is not None and len(invalidate):
-        parts.append(_part(plan, invalidate, WINDOW_INVALIDATION, None))
-    if m.WINDOW_CLOSE in wanted:
+        parts.append(_part(plan, invalidate, EventType.WINDOW_INVALIDATION, None))
+    if EventType.WINDOW_CLOSE in wanted:
         closed = windows["closed"].to_numpy(bool)
-        parts.append(_part(plan, windows[closed], m.WINDOW_CLOSE, None if group is None else group[closed]))
+        parts.append(_part(plan, windows[closed], EventType.WINDOW_CLOSE, None if group is None else group[closed]))
     parts = [p for p in parts if len(p["_start"])]
     if not parts:
         return empty_events()
@@ -133,10 +129,10 @@ def _part(plan, w: pd.DataFrame, kind: str, group: np.ndarray | None) -> dict[st
     """The columns of one kind of event for windows ``w``, as arrays (``_null``: the window's end
     and row count are not known yet; ``_no_condition``: no trigger condition)."""
     n = len(w)
-    is_open = kind == m.WINDOW_OPEN
-    as_open = kind in (m.WINDOW_OPEN, MAX_DELAY)  # states and conditions as when the window opened
+    is_open = kind == EventType.WINDOW_OPEN
+    as_open = kind in (EventType.WINDOW_OPEN, EventType.MAX_DELAY)  # states and conditions as when the window opened
     state = plan.spec.kind == "state"
-    condition = plan.spec.kind == "event" and kind != WINDOW_INVALIDATION
+    condition = plan.spec.kind == "event" and kind != EventType.WINDOW_INVALIDATION
     none = np.full(n, None, dtype=object)
     return {
         "_group": np.zeros(n, np.int64) if group is None else np.asarray(group, np.int64),
@@ -149,7 +145,7 @@ def _part(plan, w: pd.DataFrame, kind: str, group: np.ndarray | None) -> dict[st
         "window_ordinal": w["ordinal"].to_numpy(np.int64),
         "prev_state": _json(w["prev_state"].to_numpy(object)) if state and as_open else none,
         "cur_state": _json(w["cur_state"].to_numpy(object)) if state else none,
-        "next_state": _json(w["next_state"].to_numpy(object)) if state and kind == m.WINDOW_CLOSE else none,
+        "next_state": _json(w["next_state"].to_numpy(object)) if state and kind == EventType.WINDOW_CLOSE else none,
         "condition_index": (w["open_index"] if as_open else w["close_index"]).to_numpy(np.int64).astype(np.int32)
         if condition else np.zeros(n, np.int32),
         "_no_condition": np.full(n, not condition, bool),

@@ -21,7 +21,8 @@ from sqlglot import exp
 
 from airflow_stream_provider import config
 from airflow_stream_provider.exceptions import StreamDefinitionError
-from airflow_stream_provider.sql.dialect import PseudoColumn, TDengine
+from airflow_stream_provider.sql.ast import PseudoColumn
+from airflow_stream_provider.sql.tdengine.dialect import TDengine
 
 _COMPARE = {
     exp.EQ: lambda a, b: a == b,

@@ -8,7 +8,7 @@ import pytest
 
 from airflow_stream_provider.exceptions import StreamDefinitionError
 from airflow_stream_provider.sql import to_spark
-from airflow_stream_provider.sql.dialect import TDengine, parse_fragment
+from airflow_stream_provider.sql.tdengine.dialect import TDengine, parse_fragment
 
 BINDINGS = {
     "_twstart": datetime(2025, 1, 1, tzinfo=UTC),

@@ -58,7 +58,8 @@ AS
 SELECT _twstart, _twend, AVG(current) FROM %%trows;""",
         dict(name=T("avg_stream"), trigger=m.IntervalWindow(D(1, "m"), D(1, "m")), trigger_table=T("meters"),
              notify=m.Notify(("ws://localhost:8080/notify", "wss://192.168.1.1:8080/notify?key=foo"),
-                             (m.WINDOW_OPEN, m.WINDOW_CLOSE), None, history=True, on_failure_pause=True),
+                             (m.EventType.WINDOW_OPEN, m.EventType.WINDOW_CLOSE), None, history=True,
+                             on_failure_pause=True),
              into=T("avg_stb")),
     ),
     (
@@ -84,7 +85,7 @@ AS
 SELECT avg(col1) FROM %%trows;""",
         dict(name=T("sm2"), trigger=m.CountWindow(10, 1, ("col1",)), into=None,
              given={"CALC_NOTIFY_ONLY", "PRE_FILTER"}, calc_notify_only=True, pre_filter="col1 > 0",
-             notify=m.Notify(("ws://localhost:8080/notify",), (m.WINDOW_CLOSE,))),
+             notify=m.Notify(("ws://localhost:8080/notify",), (m.EventType.WINDOW_CLOSE,))),
     ),
 ]
 
@@ -129,7 +130,7 @@ SELECT avg(col1) FROM %%trows;"""
 def test_event_types_accept_both_separators_and_quotes(separator, quote):
     types = f"{quote}WINDOW_OPEN{quote} {separator} {quote}window_close{quote}"
     [stmt] = parse(f"CREATE STREAM s SESSION(ts, 10s) FROM t NOTIFY('ws://h:1') ON ({types})")
-    assert stmt.notify.on == (m.WINDOW_OPEN, m.WINDOW_CLOSE)
+    assert stmt.notify.on == (m.EventType.WINDOW_OPEN, m.EventType.WINDOW_CLOSE)
 
 
 def test_legacy_style_text_is_reported_at_its_position():

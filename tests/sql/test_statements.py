@@ -77,7 +77,7 @@ def test_event_window_conditions_and_full_output_clause():
     assert opts.watermark == D(10, "s") and opts.expired_time == D(1, "d")
     assert opts.ignore_disorder and opts.delete_recalc and opts.delete_output_table and opts.low_latency_calc
     assert opts.fill_history == m.FillHistory(m.TimePoint(at=datetime(2025, 1, 1, tzinfo=UTC)))
-    assert opts.event_types == (m.WINDOW_OPEN, m.WINDOW_CLOSE)
+    assert opts.event_types == (m.EventType.WINDOW_OPEN, m.EventType.WINDOW_CLOSE)
     assert opts.force_output and opts.max_delay == D(10, "s")
     assert len(opts.given) == 11
     assert stmt.notify.where.text == "avg_v > 3" and stmt.notify.on_failure_pause and not stmt.notify.history

@@ -12,6 +12,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from airflow_stream_provider.exceptions import StreamError
+from airflow_stream_provider.model.events import EventType
 from airflow_stream_provider.streams.compute import TROWS_FROM, TROWS_TO, Fired
 from airflow_stream_provider.streams.probes import read_events
 from airflow_stream_provider.streams.runtime import StreamRuntime, nanos
@@ -66,7 +67,7 @@ def detector_options(stored: StoredStream, state: dict):
 def fired_windows(runtime: StreamRuntime, events: pd.DataFrame, version: int | None) -> list[Fired]:
     """The events that run the computation as fired triggers: those of EVENT_TYPE, and MAX_DELAY
     (an invalidation is followed by the recomputed close). ``Fired.source`` is the event's row."""
-    computed = (*runtime.stmt.options.event_types, "MAX_DELAY")
+    computed = (*runtime.stmt.options.event_types, EventType.MAX_DELAY)
     events = events[events["event_type"].isin(computed)]
     unit = 1000 if runtime.precision == "ms" else 1  # microseconds per unit of the precision
     fired = []

@@ -6,7 +6,7 @@ from sqlglot import exp
 
 from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import StreamDefinitionError
-from airflow_stream_provider.sql.dialect import (
+from airflow_stream_provider.sql.ast import (
     CLOSE_ONLY_PLACEHOLDERS,
     PLACEHOLDERS,
     REJECTED_PSEUDO_COLUMNS,
@@ -15,7 +15,7 @@ from airflow_stream_provider.sql.dialect import (
     TriggerTable,
 )
 from airflow_stream_provider.sql.functions import check_functions, position_in
-from airflow_stream_provider.sql.lexer import Token
+from airflow_stream_provider.sql.grammar.lexer import Token
 
 DAY_MICROS = 86_400_000_000
 PERIOD_MIN = m.Duration(10, "a")
@@ -116,10 +116,10 @@ def _check_notify(c: _Checker) -> None:
     if trig.kind == "window":
         if not notify.on:
             c.fail("NOTIFY", f"NOTIFY on a {trig.notify_type} window trigger needs ON (WINDOW_OPEN|WINDOW_CLOSE)")
-        if m.ON_TIME in notify.on:
+        if m.EventType.ON_TIME in notify.on:
             c.fail("NOTIFY ON", "ON_TIME is the event of PERIOD and SLIDING triggers; window triggers send "
                                 "WINDOW_OPEN and WINDOW_CLOSE")
-    elif set(notify.on) - {m.ON_TIME}:
+    elif set(notify.on) - {m.EventType.ON_TIME}:
         c.fail("NOTIFY ON", f"{trig.keyword} triggers only send ON_TIME events")
     if notify.where is not None:
         if c.stmt.query is None:
@@ -194,7 +194,7 @@ def _check_query(c: _Checker) -> None:
     for node in tree.find_all(PseudoColumn):
         if node.name in REJECTED_PSEUDO_COLUMNS:
             c.fail("AS", f"pseudo-column {node.name} is not supported in stream queries")
-    opens = m.WINDOW_OPEN in stmt.options.event_types and trig.kind == "window"
+    opens = m.EventType.WINDOW_OPEN in stmt.options.event_types and trig.kind == "window"
     groups = [p.lower() for p in stmt.partition_by]
     for node in tree.find_all(StreamPlaceholder):
         name = node.name

@@ -1,4 +1,4 @@
-"""Timestamp strings of the stream language, read in the configured time zone."""
+"""Timestamp strings of the stream languages, read in the configured time zone."""
 
 from __future__ import annotations
 

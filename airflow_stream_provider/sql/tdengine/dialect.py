@@ -1,128 +1,38 @@
-"""TDengine SQL on sqlglot: tokenizer, parser and the nodes for TDengine-only syntax.
+"""TDengine SQL on sqlglot: the tokenizer, parser and generator of expressions and subqueries.
 
-Expressions and subqueries of the stream language are parsed here. TDengine-only syntax becomes
-typed nodes that later stages bind or translate: ``5m`` is a :class:`Duration`, ``_twstart`` a
-:class:`StreamPlaceholder`, ``FROM %%trows`` a :class:`TriggerTable`, ``_c0`` a
-:class:`PseudoColumn`, and a window clause (``INTERVAL(1m) SLIDING(30s)``) a :class:`WindowClause`
-on the SELECT. Every function call stays an ``exp.Anonymous`` so that one registry
-(:mod:`.functions`) decides what it means in Spark.
+Expressions and subqueries of the TDengine stream language are parsed here into the canonical tree
+of :mod:`..ast`: TDengine-only syntax becomes its typed nodes (``5m``, ``_twstart``, ``FROM
+%%trows``, ``_c0``, ``INTERVAL(1m) SLIDING(30s)`` on a SELECT). Every function call stays an
+``exp.Anonymous`` so that one registry (:mod:`..functions`) decides what it means in Spark.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 
 from sqlglot import exp, generator, parser, tokens
-from sqlglot.helper import csv
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ParseError, TokenError
+from sqlglot.helper import csv
 from sqlglot.tokens import TokenType
 
 from airflow_stream_provider.exceptions import StreamDefinitionError, StreamSyntaxError
-from airflow_stream_provider.sql.lexer import Kind, Lexer
-
-#: microseconds per unit; ``b`` (nanoseconds) has no exact value at Spark's microsecond precision,
-#: and ``n``/``y`` (calendar month/year) have no fixed length.
-UNIT_MICROS = {
-    "u": 1,
-    "a": 1_000,
-    "s": 1_000_000,
-    "m": 60_000_000,
-    "h": 3_600_000_000,
-    "d": 86_400_000_000,
-    "w": 604_800_000_000,
-}
-CALENDAR_UNITS = {"n": "MONTH", "y": "YEAR"}
-ALL_UNITS = set(UNIT_MICROS) | set(CALENDAR_UNITS) | {"b"}
-
-#: placeholder name -> the trigger kinds that define it (reference 000, "Placeholders")
-PLACEHOLDERS = {
-    "_tprev_localtime": {"period"},
-    "_tnext_localtime": {"period"},
-    "_tprev_ts": {"sliding"},
-    "_tcurrent_ts": {"sliding"},
-    "_tnext_ts": {"sliding"},
-    "_twstart": {"window"},
-    "_twend": {"window"},
-    "_twduration": {"window"},
-    "_twrownum": {"window"},
-    "_tgrpid": {"period", "sliding", "window"},
-    "_tlocaltime": {"period", "sliding", "window"},
-}
-#: placeholders only defined when the window has closed
-CLOSE_ONLY_PLACEHOLDERS = {"_twend", "_twduration", "_twrownum"}
-
-PSEUDO_COLUMNS = {"_c0", "_rowts", "_wstart", "_wend", "_wduration", "_irowts", "_isfilled"}
-REJECTED_PSEUDO_COLUMNS = {"_qstart", "_qend", "_qduration"}
+from airflow_stream_provider.model.time import ALL_UNITS
+from airflow_stream_provider.sql.ast import (
+    PLACEHOLDERS,
+    PSEUDO_COLUMNS,
+    REJECTED_PSEUDO_COLUMNS,
+    Duration,
+    PartitionClause,
+    PseudoColumn,
+    StreamPlaceholder,
+    TriggerTable,
+    WindowClause,
+)
+from airflow_stream_provider.sql.grammar.lexer import Kind, Lexer
 
 _MASK = "__"  # replaces "%%": same length, so sqlglot's positions stay those of the source
 _MASKED = re.compile(r"^__(trows|tbname|\d+)$", re.IGNORECASE)
-
-
-class Duration(exp.Expression):
-    """A TDengine duration literal such as ``5m``: ``this`` is the count, ``unit`` the letter."""
-
-    arg_types = {"this": True, "unit": True}
-
-    @property
-    def count(self) -> int:
-        return int(self.args["this"])
-
-    @property
-    def unit(self) -> str:
-        return self.args["unit"]
-
-
-class StreamPlaceholder(exp.Expression):
-    """``_twstart``, ``%%tbname``, ``%%2``...: a value bound per trigger, never pasted as text."""
-
-    arg_types = {"this": True}
-
-    @property
-    def name(self) -> str:
-        return self.args["this"]
-
-
-class TriggerTable(exp.Expression):
-    """``%%trows`` or ``%%tbname`` used as a table in FROM."""
-
-    arg_types = {"this": True, "alias": False}
-
-    @property
-    def name(self) -> str:
-        return self.args["this"]
-
-
-class PseudoColumn(exp.Expression):
-    """``_c0``/``_rowts`` (the first column of the table) and ``_wstart``-style window columns."""
-
-    arg_types = {"this": True}
-
-    @property
-    def name(self) -> str:
-        return self.args["this"]
-
-
-class PartitionClause(exp.Expression):
-    """``PARTITION BY a, b`` after WHERE in a TDengine SELECT."""
-
-    arg_types = {"expressions": True}
-
-
-class WindowClause(exp.Expression):
-    """A TDengine window clause of a SELECT: ``kind`` is INTERVAL, SESSION, STATE_WINDOW,
-    EVENT_WINDOW or COUNT_WINDOW; ``expressions`` its arguments in order."""
-
-    arg_types = {
-        "kind": True,
-        "expressions": False,
-        "sliding": False,
-        "fill": False,
-        "start": False,
-        "end": False,
-        "true_for": False,
-    }
 
 
 def _window_keyword_tokens() -> dict[str, TokenType]:
@@ -362,11 +272,3 @@ def resolve_tdengine_nodes(tree: exp.Expr) -> exp.Expr:
         return node
 
     return tree.transform(convert, copy=False)
-
-
-def function_calls(tree: exp.Expr) -> Iterable[exp.Anonymous]:
-    return tree.find_all(exp.Anonymous)
-
-
-def placeholders(tree: exp.Expr) -> set[str]:
-    return {node.name for node in tree.find_all(StreamPlaceholder)}

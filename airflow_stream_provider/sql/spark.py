@@ -1,4 +1,4 @@
-"""TDengine query trees to Spark SQL, with placeholders bound as typed AST literals."""
+"""Canonical query trees to Spark SQL, with placeholders bound as typed AST literals."""
 
 from __future__ import annotations
 
@@ -8,9 +8,8 @@ from datetime import datetime
 from sqlglot import exp
 
 from airflow_stream_provider.exceptions import StreamDefinitionError
-from airflow_stream_provider.sql.dialect import (
-    CALENDAR_UNITS,
-    UNIT_MICROS,
+from airflow_stream_provider.model.time import CALENDAR_UNITS, UNIT_MICROS
+from airflow_stream_provider.sql.ast import (
     Duration,
     PartitionClause,
     PseudoColumn,

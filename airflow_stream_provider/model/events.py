@@ -1,0 +1,34 @@
+"""The names of event types and trigger kinds: the one place where these strings are spelled.
+
+Both are ``str`` enums, so a member equals, hashes, formats and serializes (JSON, Arrow, Delta) as
+its name: ``EventType.WINDOW_CLOSE == "WINDOW_CLOSE"``.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class EventType(StrEnum):
+    """What a trigger reports: a window opening, closing, withdrawn, still open, or a scheduled tick."""
+
+    WINDOW_OPEN = "WINDOW_OPEN"
+    WINDOW_CLOSE = "WINDOW_CLOSE"
+    #: a closed window withdrawn because late rows changed it; a new WINDOW_CLOSE follows
+    WINDOW_INVALIDATION = "WINDOW_INVALIDATION"
+    #: an intermediate trigger of a window still open after MAX_DELAY (processing time)
+    MAX_DELAY = "MAX_DELAY"
+    #: the event of PERIOD and SLIDING triggers
+    ON_TIME = "ON_TIME"
+
+
+class TriggerKind(StrEnum):
+    """The trigger of a stream, named by the keyword that introduces it."""
+
+    PERIOD = "PERIOD"
+    SLIDING = "SLIDING"
+    INTERVAL = "INTERVAL"
+    SESSION = "SESSION"
+    STATE_WINDOW = "STATE_WINDOW"
+    EVENT_WINDOW = "EVENT_WINDOW"
+    COUNT_WINDOW = "COUNT_WINDOW"

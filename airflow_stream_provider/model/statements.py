@@ -1,0 +1,258 @@
+"""Statements: frozen dataclasses of what a statement says, whatever language it was written in."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from airflow_stream_provider.model.options import Notify, StreamOptions
+from airflow_stream_provider.model.time import TimePoint
+from airflow_stream_provider.model.triggers import Trigger
+from airflow_stream_provider.model.types import DataType, Position, SqlExpression, TableName, Value
+
+
+@dataclass(frozen=True)
+class OutputColumn:
+    name: str
+    composite_key: bool = False
+
+
+@dataclass(frozen=True)
+class TagDefinition:
+    name: str
+    type: DataType
+    expr: SqlExpression
+    comment: str | None = None
+
+
+@dataclass(frozen=True)
+class Statement:
+    position: Position = field(compare=False, kw_only=True)
+    text: str = field(compare=False, repr=False, kw_only=True)
+
+    kind = "statement"
+
+    @property
+    def subject(self) -> str:
+        return ""
+
+
+@dataclass(frozen=True)
+class CreateStream(Statement):
+    name: TableName
+    trigger: Trigger
+    if_not_exists: bool = False
+    trigger_table: TableName | None = None
+    partition_by: tuple[str, ...] = ()
+    options: StreamOptions = StreamOptions()
+    notify: Notify | None = None
+    into: TableName | None = None
+    output_subtable: SqlExpression | None = None
+    columns: tuple[OutputColumn, ...] = ()
+    tags: tuple[TagDefinition, ...] = ()
+    query: SqlExpression | None = None
+    kind = "CREATE STREAM"
+
+    @property
+    def subject(self) -> str:
+        return str(self.name)
+
+    @property
+    def placeholders(self) -> frozenset[str]:
+        found: set[str] = set()
+        for part in (self.query, self.output_subtable, *(t.expr for t in self.tags)):
+            if part is not None:
+                found |= part.placeholders
+        return frozenset(found)
+
+
+@dataclass(frozen=True)
+class DropStream(Statement):
+    name: TableName
+    if_exists: bool = False
+    kind = "DROP STREAM"
+
+    @property
+    def subject(self) -> str:
+        return str(self.name)
+
+
+@dataclass(frozen=True)
+class ShowStreams(Statement):
+    db: str | None = None
+    kind = "SHOW STREAMS"
+
+    @property
+    def subject(self) -> str:
+        return self.db or ""
+
+
+@dataclass(frozen=True)
+class StartStream(Statement):
+    name: TableName
+    if_exists: bool = False
+    ignore_untreated: bool = False
+    kind = "START STREAM"
+
+    @property
+    def subject(self) -> str:
+        return str(self.name)
+
+
+@dataclass(frozen=True)
+class StopStream(Statement):
+    name: TableName
+    if_exists: bool = False
+    kind = "STOP STREAM"
+
+    @property
+    def subject(self) -> str:
+        return str(self.name)
+
+
+@dataclass(frozen=True)
+class RecalculateStream(Statement):
+    name: TableName
+    start: TimePoint
+    end: TimePoint | None = None
+    kind = "RECALCULATE STREAM"
+
+    @property
+    def subject(self) -> str:
+        return str(self.name)
+
+
+@dataclass(frozen=True)
+class CreateDatabase(Statement):
+    name: str
+    if_not_exists: bool = False
+    precision: str = "ms"
+    kind = "CREATE DATABASE"
+
+    @property
+    def subject(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class UseDatabase(Statement):
+    name: str
+    kind = "USE"
+
+    @property
+    def subject(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class ColumnDefinition:
+    name: str
+    type: DataType
+    primary_key: bool = False  # the second column as part of a composite key
+    comment: str | None = None
+
+
+@dataclass(frozen=True)
+class CreateSuperTable(Statement):
+    name: TableName
+    columns: tuple[ColumnDefinition, ...]
+    tags: tuple[ColumnDefinition, ...]
+    if_not_exists: bool = False
+    kind = "CREATE STABLE"
+
+    @property
+    def subject(self) -> str:
+        return str(self.name)
+
+
+@dataclass(frozen=True)
+class CreateTable(Statement):
+    """A regular table: no tags, no supertable."""
+
+    name: TableName
+    columns: tuple[ColumnDefinition, ...]
+    if_not_exists: bool = False
+    kind = "CREATE TABLE"
+
+    @property
+    def subject(self) -> str:
+        return str(self.name)
+
+
+@dataclass(frozen=True)
+class CreateSubTable(Statement):
+    name: TableName
+    stable: TableName
+    tag_values: tuple[Value, ...]
+    tag_names: tuple[str, ...] | None = None
+    if_not_exists: bool = False
+    kind = "CREATE TABLE USING"
+
+    @property
+    def subject(self) -> str:
+        return str(self.name)
+
+
+@dataclass(frozen=True)
+class InsertTarget:
+    table: TableName
+    rows: tuple[tuple[Value, ...], ...]
+    columns: tuple[str, ...] | None = None
+    using: TableName | None = None
+    tag_names: tuple[str, ...] | None = None
+    tag_values: tuple[Value, ...] = ()
+
+
+@dataclass(frozen=True)
+class Insert(Statement):
+    """One INSERT, possibly into several tables; applied atomically."""
+
+    targets: tuple[InsertTarget, ...]
+    kind = "INSERT"
+
+    @property
+    def subject(self) -> str:
+        return ", ".join(str(t.table) for t in self.targets)
+
+    @property
+    def row_count(self) -> int:
+        return sum(len(t.rows) for t in self.targets)
+
+
+@dataclass(frozen=True)
+class Delete(Statement):
+    table: TableName
+    where: SqlExpression | None = None
+    kind = "DELETE"
+
+    @property
+    def subject(self) -> str:
+        return str(self.table)
+
+
+@dataclass(frozen=True)
+class DropTable(Statement):
+    names: tuple[TableName, ...]
+    if_exists: bool = False
+    stable: bool = False
+    kind = "DROP TABLE"
+
+    @property
+    def subject(self) -> str:
+        return ", ".join(map(str, self.names))
+
+
+@dataclass(frozen=True)
+class DropDatabase(Statement):
+    name: str
+    if_exists: bool = False
+    kind = "DROP DATABASE"
+
+    @property
+    def subject(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class Select(Statement):
+    query: SqlExpression
+    kind = "SELECT"

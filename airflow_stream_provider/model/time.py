@@ -1,0 +1,65 @@
+"""Time values of a statement: duration units, durations and timestamps (absolute or from now)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+#: microseconds per unit; ``b`` (nanoseconds) has no exact value at Spark's microsecond precision,
+#: and ``n``/``y`` (calendar month/year) have no fixed length.
+UNIT_MICROS = {
+    "u": 1,
+    "a": 1_000,
+    "s": 1_000_000,
+    "m": 60_000_000,
+    "h": 3_600_000_000,
+    "d": 86_400_000_000,
+    "w": 604_800_000_000,
+}
+CALENDAR_UNITS = {"n": "MONTH", "y": "YEAR"}
+ALL_UNITS = set(UNIT_MICROS) | set(CALENDAR_UNITS) | {"b"}
+
+
+@dataclass(frozen=True)
+class Duration:
+    """A duration such as ``5m``: ``unit`` is one of ``u a s m h d w``."""
+
+    count: int
+    unit: str
+
+    @property
+    def micros(self) -> int:
+        return self.count * UNIT_MICROS[self.unit]
+
+    @property
+    def is_calendar(self) -> bool:
+        return self.unit in CALENDAR_UNITS
+
+    def to_timedelta(self) -> timedelta:
+        return timedelta(microseconds=self.micros)
+
+    def __str__(self) -> str:
+        return f"{self.count}{self.unit}"
+
+
+@dataclass(frozen=True)
+class TimePoint:
+    """A timestamp written in a statement: an absolute instant, or ``now`` plus a signed offset."""
+
+    at: datetime | None = None
+    now_offset_micros: int | None = None
+
+    @property
+    def is_relative(self) -> bool:
+        return self.at is None
+
+    def resolve(self, now: datetime) -> datetime:
+        if self.at is not None:
+            return self.at
+        return now + timedelta(microseconds=self.now_offset_micros or 0)
+
+    def __str__(self) -> str:
+        if self.at is not None:
+            return self.at.isoformat()
+        off = self.now_offset_micros or 0
+        return "now" if off == 0 else f"now {'+' if off > 0 else '-'} {abs(off)}u"

@@ -1,0 +1,123 @@
+"""Triggers of a stream: the schedules (PERIOD, SLIDING) and the window types.
+
+``keyword`` is the :class:`~.events.TriggerKind`; ``kind`` groups triggers by what fires them
+(``period``, ``sliding`` or ``window``); ``notify_type`` is the ``triggerType`` of notifications.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from airflow_stream_provider.model.events import TriggerKind
+from airflow_stream_provider.model.time import Duration
+from airflow_stream_provider.model.types import SqlExpression
+
+
+@dataclass(frozen=True)
+class PeriodTrigger:
+    period: Duration
+    offset: Duration | None = None
+    keyword = TriggerKind.PERIOD
+    kind = "period"
+    notify_type = "Period"
+
+    def __str__(self) -> str:
+        return f"PERIOD({self.period}{', ' + str(self.offset) if self.offset else ''})"
+
+
+@dataclass(frozen=True)
+class SlidingTrigger:
+    """``SLIDING`` without ``INTERVAL``: fires as event time passes each instant."""
+
+    sliding: Duration
+    offset: Duration | None = None
+    keyword = TriggerKind.SLIDING
+    kind = "sliding"
+    notify_type = "Sliding"
+
+    def __str__(self) -> str:
+        return f"SLIDING({self.sliding}{', ' + str(self.offset) if self.offset else ''})"
+
+
+@dataclass(frozen=True)
+class IntervalWindow:
+    interval: Duration
+    sliding: Duration
+    offset: Duration | None = None
+    keyword = TriggerKind.INTERVAL
+    kind = "window"
+    notify_type = "Interval"
+
+    def __str__(self) -> str:
+        off = f", {self.offset}" if self.offset else ""
+        return f"INTERVAL({self.interval}{off}) SLIDING({self.sliding})"
+
+
+@dataclass(frozen=True)
+class SessionWindow:
+    ts_column: str
+    gap: Duration
+    keyword = TriggerKind.SESSION
+    kind = "window"
+    notify_type = "Session"
+
+    def __str__(self) -> str:
+        return f"SESSION({self.ts_column}, {self.gap})"
+
+
+@dataclass(frozen=True)
+class TrueFor:
+    """``TRUE_FOR(10m)``, ``TRUE_FOR(COUNT 5)`` or both joined by ``AND``/``OR``."""
+
+    duration: Duration | None = None
+    count: int | None = None
+    op: str | None = None  # "AND" | "OR" when both are given
+
+    def __str__(self) -> str:
+        parts = [str(self.duration)] if self.duration else []
+        if self.count is not None:
+            parts.append(f"COUNT {self.count}")
+        return f"TRUE_FOR({f' {self.op} '.join(parts)})"
+
+
+@dataclass(frozen=True)
+class StateWindow:
+    column: SqlExpression
+    true_for: TrueFor | None = None
+    keyword = TriggerKind.STATE_WINDOW
+    kind = "window"
+    notify_type = "State"
+
+    def __str__(self) -> str:
+        return f"STATE_WINDOW({self.column}){' ' + str(self.true_for) if self.true_for else ''}"
+
+
+@dataclass(frozen=True)
+class EventWindow:
+    start: SqlExpression
+    end: SqlExpression
+    true_for: TrueFor | None = None
+    keyword = TriggerKind.EVENT_WINDOW
+    kind = "window"
+    notify_type = "Event"
+
+    def __str__(self) -> str:
+        tf = f" {self.true_for}" if self.true_for else ""
+        return f"EVENT_WINDOW(START WITH {self.start} END WITH {self.end}){tf}"
+
+
+@dataclass(frozen=True)
+class CountWindow:
+    count: int
+    sliding: int | None = None
+    columns: tuple[str, ...] = ()
+    keyword = TriggerKind.COUNT_WINDOW
+    kind = "window"
+    notify_type = "Count"
+
+    def __str__(self) -> str:
+        args = [str(self.count)] + ([str(self.sliding)] if self.sliding is not None else []) + list(self.columns)
+        return f"COUNT_WINDOW({', '.join(args)})"
+
+
+Trigger = PeriodTrigger | SlidingTrigger | IntervalWindow | SessionWindow | StateWindow | EventWindow | CountWindow

@@ -1,0 +1,101 @@
+"""Nodes of the canonical query tree that plain SQL has no node for, and the names they stand for.
+
+Every stream language parses its queries into sqlglot trees with these nodes: ``5m`` is a
+:class:`Duration`, ``_twstart`` a :class:`StreamPlaceholder`, ``FROM %%trows`` a
+:class:`TriggerTable`, ``_c0`` a :class:`PseudoColumn`, and a window clause
+(``INTERVAL(1m) SLIDING(30s)``) a :class:`WindowClause` on the SELECT. Translation (:mod:`.spark`)
+binds or rewrites them; a language's generator writes them back as its own text.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+#: placeholder name -> the trigger kinds that define it (reference 000, "Placeholders")
+PLACEHOLDERS = {
+    "_tprev_localtime": {"period"},
+    "_tnext_localtime": {"period"},
+    "_tprev_ts": {"sliding"},
+    "_tcurrent_ts": {"sliding"},
+    "_tnext_ts": {"sliding"},
+    "_twstart": {"window"},
+    "_twend": {"window"},
+    "_twduration": {"window"},
+    "_twrownum": {"window"},
+    "_tgrpid": {"period", "sliding", "window"},
+    "_tlocaltime": {"period", "sliding", "window"},
+}
+#: placeholders only defined when the window has closed
+CLOSE_ONLY_PLACEHOLDERS = {"_twend", "_twduration", "_twrownum"}
+
+PSEUDO_COLUMNS = {"_c0", "_rowts", "_wstart", "_wend", "_wduration", "_irowts", "_isfilled"}
+REJECTED_PSEUDO_COLUMNS = {"_qstart", "_qend", "_qduration"}
+
+
+class Duration(exp.Expression):
+    """A duration literal such as ``5m``: ``this`` is the count, ``unit`` the letter."""
+
+    arg_types = {"this": True, "unit": True}
+
+    @property
+    def count(self) -> int:
+        return int(self.args["this"])
+
+    @property
+    def unit(self) -> str:
+        return self.args["unit"]
+
+
+class StreamPlaceholder(exp.Expression):
+    """``_twstart``, ``%%tbname``, ``%%2``...: a value bound per trigger, never pasted as text."""
+
+    arg_types = {"this": True}
+
+    @property
+    def name(self) -> str:
+        return self.args["this"]
+
+
+class TriggerTable(exp.Expression):
+    """``%%trows`` or ``%%tbname`` used as a table in FROM."""
+
+    arg_types = {"this": True, "alias": False}
+
+    @property
+    def name(self) -> str:
+        return self.args["this"]
+
+
+class PseudoColumn(exp.Expression):
+    """``_c0``/``_rowts`` (the first column of the table) and ``_wstart``-style window columns."""
+
+    arg_types = {"this": True}
+
+    @property
+    def name(self) -> str:
+        return self.args["this"]
+
+
+class PartitionClause(exp.Expression):
+    """``PARTITION BY a, b`` after WHERE in a SELECT."""
+
+    arg_types = {"expressions": True}
+
+
+class WindowClause(exp.Expression):
+    """A window clause of a SELECT: ``kind`` is INTERVAL, SESSION, STATE_WINDOW, EVENT_WINDOW or
+    COUNT_WINDOW; ``expressions`` its arguments in order."""
+
+    arg_types = {
+        "kind": True,
+        "expressions": False,
+        "sliding": False,
+        "fill": False,
+        "start": False,
+        "end": False,
+        "true_for": False,
+    }
+
+
+def placeholders(tree: exp.Expr) -> set[str]:
+    return {node.name for node in tree.find_all(StreamPlaceholder)}

@@ -1,0 +1,147 @@
+"""A cursor over the tokens of a statement: look ahead, accept, expect, and fail at a position.
+
+A language's statement parser subclasses :class:`TokenCursor`; the values every language spells
+the same way (names, table names, integers, name lists) and the spans handed to an expression
+parser are read here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from airflow_stream_provider import model as m
+from airflow_stream_provider.exceptions import StreamDefinitionError, StreamSyntaxError
+from airflow_stream_provider.sql.grammar.lexer import Kind, Lexer, Token
+
+
+class TokenCursor:
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.lexer = Lexer(text)
+        self.toks = self.lexer.tokens()
+        self.i = 0
+
+    # --- tokens --------------------------------------------------------------------------------
+
+    @property
+    def tok(self) -> Token:
+        return self.toks[self.i]
+
+    def peek(self, k: int = 1) -> Token:
+        return self.toks[min(self.i + k, len(self.toks) - 1)]
+
+    def advance(self) -> Token:
+        tok = self.tok
+        if tok.kind is not Kind.EOF:
+            self.i += 1
+        return tok
+
+    def at(self, *words: str) -> bool:
+        return all(self.peek(k).upper == w for k, w in enumerate(words))
+
+    def at_op(self, op: str) -> bool:
+        return self.tok.kind is Kind.OP and self.tok.text == op
+
+    def at_end(self) -> bool:
+        """At the end of a statement: ``;`` or the end of the text."""
+        return self.at_op(";") or self.tok.kind is Kind.EOF
+
+    def accept(self, *words: str) -> bool:
+        if self.at(*words):
+            self.i += len(words)
+            return True
+        return False
+
+    def accept_op(self, op: str) -> bool:
+        if self.at_op(op):
+            self.i += 1
+            return True
+        return False
+
+    def error(self, message: str, tok: Token | None = None, clause: str | None = None, hint: str | None = None,
+              syntax: bool = False) -> StreamDefinitionError:
+        tok = tok or self.tok
+        cls = StreamSyntaxError if syntax else StreamDefinitionError
+        return cls(message, line=tok.line, column=tok.column, clause=clause, hint=hint)
+
+    def expect(self, *words: str, clause: str | None = None) -> Token:
+        tok = self.tok
+        if not self.accept(*words):
+            raise self.error(f"expected {' '.join(words)}, found {tok.describe()}", clause=clause, syntax=True)
+        return tok
+
+    def expect_op(self, op: str, clause: str | None = None) -> Token:
+        tok = self.tok
+        if not self.accept_op(op):
+            raise self.error(f"expected '{op}', found {tok.describe()}", clause=clause, syntax=True)
+        return tok
+
+    def position(self, tok: Token) -> m.Position:
+        return m.Position(tok.line, tok.column)
+
+    # --- names and numbers ---------------------------------------------------------------------
+
+    def ident(self, what: str = "name", clause: str | None = None) -> str:
+        tok = self.tok
+        if tok.kind in (Kind.IDENT, Kind.QUOTED_IDENT):
+            self.advance()
+            return tok.value
+        raise self.error(f"expected a {what}, found {tok.describe()}", clause=clause, syntax=True)
+
+    def table_name(self, what: str = "table name", clause: str | None = None) -> m.TableName:
+        first = self.ident(what, clause)
+        if self.accept_op("."):
+            return m.TableName(self.ident(what, clause), db=first)
+        return m.TableName(first)
+
+    def integer(self, what: str, clause: str | None = None) -> int:
+        tok = self.tok
+        negative = self.accept_op("-")
+        tok = self.tok
+        if tok.kind is not Kind.NUMBER or not tok.text.isdigit():
+            raise self.error(f"{what} must be an integer, found {tok.describe()}", tok, clause, syntax=True)
+        self.advance()
+        return -int(tok.text) if negative else int(tok.text)
+
+    def name_list(self, clause: str, what: str = "column name") -> tuple[str, ...]:
+        self.expect_op("(", clause)
+        names = [self.ident(what, clause)]
+        while self.accept_op(","):
+            names.append(self.ident(what, clause))
+        self.expect_op(")", clause)
+        return tuple(names)
+
+    # --- spans handed to an expression parser --------------------------------------------------
+
+    def span_until(self, stop: Callable[[], bool], clause: str) -> tuple[int, int]:
+        """Token span from here to the first depth-0 token where ``stop()`` holds."""
+        depth, first, first_index = 0, self.tok, self.i
+        while True:
+            tok = self.tok
+            if tok.kind is Kind.EOF:
+                break
+            if depth == 0 and (stop() or (tok.kind is Kind.OP and tok.text in (")", ";", ","))):
+                break
+            if tok.kind is Kind.OP and tok.text == "(":
+                depth += 1
+            elif tok.kind is Kind.OP and tok.text == ")":
+                depth -= 1
+            self.advance()
+        if self.i == first_index:
+            raise self.error(f"{clause} needs an expression here, found {self.tok.describe()}", clause=clause,
+                             syntax=True)
+        return first.start, self.toks[self.i - 1].end
+
+    def span_to_end(self, clause: str) -> tuple[Token, int, int]:
+        """First token and span from here to the end of the statement (``;`` at depth 0, or the end)."""
+        first = self.tok
+        depth = 0
+        while not (self.tok.kind is Kind.EOF or (depth == 0 and self.at_op(";"))):
+            if self.at_op("("):
+                depth += 1
+            elif self.at_op(")"):
+                depth -= 1
+            self.advance()
+        if self.tok is first:
+            raise self.error(f"{clause} needs a query", clause=clause, syntax=True)
+        return first, first.start, self.toks[self.i - 1].end

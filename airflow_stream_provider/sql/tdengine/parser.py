@@ -1,0 +1,112 @@
+"""The statement parser of TDengine 3.3.7: a table from leading keywords to the method that parses.
+
+Statement structure (clauses, options, names, durations) is parsed from the project's own tokens
+(:mod:`..grammar`); embedded expressions and queries go to the dialect on sqlglot
+(:mod:`.dialect`). The statements themselves live in :mod:`.streams` and :mod:`.tables`;
+:attr:`Parser.STATEMENTS` says which one a statement is, by its leading keywords, the longest
+match first. Another language extends the table (``{**Parser.STATEMENTS, ...}``) and overrides
+methods, never adds a branch here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from airflow_stream_provider import model as m
+from airflow_stream_provider.sql.tdengine.streams import StreamStatements
+from airflow_stream_provider.sql.tdengine.tables import TableStatements
+
+#: what a parse method returns: one statement, or several (``CREATE TABLE a USING ... b USING ...``)
+Parsed = m.Statement | list[m.Statement]
+ParseMethod = Callable[["Parser", dict], Parsed]
+
+
+def _create_snode(p: Parser, pos: dict) -> Parsed:
+    raise p.error("CREATE SNODE is not needed: start the stream node with `airflow-stream node start`")
+
+
+def _iotdb_continuous_query(p: Parser, pos: dict) -> Parsed:
+    raise p.error("IoTDB continuous queries (CREATE CQ) are not supported: write the query as "
+                  "CREATE STREAM ... PERIOD(every) (RESAMPLE EVERY) or INTERVAL(range) SLIDING(every) "
+                  "FROM ...", clause="CREATE CQ")
+
+
+def _iotdb_trigger(p: Parser, pos: dict) -> Parsed:
+    raise p.error("IoTDB triggers (CREATE TRIGGER) are not supported: they run Java classes on "
+                  "each insert; a stream with NOTIFY ... ON (WINDOW_OPEN | WINDOW_CLOSE) sends events "
+                  "to a WebSocket instead", clause="CREATE TRIGGER")
+
+
+def _legacy_pause_resume(p: Parser, pos: dict) -> Parsed:
+    word = p.tok.upper
+    raise p.error(f"{word} STREAM is TDengine's older syntax (3.0 to 3.3.6): use "
+                  f"{'STOP' if word == 'PAUSE' else 'START'} STREAM", clause=f"{word} STREAM")
+
+
+class Parser(StreamStatements, TableStatements):
+    STATEMENTS: dict[tuple[str, ...], ParseMethod] = {
+        ("CREATE", "STREAM"): lambda p, pos: p.create_stream(pos),
+        ("CREATE", "DATABASE"): lambda p, pos: p.create_database(pos),
+        ("CREATE", "STABLE"): lambda p, pos: p.create_table(pos),
+        ("CREATE", "TABLE"): lambda p, pos: p.create_table(pos),
+        ("CREATE", "SNODE"): _create_snode,
+        ("CREATE", "CQ"): _iotdb_continuous_query,
+        ("CREATE", "CONTINUOUS", "QUERY"): _iotdb_continuous_query,
+        ("CREATE", "TRIGGER"): _iotdb_trigger,
+        ("CREATE", "STATEFUL", "TRIGGER"): _iotdb_trigger,
+        ("CREATE", "STATELESS", "TRIGGER"): _iotdb_trigger,
+        ("PAUSE", "STREAM"): _legacy_pause_resume,
+        ("RESUME", "STREAM"): _legacy_pause_resume,
+        ("DROP",): lambda p, pos: p.drop(pos),
+        ("SHOW",): lambda p, pos: p.show(pos),
+        ("START",): lambda p, pos: p.stream_control(pos),
+        ("STOP",): lambda p, pos: p.stream_control(pos),
+        ("RECALCULATE",): lambda p, pos: p.stream_control(pos),
+        ("USE",): lambda p, pos: p.use_database(pos),
+        ("INSERT",): lambda p, pos: p.insert(pos),
+        ("DELETE",): lambda p, pos: p.delete(pos),
+        ("SELECT",): lambda p, pos: p.select(pos),
+        ("WITH",): lambda p, pos: p.select(pos),
+    }
+    #: the statements named in the message for an unknown one
+    KNOWN = "CREATE, DROP, SHOW, START, STOP, RECALCULATE, USE, INSERT, DELETE or SELECT"
+
+    def parse(self) -> list[m.Statement]:
+        out: list[m.Statement] = []
+        while True:
+            while self.accept_op(";"):
+                pass
+            if self.at_end():
+                return out
+            first = self.tok
+            statements = self.statement()
+            if not self.at_end():
+                raise self.error(f"unexpected {self.tok.describe()}: expected ';' or the end of the statement",
+                                 syntax=True)
+            text = self.text[first.start : self.toks[self.i - 1].end]
+            for stmt in statements:
+                object.__setattr__(stmt, "text", text)
+            out.extend(statements)
+
+    def statement(self) -> list[m.Statement]:
+        tok = self.tok
+        pos = {"position": self.position(tok), "text": ""}
+        method = self.statement_method()
+        if method is None:
+            raise self.error(f"unknown statement {tok.describe()}: expected {self.KNOWN}", syntax=True)
+        parsed = method(self, pos)
+        return parsed if isinstance(parsed, list) else [parsed]
+
+    def statement_method(self) -> ParseMethod | None:
+        """The parse method of the statement here: the longest run of leading keywords in the table."""
+        if self.at_op("("):
+            return self.STATEMENTS[("SELECT",)]
+        for words in sorted(self.STATEMENTS, key=len, reverse=True):
+            if self.at(*words):
+                return self.STATEMENTS[words]
+        return None
+
+
+def parse(text: str) -> list[m.Statement]:
+    """Parse and validate every statement in ``text``; raises :class:`StreamDefinitionError`."""
+    return Parser(text).parse()

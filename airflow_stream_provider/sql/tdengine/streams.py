@@ -1,0 +1,388 @@
+"""The stream statements of TDengine 3.3.7: CREATE STREAM with its clauses, and stream management.
+
+Each clause is one method, so a language that differs in some clauses (TDengine before 3.3.7)
+subclasses :class:`StreamStatements` and overrides those only.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from airflow_stream_provider import model as m
+from airflow_stream_provider.exceptions import did_you_mean
+from airflow_stream_provider.sql.grammar.lexer import Kind, Token
+from airflow_stream_provider.sql.tdengine.validate import validate_create_stream
+from airflow_stream_provider.sql.tdengine.values import ValueParser
+
+TRIGGER_KEYWORDS = tuple(m.TriggerKind)
+STREAM_OPTIONS = (
+    "WATERMARK",
+    "EXPIRED_TIME",
+    "IGNORE_DISORDER",
+    "DELETE_RECALC",
+    "DELETE_OUTPUT_TABLE",
+    "FILL_HISTORY",
+    "FILL_HISTORY_FIRST",
+    "CALC_NOTIFY_ONLY",
+    "LOW_LATENCY_CALC",
+    "PRE_FILTER",
+    "FORCE_OUTPUT",
+    "MAX_DELAY",
+    "EVENT_TYPE",
+    "IGNORE_NODATA_TRIGGER",
+)
+NOTIFY_OPTIONS = ("NOTIFY_HISTORY", "ON_FAILURE_PAUSE")
+NOTIFY_EVENT_TYPES = (m.EventType.WINDOW_OPEN, m.EventType.WINDOW_CLOSE, m.EventType.ON_TIME)
+
+#: the clauses of TDengine's older CREATE STREAM (3.0 to 3.3.6), where 3.3.7 expects the trigger
+LEGACY_STREAM_WORDS = frozenset({"TRIGGER", "WATERMARK", "IGNORE", "FILL_HISTORY", "DELETE_MARK", "SUBTABLE",
+                                 "INTO", "AS"})
+
+
+class StreamStatements(ValueParser):
+    """CREATE STREAM, and START, STOP, RECALCULATE and SHOW of streams."""
+
+    def create_stream(self, pos: dict) -> m.CreateStream:
+        self.expect("CREATE", "STREAM")
+        if_not_exists = self.accept("IF", "NOT", "EXISTS")
+        name = self.table_name("stream name", "CREATE STREAM")
+        where: dict[str, Token] = {"CREATE STREAM": self.toks[self.i - 1]}
+        where["trigger"] = self.tok
+        trigger = self.trigger()
+        args: dict = {}
+        if self.at("FROM"):
+            where["FROM"] = self.advance()
+            args["trigger_table"] = self.table_name("trigger table", "FROM")
+        if self.at("PARTITION", "BY"):
+            where["PARTITION BY"] = self.tok
+            self.i += 2
+            cols = [self.ident("column", "PARTITION BY")]
+            while self.accept_op(","):
+                cols.append(self.ident("column", "PARTITION BY"))
+            args["partition_by"] = tuple(cols)
+        if self.at("STREAM_OPTIONS"):
+            where["STREAM_OPTIONS"] = self.tok
+            args["options"] = self.stream_options(where)
+        if self.at("NOTIFY"):
+            where["NOTIFY"] = self.tok
+            args["notify"] = self.notify(where)
+        if self.at("INTO"):
+            where["INTO"] = self.advance()
+            args["into"] = self.table_name("output table", "INTO")
+        if self.at("OUTPUT_SUBTABLE"):
+            where["OUTPUT_SUBTABLE"] = self.advance()
+            self.expect_op("(", "OUTPUT_SUBTABLE")
+            args["output_subtable"] = self.expression("OUTPUT_SUBTABLE")
+            self.expect_op(")", "OUTPUT_SUBTABLE")
+        if self.at_op("("):
+            where["columns"] = self.tok
+            args["columns"] = self.output_columns()
+        if self.at("TAGS"):
+            where["TAGS"] = self.tok
+            args["tags"] = self.tag_definitions()
+        if self.at("AS"):
+            where["AS"] = self.advance()
+            args["query"] = self.query_to_end("AS")
+        if not self.at_end():
+            tok = self.tok
+            if tok.upper in TRIGGER_KEYWORDS + ("FROM", "PARTITION", "STREAM_OPTIONS", "NOTIFY", "INTO",
+                                                "OUTPUT_SUBTABLE", "TAGS"):
+                raise self.error(
+                    f"{tok.text.upper()} is out of place: CREATE STREAM clauses go in the order trigger, FROM, "
+                    "PARTITION BY, STREAM_OPTIONS, NOTIFY, INTO, OUTPUT_SUBTABLE, (columns), TAGS, AS", syntax=True)
+            raise self.error(f"unexpected {tok.describe()} in CREATE STREAM", syntax=True)
+        stmt = m.CreateStream(name=name, trigger=trigger, if_not_exists=if_not_exists, **args, **pos)
+        validate_create_stream(stmt, where)
+        return stmt
+
+    def trigger(self) -> m.Trigger:
+        tok = self.tok
+        word = tok.upper
+        if word == m.TriggerKind.PERIOD:
+            return m.PeriodTrigger(*self.duration_and_offset("PERIOD", "period"))
+        if word == m.TriggerKind.INTERVAL:
+            interval, offset = self.duration_and_offset("INTERVAL", "interval")
+            if not self.at("SLIDING"):
+                raise self.error("INTERVAL needs SLIDING(sliding_val), as in INTERVAL(5m) SLIDING(5m)",
+                                 clause="INTERVAL", syntax=True)
+            sliding_tok = self.tok
+            sliding, sliding_offset = self.duration_and_offset("SLIDING", "sliding")
+            if sliding_offset is not None:
+                raise self.error("SLIDING takes no offset after INTERVAL: put the offset in INTERVAL(interval, offset)",
+                                 sliding_tok, "SLIDING")
+            return m.IntervalWindow(interval, sliding, offset)
+        if word == m.TriggerKind.SLIDING:
+            return m.SlidingTrigger(*self.duration_and_offset("SLIDING", "sliding"))
+        if word == m.TriggerKind.SESSION:
+            self.advance()
+            self.expect_op("(", "SESSION")
+            column = self.ident("timestamp column", "SESSION")
+            self.expect_op(",", "SESSION")
+            gap = self.duration("SESSION", "session gap")
+            self.expect_op(")", "SESSION")
+            return m.SessionWindow(column, gap)
+        if word == m.TriggerKind.STATE_WINDOW:
+            self.advance()
+            self.expect_op("(", "STATE_WINDOW")
+            column = self.expression("STATE_WINDOW")
+            self.expect_op(")", "STATE_WINDOW")
+            return m.StateWindow(column, self.true_for())
+        if word == m.TriggerKind.EVENT_WINDOW:
+            self.advance()
+            self.expect_op("(", "EVENT_WINDOW")
+            self.expect("START", "WITH", clause="EVENT_WINDOW")
+            start = self.expression("EVENT_WINDOW START WITH", lambda: self.at("END", "WITH"))
+            self.expect("END", "WITH", clause="EVENT_WINDOW")
+            end = self.expression("EVENT_WINDOW END WITH")
+            self.expect_op(")", "EVENT_WINDOW")
+            return m.EventWindow(start, end, self.true_for())
+        if word == m.TriggerKind.COUNT_WINDOW:
+            self.advance()
+            self.expect_op("(", "COUNT_WINDOW")
+            count_tok = self.tok
+            count = self.integer("COUNT_WINDOW count", "COUNT_WINDOW")
+            if count < 1:
+                raise self.error(f"COUNT_WINDOW count must be at least 1, found {count}", count_tok, "COUNT_WINDOW")
+            sliding, columns = None, []
+            while self.accept_op(","):
+                if self.tok.kind is Kind.NUMBER and not columns and sliding is None:
+                    slide_tok = self.tok
+                    sliding = self.integer("COUNT_WINDOW sliding", "COUNT_WINDOW")
+                    if sliding < 1 or sliding > count:
+                        raise self.error(
+                            f"COUNT_WINDOW sliding must be between 1 and the count {count}, found {sliding}",
+                            slide_tok, "COUNT_WINDOW")
+                else:
+                    columns.append(self.ident("trigger column", "COUNT_WINDOW"))
+            self.expect_op(")", "COUNT_WINDOW")
+            return m.CountWindow(count, sliding, tuple(columns))
+        if tok.upper in LEGACY_STREAM_WORDS:
+            raise self.error(
+                f"{tok.text} belongs to TDengine's older stream syntax (3.0 to 3.3.6), which is not supported: "
+                "write the 3.3.7 form, with the window as the trigger (INTERVAL(...) SLIDING(...) FROM t ...) "
+                "and the options in STREAM_OPTIONS(...) (WATERMARK, MAX_DELAY, FILL_HISTORY, ...)",
+                clause="CREATE STREAM")
+        hint = did_you_mean(tok.text, TRIGGER_KEYWORDS) if tok.kind is Kind.IDENT else None
+        raise self.error(
+            f"expected a trigger ({', '.join(TRIGGER_KEYWORDS)}), found {tok.describe()}", clause="CREATE STREAM",
+            hint=hint, syntax=True)
+
+    def duration_and_offset(self, keyword: str, what: str) -> tuple[m.Duration, m.Duration | None]:
+        """``KEYWORD(duration[, offset])``."""
+        self.expect(keyword)
+        self.expect_op("(", keyword)
+        value = self.duration(keyword, what)
+        offset = self.duration(keyword, "offset") if self.accept_op(",") else None
+        self.expect_op(")", keyword)
+        return value, offset
+
+    def true_for(self) -> m.TrueFor | None:
+        if not self.accept("TRUE_FOR"):
+            return None
+        self.expect_op("(", "TRUE_FOR")
+        duration: m.Duration | None = None
+        count: int | None = None
+        op: str | None = None
+        for index in range(2):
+            if index == 1:
+                if not (self.at("AND") or self.at("OR")):
+                    break
+                op = self.advance().upper
+            tok = self.tok
+            if self.accept("COUNT"):
+                if count is not None:
+                    raise self.error("TRUE_FOR gives COUNT twice", tok, "TRUE_FOR")
+                count_tok = self.tok
+                count = self.integer("TRUE_FOR COUNT", "TRUE_FOR")
+                if count < 1:
+                    raise self.error(f"TRUE_FOR COUNT must be at least 1, found {count}", count_tok, "TRUE_FOR")
+            else:
+                if duration is not None:
+                    raise self.error("TRUE_FOR gives a duration twice", tok, "TRUE_FOR")
+                duration = self.duration("TRUE_FOR")
+        self.expect_op(")", "TRUE_FOR")
+        return m.TrueFor(duration, count, op)
+
+    def option_word(self, choices: tuple[str, ...], clause: str, what: str) -> Token:
+        tok = self.tok
+        if tok.kind is not Kind.IDENT:
+            raise self.error(f"expected a {what}, found {tok.describe()}", clause=clause, syntax=True)
+        if tok.upper not in choices:
+            raise self.error(f"unknown {what} {tok.text}", clause=clause, hint=did_you_mean(tok.text, choices))
+        return self.advance()
+
+    def event_types(self, clause: str, allowed: tuple[m.EventType, ...]) -> tuple[m.EventType, ...]:
+        self.expect_op("(", clause)
+        out: list[m.EventType] = []
+        while True:
+            tok = self.tok
+            if tok.kind not in (Kind.IDENT, Kind.STRING):
+                raise self.error(f"expected an event type ({', '.join(allowed)}), found {tok.describe()}",
+                                 clause=clause, syntax=True)
+            self.advance()
+            value = tok.value.upper()
+            if value not in allowed:
+                raise self.error(f"unknown event type {tok.value}; expected one of {', '.join(allowed)}", tok, clause,
+                                 hint=did_you_mean(tok.value, allowed))
+            if value in out:
+                raise self.error(f"event type {value} is given twice", tok, clause)
+            out.append(m.EventType(value))
+            if not (self.accept_op("|") or self.accept_op(",")):
+                break
+        self.expect_op(")", clause)
+        return tuple(out)
+
+    def stream_options(self, where: dict[str, Token]) -> m.StreamOptions:
+        self.expect("STREAM_OPTIONS")
+        self.expect_op("(", "STREAM_OPTIONS")
+        values: dict = {}
+        given: list[str] = []
+        while True:
+            tok = self.option_word(STREAM_OPTIONS, "STREAM_OPTIONS", "stream option")
+            name = tok.upper
+            if name in given:
+                raise self.error(f"option {name} is given twice", tok, "STREAM_OPTIONS")
+            given.append(name)
+            where[name] = tok
+            if name in ("WATERMARK", "EXPIRED_TIME", "MAX_DELAY"):
+                self.expect_op("(", name)
+                values[name.lower()] = self.duration(name)
+                self.expect_op(")", name)
+            elif name in ("FILL_HISTORY", "FILL_HISTORY_FIRST"):
+                start = None
+                if self.accept_op("("):
+                    start = self.time_point(name)
+                    self.expect_op(")", name)
+                values["fill_history"] = m.FillHistory(start, first=name == "FILL_HISTORY_FIRST")
+            elif name == "PRE_FILTER":
+                self.expect_op("(", name)
+                values["pre_filter"] = self.expression(name)
+                self.expect_op(")", name)
+            elif name == "EVENT_TYPE":
+                values["event_types"] = self.event_types(name, (m.EventType.WINDOW_OPEN, m.EventType.WINDOW_CLOSE))
+            else:
+                values[name.lower()] = True
+            if not self.accept_op("|"):
+                break
+        self.expect_op(")", "STREAM_OPTIONS")
+        if "FILL_HISTORY" in given and "FILL_HISTORY_FIRST" in given:
+            raise self.error("FILL_HISTORY and FILL_HISTORY_FIRST cannot be used together", where["FILL_HISTORY_FIRST"],
+                             "STREAM_OPTIONS")
+        return m.StreamOptions(**values, given=frozenset(given))
+
+    def notify(self, where: dict[str, Token]) -> m.Notify:
+        self.expect("NOTIFY")
+        self.expect_op("(", "NOTIFY")
+        urls: list[str] = []
+        while True:
+            tok = self.tok
+            if tok.kind is not Kind.STRING:
+                raise self.error(f"NOTIFY takes quoted URLs, found {tok.describe()}", clause="NOTIFY", syntax=True)
+            self.advance()
+            urls.append(self.check_url(tok))
+            if not self.accept_op(","):
+                break
+        self.expect_op(")", "NOTIFY")
+        on: tuple[m.EventType, ...] = ()
+        if self.at("ON"):
+            where["ON"] = self.advance()
+            on = self.event_types("NOTIFY ON", NOTIFY_EVENT_TYPES)
+        where_expr = None
+        if self.at("WHERE"):
+            where["NOTIFY WHERE"] = self.advance()
+            stops = ("NOTIFY_OPTIONS", "INTO", "OUTPUT_SUBTABLE", "TAGS", "AS")
+            where_expr = self.expression("NOTIFY WHERE", lambda: self.tok.upper in stops)
+        flags: list[str] = []
+        if self.at("NOTIFY_OPTIONS"):
+            self.advance()
+            self.expect_op("(", "NOTIFY_OPTIONS")
+            while True:
+                tok = self.option_word(NOTIFY_OPTIONS, "NOTIFY_OPTIONS", "notify option")
+                if tok.upper in flags:
+                    raise self.error(f"option {tok.upper} is given twice", tok, "NOTIFY_OPTIONS")
+                flags.append(tok.upper)
+                if not self.accept_op("|"):
+                    break
+            self.expect_op(")", "NOTIFY_OPTIONS")
+        return m.Notify(tuple(urls), on, where_expr, "NOTIFY_HISTORY" in flags, "ON_FAILURE_PAUSE" in flags)
+
+    def check_url(self, tok: Token) -> str:
+        url = tok.value
+        try:
+            parts = urlsplit(url)
+            port = parts.port
+        except ValueError as err:
+            raise self.error(f"notification URL {url!r} is malformed: {err}", tok, "NOTIFY") from None
+        if parts.scheme not in ("ws", "wss"):
+            raise self.error(f"notification URL {url!r} must use ws:// or wss://", tok, "NOTIFY")
+        if not parts.hostname:
+            raise self.error(f"notification URL {url!r} has no host", tok, "NOTIFY")
+        if port is None:
+            raise self.error(f"notification URL {url!r} must give a port, as in ws://host:8080/path", tok, "NOTIFY")
+        return url
+
+    def output_columns(self) -> tuple[m.OutputColumn, ...]:
+        self.expect_op("(", "column list")
+        cols: list[m.OutputColumn] = []
+        while True:
+            tok = self.tok
+            name = self.ident("output column name", "column list")
+            key = self.accept("COMPOSITE", "KEY") or self.accept("PRIMARY", "KEY")
+            if key and len(cols) != 1:
+                raise self.error("COMPOSITE KEY can only mark the second column", tok, "column list")
+            cols.append(m.OutputColumn(name, key))
+            if not self.accept_op(","):
+                break
+        self.expect_op(")", "column list")
+        return tuple(cols)
+
+    def tag_definitions(self) -> tuple[m.TagDefinition, ...]:
+        self.expect("TAGS")
+        self.expect_op("(", "TAGS")
+        tags: list[m.TagDefinition] = []
+        while True:
+            name = self.ident("tag name", "TAGS")
+            dtype = self.data_type("TAGS")
+            comment = None
+            if self.accept("COMMENT"):
+                tok = self.tok
+                if tok.kind is not Kind.STRING:
+                    raise self.error("COMMENT takes a quoted string", clause="TAGS", syntax=True)
+                comment = self.advance().value
+            self.expect("AS", clause="TAGS")
+            tags.append(m.TagDefinition(name, dtype, self.expression("TAGS"), comment))
+            if not self.accept_op(","):
+                break
+        self.expect_op(")", "TAGS")
+        return tuple(tags)
+
+    def stream_control(self, pos: dict) -> m.Statement:
+        verb = self.advance().upper
+        self.expect("STREAM", clause=verb)
+        if verb == "RECALCULATE":
+            name = self.table_name("stream name", verb)
+            self.expect("FROM", clause=verb)
+            start = self.time_point(verb)
+            end = None
+            if self.at("TO"):
+                to_tok = self.advance()
+                end = self.time_point(verb)
+                if not start.is_relative and not end.is_relative and end.at <= start.at:  # type: ignore[operator]
+                    raise self.error("RECALCULATE TO must be later than FROM", to_tok, verb)
+            return m.RecalculateStream(name, start, end, **pos)
+        if_exists = self.accept("IF", "EXISTS")
+        ignore = verb == "START" and self.accept("IGNORE", "UNTREATED")
+        name = self.table_name("stream name", verb)
+        if verb == "START":
+            return m.StartStream(name, if_exists, ignore, **pos)
+        return m.StopStream(name, if_exists, **pos)
+
+    def show(self, pos: dict) -> m.ShowStreams:
+        self.expect("SHOW")
+        db = None
+        if self.tok.kind in (Kind.IDENT, Kind.QUOTED_IDENT) and self.peek().text == ".":
+            db = self.ident("database name", "SHOW")
+            self.expect_op(".")
+        if not self.accept("STREAMS"):
+            raise self.error(f"only SHOW [db.]STREAMS is supported, found {self.tok.describe()}", clause="SHOW")
+        return m.ShowStreams(db, **pos)
