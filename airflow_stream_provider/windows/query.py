@@ -28,6 +28,7 @@ from sqlglot import exp
 
 from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import StreamDefinitionError
+from airflow_stream_provider.model.events import TriggerKind
 from airflow_stream_provider.sql.ast import Duration, PartitionClause, WindowClause
 from airflow_stream_provider.sql.functions import AGGREGATES
 from airflow_stream_provider.sql.tdengine.dialect import TDengine
@@ -116,7 +117,7 @@ def plan_of(select: exp.Select, *, columns: list[str], ts_column: str) -> tuple[
         fill_values = tuple(items[1:])
         if fill_mode not in FILL_MODES:
             raise _reject(f"FILL({fill_mode}) is not a fill mode; use one of {', '.join(FILL_MODES)}", "FILL")
-        if kind != "INTERVAL":
+        if kind != TriggerKind.INTERVAL:
             raise _reject("FILL applies to INTERVAL windows only", "FILL")
     true_for = clause.args.get("true_for")
     common = {"true_for_duration": _micros(true_for, "TRUE_FOR") if true_for is not None else None}
@@ -129,7 +130,7 @@ def plan_of(select: exp.Select, *, columns: list[str], ts_column: str) -> tuple[
         reads.extend(column(exp.column(c), kind) for c in expr.columns_of(tree, ts_column))
         texts[name] = tree.sql(dialect=TDengine)
 
-    if kind == "INTERVAL":
+    if kind == TriggerKind.INTERVAL:
         interval = _micros(args[0], "INTERVAL")
         offset = _micros(args[1], "INTERVAL offset") if len(args) > 1 else 0
         sliding = _micros(clause.args["sliding"], "SLIDING") if clause.args.get("sliding") else interval
@@ -137,20 +138,20 @@ def plan_of(select: exp.Select, *, columns: list[str], ts_column: str) -> tuple[
             raise _reject("SLIDING is longer than INTERVAL", "SLIDING")
         spec = WindowSpec("interval", interval=interval, sliding=sliding, offset=offset,
                           keep_empty=fill_mode != "NONE")
-    elif kind == "SESSION":
+    elif kind == TriggerKind.SESSION:
         if column(args[0], "SESSION") != ts_column:
             raise _reject(f"SESSION needs the timestamp column {ts_column}", "SESSION")
         spec = WindowSpec("session", gap=_micros(args[1], "SESSION"))
-    elif kind == "STATE_WINDOW":
+    elif kind == TriggerKind.STATE_WINDOW:
         condition(args[0], "state")
         spec = WindowSpec("state", **common)
-    elif kind == "EVENT_WINDOW":
+    elif kind == TriggerKind.EVENT_WINDOW:
         fields = {}
         for name in ("start", "end"):
             condition(clause.args[name], name)
             fields[name] = tuple(column(exp.column(c), kind) for c in expr.columns_of(clause.args[name], ts_column))
         spec = WindowSpec("event", start_fields=fields["start"], end_fields=fields["end"], **common)
-    elif kind == "COUNT_WINDOW":
+    elif kind == TriggerKind.COUNT_WINDOW:
         count = _int(args[0], "COUNT_WINDOW")
         slide = _int(args[1], "COUNT_WINDOW") if len(args) > 1 and isinstance(args[1], exp.Literal) else count
         cols = tuple(column(c, "COUNT_WINDOW") for c in args if isinstance(c, exp.Column))

@@ -17,6 +17,7 @@ from sqlglot.helper import csv
 from sqlglot.tokens import TokenType
 
 from airflow_stream_provider.exceptions import StreamDefinitionError, StreamSyntaxError
+from airflow_stream_provider.model.events import TriggerKind
 from airflow_stream_provider.model.time import ALL_UNITS
 from airflow_stream_provider.sql.ast import (
     PLACEHOLDERS,
@@ -38,7 +39,8 @@ _MASKED = re.compile(r"^__(trows|tbname|\d+)$", re.IGNORECASE)
 def _window_keyword_tokens() -> dict[str, TokenType]:
     # STATE_WINDOW, EVENT_WINDOW and COUNT_WINDOW share a token type TDengine SQL never produces
     # otherwise, so that one query-modifier parser picks them all up (it dispatches on the text).
-    return {name: TokenType.CONNECT_BY for name in ("STATE_WINDOW", "EVENT_WINDOW", "COUNT_WINDOW")}
+    kinds = (TriggerKind.STATE_WINDOW, TriggerKind.EVENT_WINDOW, TriggerKind.COUNT_WINDOW)
+    return {str(kind): TokenType.CONNECT_BY for kind in kinds}
 
 
 class TDengineParser(parser.Parser):
@@ -83,7 +85,7 @@ class TDengineParser(parser.Parser):
         kind = self._curr.text.upper()
         self._advance()
         args: dict = {"kind": kind}
-        if kind == "EVENT_WINDOW":
+        if kind == TriggerKind.EVENT_WINDOW:
             self._match_text_seq("START", "WITH") or self.raise_error("EVENT_WINDOW needs START WITH")
             args["start"] = self._parse_assignment()
             self._match_text_seq("END", "WITH") or self.raise_error("EVENT_WINDOW needs END WITH")
@@ -92,15 +94,15 @@ class TDengineParser(parser.Parser):
             self._match(TokenType.L_PAREN) or self.raise_error(f"{kind} needs its arguments in parentheses")
             args["expressions"] = self._parse_csv(self._parse_assignment)
             self._match_r_paren()
-        if kind == "INTERVAL" and self._match_text_seq("SLIDING"):
+        if kind == TriggerKind.INTERVAL and self._match_text_seq("SLIDING"):
             self._match_l_paren()
             args["sliding"] = self._parse_bitwise()
             self._match_r_paren()
-        if kind == "INTERVAL" and self._match_text_seq("FILL"):
+        if kind == TriggerKind.INTERVAL and self._match_text_seq("FILL"):
             self._match_l_paren()
             args["fill"] = exp.Tuple(expressions=self._parse_csv(self._parse_assignment))
             self._match_r_paren()
-        if kind in ("STATE_WINDOW", "EVENT_WINDOW") and self._match_text_seq("TRUE_FOR"):
+        if kind in (TriggerKind.STATE_WINDOW, TriggerKind.EVENT_WINDOW) and self._match_text_seq("TRUE_FOR"):
             self._match_l_paren()
             args["true_for"] = self._parse_assignment()
             self._match_r_paren()
@@ -118,7 +120,7 @@ class TDengineParser(parser.Parser):
 
 def _window_sql(self: generator.Generator, e: WindowClause) -> str:
     kind = e.args["kind"]
-    if kind == "EVENT_WINDOW":
+    if kind == TriggerKind.EVENT_WINDOW:
         sql = f" EVENT_WINDOW START WITH {self.sql(e, 'start')} END WITH {self.sql(e, 'end')}"
     else:
         sql = f" {kind}({self.expressions(e, flat=True)})"
@@ -225,7 +227,8 @@ def parse_fragment(text: str, start: int = 0, end: int | None = None, *, clause:
     if query and not isinstance(tree, exp.Query):
         raise StreamSyntaxError(f"{clause} needs a SELECT query here", line=line, column=column, clause=clause)
     if not query and isinstance(tree, (exp.Query, exp.Command)):
-        raise StreamSyntaxError(f"{clause} needs an expression here, not a statement", line=line, column=column, clause=clause)
+        raise StreamSyntaxError(f"{clause} needs an expression here, not a statement", line=line, column=column,
+                                clause=clause)
     return resolve_tdengine_nodes(tree)
 
 
