@@ -18,6 +18,35 @@ def get_provider_info() -> dict:
                 "tags": ["software"],
             }
         ],
+        "operators": [
+            {
+                "integration-name": "Airflow Stream",
+                "python-modules": [
+                    "airflow_stream_provider.operators.compute",
+                    "airflow_stream_provider.operators.notify",
+                    "airflow_stream_provider.operators.commit",
+                    "airflow_stream_provider.operators.recalculate",
+                ],
+            }
+        ],
+        "sensors": [
+            {
+                "integration-name": "Airflow Stream",
+                "python-modules": [
+                    "airflow_stream_provider.sensors.checkpoint",
+                    "airflow_stream_provider.sensors.event_time",
+                ],
+            }
+        ],
+        "triggers": [
+            {
+                "integration-name": "Airflow Stream",
+                "python-modules": [
+                    "airflow_stream_provider.triggers.checkpoint",
+                    "airflow_stream_provider.triggers.event_time",
+                ],
+            }
+        ],
         "hooks": [
             {"integration-name": "Airflow Stream", "python-modules": ["airflow_stream_provider.hooks.websocket"]}
         ],

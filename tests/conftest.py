@@ -9,12 +9,16 @@ import time
 
 import pytest
 
+from airflow_stream_provider.hooks import bind
+
 _HOME = tempfile.mkdtemp(prefix="airflow-stream-test-")
 os.environ["AIRFLOW_STREAM_HOME"] = _HOME
 os.environ.setdefault("AIRFLOW_STREAM_TIMEZONE", "UTC")
 # Spark hands timestamps to Python in the process's local zone; fix it so results read the same anywhere.
 os.environ["TZ"] = "UTC"
 time.tzset()
+# the test process reads Airflow connections through the hooks, as the CLI, the node and the tasks do
+bind()
 
 
 # py4j logs from object finalizers at interpreter exit, after pytest has closed its streams.

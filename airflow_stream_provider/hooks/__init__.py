@@ -1,0 +1,30 @@
+"""Hooks to Airflow connections, and :func:`bind`, which lends them to the layers that must not import
+Airflow: notification delivery (``stream_ws`` credentials) and the Spark session (the ``spark_connect``
+URL)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from airflow_stream_provider.notify import delivery
+from airflow_stream_provider.spark import session
+
+
+def bind() -> None:
+    """Register this package's connection lookups with delivery and the Spark session. Entry points
+    that deliver notifications or open sessions call it once (again is harmless). Airflow itself is
+    imported only when a connection is read."""
+    delivery.use_credentials(_credentials)
+    session.use_connection_url(_connection_url)
+
+
+def _credentials(url: str, conn_ids: Sequence[str]) -> delivery.Access | None:
+    from airflow_stream_provider.hooks.websocket import credentials
+
+    return credentials(url, conn_ids)
+
+
+def _connection_url(conn_id: str) -> str:
+    from airflow_stream_provider.hooks.spark_connect import connection_url
+
+    return connection_url(conn_id)

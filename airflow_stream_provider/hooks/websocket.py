@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import base64
 import ssl
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
 from airflow.sdk import BaseHook
+
+from airflow_stream_provider.notify.delivery import Access
 
 
 class WebSocketHook(BaseHook):
@@ -63,9 +66,7 @@ class WebSocketHook(BaseHook):
         parts = urlsplit(url)
         return (parts.hostname or "").lower() == conn.host.lower() and (not conn.port or parts.port == conn.port)
 
-    def access(self):  # type: ignore[no-untyped-def]
-        from airflow_stream_provider.notify.delivery import Access
-
+    def access(self) -> Access:
         conn = self.get_conn()
         extra = conn.extra_dejson
         headers = [f"{k}: {v}" for k, v in (extra.get("headers") or {}).items()]
@@ -81,3 +82,13 @@ class WebSocketHook(BaseHook):
             if extra.get("ca_bundle"):
                 sslopt["ca_certs"] = extra["ca_bundle"]
         return Access(tuple(headers), sslopt)
+
+
+def credentials(url: str, conn_ids: Sequence[str]) -> Access | None:
+    """What the first of the ``stream_ws`` connections ``conn_ids`` that serves ``url`` adds to a
+    request, or None when none does (the lookup delivery uses, see ``hooks.bind``)."""
+    for conn_id in conn_ids:
+        hook = WebSocketHook.find(conn_id)
+        if hook is not None and hook.serves(url):
+            return hook.access()
+    return None

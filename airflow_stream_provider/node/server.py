@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from airflow_stream_provider import config
+from airflow_stream_provider.hooks import bind
 from airflow_stream_provider.spark.endpoint import (
     HOST,
     NODE_MODULE,
@@ -188,6 +189,7 @@ def _write_json(path: Path, payload: dict) -> None:
 
 
 def serve(port: int, memory: str | None = None) -> int:
+    bind()  # LOW_LATENCY_CALC detectors deliver notifications with Airflow's connections
     extra = {
         "spark.plugins": "org.apache.spark.sql.connect.SparkConnectPlugin",
         # 127.0.0.1 unless AIRFLOW_STREAM_NODE_BIND opens it to other hosts (a container, a cluster)

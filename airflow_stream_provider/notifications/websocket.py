@@ -22,6 +22,7 @@ from typing import Any
 
 from airflow.sdk import BaseNotifier
 
+from airflow_stream_provider.hooks import bind
 from airflow_stream_provider.model.events import EventType
 from airflow_stream_provider.notify import delivery
 from airflow_stream_provider.notify.message import (
@@ -66,6 +67,7 @@ class WebSocketNotifier(BaseNotifier):
                            "0", {}, result)
 
     def notify(self, context: Any) -> None:
+        bind()
         settings = delivery.Settings.load()
         if self.conn_ids is not None:
             settings = replace(settings, conn_ids=self.conn_ids)

@@ -13,7 +13,9 @@ Settings (environment, or the ``[notify]`` table of ``airflow-stream.toml``):
 ``AIRFLOW_STREAM_NOTIFY_TIMEOUT`` (seconds to connect and to wait for a confirmation, default 10),
 ``AIRFLOW_STREAM_NOTIFY_MAX_MESSAGE_BYTES`` (default 1 MiB), ``AIRFLOW_STREAM_NOTIFY_MAX_BACKOFF``
 (seconds, default 30) and ``AIRFLOW_STREAM_NOTIFY_CONN_IDS`` (Airflow connections of type
-``stream_ws`` holding headers and credentials, default ``stream_ws_default``).
+``stream_ws`` holding headers and credentials, default ``stream_ws_default``). Connections are read
+through the lookup the Airflow side registers with :func:`use_credentials`; without one, naming a
+connection is an error.
 """
 
 from __future__ import annotations
@@ -43,6 +45,10 @@ CHUNK = 64
 
 class ReceiverError(StreamError):
     """A receiver could not be reached or did not confirm what it was sent."""
+
+
+class CredentialsUnavailable(StreamError):
+    """Delivery is to read connections, and no credentials lookup was registered."""
 
 
 class DeliveryPaused(StreamError):
@@ -80,14 +86,31 @@ class Access:
     sslopt: dict = field(default_factory=dict)
 
 
+#: looks up what the first of the connections ``conn_ids`` that serves ``url`` adds to a request to
+#: it, or None when none does: ``credentials(url, conn_ids)``
+Credentials = Callable[[str, Sequence[str]], Access | None]
+
+_credentials: Credentials | None = None
+
+
+def use_credentials(lookup: Credentials | None) -> None:
+    """Make ``lookup`` the process's way to read connections (None forgets it). The Airflow side
+    registers one (``airflow_stream_provider.hooks.bind``); delivery itself never imports Airflow."""
+    global _credentials
+    _credentials = lookup
+
+
 def access_for(url: str, conn_ids: Sequence[str]) -> Access:
     """Headers and TLS options for ``url`` from the first ``stream_ws`` connection that serves it."""
-    from airflow_stream_provider.hooks.websocket import WebSocketHook
-
-    for conn_id in conn_ids:
-        hook = WebSocketHook.find(conn_id)
-        if hook is not None and hook.serves(url):
-            return hook.access()
+    found = None
+    if conn_ids:
+        if _credentials is None:
+            raise CredentialsUnavailable(
+                f"{_safe(url)}: delivery reads the connections {', '.join(conn_ids)}, but this process "
+                "registered no credentials lookup (airflow_stream_provider.hooks.bind() registers Airflow's)")
+        found = _credentials(url, conn_ids)
+    if found is not None:
+        return found
     return Access(sslopt={"cert_reqs": ssl.CERT_REQUIRED} if url.startswith("wss://") else {})
 
 

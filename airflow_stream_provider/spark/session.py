@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,6 +20,10 @@ LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
 
 class DeltaJarsMissing(RuntimeError):
     """The Delta Lake jars are not where the session expects them."""
+
+
+class ConnectionUnreadable(RuntimeError):
+    """An Airflow connection names the Spark Connect server, and no resolver was registered to read it."""
 
 
 def delta_jars(folder: Path | None = None) -> list[Path]:
@@ -159,7 +164,8 @@ def remote_url() -> str | None:
 
     1. ``AIRFLOW_STREAM_SPARK_REMOTE`` (``sc://host:port``);
     2. the Airflow connection ``AIRFLOW_STREAM_CONN_ID`` (default ``spark_connect``), when Airflow
-       defines it in the environment (``AIRFLOW_CONN_SPARK_CONNECT``) or the caller runs in a task;
+       defines it in the environment (``AIRFLOW_CONN_SPARK_CONNECT``) or the caller runs in a task,
+       read by the resolver registered with :func:`use_connection_url`;
     3. ``[spark] remote`` in ``$AIRFLOW_STREAM_HOME/airflow-stream.toml``;
     4. the stream node of this home, when it runs.
     """
@@ -175,8 +181,22 @@ def remote_url() -> str | None:
     return endpoint.running_url()
 
 
-def airflow_connection_url(conn_id: str) -> str:
-    """The Spark Connect URL of an Airflow ``spark_connect`` connection, via the Spark provider's hook."""
-    from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
+#: turns the id of an Airflow ``spark_connect`` connection into its Spark Connect URL
+ConnectionUrl = Callable[[str], str]
 
-    return SparkConnectHook(conn_id=conn_id).get_connection_url()
+_connection_url: ConnectionUrl | None = None
+
+
+def use_connection_url(resolve: ConnectionUrl | None) -> None:
+    """Make ``resolve`` the process's way to read a ``spark_connect`` connection (None forgets it).
+    The Airflow side registers one (``airflow_stream_provider.hooks.bind``)."""
+    global _connection_url
+    _connection_url = resolve
+
+
+def airflow_connection_url(conn_id: str) -> str:
+    """The Spark Connect URL of an Airflow ``spark_connect`` connection, through the registered resolver."""
+    if _connection_url is None:
+        raise ConnectionUnreadable(f"the Airflow connection {conn_id!r} names the Spark Connect server, but this process "
+                           "registered no way to read it (airflow_stream_provider.hooks.bind() registers Airflow's)")
+    return _connection_url(conn_id)

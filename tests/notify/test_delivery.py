@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+from airflow_stream_provider.hooks import bind
 from airflow_stream_provider.notify import delivery
 from airflow_stream_provider.notify.message import NotifyEvent, validate
 from airflow_stream_provider.notify.outbox import Outbox
@@ -180,6 +181,18 @@ def test_credentials_come_from_a_stream_ws_connection(monkeypatch):
     assert b.headers == ("Authorization: Bearer tok",)
     none = delivery.access_for("wss://other.example:1/n", ("stream_ws_missing",))
     assert none.headers == () and none.sslopt["cert_reqs"].name == "CERT_REQUIRED"
+
+
+def test_naming_connections_without_a_credentials_lookup_is_an_error():
+    """Delivery never imports Airflow: without the hooks' lookup registered it cannot read a
+    connection, and says so instead of sending without the connection's credentials."""
+    delivery.use_credentials(None)
+    try:
+        with pytest.raises(delivery.CredentialsUnavailable, match="stream_ws_a.*hooks.bind"):
+            delivery.access_for("ws://recv.example:9000/n", ("stream_ws_a",))
+        assert delivery.access_for("wss://recv.example:9000/n", ()).sslopt["cert_reqs"].name == "CERT_REQUIRED"
+    finally:
+        bind()
 
 
 def _self_signed(folder):

@@ -1,4 +1,4 @@
-"""Airflow timetables of PERIOD and SLIDING triggers, and of the recalculation DAGs.
+"""Timetables of PERIOD and SLIDING triggers: :class:`ScheduleTimetable` and its two kinds.
 
 The instants follow reference 000 "Scheduled Trigger" and "Sliding Trigger" through
 :class:`~airflow_stream_provider.plan.schedule.Schedule`:
@@ -14,7 +14,6 @@ provider's plugin, so the scheduler and the API server can deserialize them.
 
 from __future__ import annotations
 
-import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -23,38 +22,13 @@ import pendulum
 from airflow.timetables.base import DagRunInfo, DataInterval, TimeRestriction, Timetable
 
 from airflow_stream_provider.plan.schedule import Schedule
+from airflow_stream_provider.timetables.values import duration, format_duration, utc_datetime
+
+#: the module serialized DAGs name these classes by: the package, which re-exports them, so that a
+#: DAG serialized before a module moved still deserializes (Airflow looks timetables up by this path)
+CLASSPATH_MODULE = "airflow_stream_provider.timetables"
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_UNITS = {"w": timedelta(weeks=1), "d": timedelta(days=1), "h": timedelta(hours=1), "m": timedelta(minutes=1),
-          "s": timedelta(seconds=1), "a": timedelta(milliseconds=1), "u": timedelta(microseconds=1)}
-_PART = re.compile(r"(\d+)([wdhmsau])")
-
-
-def duration(value: timedelta | str) -> timedelta:
-    """A ``timedelta``, or a TDengine duration such as ``10s``, ``5h30m`` or ``1d1h``
-    (units ``w d h m s a u``: ``m`` is minutes, ``a`` milliseconds, ``u`` microseconds)."""
-    if isinstance(value, timedelta):
-        return value
-    text = str(value).strip().lower()
-    parts = _PART.findall(text)
-    if not parts or "".join(n + u for n, u in parts) != text:
-        raise ValueError(f"{value!r} is not a duration such as 10s, 5h30m or 1d1h "
-                         "(units: w d h m s a=milliseconds u=microseconds)")
-    return sum((int(n) * _UNITS[u] for n, u in parts), timedelta(0))
-
-
-def format_duration(value: timedelta) -> str:
-    """The shortest TDengine spelling of ``value``: ``5h30m``, ``1d1h``, ``0s``."""
-    micros = value // timedelta(microseconds=1)
-    if micros == 0:
-        return "0s"
-    out = []
-    for unit in "wdhmsau":
-        size = _UNITS[unit] // timedelta(microseconds=1)
-        if micros >= size:
-            out.append(f"{micros // size}{unit}")
-            micros %= size
-    return "".join(out)
 
 
 def _aware(value: datetime | str | None, default: datetime) -> datetime:
@@ -67,17 +41,11 @@ def _aware(value: datetime | str | None, default: datetime) -> datetime:
     return value
 
 
-def utc_datetime(at: datetime) -> datetime:
-    """A stdlib UTC datetime (Airflow passes pendulum's, whose arithmetic differs)."""
-    at = at.astimezone(UTC)
-    return datetime(at.year, at.month, at.day, at.hour, at.minute, at.second, at.microsecond, tzinfo=UTC)
-
-
 def _pendulum(at: datetime) -> pendulum.DateTime:
     return pendulum.instance(at.astimezone(UTC))
 
 
-class _ScheduleTimetable(Timetable):
+class ScheduleTimetable(Timetable):
     """Runs at the instants of a :class:`Schedule`; each run's data interval ends at its instant."""
 
     keyword = ""
@@ -178,36 +146,16 @@ class _ScheduleTimetable(Timetable):
         return info
 
 
-class PeriodTimetable(_ScheduleTimetable):
+class PeriodTimetable(ScheduleTimetable):
     """``PERIOD(period[, offset])``: wall-clock instants in ``timezone`` after ``created``."""
 
+    __module__ = CLASSPATH_MODULE
     keyword = "PERIOD"
 
 
-class SlidingTimetable(_ScheduleTimetable):
+class SlidingTimetable(ScheduleTimetable):
     """``SLIDING(period[, offset])`` without INTERVAL: the instants over event time. Each run waits
     (a deferrable sensor) until the trigger table's event time minus WATERMARK passes its instant."""
 
+    __module__ = CLASSPATH_MODULE
     keyword = "SLIDING"
-
-
-class RecalcTimetable(_ScheduleTimetable):
-    """The event-time slices of a stream's recalculation DAG. It schedules nothing by itself: its
-    runs are created by backfills (``RECALCULATE STREAM``, ``airflow backfill create`` or the UI's
-    Backfill dialog), each recalculating the windows that start in its data interval."""
-
-    keyword = "RECALCULATE"
-
-    @property
-    def summary(self) -> str:
-        return f"{super().summary} on backfill"
-
-    def next_dagrun_info(self, *, last_automated_data_interval: DataInterval | None,
-                         restriction: TimeRestriction) -> DagRunInfo | None:
-        if restriction.latest is None:  # the scheduler asking: runs come from backfills only
-            return None
-        return super().next_dagrun_info(last_automated_data_interval=last_automated_data_interval,
-                                        restriction=restriction._replace(catchup=True))
-
-
-TIMETABLES = [PeriodTimetable, SlidingTimetable, RecalcTimetable]

@@ -1,0 +1,51 @@
+"""What every task of a stream shares, operators and sensors alike, and the task ids the DAGs use."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk.exceptions import AirflowException
+
+from airflow_stream_provider.hooks import bind
+
+if TYPE_CHECKING:
+    from airflow_stream_provider.streams.store import StreamStore
+
+WAIT_EVENT_TIME_TASK = "wait_for_event_time"
+COMPUTE_TASK = "compute"
+NOTIFY_TASK = "notify"
+
+
+class StreamTask:
+    """What every task of a stream knows: the stream and the home its files live in."""
+
+    stream: str
+    home: str | None
+
+    def init_stream(self, stream: str, home: str | None) -> None:
+        db, _, name = stream.partition(".")
+        if not db or not name:
+            raise ValueError(f"stream must be written db.name, not {stream!r}")
+        self.stream = stream
+        self.home = home
+
+    def stream_store(self) -> StreamStore:
+        """The stream's store. It also makes the task's home this process's, and Airflow's
+        connections readable by notification delivery and the Spark session."""
+        from airflow_stream_provider.streams.store import StreamStore
+
+        if self.home:
+            os.environ["AIRFLOW_STREAM_HOME"] = self.home
+        bind()
+        return StreamStore(Path(self.home) if self.home else None)
+
+    def stream_names(self) -> tuple[str, str]:
+        db, _, name = self.stream.partition(".")
+        return db, name
+
+    def raise_on_error(self, event: dict[str, Any]) -> None:
+        """Raise the error a trigger reported as its event (``{"status": "error", "message": ...}``)."""
+        if event.get("status") == "error":
+            raise AirflowException(f"stream {self.stream}: {event.get('message', 'the trigger failed')}")

@@ -1,0 +1,91 @@
+"""``StreamComputeOperator``: computes and writes what fired, and returns the progress to commit."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowSkipException
+
+from airflow_stream_provider.operators.base import StreamTask
+from airflow_stream_provider.timetables.values import utc_datetime
+from airflow_stream_provider.triggers.checkpoint import CheckpointCommitTrigger
+
+
+class StreamComputeOperator(StreamTask, BaseOperator):
+    """Computes and writes what fired: the batches the detector committed (window triggers), the
+    run's instant (PERIOD), or the SLIDING instants the event time passed. Returns the progress to
+    commit.
+
+    A window stream's compute waits itself (``wait=True``, the DAGs' way): it checks once, then
+    defers to :class:`CheckpointCommitTrigger` and computes when it resumes, which spares the
+    scheduling of a separate sensor task. With ``wait_task`` it takes the event a
+    :class:`~airflow_stream_provider.sensors.StreamCheckpointSensor` returned instead.
+    """
+
+    ui_color = "#e8f1fb"
+
+    def __init__(self, *, stream: str, kind: str, home: str | None = None, wait_task: str | None = None,
+                 wait: bool = False, table: str | None = None, poll_interval: float = 0.5, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if kind not in ("window", "period", "sliding"):
+            raise ValueError(f"kind must be window, period or sliding, not {kind!r}")
+        if wait and (kind != "window" or wait_task):
+            raise ValueError("wait=True is for window streams without a wait_task")
+        self.init_stream(stream, home)
+        self.kind = kind
+        self.wait_task = wait_task
+        self.wait = wait
+        self.table = table
+        self.poll_interval = poll_interval
+
+    def execute(self, context: Any) -> dict:
+        event = None
+        if self.kind == "window":
+            self._skip_if_computed_by_node()
+            if self.wait:
+                trigger = CheckpointCommitTrigger(str(self.stream_store().state_dir(*self.stream_names())),
+                                                  self.table, self.poll_interval)
+                event = trigger.check()
+                if event is None:
+                    self.defer(trigger=trigger, method_name="execute_complete")
+            elif self.wait_task:
+                event = context["ti"].xcom_pull(task_ids=self.wait_task)
+        return self._compute(context, event)
+
+    def execute_complete(self, context: Any, event: dict) -> dict:
+        self.raise_on_error(event)
+        self.log.info("stream %s: %s", self.stream, event)
+        self._skip_if_computed_by_node()
+        return self._compute(context, event)
+
+    def _skip_if_computed_by_node(self) -> None:
+        from airflow_stream_provider.streams.store import detector_hosted
+
+        stored = self.stream_store().get(*self.stream_names())
+        if stored.statement.options.low_latency_calc and detector_hosted(stored.state_dir):
+            raise AirflowSkipException("LOW_LATENCY_CALC: the live detector on the stream node computes and "
+                                       "notifies each batch itself; this run only supervises")
+
+    def _compute(self, context: Any, event: dict | None) -> dict:
+        from airflow_stream_provider.streams.runtime import StreamStopped
+        from airflow_stream_provider.streams.run import run as run_stream
+        from airflow_stream_provider.warehouse.warehouse import Warehouse
+
+        store = self.stream_store()
+        db, name = self.stream_names()
+        arguments: dict[str, Any] = {}
+        if self.kind == "window" and event:
+            arguments = {"upto_batch": event.get("to_batch"), "detect": event.get("status") == "detect"}
+        elif self.kind == "period":
+            arguments = {"at": utc_datetime(context["data_interval_end"])}
+        try:
+            report = run(Warehouse(), db, name, store=store, commit=False, progress=self.log.info, **arguments)
+        except StreamStopped as err:
+            raise AirflowSkipException(str(err)) from None
+        self.log.info("%s", report.summary())
+        if report.per_trigger:
+            self.log.info("computed trigger by trigger: %s", report.per_trigger)
+        if report.triggers == 0 and report.skipped:
+            raise AirflowSkipException(f"IGNORE_NODATA_TRIGGER: no new rows for {report.skipped} trigger(s)")
+        return report.progress

@@ -1,0 +1,35 @@
+"""``StreamNotifyOperator``: delivers the notifications waiting in a stream's outbox."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow.sdk import BaseOperator
+
+from airflow_stream_provider.operators.base import StreamTask
+
+
+class StreamNotifyOperator(StreamTask, BaseOperator):
+    """Delivers the notifications waiting in the stream's outbox. With ON_FAILURE_PAUSE it retries
+    until every receiver has them (the run, and so the stream, waits: one run at a time); without
+    it, what a receiver cannot take is dropped, logged and counted."""
+
+    ui_color = "#fdf1e0"
+
+    def __init__(self, *, stream: str, home: str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.init_stream(stream, home)
+
+    def execute(self, context: Any) -> dict:
+        from airflow_stream_provider.streams.routing import deliver
+
+        store = self.stream_store()
+        stored = store.get(*self.stream_names())
+        report = deliver(stored, say=self.log.info)
+        if report is None:
+            return {}
+        self.log.info("stream %s: %s", self.stream, report.summary())
+        if report.dropped_events:
+            self.log.warning("stream %s: %d event(s) dropped (no ON_FAILURE_PAUSE)", self.stream,
+                             report.dropped_events)
+        return {"sent": report.sent_events, "dropped": report.dropped_events}

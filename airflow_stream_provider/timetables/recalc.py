@@ -1,0 +1,27 @@
+"""``RecalcTimetable``: the event-time slices of a stream's recalculation DAG, run by backfills."""
+
+from __future__ import annotations
+
+from airflow.timetables.base import DagRunInfo, DataInterval, TimeRestriction
+
+from airflow_stream_provider.timetables.schedule import CLASSPATH_MODULE, ScheduleTimetable
+
+
+class RecalcTimetable(ScheduleTimetable):
+    """The event-time slices of a stream's recalculation DAG. It schedules nothing by itself: its
+    runs are created by backfills (``RECALCULATE STREAM``, ``airflow backfill create`` or the UI's
+    Backfill dialog), each recalculating the windows that start in its data interval."""
+
+    __module__ = CLASSPATH_MODULE
+    keyword = "RECALCULATE"
+
+    @property
+    def summary(self) -> str:
+        return f"{super().summary} on backfill"
+
+    def next_dagrun_info(self, *, last_automated_data_interval: DataInterval | None,
+                         restriction: TimeRestriction) -> DagRunInfo | None:
+        if restriction.latest is None:  # the scheduler asking: runs come from backfills only
+            return None
+        return super().next_dagrun_info(last_automated_data_interval=last_automated_data_interval,
+                                        restriction=restriction._replace(catchup=True))

@@ -1,0 +1,27 @@
+"""Deferrable triggers run by Airflow's triggerer: they wait without holding a worker slot.
+
+Both poll small files only (no Spark, no JVM), in a thread so the triggerer's event loop never
+blocks, both serialize to JSON-safe keyword arguments, and both report a failed check as one
+``{"status": "error", "message": ...}`` event, on which the waiting task raises.
+
+- :class:`CheckpointCommitTrigger` (:mod:`.checkpoint`) fires when the stream's detector has
+  committed a micro-batch past the last one consumed.
+- :class:`EventTimeTrigger` (:mod:`.event_time`) fires when the trigger table's latest event time
+  minus WATERMARK reaches an instant (SLIDING triggers).
+
+While the stream is stopped (STOP STREAM) neither fires. The classes are imported here because
+serialized triggers name them by this package's path (see :data:`.base.CLASSPATH_MODULE`).
+"""
+
+from __future__ import annotations
+
+from airflow_stream_provider.streams.probes import (  # noqa: F401  (the probes, at their old paths)
+    check_windows,
+    last_commit,
+    latest_version,
+    max_event_time,
+)
+from airflow_stream_provider.triggers.checkpoint import CheckpointCommitTrigger
+from airflow_stream_provider.triggers.event_time import EventTimeTrigger
+
+__all__ = ["CheckpointCommitTrigger", "EventTimeTrigger"]

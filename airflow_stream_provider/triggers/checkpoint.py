@@ -1,0 +1,32 @@
+"""``CheckpointCommitTrigger``: new window events of a stream.
+
+It fires when the stream's detector has committed a micro-batch past the last one consumed
+(``<checkpoint>/commits/<N>`` exists exactly when batch N is committed, its events already appended
+to the event table). When no process hosts the live detector (the stream node holds its lock), it
+also fires when the trigger table has a Delta version newer than the last detection, so that the
+compute task detects in batch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow_stream_provider.streams.probes import check_windows
+from airflow_stream_provider.triggers.base import CLASSPATH_MODULE, StreamTrigger
+
+
+class CheckpointCommitTrigger(StreamTrigger):
+    """Waits for new window events of a stream (see the module's text)."""
+
+    def __init__(self, state_dir: str, table: str | None = None, poll_interval: float = 0.5) -> None:
+        super().__init__()
+        self.state_dir = str(state_dir)
+        self.table = str(table) if table is not None else None
+        self.poll_interval = float(poll_interval)
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (f"{CLASSPATH_MODULE}.{type(self).__qualname__}",
+                {"state_dir": self.state_dir, "table": self.table, "poll_interval": self.poll_interval})
+
+    def check(self) -> dict | None:
+        return check_windows(self.state_dir, self.table)
