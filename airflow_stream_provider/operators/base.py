@@ -1,4 +1,4 @@
-"""What every task of a stream shares, operators and sensors alike, and the task ids the DAGs use."""
+"""What every task of a stream shares, operators and sensors alike."""
 
 from __future__ import annotations
 
@@ -9,13 +9,11 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk.exceptions import AirflowException
 
 from airflow_stream_provider.hooks import bind
+from airflow_stream_provider.plan.ids import COMPUTE_TASK, NOTIFY_TASK, WAIT_EVENT_TIME_TASK
 
 if TYPE_CHECKING:
     from airflow_stream_provider.streams.store import StreamStore
 
-WAIT_EVENT_TIME_TASK = "wait_for_event_time"
-COMPUTE_TASK = "compute"
-NOTIFY_TASK = "notify"
 
 
 class StreamTask:

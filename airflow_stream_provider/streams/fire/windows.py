@@ -28,7 +28,7 @@ def pending_windows(runtime: StreamRuntime, stored: StoredStream, state: dict, s
     if detect:
         with detector_lock(stored) as mine:
             if mine:
-                detect(runtime, stored, state, say)
+                detect_windows(runtime, stored, state, say)
                 update["detected_version"] = version
             else:
                 say("the live detector runs elsewhere (the stream node); reading its events")
@@ -42,7 +42,7 @@ def pending_windows(runtime: StreamRuntime, stored: StoredStream, state: dict, s
     return fired_windows(runtime, events, version), update, events
 
 
-def detect(runtime: StreamRuntime, stored: StoredStream, state: dict, say: Callable[[str], None]) -> None:
+def detect_windows(runtime: StreamRuntime, stored: StoredStream, state: dict, say: Callable[[str], None]) -> None:
     """Run the detector until it has read the trigger table as it is now (availableNow)."""
     plan = trigger_plan(runtime)
     say(f"detecting windows on {plan.table}")
