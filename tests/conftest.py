@@ -1,4 +1,5 @@
-"""Shared fixtures: a private home folder per run and one local Spark session."""
+"""Shared fixtures: a private home folder per run, one local Spark session, a warehouse per test and the
+``sql(wh, text)`` helper."""
 
 from __future__ import annotations
 
@@ -6,10 +7,14 @@ import logging
 import os
 import tempfile
 import time
+from typing import TYPE_CHECKING
 
 import pytest
 
 from airflow_stream_provider.hooks import bind
+
+if TYPE_CHECKING:
+    from airflow_stream_provider.warehouse import Result, Warehouse
 
 _HOME = tempfile.mkdtemp(prefix="airflow-stream-test-")
 os.environ["AIRFLOW_STREAM_HOME"] = _HOME
@@ -32,3 +37,20 @@ def spark():
     session = local_session("airflow-stream-tests")
     yield session
     session.stop()
+
+
+@pytest.fixture
+def wh(spark, tmp_path, monkeypatch) -> Warehouse:
+    """An empty warehouse in ``tmp_path / "warehouse"`` on the shared session, with ``tmp_path`` as the home
+    folder (stream state, outboxes). A test module that needs tables overrides ``wh`` by requesting it."""
+    from airflow_stream_provider.warehouse import Warehouse
+
+    monkeypatch.setenv("AIRFLOW_STREAM_HOME", str(tmp_path))
+    return Warehouse(tmp_path / "warehouse", spark=spark)
+
+
+def sql(wh: Warehouse, text: str) -> list[Result]:
+    """Run every statement of ``text`` on ``wh`` and return their results in order."""
+    from airflow_stream_provider import statements
+
+    return list(statements.run(wh, text))

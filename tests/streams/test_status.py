@@ -9,20 +9,18 @@ import pytest
 from airflow_stream_provider.streams import runner
 from airflow_stream_provider.streams.status import record_sample, samples
 from airflow_stream_provider.streams.store import StreamStore
-from airflow_stream_provider.warehouse import Warehouse
 from airflow_stream_provider.warehouse.catalog import WarehouseError
 from airflow_stream_provider import statements
+from tests.conftest import sql
 
 pytestmark = pytest.mark.spark
 
 
 @pytest.fixture
-def wh(spark, tmp_path, monkeypatch):
-    monkeypatch.setenv("AIRFLOW_STREAM_HOME", str(tmp_path))
+def wh(wh, monkeypatch):
     monkeypatch.setenv("AIRFLOW_STREAM_API_URL", "http://127.0.0.1:9")
     monkeypatch.setenv("AIRFLOW_STREAM_NOTIFY_CONN_IDS", "none")
-    wh = Warehouse(tmp_path / "warehouse", spark=spark)
-    list(statements.run(wh, "CREATE DATABASE d; USE d; CREATE DATABASE other"))
+    sql(wh, "CREATE DATABASE d; USE d; CREATE DATABASE other")
     return wh
 
 

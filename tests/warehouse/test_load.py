@@ -12,7 +12,7 @@ from deltalake import DeltaTable, QueryBuilder
 from airflow_stream_provider.model import TableName
 from airflow_stream_provider.warehouse import Warehouse, WarehouseError
 from airflow_stream_provider.warehouse.load import load
-from airflow_stream_provider import statements
+from tests.conftest import sql
 
 
 def read(wh: Warehouse, db: str, table: str, query: str) -> list[dict]:
@@ -22,9 +22,10 @@ def read(wh: Warehouse, db: str, table: str, query: str) -> list[dict]:
 
 @pytest.fixture
 def wh(tmp_path):
+    # no Spark session: these statements and the load write through delta-rs, so this module needs no JVM
     warehouse = Warehouse(tmp_path / "warehouse")
-    list(statements.run(warehouse, "CREATE DATABASE fine PRECISION 'us'; CREATE TABLE fine.readings (ts TIMESTAMP, v INT);"
-                       "INSERT INTO fine.readings VALUES (1, 100) (2, 200)"))
+    sql(warehouse, "CREATE DATABASE fine PRECISION 'us'; CREATE TABLE fine.readings (ts TIMESTAMP, v INT);"
+                   "INSERT INTO fine.readings VALUES (1, 100) (2, 200)")
     return warehouse
 
 

@@ -17,6 +17,7 @@ from airflow_stream_provider.sql import parse
 from airflow_stream_provider.warehouse import Warehouse, WarehouseError
 from airflow_stream_provider.warehouse import warehouse as warehouse_module
 from airflow_stream_provider import statements
+from tests.conftest import sql
 
 pytestmark = pytest.mark.spark
 
@@ -34,10 +35,9 @@ def t(text: str) -> datetime:
 
 
 @pytest.fixture
-def wh(tmp_path, spark):
-    warehouse = Warehouse(tmp_path / "warehouse", spark=spark)
-    list(statements.run(warehouse, SCHEMA))
-    return warehouse
+def wh(wh):
+    sql(wh, SCHEMA)
+    return wh
 
 
 def rows(wh: Warehouse, query: str) -> list[tuple]:

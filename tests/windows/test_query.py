@@ -14,8 +14,8 @@ from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import StreamDefinitionError
 from airflow_stream_provider.sql import parse
 from airflow_stream_provider.warehouse import Warehouse, writer
-from airflow_stream_provider import statements
 from airflow_stream_provider.windows import query as window_query
+from tests.conftest import sql
 from tests.windows import reference as ref
 from tests.windows.test_batch import S, meters
 
@@ -32,14 +32,14 @@ CREATE TABLE IF NOT EXISTS power.d9 USING power.meters TAGS ('NY', 9);
 @pytest.fixture(scope="module")
 def wh(spark, tmp_path_factory):
     wh = Warehouse(tmp_path_factory.mktemp("query") / "warehouse", spark=spark)
-    list(statements.run(wh, SCHEMA))
+    sql(wh, SCHEMA)
     info = wh.catalog.resolve(m.TableName("meters", "power"), "power")
     pdf = meters()
     writer.upsert(info.path, pa.Table.from_pandas(pdf[["ts", "current", "voltage", "phase", "tbname", "location",
                                                         "groupid"]], preserve_index=False).cast(info.arrow_schema()),
                   info.key_columns)
     # d9: a hand-made subtable for FILL: rows at 0 s (1.0) and 25 s (5.0)
-    list(statements.run(wh, "INSERT INTO power.d9 VALUES (0, 1.0, 220, 0.5) (25000, 5.0, 220, 0.5)"))
+    sql(wh, "INSERT INTO power.d9 VALUES (0, 1.0, 220, 0.5) (25000, 5.0, 220, 0.5)")
     wh.meters = pdf
     return wh
 
