@@ -97,11 +97,11 @@ def main() -> int:
         list(statements.run(warehouse, schema))
         results: list[tuple[str, int, float]] = []
 
-        statements = insert_statements(data, 1000, args.insert_statements)
+        texts = insert_statements(data, 1000, args.insert_statements)
         started = time.perf_counter()
-        for text in statements:
+        for text in texts:
             list(statements.run(warehouse, text))
-        results.append((f"INSERT VALUES, {len(statements)} x 1,000 rows", 1000 * len(statements),
+        results.append((f"INSERT VALUES, {len(texts)} x 1,000 rows", 1000 * len(texts),
                         time.perf_counter() - started))
 
         for label, path, db in (("load Parquet", parquet, "bench"), ("load CSV", csv, "bench_csv")):

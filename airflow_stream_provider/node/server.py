@@ -17,11 +17,9 @@ import socket
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from airflow_stream_provider import config
 from airflow_stream_provider.hooks import bind
 from airflow_stream_provider.spark.endpoint import (
     HOST,
@@ -31,9 +29,12 @@ from airflow_stream_provider.spark.endpoint import (
     default_port,
     folder,
     running,
-    running_url,
 )
 from airflow_stream_provider.spark.session import child_environ, local_session
+
+#: seconds between two status reports of the node
+STATUS_EVERY_S = 2.0
+
 
 def _port_free(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:

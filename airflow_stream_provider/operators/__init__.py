@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_stream_provider.operators.base import COMPUTE_TASK, NOTIFY_TASK, WAIT_EVENT_TIME_TASK, StreamTask
+from airflow_stream_provider.operators.base import StreamTask
 from airflow_stream_provider.operators.commit import StreamCommitOperator
 from airflow_stream_provider.operators.compute import StreamComputeOperator
 from airflow_stream_provider.operators.notify import StreamNotifyOperator
 from airflow_stream_provider.operators.recalculate import StreamRecalculateOperator
+from airflow_stream_provider.plan.ids import COMPUTE_TASK, NOTIFY_TASK, WAIT_EVENT_TIME_TASK
 
 #: the sensors, still importable from here where they used to live; looked up on first use because
 #: the sensors package imports this one's base

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk.exceptions import AirflowException
 
 from airflow_stream_provider.hooks import bind
-from airflow_stream_provider.plan.ids import COMPUTE_TASK, NOTIFY_TASK, WAIT_EVENT_TIME_TASK
 
 if TYPE_CHECKING:
     from airflow_stream_provider.streams.store import StreamStore

@@ -6,7 +6,8 @@ from typing import Any
 
 from airflow.sdk import BaseOperator
 
-from airflow_stream_provider.operators.base import COMPUTE_TASK, StreamTask
+from airflow_stream_provider.operators.base import StreamTask
+from airflow_stream_provider.plan.ids import COMPUTE_TASK
 
 
 class StreamCommitOperator(StreamTask, BaseOperator):

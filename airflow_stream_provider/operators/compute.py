@@ -80,7 +80,7 @@ class StreamComputeOperator(StreamTask, BaseOperator):
         elif self.kind == "period":
             arguments = {"at": utc_datetime(context["data_interval_end"])}
         try:
-            report = run(Warehouse(), db, name, store=store, commit=False, progress=self.log.info, **arguments)
+            report = run_stream(Warehouse(), db, name, store=store, commit=False, progress=self.log.info, **arguments)
         except StreamStopped as err:
             raise AirflowSkipException(str(err)) from None
         self.log.info("%s", report.summary())

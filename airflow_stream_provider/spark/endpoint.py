@@ -58,7 +58,7 @@ def running() -> NodeInfo | None:
     except (FileNotFoundError, json.JSONDecodeError):
         return None
     info = NodeInfo(int(data["pid"]), int(data["port"]), datetime.fromisoformat(data["started"]))
-    return info if _alive(info.pid) else None
+    return info if alive(info.pid) else None
 
 
 def running_url() -> str | None:

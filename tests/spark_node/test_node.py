@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from airflow_stream_provider.node import server as node
-from airflow_stream_provider.spark import session
+from airflow_stream_provider.spark import endpoint, session
 from airflow_stream_provider.warehouse import Warehouse
+from airflow_stream_provider import statements
 
 pytestmark = pytest.mark.spark
 
@@ -69,7 +70,7 @@ def running_node(tmp_path_factory, spark):
 def test_status_shows_uptime_and_streaming_queries_with_progress(running_node, monkeypatch):
     home, port = running_node
     monkeypatch.setenv("AIRFLOW_STREAM_HOME", str(home))
-    assert node.running_url() == f"sc://127.0.0.1:{port}"
+    assert endpoint.running_url() == f"sc://127.0.0.1:{port}"
     remote = session.spark_session()
     assert type(remote).__module__.startswith("pyspark.sql.connect")
     query = (remote.readStream.format("rate").option("rowsPerSecond", 10).load()
@@ -105,8 +106,8 @@ def test_connect_path_and_local_path_give_identical_results(running_node, tmp_pa
     results = {}
     for label, spark_session, root in (("connect", remote, home / "warehouse"), ("local", spark, tmp_path / "wh")):
         warehouse = Warehouse(root, spark=spark_session)
-        list(warehouse.run(STATEMENTS))
-        results[label] = [list(warehouse.run(q))[0].table.to_pylist() for q in QUERIES]
+        list(statements.run(warehouse, STATEMENTS))
+        results[label] = [list(statements.run(warehouse, q))[0].table.to_pylist() for q in QUERIES]
     assert results["connect"] == results["local"]
     # and both are right: d1001 keeps its replaced 14:38:15 row, the voltage-218 row of d1002 is gone
     assert [(r["tbname"], r["voltage"]) for r in results["local"][0]] == [("d1001", 219), ("d1001", 221)]
@@ -115,7 +116,7 @@ def test_connect_path_and_local_path_give_identical_results(running_node, tmp_pa
 def test_node_hosts_the_live_detector_of_each_running_window_stream(running_node, spark, monkeypatch):
     """CREATE STREAM starts its detector on the node, STOP STREAM stops it, START starts it again;
     a run meanwhile reads the node's events instead of detecting itself."""
-    from airflow_stream_provider.streams import runner
+    from airflow_stream_provider.streams.run import run as run_stream
     from airflow_stream_provider.streams.store import StreamStore, detector_hosted
     from airflow_stream_provider.triggers import check_windows
 
@@ -123,7 +124,7 @@ def test_node_hosts_the_live_detector_of_each_running_window_stream(running_node
     monkeypatch.setenv("AIRFLOW_STREAM_HOME", str(home))
     monkeypatch.setenv("AIRFLOW_STREAM_API_URL", "http://127.0.0.1:9")  # no Airflow here
     wh = Warehouse(home / "warehouse", spark=spark)
-    list(wh.run("""CREATE DATABASE live; USE live; CREATE TABLE m (ts TIMESTAMP, v DOUBLE);
+    list(statements.run(wh, """CREATE DATABASE live; USE live; CREATE TABLE m (ts TIMESTAMP, v DOUBLE);
                    CREATE STREAM avg1m INTERVAL(1m) SLIDING(1m) FROM m INTO avg_out
                      AS SELECT _twstart ts, avg(v) a FROM %%trows"""))
     stored = StreamStore().get("live", "avg1m")
@@ -141,7 +142,7 @@ def test_node_hosts_the_live_detector_of_each_running_window_stream(running_node
 
     assert detector("running")["host"] == "node"
     assert detector_hosted(stored.state_dir)
-    list(wh.run("INSERT INTO m VALUES ('2025-01-01 00:00:10', 1) ('2025-01-01 00:00:50', 3) "
+    list(statements.run(wh, "INSERT INTO m VALUES ('2025-01-01 00:00:10', 1) ('2025-01-01 00:00:50', 3) "
                 "('2025-01-01 00:01:30', 8)"))
     deadline = time.monotonic() + 90
     written = 0
@@ -149,17 +150,17 @@ def test_node_hosts_the_live_detector_of_each_running_window_stream(running_node
         found = check_windows(str(stored.state_dir), str(home / "warehouse" / "live" / "m"))
         if found:
             assert found["status"] == "committed", found  # the node's checkpoint, never a detection request
-            written += runner.run(wh, "live", "avg1m").written  # reads the node's events
+            written += run_stream(wh, "live", "avg1m").written  # reads the node's events
         time.sleep(0.5)
     assert written == 1
-    assert [(r["a"],) for r in list(wh.run("SELECT a FROM avg_out"))[-1].table.to_pylist()] == [(2.0,)]
+    assert [(r["a"],) for r in list(statements.run(wh, "SELECT a FROM avg_out"))[-1].table.to_pylist()] == [(2.0,)]
 
-    list(wh.run("STOP STREAM avg1m"))
+    list(statements.run(wh, "STOP STREAM avg1m"))
     detector("stopped")
     assert not detector_hosted(stored.state_dir)
-    list(wh.run("START STREAM avg1m"))
+    list(statements.run(wh, "START STREAM avg1m"))
     assert detector("running")["host"] == "node"
-    list(wh.run("DROP STREAM avg1m"))
+    list(statements.run(wh, "DROP STREAM avg1m"))
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and "detector:live.avg1m" in {q["name"] for q in node.status()["queries"]}:
         time.sleep(0.5)
@@ -178,19 +179,19 @@ def test_low_latency_calc_computes_and_notifies_inside_the_node_detector(running
     receiver = ReceiverProcess(tmp_path).start()
     try:
         wh = Warehouse(home / "warehouse", spark=spark)
-        list(wh.run(f"""CREATE DATABASE fast; USE fast; CREATE TABLE m (ts TIMESTAMP, v DOUBLE);
+        list(statements.run(wh, f"""CREATE DATABASE fast; USE fast; CREATE TABLE m (ts TIMESTAMP, v DOUBLE);
                         CREATE STREAM s INTERVAL(1m) SLIDING(1m) FROM m STREAM_OPTIONS(LOW_LATENCY_CALC)
                           NOTIFY('{receiver.url}') ON (WINDOW_CLOSE) INTO s_out
                           AS SELECT _twstart ts, sum(v) total FROM %%trows"""))
-        list(wh.run("INSERT INTO m VALUES ('2025-01-01 00:00:10', 1) ('2025-01-01 00:00:50', 3)"))
-        list(wh.run("INSERT INTO m VALUES ('2025-01-01 00:01:30', 8)"))  # closes [00:00, 00:01)
-        list(wh.run("INSERT INTO m VALUES ('2025-01-01 00:02:01', 2)"))  # closes [00:01, 00:02)
+        list(statements.run(wh, "INSERT INTO m VALUES ('2025-01-01 00:00:10', 1) ('2025-01-01 00:00:50', 3)"))
+        list(statements.run(wh, "INSERT INTO m VALUES ('2025-01-01 00:01:30', 8)"))  # closes [00:00, 00:01)
+        list(statements.run(wh, "INSERT INTO m VALUES ('2025-01-01 00:02:01', 2)"))  # closes [00:01, 00:02)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and len(events_of(receiver.messages())) < 2:
             time.sleep(0.5)
         events = events_of(receiver.messages())
         assert [e["result"]["total"] for e in events] == [4.0, 8.0], (home / "node" / "node.log").read_text()[-3000:]
-        totals = sorted(r["total"] for r in list(wh.run("SELECT total FROM s_out"))[-1].table.to_pylist())
+        totals = sorted(r["total"] for r in list(statements.run(wh, "SELECT total FROM s_out"))[-1].table.to_pylist())
         assert totals == [4.0, 8.0]
     finally:
         receiver.stop()

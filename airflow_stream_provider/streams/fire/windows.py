@@ -52,11 +52,11 @@ def detect_windows(runtime: StreamRuntime, stored: StoredStream, state: dict, sa
         raise StreamError(f"the detector of {runtime.qualified} failed: {query.exception()}")
 
 
-def trigger_plan(runtime: StreamRuntime):
+def trigger_plan(runtime: StreamRuntime) -> TriggerPlan:
     return plan_trigger(runtime.stmt, runtime.warehouse.catalog, runtime.db)
 
 
-def detector_options(stored: StoredStream, state: dict):
+def detector_options(stored: StoredStream, state: dict) -> detector.DetectorOptions:
     """The detector's paths and start, and the versions START ... IGNORE UNTREATED skipped."""
     return detector.DetectorOptions(
         events_path=str(stored.events_path), checkpoint=str(stored.checkpoint),
