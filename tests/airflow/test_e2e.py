@@ -22,6 +22,7 @@ from airflow_stream_provider.exceptions import StreamError
 from airflow_stream_provider.local_airflow import LocalAirflow, wait_for
 from airflow_stream_provider.notify.message import validate
 from airflow_stream_provider.warehouse import Warehouse
+from airflow_stream_provider import statements
 from tests.notify.conftest import ReceiverProcess, events_of
 
 pytestmark = [pytest.mark.spark, pytest.mark.airflow]
@@ -30,7 +31,7 @@ AIRFLOW = Path(sys.executable).with_name("airflow")
 
 
 def rows(wh, query: str) -> list[dict]:
-    return list(wh.run(query))[-1].table.to_pylist()
+    return list(statements.run(wh, query))[-1].table.to_pylist()
 
 
 def test_streams_run_as_airflow_dags(spark, tmp_path, monkeypatch):
@@ -38,7 +39,7 @@ def test_streams_run_as_airflow_dags(spark, tmp_path, monkeypatch):
     monkeypatch.setenv("AIRFLOW_STREAM_HOME", str(stream_home))
     wh = Warehouse(stream_home / "warehouse", spark=spark)
     receiver = ReceiverProcess(tmp_path).start()
-    list(wh.run(f"""
+    list(statements.run(wh, f"""
         CREATE DATABASE power; USE power;
         CREATE STABLE meters (ts TIMESTAMP, v DOUBLE) TAGS (site VARCHAR(16));
         CREATE TABLE m1 USING meters TAGS ('north');
@@ -53,7 +54,7 @@ def test_streams_run_as_airflow_dags(spark, tmp_path, monkeypatch):
     monkeypatch.setenv("AIRFLOW_STREAM_API_URL", airflow.url)
     try:
         airflow.start()
-        list(wh.run("INSERT INTO m1 VALUES ('2025-01-01 00:00:10', 1) ('2025-01-01 00:00:50', 3) "
+        list(statements.run(wh, "INSERT INTO m1 VALUES ('2025-01-01 00:00:10', 1) ('2025-01-01 00:00:50', 3) "
                     "('2025-01-01 00:01:30', 8) ('2025-01-01 00:02:05', 4)"))
         # [00:00, 00:01): avg(1, 3) = 2 over 2 rows; [00:01, 00:02): 8 over 1; [00:02, 00:03) stays open
         done = wait_for(lambda: len(rows(wh, "SELECT * FROM avg1m_out")) >= 2, 240,
@@ -71,13 +72,13 @@ def test_streams_run_as_airflow_dags(spark, tmp_path, monkeypatch):
         assert all(r["ts"].second % 10 == 0 for r in ticks)  # instants of PERIOD(10s)
 
         # STOP pauses the DAGs and holds the stream; START resumes it
-        message = list(wh.run("STOP STREAM avg1m"))[-1].message
+        message = list(statements.run(wh, "STOP STREAM avg1m"))[-1].message
         assert "DAGs paused: stream__power__avg1m, stream__power__avg1m__recalc" in message
         assert airflow.api("/api/v2/dags/stream__power__avg1m")["is_paused"] is True
-        list(wh.run("INSERT INTO m1 VALUES ('2025-01-01 00:03:10', 6)"))
+        list(statements.run(wh, "INSERT INTO m1 VALUES ('2025-01-01 00:03:10', 6)"))
         time.sleep(8)
         assert len(rows(wh, "SELECT * FROM avg1m_out")) == 2  # stopped: [00:02, 00:03) is not computed
-        message = list(wh.run("START STREAM avg1m"))[-1].message
+        message = list(statements.run(wh, "START STREAM avg1m"))[-1].message
         assert "unpaused" in message
         wait_for(lambda: len(rows(wh, "SELECT * FROM avg1m_out")) >= 3, 180, "the window after START")
         out = {r["ts"].strftime("%H:%M"): (r["a"], r["n"]) for r in rows(wh, "SELECT * FROM avg1m_out")}
@@ -85,11 +86,11 @@ def test_streams_run_as_airflow_dags(spark, tmp_path, monkeypatch):
 
         # late rows, ignored live (IGNORE_DISORDER), reach the outputs through recalculation backfills:
         # one from RECALCULATE STREAM (the REST API), one from `airflow backfill create`
-        list(wh.run("INSERT INTO m1 VALUES ('2025-01-01 00:00:30', 11) ('2025-01-01 00:01:40', 2)"))
-        message = list(wh.run("RECALCULATE STREAM avg1m FROM '2025-01-01 00:00:00' TO '2025-01-01 00:01:00'"))[-1]
+        list(statements.run(wh, "INSERT INTO m1 VALUES ('2025-01-01 00:00:30', 11) ('2025-01-01 00:01:40', 2)"))
+        message = list(statements.run(wh, "RECALCULATE STREAM avg1m FROM '2025-01-01 00:00:00' TO '2025-01-01 00:01:00'"))[-1]
         assert "backfill" in message.message and "stream__power__avg1m__recalc" in message.message
         with pytest.raises(StreamError, match="still running"):  # Airflow runs one backfill per DAG at a time
-            list(wh.run("RECALCULATE STREAM avg1m FROM '2025-01-01 00:01:00' TO '2025-01-01 00:02:00'"))
+            list(statements.run(wh, "RECALCULATE STREAM avg1m FROM '2025-01-01 00:01:00' TO '2025-01-01 00:02:00'"))
         wait_for(lambda: all(b["completed_at"] for b in airflow.api(
             "/api/v2/backfills?dag_id=stream__power__avg1m__recalc")["backfills"]), 300, "the first backfill")
         cli = subprocess.run([str(AIRFLOW), "backfill", "create", "--dag-id", "stream__power__avg1m__recalc",

@@ -16,7 +16,10 @@ import pytest
 
 import airflow_stream_provider
 from airflow_stream_provider.exceptions import StreamError
-from airflow_stream_provider.streams import control, runner
+from airflow_stream_provider.streams.recalculate import recalculate
+from airflow_stream_provider.streams.run import commit_progress
+from airflow_stream_provider.streams.run import run as run_stream
+from airflow_stream_provider.streams.runtime import StreamStopped
 from airflow_stream_provider.streams.store import StreamStore, detector_lock
 from airflow_stream_provider.triggers import (
     CheckpointCommitTrigger,
@@ -24,6 +27,7 @@ from airflow_stream_provider.triggers import (
     check_windows,
 )
 from airflow_stream_provider.warehouse import Warehouse
+from airflow_stream_provider import statements
 
 pytestmark = [pytest.mark.spark, pytest.mark.airflow]
 
@@ -43,7 +47,7 @@ def wh(spark, tmp_path, monkeypatch):
 
 
 def sql(wh, text: str):
-    return list(wh.run(text))
+    return list(statements.run(wh, text))
 
 
 def outputs(wh) -> dict[str, tuple]:
@@ -83,13 +87,13 @@ def test_checkpoint_trigger_follows_the_detector(wh, tmp_path):
     event = first_event(CheckpointCommitTrigger(str(folder), table, 0.1), timeout=10)
     assert event["status"] == "detect"  # no live detector: the compute task detects
 
-    report = runner.run(wh, "d", "avg5", detect=True, commit=False)
+    report = run_stream(wh, "d", "avg5", detect=True, commit=False)
     assert report.triggers == 2 and report.progress["consumed_batch"] >= 0
     assert outputs(wh) == {"00:00": (2.0, 2), "00:05": (10.0, 1)}
     # not committed yet: the detector's commit is past the consumed batch
     pending = check_windows(folder, table)
     assert pending["status"] == "committed" and pending["from_batch"] == 0
-    runner.commit_progress("d", "avg5", report.progress)
+    commit_progress("d", "avg5", report.progress)
     assert check_windows(folder, table) is None
 
     # a live detector elsewhere holds the lock: the table changing is its business, not the task's
@@ -104,10 +108,10 @@ def test_checkpoint_trigger_follows_the_detector(wh, tmp_path):
     sql(wh, "STOP STREAM avg5")
     with pytest.raises(TimeoutError):
         first_event(CheckpointCommitTrigger(str(folder), table, 0.1), timeout=1.5)
-    with pytest.raises(runner.StreamStopped, match="START STREAM d.avg5"):
-        runner.run(wh, "d", "avg5")
+    with pytest.raises(StreamStopped, match="START STREAM d.avg5"):
+        run_stream(wh, "d", "avg5")
     sql(wh, "START STREAM avg5")
-    report = runner.run(wh, "d", "avg5")
+    report = run_stream(wh, "d", "avg5")
     assert report.triggers == 1  # [00:10, 00:15): the row at 00:16 closed it
     assert outputs(wh)["00:10"] == (5.0, 1)
 
@@ -115,7 +119,7 @@ def test_checkpoint_trigger_follows_the_detector(wh, tmp_path):
 def test_stop_persists_and_start_ignore_untreated_skips_what_was_written_meanwhile(wh, tmp_path):
     sql(wh, STREAM.replace("INTO avg5_out", "STREAM_OPTIONS(IGNORE_NODATA_TRIGGER) INTO avg5_out"))
     sql(wh, "INSERT INTO t1 VALUES ('2025-01-01 00:00:00', 1) ('2025-01-01 00:06:00', 10)")
-    runner.run(wh, "d", "avg5")
+    run_stream(wh, "d", "avg5")
     assert outputs(wh) == {"00:00": (1.0, 1)}
     result = sql(wh, "STOP STREAM avg5")[-1]
     assert "stopped stream d.avg5" in result.message and "not paused" in result.message
@@ -124,7 +128,7 @@ def test_stop_persists_and_start_ignore_untreated_skips_what_was_written_meanwhi
     sql(wh, "INSERT INTO t1 VALUES ('2025-01-01 00:07:00', 1000) ('2025-01-01 00:12:00', 1000)")
     sql(wh, "START STREAM IGNORE UNTREATED avg5")
     sql(wh, "INSERT INTO t1 VALUES ('2025-01-01 00:21:00', 4)")
-    runner.run(wh, "d", "avg5")
+    run_stream(wh, "d", "avg5")
     # [00:05, 00:10), closed by the row at 00:21, holds only the row written before the stop, and
     # [00:10, 00:15) holds only ignored rows: it has no data and does not fire
     assert outputs(wh) == {"00:00": (1.0, 1), "00:05": (10.0, 1)}
@@ -137,10 +141,10 @@ def test_recalculate_overwrites_earlier_results(wh):
     sql(wh, STREAM)
     sql(wh, "INSERT INTO t1 VALUES ('2025-01-01 00:00:00', 1) ('2025-01-01 00:01:00', 3) "
             "('2025-01-01 00:06:00', 10) ('2025-01-01 00:11:00', 5)")
-    runner.run(wh, "d", "avg5")
+    run_stream(wh, "d", "avg5")
     # an update of a closed window's row beyond any watermark, then a manual recalculation
     sql(wh, "INSERT INTO t1 VALUES ('2025-01-01 00:01:00', 7)")
-    report = control.recalculate(wh, "d", "avg5", datetime(2025, 1, 1, tzinfo=UTC),
+    report = recalculate(wh, "d", "avg5", datetime(2025, 1, 1, tzinfo=UTC),
                                  datetime(2025, 1, 1, 0, 10, tzinfo=UTC))
     assert report.triggers == 2
     assert outputs(wh) == {"00:00": (4.0, 2), "00:05": (10.0, 1)}

@@ -18,9 +18,10 @@ import pytest
 
 from airflow_stream_provider.local_airflow import LocalAirflow, wait_for
 from airflow_stream_provider.progress import Progress
-from airflow_stream_provider.streams import runner
+from airflow_stream_provider.streams.run import run as run_stream
 from airflow_stream_provider.streams.store import StreamStore
 from airflow_stream_provider.warehouse import Warehouse
+from airflow_stream_provider import statements
 
 pytestmark = [pytest.mark.spark, pytest.mark.airflow]
 
@@ -67,7 +68,7 @@ def test_streams_page(spark, tmp_path, monkeypatch):
     stream_home = tmp_path / "stream"
     monkeypatch.setenv("AIRFLOW_STREAM_HOME", str(stream_home))
     wh = Warehouse(stream_home / "warehouse", spark=spark)
-    list(wh.run("""
+    list(statements.run(wh, """
         CREATE DATABASE power; USE power;
         CREATE STABLE meters (ts TIMESTAMP, v DOUBLE) TAGS (site VARCHAR(16));
         CREATE TABLE m1 USING meters TAGS ('north');
@@ -78,7 +79,7 @@ def test_streams_page(spark, tmp_path, monkeypatch):
         INSERT INTO m1 VALUES ('2025-01-01 00:00:10', 1) ('2025-01-01 00:01:10', 2) ('2025-01-01 00:02:10', 3)
           ('2025-01-01 00:03:10', 4);
     """))
-    report = runner.run(wh, "power", "avg1m")
+    report = run_stream(wh, "power", "avg1m")
     assert report.triggers == 3  # [00:00, 00:01), [00:01, 00:02), [00:02, 00:03) closed; [00:03, 00:04) open
 
     airflow = LocalAirflow(tmp_path / "airflow", stream_home,

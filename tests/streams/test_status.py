@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from airflow_stream_provider.streams import runner
+from airflow_stream_provider.streams.run import run as run_stream
 from airflow_stream_provider.streams.status import record_sample, samples
 from airflow_stream_provider.streams.store import StreamStore
 from airflow_stream_provider.warehouse.catalog import WarehouseError
@@ -33,7 +33,7 @@ def test_show_streams_reports_state_progress_windows_and_notifications(wh):
           count(*) n FROM d.m"""))
     list(statements.run(wh, "INSERT INTO m VALUES ('2025-01-01 00:00:10', 1) ('2025-01-01 00:00:50', 3) "
                 "('2025-01-01 00:01:30', 8) ('2025-01-01 00:02:40', 2)"))
-    runner.run(wh, "d", "s1")
+    run_stream(wh, "d", "s1")
     list(statements.run(wh, "STOP STREAM s2"))
     result = list(statements.run(wh, "SHOW STREAMS"))[-1]
     assert result.message == "2 streams in d"
@@ -61,7 +61,7 @@ def test_show_streams_reports_state_progress_windows_and_notifications(wh):
     # a late row in the closed window [00:00, 00:01) closes it again, live: one more recalculation,
     # and one more computation; 3 recalculated (2 + 1) of 3 computed
     list(statements.run(wh, "INSERT INTO m VALUES ('2025-01-01 00:00:20', 5)"))
-    runner.run(wh, "d", "s1")
+    run_stream(wh, "d", "s1")
     late = {r["stream_name"]: r for r in list(statements.run(wh, "SHOW STREAMS"))[-1].table.to_pylist()}["s1"]
     assert (late["recalculations"], late["computations"], late["recalc_ratio"]) == (2, 3, 1.0)
     stored = StreamStore().get("d", "s1")
