@@ -23,6 +23,7 @@ from decimal import Decimal
 from importlib import resources
 
 from airflow_stream_provider.model.events import EventType
+from airflow_stream_provider.values import epoch_micros
 
 #: default largest message, in bytes of JSON; a larger batch is split into several messages
 MAX_MESSAGE_BYTES = 1 << 20
@@ -128,8 +129,6 @@ def _within(events: list[NotifyEvent], timestamp_ms: int, max_bytes: int) -> lis
 
 def epoch(value: datetime, precision: str) -> int:
     """An aware or UTC-naive datetime as an integer in the table's precision (ms or us)."""
-    from airflow_stream_provider.windows.clause import epoch_micros
-
     micros = epoch_micros(value)
     return micros // 1000 if precision == "ms" else micros
 

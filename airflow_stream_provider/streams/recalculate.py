@@ -49,8 +49,8 @@ def _recalculate(warehouse: Warehouse, stored: StoredStream, start: datetime, en
     if isinstance(stmt.trigger, m.PeriodTrigger):
         raise StreamError(f"stream {stored.qualified} has a PERIOD trigger, which is not recalculated")
     runtime = StreamRuntime(warehouse, stmt, stored.db)
-    if stmt.notify is not None and stmt.notify.history:  # NOTIFY_HISTORY: recalculations notify too
-        runtime.notes = RunNotifications(runtime, {}, history=True)
+    # NOTIFY_HISTORY: recalculations notify too
+    notes = RunNotifications(runtime, {}, history=True) if stmt.notify is not None and stmt.notify.history else None
     report = RunReport(stored.qualified)
     version = runtime.table_version()
     assert runtime.info is not None
@@ -63,8 +63,8 @@ def _recalculate(warehouse: Warehouse, stored: StoredStream, start: datetime, en
     else:
         fired = schedules.sliding_in_range(runtime, rows, start, end, version)
     say(f"recalculating {len(fired)} trigger(s)")
-    process(runtime, stored, fired, events, report, batched=batched, say=say,
+    process(runtime, stored, fired, events, report, notes, batched=batched, say=say,
             what=f"recalculation of {stored.qualified}")
-    if runtime.notes is not None:
+    if notes is not None:
         report.delivery = deliver(stored, give_up_after=notify_patience(), say=say)
     return report

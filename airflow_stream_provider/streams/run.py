@@ -63,7 +63,7 @@ def _run(warehouse: Warehouse, stored: StoredStream, state: dict, store: StreamS
     report = RunReport(stored.qualified)
     say = progress or (lambda _msg: None)
     trigger = stored.statement.trigger
-    runtime.notes = RunNotifications(runtime, state) if stored.statement.notify is not None else None
+    notes = RunNotifications(runtime, state) if stored.statement.notify is not None else None
     events = None
     if trigger.kind == "window":
         fired, update, events = windows.pending_windows(runtime, stored, state, say, detect=detect,
@@ -76,7 +76,7 @@ def _run(warehouse: Warehouse, stored: StoredStream, state: dict, store: StreamS
         say(f"{len(fired)} trigger(s) fired; computing")
     history = stored.statement.options.fill_history is not None and trigger.kind == "window" \
         and state.get("consumed_batch") is None
-    process(runtime, stored, fired, events, report, batched=batched, say=say,
+    process(runtime, stored, fired, events, report, notes, batched=batched, say=say,
             what=f"{'history fill' if history else 'compute'} of {stored.qualified}")
     if "trigger_table" not in state and runtime.trigger_table is not None:  # streams created before it was kept
         update["trigger_table"] = runtime.trigger_table.to_state()
@@ -97,13 +97,16 @@ def _run(warehouse: Warehouse, stored: StoredStream, state: dict, store: StreamS
 
 
 def process(runtime: StreamRuntime, stored: StoredStream, fired: list[Fired], events: pd.DataFrame | None,
-            report: RunReport, *, batched: bool, say: Callable[[str], None], what: str) -> None:
+            report: RunReport, notes: RunNotifications | None, *, batched: bool, say: Callable[[str], None],
+            what: str) -> None:
     """The pipeline after "what fired": compute and write the fired triggers, then queue their
-    notifications (``events``: the window events they came from, None for schedule triggers)."""
+    notifications in ``notes`` (``events``: the window events they came from, None for schedule
+    triggers)."""
     report.triggers = len(fired)
-    compute_all(runtime, fired, report, batched=batched, say=say, stored=stored, what=what)
-    if runtime.notes is not None:
-        queue_notifications(runtime, stored, fired, events, report)
+    compute_all(runtime, fired, report, batched=batched, say=say, stored=stored, what=what,
+                on_results=notes.collect if notes is not None else None)
+    if notes is not None:
+        queue_notifications(runtime, stored, notes, fired, events, report)
 
 
 def notify_patience() -> float:
@@ -112,11 +115,9 @@ def notify_patience() -> float:
     return float(os.environ.get("AIRFLOW_STREAM_NOTIFY_PAUSE_SECONDS") or 60)
 
 
-def queue_notifications(runtime: StreamRuntime, stored: StoredStream, fired: list[Fired],
+def queue_notifications(runtime: StreamRuntime, stored: StoredStream, notes: RunNotifications, fired: list[Fired],
                          events: pd.DataFrame | None, report: RunReport) -> None:
     """Turn the run's events and results into notifications, into the stream's outbox."""
-    notes = runtime.notes
-    assert notes is not None
     if events is not None:
         if events.empty:
             return

@@ -10,7 +10,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
 
 import pandas as pd
 from deltalake import DeltaTable
@@ -25,10 +24,8 @@ from airflow_stream_provider.streams.compute import TIMESTAMPS, TROWS_FROM, TROW
 from airflow_stream_provider.warehouse import Warehouse
 from airflow_stream_provider.warehouse.catalog import TBNAME, Column, SubTable, TableInfo
 from airflow_stream_provider.warehouse.types import spark_type
-from airflow_stream_provider.windows.clause import TriggerPlan, epoch_micros
-
-if TYPE_CHECKING:
-    from airflow_stream_provider.streams.routing import RunNotifications
+from airflow_stream_provider.values import epoch_micros
+from airflow_stream_provider.windows.clause import TriggerPlan
 
 
 #: fired triggers computed and written together
@@ -109,7 +106,6 @@ class StreamRuntime:
         self._output: out.OutputPlan | None = None
         self.outputs: dict[str, str] = {}  # output subtable -> the trigger subtable it serves
         self.tables: dict[str, str] = {}  # group id -> the output (sub)table it writes
-        self.notes: RunNotifications | None = None  # of a stream with NOTIFY
 
     @property
     def qualified(self) -> str:

@@ -38,8 +38,13 @@ def table_names(runtime: StreamRuntime, groups: dict[str, tuple]) -> dict[str, s
     return {gid: runtime.tables[gid] for gid in groups}
 
 
+#: called with each job's fired triggers and their result rows (the run's notifications collect them)
+OnResults = Callable[[list[Fired], pa.Table], None]
+
+
 def compute_all(runtime: StreamRuntime, fired: list[Fired], report: RunReport, *, batched: bool,
-                 say: Callable[[str], None], what: str, stored: StoredStream | None = None) -> None:
+                say: Callable[[str], None], what: str, stored: StoredStream | None = None,
+                on_results: OnResults | None = None) -> None:
     """Compute and write ``fired`` in Spark jobs of at most :data:`BATCH` triggers. Work of more
     than :data:`STEP` triggers goes in about ten jobs, so that its progress (triggers done, %, ETA)
     is reported to ``say`` and, with ``stored``, recorded in the stream's ``progress.json``."""
@@ -50,14 +55,15 @@ def compute_all(runtime: StreamRuntime, fired: list[Fired], report: RunReport, *
     if len(fired) > step:
         progress = Progress(what, len(fired), "triggers", say, path=stored.progress_path if stored else None)
     for i in range(0, len(fired), step):
-        compute_and_write(runtime, fired[i:i + step], report, batched=batched)
+        compute_and_write(runtime, fired[i:i + step], report, batched=batched, on_results=on_results)
         if progress is not None:
             progress.advance(len(fired[i:i + step]))
     if progress is not None:
         progress.finish()
 
 
-def compute_and_write(runtime: StreamRuntime, fired: list[Fired], report: RunReport, *, batched: bool) -> None:
+def compute_and_write(runtime: StreamRuntime, fired: list[Fired], report: RunReport, *, batched: bool,
+                      on_results: OnResults | None = None) -> None:
     compute = runtime.compute
     assert compute is not None
     frame = compute.frame(fired, batched=batched)
@@ -73,8 +79,8 @@ def compute_and_write(runtime: StreamRuntime, fired: list[Fired], report: RunRep
             forced = constants(compute, missing, frame.schema).toArrow()
             report.forced += forced.num_rows
             results = pa.concat_tables([results, forced.cast(results.schema)])
-    if runtime.notes is not None:
-        runtime.notes.collect(fired, results)
+    if on_results is not None:
+        on_results(fired, results)
     plan = runtime.output()
     if plan is None or results.num_rows == 0:
         return

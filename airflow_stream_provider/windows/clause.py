@@ -23,6 +23,7 @@ from airflow_stream_provider.exceptions import StreamDefinitionError, did_you_me
 from airflow_stream_provider.model.events import EventType
 from airflow_stream_provider.sql.tdengine.dialect import parse_fragment
 from airflow_stream_provider.windows import expr
+from airflow_stream_provider.values import epoch_micros
 from airflow_stream_provider.windows.core import WindowSpec, plain
 
 
@@ -196,12 +197,6 @@ class TriggerPlan:
             h.update(f"{s}\x1f{o}".encode())
             out.append(h.hexdigest())
         return out
-
-
-def epoch_micros(at: datetime) -> int:
-    if at.tzinfo is None:
-        at = at.replace(tzinfo=UTC)
-    return (at - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
 
 
 def micros(values: pd.Series) -> np.ndarray:
