@@ -26,7 +26,6 @@ from pathlib import Path
 
 from airflow.sdk import DAG, BaseOperator
 
-
 from airflow_stream_provider import config
 from airflow_stream_provider.operators import (
     StreamCommitOperator,

@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+
 from airflow_stream_provider import statements
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
@@ -58,14 +59,12 @@ def main() -> int:
     home = Path(tempfile.mkdtemp(prefix="airflow-stream-bench-"))
     os.environ["AIRFLOW_STREAM_HOME"] = str(home)
     os.environ.setdefault("AIRFLOW_STREAM_TIMEZONE", "UTC")
-    from airflow_stream_provider.spark.session import local_session
     from airflow_stream_provider.model import TableName
-    from airflow_stream_provider.streams.runtime import RunReport
-    from airflow_stream_provider.streams.runtime import StreamRuntime
-    from airflow_stream_provider.streams.runtime import group_id
-    from airflow_stream_provider.streams.write import compute_and_write
+    from airflow_stream_provider.spark.session import local_session
     from airflow_stream_provider.streams.compute import TROWS_FROM, TROWS_TO, Fired
+    from airflow_stream_provider.streams.runtime import RunReport, StreamRuntime, group_id
     from airflow_stream_provider.streams.store import StreamStore
+    from airflow_stream_provider.streams.write import compute_and_write
     from airflow_stream_provider.warehouse import Warehouse
     from airflow_stream_provider.warehouse.load import load
 

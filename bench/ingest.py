@@ -26,6 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
+
 from airflow_stream_provider import statements
 
 TARGET_ROWS_PER_S = 300_000
@@ -72,8 +73,8 @@ def main() -> int:
     home = Path(tempfile.mkdtemp(prefix="airflow-stream-bench-"))
     os.environ["AIRFLOW_STREAM_HOME"] = str(home)
     os.environ.setdefault("AIRFLOW_STREAM_TIMEZONE", "UTC")
-    from airflow_stream_provider.spark.session import local_session
     from airflow_stream_provider.model import TableName
+    from airflow_stream_provider.spark.session import local_session
     from airflow_stream_provider.warehouse import Warehouse
     from airflow_stream_provider.warehouse.load import load
 

@@ -17,9 +17,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from airflow_stream_provider import statements
 from airflow_stream_provider.notify.message import validate
 from airflow_stream_provider.warehouse import Warehouse
-from airflow_stream_provider import statements
 
 pytestmark = [pytest.mark.spark, pytest.mark.airflow]
 

@@ -37,10 +37,10 @@ def test_airflow_lists_the_provider_and_the_plugin(tmp_path):
 
 
 def test_provider_info_matches_airflow_schema():
+    import airflow
     import jsonschema
     from airflow import providers_manager  # noqa: F401 - the schema ships beside it
 
-    import airflow
     from airflow_stream_provider.get_provider_info import get_provider_info
 
     schema = json.loads((Path(airflow.__file__).parent / "provider_info.schema.json").read_text())

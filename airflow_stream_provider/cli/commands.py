@@ -96,9 +96,9 @@ def _statement_error(index: int, stmt, err: Exception, text: str, source: str) -
 
 
 def cmd_sql(args: argparse.Namespace) -> int:
-    from airflow_stream_provider.exceptions import StreamError
-    from airflow_stream_provider.cli.render import render
     from airflow_stream_provider import statements as run_statements
+    from airflow_stream_provider.cli.render import render
+    from airflow_stream_provider.exceptions import StreamError
     from airflow_stream_provider.sql import parse
     from airflow_stream_provider.warehouse import Warehouse
 

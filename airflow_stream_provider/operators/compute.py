@@ -68,8 +68,8 @@ class StreamComputeOperator(StreamTask, BaseOperator):
                                        "notifies each batch itself; this run only supervises")
 
     def _compute(self, context: Any, event: dict | None) -> dict:
-        from airflow_stream_provider.streams.runtime import StreamStopped
         from airflow_stream_provider.streams.run import run as run_stream
+        from airflow_stream_provider.streams.runtime import StreamStopped
         from airflow_stream_provider.warehouse.warehouse import Warehouse
 
         store = self.stream_store()

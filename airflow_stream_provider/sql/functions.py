@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
 import sqlglot
 from sqlglot import exp
@@ -29,7 +29,7 @@ class Function:
     unsupported: str | None = None  # why Spark cannot express it
 
 
-@lru_cache(maxsize=None)
+@cache
 def _template(sql: str) -> exp.Expr:
     return sqlglot.parse_one(sql, read="spark")
 

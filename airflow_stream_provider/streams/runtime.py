@@ -15,18 +15,17 @@ import pandas as pd
 from deltalake import DeltaTable
 
 from airflow_stream_provider import model as m
-from airflow_stream_provider.notify.delivery import DeliveryReport
 from airflow_stream_provider.exceptions import StreamDefinitionError, StreamError, did_you_mean
+from airflow_stream_provider.notify.delivery import DeliveryReport
 from airflow_stream_provider.plan.stream import TriggerTable
 from airflow_stream_provider.sql import to_spark
 from airflow_stream_provider.streams import output as out
 from airflow_stream_provider.streams.compute import TIMESTAMPS, TROWS_FROM, TROWS_TO, Compute, Fired, TriggerSource
+from airflow_stream_provider.values import epoch_micros
 from airflow_stream_provider.warehouse import Warehouse
 from airflow_stream_provider.warehouse.catalog import TBNAME, Column, SubTable, TableInfo
 from airflow_stream_provider.warehouse.types import spark_type
-from airflow_stream_provider.values import epoch_micros
 from airflow_stream_provider.windows.clause import TriggerPlan
-
 
 #: fired triggers computed and written together
 BATCH = 20_000

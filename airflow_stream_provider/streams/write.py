@@ -31,7 +31,7 @@ def table_names(runtime: StreamRuntime, groups: dict[str, tuple]) -> dict[str, s
     if plan is None:
         return {gid: f"{runtime.name}_{gid}" for gid in groups}
     if not plan.grouped:
-        return {gid: plan.name for gid in groups}
+        return dict.fromkeys(groups, plan.name)
     missing = [Fired(0, {}, group=group, group_id=gid) for gid, group in groups.items() if gid not in runtime.tables]
     if missing:
         _output_groups(runtime, plan, plan.ensure_table(runtime.warehouse.catalog), missing)

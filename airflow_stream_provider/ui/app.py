@@ -172,8 +172,8 @@ def create_app() -> FastAPI:
     @app.post("/api/streams/{db}/{name}/recalculate")
     async def recalculate(db: str, name: str, body: RecalculateBody, request: Request, user: User) -> JSONResponse:
         from airflow_stream_provider.airflow_api import AirflowApi, AirflowApiError
-        from airflow_stream_provider.plan.ids import stream_dag_ids
         from airflow_stream_provider.exceptions import StreamError
+        from airflow_stream_provider.plan.ids import stream_dag_ids
         from airflow_stream_provider.streams.lifecycle import create_recalculation
 
         _store, stored = _stream(db, name)

@@ -19,6 +19,7 @@ import pandas as pd
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from airflow_stream_provider.windows.clause import TriggerPlan
 from airflow_stream_provider.windows.core import (
     WindowSpec,
     concat_windows,
@@ -33,7 +34,6 @@ from airflow_stream_provider.windows.events import (
     event_rows,
     groups_event_rows,
 )
-from airflow_stream_provider.windows.clause import TriggerPlan
 
 
 def detect(df: DataFrame, plan: TriggerPlan, *, final: bool = False) -> DataFrame:

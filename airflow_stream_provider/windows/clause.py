@@ -12,7 +12,7 @@ import functools
 import hashlib
 import json
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import numpy as np
 import pandas as pd
@@ -22,8 +22,8 @@ from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import StreamDefinitionError, did_you_mean
 from airflow_stream_provider.model.events import EventType
 from airflow_stream_provider.sql.tdengine.dialect import parse_fragment
-from airflow_stream_provider.windows import expr
 from airflow_stream_provider.values import epoch_micros
+from airflow_stream_provider.windows import expr
 from airflow_stream_provider.windows.core import WindowSpec, plain
 
 

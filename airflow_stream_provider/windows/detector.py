@@ -40,6 +40,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
+from airflow_stream_provider.windows.clause import TriggerPlan, micros
 from airflow_stream_provider.windows.core import empty_windows, open_windows, scan
 from airflow_stream_provider.windows.events import (
     EVENT_COLUMNS,
@@ -49,7 +50,6 @@ from airflow_stream_provider.windows.events import (
     event_rows,
 )
 from airflow_stream_provider.windows.late import DATA_CHANGES, recalculate
-from airflow_stream_provider.windows.clause import TriggerPlan, micros
 
 STATE_SCHEMA = "carry string"
 _HISTORY_FILES = 1 << 30  # admit the whole initial snapshot in one micro-batch

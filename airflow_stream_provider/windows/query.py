@@ -20,10 +20,10 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
-import pyarrow as pa
 from sqlglot import exp
 
 from airflow_stream_provider import model as m

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
+from airflow_stream_provider import statements
 from airflow_stream_provider.exceptions import StreamError
 from airflow_stream_provider.local_airflow import LocalAirflow, wait_for
 from airflow_stream_provider.notify.message import validate
 from airflow_stream_provider.warehouse import Warehouse
-from airflow_stream_provider import statements
 from tests.notify.conftest import ReceiverProcess, events_of
 
 pytestmark = [pytest.mark.spark, pytest.mark.airflow]

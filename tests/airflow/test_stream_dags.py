@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 import airflow_stream_provider
+from airflow_stream_provider import statements
 from airflow_stream_provider.exceptions import StreamError
 from airflow_stream_provider.streams.recalculate import recalculate
 from airflow_stream_provider.streams.run import commit_progress
@@ -27,7 +28,6 @@ from airflow_stream_provider.triggers import (
     check_windows,
 )
 from airflow_stream_provider.warehouse import Warehouse
-from airflow_stream_provider import statements
 
 pytestmark = [pytest.mark.spark, pytest.mark.airflow]
 

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
+from airflow_stream_provider import statements
 from airflow_stream_provider.local_airflow import LocalAirflow, wait_for
 from airflow_stream_provider.progress import Progress
 from airflow_stream_provider.streams.run import run as run_stream
 from airflow_stream_provider.streams.store import StreamStore
 from airflow_stream_provider.warehouse import Warehouse
-from airflow_stream_provider import statements
 
 pytestmark = [pytest.mark.spark, pytest.mark.airflow]
 

@@ -12,8 +12,8 @@ import pytest
 
 from airflow_stream_provider.notify import delivery
 from airflow_stream_provider.notify.message import validate
-from airflow_stream_provider.streams.run import run as run_stream
 from airflow_stream_provider.streams.routing import outbox_of
+from airflow_stream_provider.streams.run import run as run_stream
 from airflow_stream_provider.streams.store import StreamStore
 from tests.conftest import sql
 from tests.notify.conftest import events_of

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from airflow_stream_provider import statements
 from airflow_stream_provider.node import server as node
 from airflow_stream_provider.spark import endpoint, session
 from airflow_stream_provider.warehouse import Warehouse
-from airflow_stream_provider import statements
 
 pytestmark = pytest.mark.spark
 

@@ -18,8 +18,8 @@ EXAMPLES = [
 INTO tb3 AS
 SELECT _twstart, avg(col1) FROM tb2
 WHERE _c0 >= _twend - 5m AND _c0 <= _twend;""",
-        dict(name=T("sm1"), trigger=m.CountWindow(1), trigger_table=T("tb1"), into=T("tb3"),
-             placeholders={"_twstart", "_twend"}),
+        {"name": T("sm1"), "trigger": m.CountWindow(1), "trigger_table": T("tb1"), "into": T("tb3"),
+             "placeholders": {"_twstart", "_twend"}},
     ),
     (
         """CREATE STREAM `idmp`.`ana_temp` EVENT_WINDOW(start with `temp` > 80 end with `temp` <= 80 ) TRUE_FOR(10m) FROM `idmp`.`vt_envsens02_471544`
@@ -27,9 +27,9 @@ STREAM_OPTIONS( IGNORE_DISORDER)
 INTO `idmp`.`ana_temp`
 AS
 SELECT _twstart+0s as output_timestamp, avg(`temp`) as `avgtemp` FROM idmp.`vt_engsens02_471544` where ts >= _twstart and ts <= _twend;""",
-        dict(name=T("ana_temp", "idmp"), trigger_table=T("vt_envsens02_471544", "idmp"),
-             into=T("ana_temp", "idmp"), given={"IGNORE_DISORDER"}, true_for=m.TrueFor(D(10, "m")),
-             event=("`temp` > 80", "`temp` <= 80"), placeholders={"_twstart", "_twend"}),
+        {"name": T("ana_temp", "idmp"), "trigger_table": T("vt_envsens02_471544", "idmp"),
+             "into": T("ana_temp", "idmp"), "given": {"IGNORE_DISORDER"}, "true_for": m.TrueFor(D(10, "m")),
+             "event": ("`temp` > 80", "`temp` <= 80"), "placeholders": {"_twstart", "_twend"}},
     ),
     (
         """CREATE stream sm1 INTERVAL(5m) SLIDING(5m) FROM stb1 PARTITION BY tbname
@@ -37,8 +37,8 @@ INTO stb2
 AS
 SELECT _twstart, avg(col1) FROM %%tbname
 WHERE _c0 >= _twstart AND _c0 <= _twend;""",
-        dict(name=T("sm1"), trigger=m.IntervalWindow(D(5, "m"), D(5, "m")), trigger_table=T("stb1"),
-             partition_by=("tbname",), into=T("stb2"), placeholders={"_twstart", "_twend"}),
+        {"name": T("sm1"), "trigger": m.IntervalWindow(D(5, "m"), D(5, "m")), "trigger_table": T("stb1"),
+             "partition_by": ("tbname",), "into": T("stb2"), "placeholders": {"_twstart", "_twend"}},
     ),
     (
         """CREATE stream sm2 INTERVAL(5m) SLIDING(5m) FROM stb1 PARTITION BY tbname
@@ -46,9 +46,9 @@ STREAM_OPTIONS(MAX_DELAY(1m) | FILL_HISTORY_FIRST)
 INTO stb2
 AS
 SELECT _twstart, avg(col1) FROM %%tbname WHERE _c0 >= _twstart AND _c0 <= _twend;""",
-        dict(name=T("sm2"), trigger=m.IntervalWindow(D(5, "m"), D(5, "m")), partition_by=("tbname",),
-             given={"MAX_DELAY", "FILL_HISTORY_FIRST"}, max_delay=D(1, "m"),
-             fill_history=m.FillHistory(None, first=True)),
+        {"name": T("sm2"), "trigger": m.IntervalWindow(D(5, "m"), D(5, "m")), "partition_by": ("tbname",),
+             "given": {"MAX_DELAY", "FILL_HISTORY_FIRST"}, "max_delay": D(1, "m"),
+             "fill_history": m.FillHistory(None, first=True)},
     ),
     (
         """CREATE STREAM avg_stream INTERVAL(1m) SLIDING(1m) FROM meters
@@ -56,25 +56,25 @@ NOTIFY ('ws://localhost:8080/notify', 'wss://192.168.1.1:8080/notify?key=foo') O
 INTO avg_stb
 AS
 SELECT _twstart, _twend, AVG(current) FROM %%trows;""",
-        dict(name=T("avg_stream"), trigger=m.IntervalWindow(D(1, "m"), D(1, "m")), trigger_table=T("meters"),
-             notify=m.Notify(("ws://localhost:8080/notify", "wss://192.168.1.1:8080/notify?key=foo"),
+        {"name": T("avg_stream"), "trigger": m.IntervalWindow(D(1, "m"), D(1, "m")), "trigger_table": T("meters"),
+             "notify": m.Notify(("ws://localhost:8080/notify", "wss://192.168.1.1:8080/notify?key=foo"),
                              (m.EventType.WINDOW_OPEN, m.EventType.WINDOW_CLOSE), None, history=True,
                              on_failure_pause=True),
-             into=T("avg_stb")),
+             "into": T("avg_stb")},
     ),
     (
         """CREATE stream sm1 PERIOD(1h)
 INTO tb2
 AS
 SELECT cast(_tlocaltime/1000000 AS TIMESTAMP), count(*) FROM tb1;""",
-        dict(name=T("sm1"), trigger=m.PeriodTrigger(D(1, "h")), trigger_table=None, into=T("tb2"),
-             placeholders={"_tlocaltime"}),
+        {"name": T("sm1"), "trigger": m.PeriodTrigger(D(1, "h")), "trigger_table": None, "into": T("tb2"),
+             "placeholders": {"_tlocaltime"}},
     ),
     (
         """CREATE stream sm1 PERIOD(1h)
 NOTIFY("ws://localhost:8080/notify");""",
-        dict(name=T("sm1"), trigger=m.PeriodTrigger(D(1, "h")), query=None,
-             notify=m.Notify(("ws://localhost:8080/notify",))),
+        {"name": T("sm1"), "trigger": m.PeriodTrigger(D(1, "h")), "query": None,
+             "notify": m.Notify(("ws://localhost:8080/notify",))},
     ),
     # The misspelled example of reference 000, with the spelling mended.
     (
@@ -83,9 +83,9 @@ STREAM_OPTIONS(CALC_NOTIFY_ONLY | PRE_FILTER(col1 > 0))
 NOTIFY("ws://localhost:8080/notify") ON (WINDOW_CLOSE)
 AS
 SELECT avg(col1) FROM %%trows;""",
-        dict(name=T("sm2"), trigger=m.CountWindow(10, 1, ("col1",)), into=None,
-             given={"CALC_NOTIFY_ONLY", "PRE_FILTER"}, calc_notify_only=True, pre_filter="col1 > 0",
-             notify=m.Notify(("ws://localhost:8080/notify",), (m.EventType.WINDOW_CLOSE,))),
+        {"name": T("sm2"), "trigger": m.CountWindow(10, 1, ("col1",)), "into": None,
+             "given": {"CALC_NOTIFY_ONLY", "PRE_FILTER"}, "calc_notify_only": True, "pre_filter": "col1 > 0",
+             "notify": m.Notify(("ws://localhost:8080/notify",), (m.EventType.WINDOW_CLOSE,))},
     ),
 ]
 

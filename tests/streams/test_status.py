@@ -6,11 +6,11 @@ from datetime import UTC, datetime
 
 import pytest
 
+from airflow_stream_provider import statements
 from airflow_stream_provider.streams.run import run as run_stream
 from airflow_stream_provider.streams.status import record_sample, samples
 from airflow_stream_provider.streams.store import StreamStore
 from airflow_stream_provider.warehouse.catalog import WarehouseError
-from airflow_stream_provider import statements
 from tests.conftest import sql
 
 pytestmark = pytest.mark.spark

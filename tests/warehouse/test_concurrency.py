@@ -15,8 +15,8 @@ import textwrap
 import pyarrow as pa
 from deltalake import DeltaTable, QueryBuilder
 
-from airflow_stream_provider.warehouse import Warehouse
 from airflow_stream_provider import statements
+from airflow_stream_provider.warehouse import Warehouse
 
 SINGLE_ROWS = 500
 BATCHES = 20

@@ -12,11 +12,11 @@ from datetime import UTC, datetime
 import pytest
 from deltalake import DeltaTable
 
+from airflow_stream_provider import statements
 from airflow_stream_provider.exceptions import StreamDefinitionError
 from airflow_stream_provider.sql import parse
 from airflow_stream_provider.warehouse import Warehouse, WarehouseError
 from airflow_stream_provider.warehouse import warehouse as warehouse_module
-from airflow_stream_provider import statements
 from tests.conftest import sql
 
 pytestmark = pytest.mark.spark

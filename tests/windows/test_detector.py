@@ -22,12 +22,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from airflow_stream_provider import model as m
+from airflow_stream_provider import statements
 from airflow_stream_provider.sql import parse
 from airflow_stream_provider.warehouse import Warehouse, writer
 from airflow_stream_provider.windows import detector
 from airflow_stream_provider.windows.batch import detect
 from airflow_stream_provider.windows.clause import plan_trigger
-from airflow_stream_provider import statements
 
 pytestmark = pytest.mark.spark
 

@@ -15,8 +15,8 @@ from airflow_stream_provider.plan.schedule import Schedule, schedule_of
 from airflow_stream_provider.streams.compute import TROWS_FROM, TROWS_TO, Fired
 from airflow_stream_provider.streams.probes import version_at
 from airflow_stream_provider.streams.runtime import RunReport, StreamRuntime, group_id, nanos
-from airflow_stream_provider.warehouse.catalog import TBNAME
 from airflow_stream_provider.values import epoch_micros
+from airflow_stream_provider.warehouse.catalog import TBNAME
 
 
 def period_schedule(stmt: m.CreateStream, state: dict) -> Schedule:

@@ -17,8 +17,8 @@ from airflow_stream_provider.streams.compute import TROWS_FROM, TROWS_TO, Fired
 from airflow_stream_provider.streams.probes import read_events
 from airflow_stream_provider.streams.runtime import StreamRuntime, nanos
 from airflow_stream_provider.streams.store import StoredStream, detector_lock
-from airflow_stream_provider.windows import batch, detector
 from airflow_stream_provider.values import epoch_micros
+from airflow_stream_provider.windows import batch, detector
 from airflow_stream_provider.windows.clause import TriggerPlan, plan_trigger
 
 
