@@ -1,0 +1,1 @@
+"""Airflow notifiers: a TDengine-format notification from any DAG's callbacks."""

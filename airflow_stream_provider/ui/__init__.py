@@ -1,0 +1,1 @@
+"""The "Streams" page of the Airflow UI."""
