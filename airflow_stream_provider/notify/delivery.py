@@ -21,6 +21,7 @@ connection is an error.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
 import os
 import ssl
@@ -157,10 +158,8 @@ class Receiver:
     def close(self) -> None:
         ws, self._ws = self._ws, None
         if ws is not None:
-            try:
+            with contextlib.suppress(OSError, websocket.WebSocketException):
                 ws.close(timeout=1)
-            except (OSError, websocket.WebSocketException):
-                pass
 
 
 def _safe(url: str) -> str:
@@ -276,7 +275,8 @@ def _deliver_to(outbox: Outbox, url: str, pause: bool, settings: Settings, repor
 
 def _chunk(pending: list[Queued], start: int, max_bytes: int) -> list[Queued]:
     """Messages from ``start``: at most CHUNK of them and about ``max_bytes`` (at least one)."""
-    out, size = [], 0
+    out: list[Queued] = []
+    size = 0
     for m in pending[start:start + CHUNK]:
         if out and size + len(m.text) > max_bytes:
             break

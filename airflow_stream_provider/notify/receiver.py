@@ -9,6 +9,7 @@ delivery is at least once.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import signal
 import ssl
@@ -48,9 +49,10 @@ def describe(text: str) -> str:
 
 async def serve(host: str, port: int, out: TextIO | None, echo: TextIO | None, raw: bool = False,
                 tls: ssl.SSLContext | None = None) -> None:
+    from websockets.asyncio.server import ServerConnection
     from websockets.asyncio.server import serve as ws_serve
 
-    async def handler(ws) -> None:  # type: ignore[no-untyped-def]
+    async def handler(ws: ServerConnection) -> None:
         async for message in ws:
             text = message if isinstance(message, str) else message.decode("utf-8", "replace")
             if out is not None:
@@ -76,10 +78,7 @@ def main(host: str, port: int, out: str | None, quiet: bool, raw: bool, tls_cert
     if tls_cert:
         tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         tls.load_cert_chain(tls_cert, tls_key)
-    handle = Path(out).open("a", encoding="utf-8") if out else None
-    try:
+    with contextlib.ExitStack() as stack:
+        handle = stack.enter_context(Path(out).open("a", encoding="utf-8")) if out else None
         asyncio.run(serve(host, port, handle, None if quiet else sys.stdout, raw, tls))
-    finally:
-        if handle is not None:
-            handle.close()
     return 0

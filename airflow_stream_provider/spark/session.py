@@ -6,7 +6,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from airflow_stream_provider import config
 from airflow_stream_provider.spark import endpoint
@@ -84,6 +84,15 @@ def local_session(
     return session
 
 
+def setting(session: SparkSession, key: str) -> str:
+    """The value of a Spark setting that has a built-in default, such as
+    ``spark.sql.shuffle.partitions``: ``conf.get`` without a default returns it (and raises for a
+    key without one), never None."""
+    value = session.conf.get(key)
+    assert value is not None, key
+    return value
+
+
 def delta_round_trip() -> int:
     """Create, write, MERGE into and read back a Delta table with its change feed; return rows read.
 
@@ -146,7 +155,9 @@ def spark_session() -> SparkSession:
         # local session (a task, the CLI) is in it from here on
         os.environ[CONNECT_MODE] = "1"
         _connect_mode_set = True
-    return RemoteSparkSession.builder.remote(url).getOrCreate()
+    # the Connect session serves SparkSession's API without subclassing it; pyspark's own
+    # dispatcher casts it the same way
+    return cast("SparkSession", RemoteSparkSession.builder.remote(url).getOrCreate())
 
 
 def child_environ() -> dict[str, str]:
@@ -197,6 +208,7 @@ def use_connection_url(resolve: ConnectionUrl | None) -> None:
 def airflow_connection_url(conn_id: str) -> str:
     """The Spark Connect URL of an Airflow ``spark_connect`` connection, through the registered resolver."""
     if _connection_url is None:
-        raise ConnectionUnreadable(f"the Airflow connection {conn_id!r} names the Spark Connect server, but this process "
-                           "registered no way to read it (airflow_stream_provider.hooks.bind() registers Airflow's)")
+        raise ConnectionUnreadable(
+            f"the Airflow connection {conn_id!r} names the Spark Connect server, but this process registered no "
+            "way to read it (airflow_stream_provider.hooks.bind() registers Airflow's)")
     return _connection_url(conn_id)

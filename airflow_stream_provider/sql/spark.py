@@ -138,7 +138,8 @@ def to_spark(
         if isinstance(node, PseudoColumn):
             if node.name in ("_c0", "_rowts"):
                 if not timestamp_column:
-                    raise StreamDefinitionError(f"{node.name} needs the table's timestamp column, which is unknown here")
+                    raise StreamDefinitionError(
+                        f"{node.name} needs the table's timestamp column, which is unknown here")
                 return exp.column(timestamp_column, quoted=True)
             if node.name in ("_wstart", "_wend", "_wduration"):
                 return exp.column(node.name, quoted=True)

@@ -18,6 +18,7 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,7 +26,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from airflow_stream_provider.exceptions import StreamError, did_you_mean
-from airflow_stream_provider.model import DataType, TableName
+from airflow_stream_provider.model import ColumnDefinition, DataType, TableName
 from airflow_stream_provider.warehouse.types import arrow_type, from_json_value, parse_type, to_json_value
 
 ROLE = "tdengine.role"
@@ -116,7 +117,7 @@ class SubTable:
         return f"{self.db}.{self.name}"
 
 
-def table_columns(columns, tags=()) -> tuple[Column, ...]:  # type: ignore[no-untyped-def]
+def table_columns(columns: Sequence[ColumnDefinition], tags: Sequence[ColumnDefinition] = ()) -> tuple[Column, ...]:
     """Columns of a table from CREATE [S]TABLE definitions (``ColumnDefinition``)."""
     out = []
     for i, col in enumerate(columns):
@@ -296,7 +297,9 @@ class Catalog:
             existing = self.existing_subtable(stable, name, label)
         if not if_not_exists:
             raise WarehouseError(f"table {label} already exists")
-        return existing  # type: ignore[return-value]
+        if existing is None:  # another writer created it after the first read and dropped it before the second
+            raise WarehouseError(f"table {label} was dropped while it was being created")
+        return existing
 
     def subtables(self, stable: TableInfo) -> list[str]:
         out = []

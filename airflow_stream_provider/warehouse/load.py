@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -24,12 +25,16 @@ from airflow_stream_provider.sql.grammar.timestamps import parse_timestamp
 from airflow_stream_provider.warehouse import writer
 from airflow_stream_provider.warehouse.catalog import (
     TBNAME,
+    Catalog,
     Column,
     SubTable,
     TableInfo,
     WarehouseError,
 )
 from airflow_stream_provider.warehouse.types import arrow_type
+
+if TYPE_CHECKING:
+    from airflow_stream_provider.warehouse.warehouse import Warehouse
 
 READ_ROWS = 262_144
 
@@ -92,7 +97,8 @@ class _Converter:
             required.append(TBNAME)
         missing = [r for r in required if r not in {c.name for c in mapping.values()}]
         if missing:
-            raise WarehouseError(f"{self.label}: {self.source} lacks column {', '.join(missing)}, which every row needs")
+            raise WarehouseError(
+                f"{self.label}: {self.source} lacks column {', '.join(missing)}, which every row needs")
         return mapping
 
     def convert(self, batch: pa.RecordBatch) -> pa.Table:
@@ -103,11 +109,11 @@ class _Converter:
         first_row = self.rows_seen + 1
         self.rows_seen += batch.num_rows
         for column in self.info.columns:
-            if column.role in ("ts", "key") or (column.role == TBNAME and self.sub is None):
-                if column.name in arrays and arrays[column.name].null_count:
-                    row = first_row + pc.index(pc.is_null(arrays[column.name]), True).as_py()
-                    raise WarehouseError(f"{self.label}: column {column.name} is empty in row {row} of {self.source}; "
-                                         "it is part of the key")
+            keyed = column.role in ("ts", "key") or (column.role == TBNAME and self.sub is None)
+            if keyed and column.name in arrays and arrays[column.name].null_count:
+                row = first_row + pc.index(pc.is_null(arrays[column.name]), True).as_py()
+                raise WarehouseError(f"{self.label}: column {column.name} is empty in row {row} of {self.source}; "
+                                     "it is part of the key")
         n = batch.num_rows
         if self.sub is not None:
             arrays[TBNAME] = pa.array([self.sub.name] * n, pa.string())
@@ -166,7 +172,7 @@ class _Converter:
 
 
 def load(
-    warehouse,  # type: ignore[no-untyped-def]
+    warehouse: Warehouse,
     path: Path,
     target: TableName,
     *,
@@ -241,7 +247,7 @@ def _first_rows(rows: pa.Table, firsts: dict[str, dict]) -> None:
             firsts[name] = rows.slice(index, 1).to_pylist()[0]
 
 
-def _subtables(catalog, info: TableInfo, firsts: dict[str, dict], converter: _Converter,  # type: ignore[no-untyped-def]
+def _subtables(catalog: Catalog, info: TableInfo, firsts: dict[str, dict], converter: _Converter,
                label: str) -> dict[str, SubTable]:
     """The subtables a supertable load writes to; new ones are created with their first row's tags."""
     has_tags = any(tag.name in converter.mapped for tag in info.tags)

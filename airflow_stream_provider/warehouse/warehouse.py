@@ -21,7 +21,7 @@ from sqlglot import exp
 from airflow_stream_provider import config
 from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import did_you_mean
-from airflow_stream_provider.spark.session import spark_session
+from airflow_stream_provider.spark.session import setting, spark_session
 from airflow_stream_provider.sql import to_spark
 from airflow_stream_provider.warehouse import writer
 from airflow_stream_provider.warehouse.catalog import (
@@ -37,6 +37,7 @@ from airflow_stream_provider.warehouse.types import BadValue, TimeContext, coerc
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from typing_extensions import TypeIs
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +61,12 @@ class _Batch:
     info: TableInfo
     rows: list[dict] = field(default_factory=list)
     labels: set[str] = field(default_factory=set)
+
+
+def _is_session(spark: object) -> TypeIs[SparkSession]:
+    """A session rather than a function returning one: a session has ``sql`` (and may itself be
+    callable, as a test double is)."""
+    return hasattr(spark, "sql")
 
 
 class Warehouse:
@@ -95,9 +102,9 @@ class Warehouse:
     def spark(self) -> SparkSession:
         if self._spark is None:
             self._spark = spark_session()
-        elif callable(self._spark) and not hasattr(self._spark, "sql"):
+        elif callable(self._spark) and not _is_session(self._spark):
             self._spark = self._spark()
-        return self._spark  # type: ignore[return-value]
+        return self._spark
 
     # --- databases -------------------------------------------------------------------------------
 
@@ -271,7 +278,8 @@ class Warehouse:
                     f"{label}: {len(values)} values for {len(columns)} columns "
                     f"({', '.join(c.name for c in columns)})")
         else:
-            roles = ("ts", "key", "metric", TBNAME, "tag") if tbname is None and info.is_super else ("ts", "key", "metric")
+            roles = (("ts", "key", "metric", TBNAME, "tag") if tbname is None and info.is_super
+                     else ("ts", "key", "metric"))
             columns = [self._column(info, name, label, roles) for name in target.columns]
             seen = set()
             for column in columns:
@@ -281,7 +289,8 @@ class Warehouse:
         row = {c.name: _coerce(v, c, label, ctx) for c, v in zip(columns, values, strict=True)}
         for column in info.columns:
             if column.role in ("ts", "key") and row.get(column.name) is None:
-                raise WarehouseError(f"{label}: column {column.name} ({column.dtype}) is part of the key and needs a value")
+                raise WarehouseError(
+                    f"{label}: column {column.name} ({column.dtype}) is part of the key and needs a value")
         if info.is_super:
             if tbname is None:
                 tbname = self._subtable_of_row(info, row, label, new_subtables, known)
@@ -324,7 +333,8 @@ class Warehouse:
 
     def _undo(self, commits: list[writer.Commit], failed: _Batch, err: Exception) -> None:
         kept = [str(c.path) for c in commits if not writer.undo(c)]
-        detail = f"; other writers committed after this statement's changes to {', '.join(kept)}, which stay" if kept else ""
+        detail = (f"; other writers committed after this statement's changes to {', '.join(kept)}, which stay"
+                  if kept else "")
         raise WarehouseError(
             f"writing {', '.join(sorted(failed.labels))} failed ({type(err).__name__}: {err}); "
             f"the statement's earlier writes were undone{detail}") from err
@@ -425,7 +435,7 @@ class Warehouse:
         """Read timestamp strings in the statement in ``AIRFLOW_STREAM_TIMEZONE``, as INSERT does."""
         spark = self.spark
         zone = config.timezone_name()
-        previous = spark.conf.get("spark.sql.session.timeZone")
+        previous = setting(spark, "spark.sql.session.timeZone")
         if previous == zone:
             yield
             return

@@ -11,12 +11,16 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
+
+if TYPE_CHECKING:
+    from deltalake import DeltaTable
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +60,7 @@ def _is_conflict(err: Exception) -> bool:
     return isinstance(err, CommitFailedError) or "concurrent" in text or "version already exists" in text
 
 
-def _retrying(path: Path, action) -> Commit:  # type: ignore[no-untyped-def]
+def _retrying(path: Path, action: Callable[[DeltaTable], object]) -> Commit:
     """Run ``action(table)`` on a fresh snapshot until it commits; conflicts are retried with backoff."""
     from deltalake import DeltaTable
 
@@ -83,7 +87,7 @@ def upsert(path: Path, rows: pa.Table, keys: Sequence[str]) -> Commit:
     rows = dedupe_last(rows, keys)
     predicate = " AND ".join(f"t.{_quote(k)} = s.{_quote(k)}" for k in keys)
 
-    def merge(table) -> None:  # type: ignore[no-untyped-def]
+    def merge(table: DeltaTable) -> None:
         (
             table.merge(rows, predicate, source_alias="s", target_alias="t")
             .when_matched_update_all()

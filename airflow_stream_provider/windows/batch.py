@@ -19,6 +19,7 @@ import pandas as pd
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from airflow_stream_provider.spark.session import setting
 from airflow_stream_provider.windows.clause import TriggerPlan
 from airflow_stream_provider.windows.core import (
     WindowSpec,
@@ -126,5 +127,5 @@ def _interval_counts(df: DataFrame, plan: TriggerPlan) -> DataFrame:
 
     # one Python call per partition, not per group; the explicit partition count keeps adaptive
     # execution from folding the (small) counts into a single partition, and so a single core
-    partitions = int(df.sparkSession.conf.get("spark.sql.shuffle.partitions")) if plan.keys else 1
+    partitions = int(setting(df.sparkSession, "spark.sql.shuffle.partitions")) if plan.keys else 1
     return counts.repartition(partitions, *plan.keys).mapInPandas(fn, schema=EVENT_SCHEMA)

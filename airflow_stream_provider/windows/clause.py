@@ -187,7 +187,7 @@ class TriggerPlan:
         """One id per window, the same across restarts and reruns: stream, group, window start (and
         ordinal for COUNT_WINDOW). ``group_id`` is the group of every window, or one per window."""
         gids = [group_id] * len(starts) if isinstance(group_id, str) else group_id.tolist()
-        prefixes: dict[str, object] = {}
+        prefixes: dict[str, hashlib.blake2b] = {}
         out = []
         for gid, s, o in zip(gids, starts.tolist(), ordinals.tolist(), strict=True):
             prefix = prefixes.get(gid)

@@ -115,13 +115,13 @@ class WindowSpec:
         """Which windows satisfy TRUE_FOR (all of them when there is none)."""
         by_time = duration >= self.true_for_duration if self.true_for_duration is not None else None
         by_count = rows >= self.true_for_count if self.true_for_count is not None else None
-        if by_time is None and by_count is None:
-            return np.ones(len(duration), dtype=bool)
-        if by_time is None:
-            return by_count
-        if by_count is None:
+        if by_time is not None and by_count is not None:
+            return (by_time | by_count) if self.true_for_op == "OR" else (by_time & by_count)
+        if by_time is not None:
             return by_time
-        return (by_time | by_count) if self.true_for_op == "OR" else (by_time & by_count)
+        if by_count is not None:
+            return by_count
+        return np.ones(len(duration), dtype=bool)
 
     def qualifies_one(self, duration: int, rows: int) -> bool:
         """:meth:`qualifies` for one window, without arrays (scanners call it per window)."""
@@ -331,7 +331,9 @@ def _session(spec: WindowSpec, rows: pd.DataFrame, carry: dict | None, watermark
              final: bool) -> tuple[pd.DataFrame, dict | None]:
     ts = rows["ts"].to_numpy(np.int64)
     if len(ts) == 0:
-        if carry and carry.get("open") and (final or (watermark is not None and watermark - carry["open"]["last"] > spec.gap)):
+        if carry and carry.get("open") and (
+            final or (watermark is not None and watermark - carry["open"]["last"] > spec.gap)
+        ):
             o = carry["open"]
             out = _frame([o["start"]], [o["last"]], [o["count"]], [True], [False])
             return out, {**carry, "open": None}
@@ -423,7 +425,7 @@ def _state(spec: WindowSpec, rows: pd.DataFrame, carry: dict | None, watermark: 
 def _close_only(spec: WindowSpec, o: dict, carry: dict) -> pd.DataFrame:
     if not (o["opened"] or spec.qualifies_one(o["last"] - o["start"], o["count"])):
         return empty_windows()
-    extra = {}
+    extra: dict[str, object] = {}
     if spec.kind == "state":
         extra = {"prev_state": np.array([o["prev"]], object), "cur_state": np.array([o["state"]], object),
                  "next_state": np.array([None], object)}
@@ -486,7 +488,8 @@ def _event(spec: WindowSpec, rows: pd.DataFrame, carry: dict | None, watermark: 
     carry["open"] = o
     size = len(out["s"])
     frame = _frame(out["s"], out["e"], out["c"], out["closed"], out["opened"],
-                   open_index=np.zeros(size, np.int64), open_fields=np.array(_fields_texts(start_fields, out["of"]), dtype=object),
+                   open_index=np.zeros(size, np.int64),
+                   open_fields=np.array(_fields_texts(start_fields, out["of"]), dtype=object),
                    close_index=np.array([1 if c else -1 for c in out["closed"]], np.int64),
                    close_fields=np.array(_fields_texts(end_fields, out["cf"]), dtype=object))
     return frame, carry

@@ -40,6 +40,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
+from airflow_stream_provider.spark.session import setting
 from airflow_stream_provider.windows.clause import TriggerPlan, micros
 from airflow_stream_provider.windows.core import empty_windows, open_windows, scan
 from airflow_stream_provider.windows.events import (
@@ -169,7 +170,7 @@ def write_events(rows: DataFrame, path: str, app_id: str, batch_id: int) -> int:
     without events makes no commit (MAX_DELAY makes Spark run one every trigger interval, mostly
     empty).
     """
-    share = LOCAL_EVENTS_MAX // max(1, int(rows.sparkSession.conf.get("spark.sql.shuffle.partitions")))
+    share = LOCAL_EVENTS_MAX // max(1, int(setting(rows.sparkSession, "spark.sql.shuffle.partitions")))
     guard = F.when(F.col("seq") % F.lit(1 << 33) >= share, F.raise_error(F.lit(_TOO_MANY)))  # row in partition
     try:
         table = rows.withColumn("_guard", guard).toArrow()
@@ -250,6 +251,7 @@ class _Step:
             else:  # the usual batch: every row new and in time
                 changes, live = raw.iloc[0:0], raw
             if len(changes):
+                assert decided is not None  # rows count as late only once a watermark was decided
                 done = recalculate(plan, tuple(key), changes, version=int(raw["_commit_version"].max()),
                                    decided=decided, first_ts=first_ts)
                 events.append(event_rows(plan, keys, done.windows, invalidate=done.invalidate))
@@ -278,6 +280,7 @@ class _Step:
     def _max_delay(self, saved: dict, keys: dict, carry: dict | None, state) -> pd.DataFrame:
         """MAX_DELAY events of windows open for another delay, and the timeout to the next one."""
         delay, now = self.plan.max_delay, time.time_ns() // 1000
+        assert delay is not None  # called only for a plan with MAX_DELAY
         windows = open_windows(self.plan.spec, carry)
         due_before, due, fire = saved.get("due", {}), {}, []
         for i, (start_ts, ordinal) in enumerate(zip(windows["wstart"].tolist(), windows["ordinal"].tolist())):

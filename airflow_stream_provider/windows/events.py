@@ -125,7 +125,7 @@ def _events(plan, keys: list[dict], windows: pd.DataFrame, group: np.ndarray | N
     }, columns=list(EVENT_COLUMNS))
 
 
-def _part(plan, w: pd.DataFrame, kind: str, group: np.ndarray | None) -> dict[str, np.ndarray]:
+def _part(plan, w: pd.DataFrame, kind: EventType, group: np.ndarray | None) -> dict[str, np.ndarray]:
     """The columns of one kind of event for windows ``w``, as arrays (``_null``: the window's end
     and row count are not known yet; ``_no_condition``: no trigger condition)."""
     n = len(w)

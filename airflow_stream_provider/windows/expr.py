@@ -135,10 +135,10 @@ def evaluate(tree: exp.Expr, frame: pd.DataFrame, timestamp_column: str = "ts") 
             return _boolean(value(node.left), len(frame)) & _boolean(value(node.right), len(frame))
         if isinstance(node, exp.Or):
             return _boolean(value(node.left), len(frame)) | _boolean(value(node.right), len(frame))
-        if type(node) in _COMPARE:
+        if isinstance(node, exp.Binary) and type(node) in _COMPARE:
             left, right = _align(value(node.left), value(node.right))
             return _COMPARE[type(node)](left, right)
-        if type(node) in _ARITHMETIC:
+        if isinstance(node, exp.Binary) and type(node) in _ARITHMETIC:
             return _ARITHMETIC[type(node)](value(node.left), value(node.right))
         if isinstance(node, exp.Is):
             target = value(node.this)

@@ -146,7 +146,7 @@ def recalculate(plan: TriggerPlan, key_values: tuple, changes: pd.DataFrame, *, 
         # no row was scanned yet (the group's first rows were still waiting for the watermark):
         # no window was ever due, empty ones included
         old_carry = {"lo": None, "counts": {}}
-    elif spec.kind == "interval" and earliest < first_ts:
+    elif spec.kind == "interval" and first_ts is not None and earliest < first_ts:
         # the group's windows used to begin at its first row; empty windows before it were never due
         k_first = (first_ts - spec.offset - spec.interval) // spec.sliding + 1
         old_carry = {"lo": int(k_first), "counts": {}}

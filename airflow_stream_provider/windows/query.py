@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import uuid
 from collections.abc import Callable, Mapping
+from typing import TypeGuard
 
 import numpy as np
 import pandas as pd
@@ -43,7 +44,7 @@ _WINDOW_FIELDS = [T.StructField("_wstart", T.TimestampType()), T.StructField("_w
                   T.StructField("_empty", T.BooleanType())]
 
 
-def has_window(tree: exp.Expr) -> bool:
+def has_window(tree: exp.Expr) -> TypeGuard[exp.Select]:
     return isinstance(tree, exp.Select) and tree.args.get("td_window") is not None
 
 
@@ -120,7 +121,7 @@ def plan_of(select: exp.Select, *, columns: list[str], ts_column: str) -> tuple[
         if kind != TriggerKind.INTERVAL:
             raise _reject("FILL applies to INTERVAL windows only", "FILL")
     true_for = clause.args.get("true_for")
-    common = {"true_for_duration": _micros(true_for, "TRUE_FOR") if true_for is not None else None}
+    true_for_duration = _micros(true_for, "TRUE_FOR") if true_for is not None else None
     texts: dict = {}
     reads: list[str] = []
 
@@ -144,13 +145,14 @@ def plan_of(select: exp.Select, *, columns: list[str], ts_column: str) -> tuple[
         spec = WindowSpec("session", gap=_micros(args[1], "SESSION"))
     elif kind == TriggerKind.STATE_WINDOW:
         condition(args[0], "state")
-        spec = WindowSpec("state", **common)
+        spec = WindowSpec("state", true_for_duration=true_for_duration)
     elif kind == TriggerKind.EVENT_WINDOW:
         fields = {}
         for name in ("start", "end"):
             condition(clause.args[name], name)
             fields[name] = tuple(column(exp.column(c), kind) for c in expr.columns_of(clause.args[name], ts_column))
-        spec = WindowSpec("event", start_fields=fields["start"], end_fields=fields["end"], **common)
+        spec = WindowSpec("event", start_fields=fields["start"], end_fields=fields["end"],
+                          true_for_duration=true_for_duration)
     elif kind == TriggerKind.COUNT_WINDOW:
         count = _int(args[0], "COUNT_WINDOW")
         slide = _int(args[1], "COUNT_WINDOW") if len(args) > 1 and isinstance(args[1], exp.Literal) else count

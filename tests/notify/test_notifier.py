@@ -45,10 +45,11 @@ def test_notifier_sends_from_task_callbacks(tmp_path, receivers):
     (dags / "notified.py").write_text(textwrap.dedent(DAG_FILE.format(url=rec.url)))
     env = {**os.environ, "AIRFLOW_HOME": str(tmp_path / "airflow"), "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
            "AIRFLOW__CORE__LOAD_EXAMPLES": "False"}
-    migrate = subprocess.run([str(AIRFLOW), "db", "migrate"], env=env, capture_output=True, text=True, timeout=300, check=False)
+    migrate = subprocess.run([str(AIRFLOW), "db", "migrate"], env=env, capture_output=True, text=True, timeout=300,
+                             check=False)
     assert migrate.returncode == 0, migrate.stderr[-2000:]
-    run = subprocess.run([str(AIRFLOW), "dags", "test", "notified", "2025-01-02"], env=env, capture_output=True, check=False,
-                         text=True, timeout=300)
+    run = subprocess.run([str(AIRFLOW), "dags", "test", "notified", "2025-01-02"], env=env, capture_output=True,
+                         check=False, text=True, timeout=300)
     messages = rec.messages()
     assert len(messages) == 2, run.stdout[-3000:] + run.stderr[-3000:]
     for msg in messages:

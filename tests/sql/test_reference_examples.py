@@ -22,11 +22,13 @@ WHERE _c0 >= _twend - 5m AND _c0 <= _twend;""",
              "placeholders": {"_twstart", "_twend"}},
     ),
     (
-        """CREATE STREAM `idmp`.`ana_temp` EVENT_WINDOW(start with `temp` > 80 end with `temp` <= 80 ) TRUE_FOR(10m) FROM `idmp`.`vt_envsens02_471544`
+        """CREATE STREAM `idmp`.`ana_temp` EVENT_WINDOW(start with `temp` > 80 end with `temp` <= 80 ) TRUE_FOR(10m) \
+FROM `idmp`.`vt_envsens02_471544`
 STREAM_OPTIONS( IGNORE_DISORDER)
 INTO `idmp`.`ana_temp`
 AS
-SELECT _twstart+0s as output_timestamp, avg(`temp`) as `avgtemp` FROM idmp.`vt_engsens02_471544` where ts >= _twstart and ts <= _twend;""",
+SELECT _twstart+0s as output_timestamp, avg(`temp`) as `avgtemp` FROM idmp.`vt_engsens02_471544` \
+where ts >= _twstart and ts <= _twend;""",
         {"name": T("ana_temp", "idmp"), "trigger_table": T("vt_envsens02_471544", "idmp"),
              "into": T("ana_temp", "idmp"), "given": {"IGNORE_DISORDER"}, "true_for": m.TrueFor(D(10, "m")),
              "event": ("`temp` > 80", "`temp` <= 80"), "placeholders": {"_twstart", "_twend"}},
@@ -52,7 +54,8 @@ SELECT _twstart, avg(col1) FROM %%tbname WHERE _c0 >= _twstart AND _c0 <= _twend
     ),
     (
         """CREATE STREAM avg_stream INTERVAL(1m) SLIDING(1m) FROM meters
-NOTIFY ('ws://localhost:8080/notify', 'wss://192.168.1.1:8080/notify?key=foo') ON ('WINDOW_OPEN', 'WINDOW_CLOSE') NOTIFY_OPTIONS(NOTIFY_HISTORY | ON_FAILURE_PAUSE)
+NOTIFY ('ws://localhost:8080/notify', 'wss://192.168.1.1:8080/notify?key=foo') \
+ON ('WINDOW_OPEN', 'WINDOW_CLOSE') NOTIFY_OPTIONS(NOTIFY_HISTORY | ON_FAILURE_PAUSE)
 INTO avg_stb
 AS
 SELECT _twstart, _twend, AVG(current) FROM %%trows;""",

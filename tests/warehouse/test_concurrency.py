@@ -56,7 +56,7 @@ def test_two_single_row_writers_and_two_batch_writers_lose_nothing(tmp_path):
         for kind in ("single", "batch") for w in (1, 2)
     ]
     outputs = [p.communicate(timeout=1200) for p in writers]
-    for process, (out, err) in zip(writers, outputs, strict=True):
+    for process, (_out, err) in zip(writers, outputs, strict=True):
         assert process.returncode == 0, err[-3000:]
 
     table = DeltaTable(str(home / "warehouse" / "power" / "meters"))

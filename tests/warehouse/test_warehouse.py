@@ -51,7 +51,8 @@ def version(wh: Warehouse, table: str) -> int:
 
 def test_supertable_query_returns_tbname_and_tags(wh):
     list(statements.run(wh, "INSERT INTO d1001 VALUES ('2018-10-03 14:38:05.000', 10.3, 219, 0.31) "
-                "d1002 USING meters TAGS ('California.LosAngeles', 3) VALUES ('2018-10-03 14:38:16.650', 10.3, 218, 0.25)"))
+                "d1002 USING meters TAGS ('California.LosAngeles', 3) "
+                "VALUES ('2018-10-03 14:38:16.650', 10.3, 218, 0.25)"))
     got = rows(wh, "SELECT tbname, location, groupid, ts, voltage FROM meters ORDER BY tbname")
     assert got == [
         ("d1001", "California.SanFrancisco", 2, t("2018-10-03 14:38:05"), 219),
@@ -62,7 +63,8 @@ def test_supertable_query_returns_tbname_and_tags(wh):
 
 
 def test_a_write_of_an_existing_timestamp_replaces_the_row(wh):
-    list(statements.run(wh, "INSERT INTO d1001 VALUES ('2018-10-03 14:38:05', 10.3, 219, 0.31) ('2018-10-03 14:38:15', 12.6, 218, 0.33)"))
+    list(statements.run(wh, "INSERT INTO d1001 VALUES ('2018-10-03 14:38:05', 10.3, 219, 0.31) "
+                            "('2018-10-03 14:38:15', 12.6, 218, 0.33)"))
     list(statements.run(wh, "INSERT INTO d1001 (ts, voltage) VALUES ('2018-10-03 14:38:05', 230)"))
     got = rows(wh, "SELECT ts, current, voltage FROM d1001 ORDER BY ts")
     # the whole row is replaced: the columns not written become NULL
@@ -81,7 +83,8 @@ def test_the_same_timestamp_in_two_subtables_is_two_rows(wh):
 
 
 def test_delete_removes_rows_and_the_change_feed_records_every_write(wh, spark):
-    list(statements.run(wh, "INSERT INTO d1001 VALUES ('2018-10-03 14:38:05', 10.3, 219, 0.31) ('2018-10-03 14:38:15', 12.6, 218, 0.33)"))
+    list(statements.run(wh, "INSERT INTO d1001 VALUES ('2018-10-03 14:38:05', 10.3, 219, 0.31) "
+                            "('2018-10-03 14:38:15', 12.6, 218, 0.33)"))
     list(statements.run(wh, "INSERT INTO d1001 VALUES ('2018-10-03 14:38:15', 13.0, 221, 0.4)"))
     (deleted,) = list(statements.run(wh, "DELETE FROM d1001 WHERE ts < '2018-10-03 14:38:10'"))
     assert deleted.rows == 1
@@ -103,7 +106,8 @@ def test_change_data_feed_is_on_for_every_table(wh):
 
 def test_insert_into_the_supertable_names_the_subtable_per_row(wh):
     list(statements.run(wh, "INSERT INTO meters (tbname, ts, voltage, location, groupid) "
-                "VALUES ('d2001', '2025-01-01 00:00:00', 200, 'Tokyo', 7) ('d1001', '2025-01-01 00:00:00', 201, 'ignored', 0)"))
+                "VALUES ('d2001', '2025-01-01 00:00:00', 200, 'Tokyo', 7) "
+                "('d1001', '2025-01-01 00:00:00', 201, 'ignored', 0)"))
     got = rows(wh, "SELECT tbname, location, groupid, voltage FROM meters ORDER BY tbname")
     # an existing subtable keeps its tags; a new one is created from the row's tags
     assert got == [("d1001", "California.SanFrancisco", 2, 201), ("d2001", "Tokyo", 7, 200)]
@@ -130,7 +134,8 @@ def test_tdengine_functions_work_in_select(wh):
 
 
 def test_drop_removes_subtables_supertables_and_databases(wh):
-    list(statements.run(wh, "INSERT INTO d1001 VALUES (1000, 1, 1, 0) d1002 USING meters TAGS ('LA', 3) VALUES (1000, 2, 2, 0)"))
+    list(statements.run(wh, "INSERT INTO d1001 VALUES (1000, 1, 1, 0) "
+                            "d1002 USING meters TAGS ('LA', 3) VALUES (1000, 2, 2, 0)"))
     list(statements.run(wh, "DROP TABLE d1001"))
     assert rows(wh, "SELECT tbname FROM meters") == [("d1002",)]
     with pytest.raises(WarehouseError, match="power.d1001 does not exist"):
@@ -145,13 +150,15 @@ def test_drop_removes_subtables_supertables_and_databases(wh):
 
 
 def test_precision_ns_is_rejected_because_spark_holds_microseconds(wh):
-    with pytest.raises(StreamDefinitionError, match="PRECISION 'ns' is not supported: Spark timestamps hold microseconds"):
+    with pytest.raises(StreamDefinitionError,
+                       match="PRECISION 'ns' is not supported: Spark timestamps hold microseconds"):
         list(statements.run(wh, "CREATE DATABASE nano PRECISION 'ns'"))
     assert not (wh.catalog.root / "nano").exists()
 
 
 def test_if_not_exists_and_existing_names(wh):
-    list(statements.run(wh, "CREATE DATABASE IF NOT EXISTS power; CREATE STABLE IF NOT EXISTS meters (ts TIMESTAMP, v INT) TAGS (g INT)"))
+    list(statements.run(wh, "CREATE DATABASE IF NOT EXISTS power; "
+                            "CREATE STABLE IF NOT EXISTS meters (ts TIMESTAMP, v INT) TAGS (g INT)"))
     with pytest.raises(WarehouseError, match="database power already exists"):
         list(statements.run(wh, "CREATE DATABASE power"))
     with pytest.raises(WarehouseError, match="table power.d1001 already exists"):
@@ -166,9 +173,12 @@ def test_if_not_exists_and_existing_names(wh):
 @pytest.mark.parametrize(
     ("statement", "message"),
     [
-        ("INSERT INTO d1001 VALUES (1000, 1.0, 2)", "power.d1001: 3 values for 4 columns (ts, current, voltage, phase)"),
-        ("INSERT INTO d1001 VALUES (1000, 1.0, 'high', 0.1)", "power.d1001: column voltage (INT): 'high' is not an integer"),
-        ("INSERT INTO d1001 (ts, volts) VALUES (1000, 1)", "power.d1001: power.meters has no column volts (did you mean voltage?)"),
+        ("INSERT INTO d1001 VALUES (1000, 1.0, 2)",
+         "power.d1001: 3 values for 4 columns (ts, current, voltage, phase)"),
+        ("INSERT INTO d1001 VALUES (1000, 1.0, 'high', 0.1)",
+         "power.d1001: column voltage (INT): 'high' is not an integer"),
+        ("INSERT INTO d1001 (ts, volts) VALUES (1000, 1)",
+         "power.d1001: power.meters has no column volts (did you mean voltage?)"),
         ("INSERT INTO d9 VALUES (1000, 1.0, 2, 0.1)", "table power.d9 does not exist"),
         ("INSERT INTO d9 USING meters TAGS ('LA', 'three') VALUES (1000, 1.0, 2, 0.1)",
          "power.d9: tag groupid (INT): 'three' is not an integer"),
@@ -176,7 +186,8 @@ def test_if_not_exists_and_existing_names(wh):
          "power.d9: power.meters has 2 tags (location, groupid), 1 values given"),
         ("INSERT INTO d1001 (voltage) VALUES (1)", "power.d1001: column ts (TIMESTAMP) is part of the key"),
         # the first target is fine; the second is not: the whole statement writes nothing
-        ("INSERT INTO d1001 VALUES (1000, 1.0, 2, 0.1) d1002 USING meters TAGS ('LA', 3) VALUES (1000, 1.0, 99999999999, 0.1)",
+        ("INSERT INTO d1001 VALUES (1000, 1.0, 2, 0.1) "
+         "d1002 USING meters TAGS ('LA', 3) VALUES (1000, 1.0, 99999999999, 0.1)",
          "power.d1002: column voltage (INT): 99999999999 is out of range"),
     ],
 )

@@ -159,7 +159,8 @@ def test_event_windows_match_reference_and_carry_conditions(data):
     plan = plan_of(stream("EVENT_WINDOW(START WITH current > 15 END WITH current < 5 OR voltage = 221)",
                           options="STREAM_OPTIONS(EVENT_TYPE(WINDOW_OPEN|WINDOW_CLOSE))"))
     events = detect(df, plan, final=True).toPandas()
-    expected = per_table(pdf, lambda r: {"_start": bool(r.current > 15), "_end": bool(r.current < 5 or r.voltage == 221)},
+    expected = per_table(pdf,
+                         lambda r: {"_start": bool(r.current > 15), "_end": bool(r.current < 5 or r.voltage == 221)},
                          ref.event)
     assert closes(events) == expected
     opens = events[events["event_type"] == "WINDOW_OPEN"]

@@ -174,8 +174,8 @@ def test_killed_detector_resumes_exactly_once(spark, tmp_path):
 
     def launch() -> subprocess.Popen:
         proc = subprocess.Popen([sys.executable, str(script), str(tmp_path / "warehouse"), opts.events_path,
-                                 opts.checkpoint, TRIGGERS["state"]], env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                text=True, start_new_session=True)
+                                 opts.checkpoint, TRIGGERS["state"]], env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, text=True, start_new_session=True)
         assert proc.stdout.readline().strip() == "started"
         return proc
 

@@ -60,12 +60,14 @@ def closes(frame: pd.DataFrame) -> dict[str, tuple]:
 
 
 def run(spark, plan, opts) -> pd.DataFrame:
-    detector.start(spark, plan, dataclasses.replace(opts, max_files_per_trigger=1), available_now=True).awaitTermination()
+    query = detector.start(spark, plan, dataclasses.replace(opts, max_files_per_trigger=1), available_now=True)
+    query.awaitTermination()
     return events_table(opts)
 
 
 def delete(spark, info, rows: pd.DataFrame) -> None:
-    cond = " OR ".join(f"(tbname = '{t}' AND ts = timestamp_micros({int(ts)}))" for t, ts in zip(rows["tbname"], rows["ts"]))
+    cond = " OR ".join(f"(tbname = '{t}' AND ts = timestamp_micros({int(ts)}))"
+                       for t, ts in zip(rows["tbname"], rows["ts"]))
     spark.sql(f"DELETE FROM delta.`{info.path}` WHERE {cond}")
 
 
@@ -123,7 +125,10 @@ def test_updates_of_a_state_are_recalculated(spark, tmp_path):
     first = run(spark, plan, opts)
     write(info, d1.iloc[[1]].assign(voltage=221))
     events = run(spark, plan, opts)
-    at = lambda s: pd.Timestamp(s, unit="s", tz="UTC")
+
+    def at(s: int) -> pd.Timestamp:
+        return pd.Timestamp(s, unit="s", tz="UTC")
+
     standing = fold(events)
     assert sorted(standing.values()) == [(at(0), at(0), 1), (at(1), at(3), 3)]
     # the window starting at 0 s keeps its trigger id; the one at 1 s is new

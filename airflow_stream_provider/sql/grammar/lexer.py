@@ -101,6 +101,7 @@ class Lexer:
                 kind = Kind.QUOTED_IDENT
             elif ch in _DIGITS or (ch == "." and i + 1 < n and text[i + 1] in _DIGITS):
                 m = _NUMBER.match(text, i)
+                assert m is not None  # a digit, or a dot before a digit, always starts a number
                 i = m.end()
                 kind = Kind.NUMBER
                 unit = _IDENT.match(text, i)
@@ -115,8 +116,8 @@ class Lexer:
                     raise self._error("'%%' must be followed by a name or a column number, as in %%tbname", i)
                 i = m.end()
                 kind = Kind.REF
-            elif _IDENT.match(text, i):
-                i = _IDENT.match(text, i).end()
+            elif ident := _IDENT.match(text, i):
+                i = ident.end()
                 kind = Kind.IDENT
             else:
                 sym = next((s for s in _SYMBOLS if text.startswith(s, i)), ch)

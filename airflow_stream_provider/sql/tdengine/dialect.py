@@ -9,6 +9,7 @@ of :mod:`..ast`: TDengine-only syntax becomes its typed nodes (``5m``, ``_twstar
 from __future__ import annotations
 
 import re
+from typing import Any, ClassVar
 
 from sqlglot import exp, generator, parser, tokens
 from sqlglot.dialects.dialect import Dialect
@@ -45,8 +46,8 @@ def _window_keyword_tokens() -> dict[str, TokenType]:
 
 class TDengineParser(parser.Parser):
     # Every call is Anonymous: translation is by name, in one registry.
-    FUNCTIONS: dict = {}
-    NO_PAREN_FUNCTIONS: dict = {}
+    FUNCTIONS: ClassVar[dict[str, Any]] = {}
+    NO_PAREN_FUNCTIONS: ClassVar[dict[TokenType, Any]] = {}
     ID_VAR_TOKENS = parser.Parser.ID_VAR_TOKENS - {TokenType.CONNECT_BY, TokenType.SESSION, TokenType.INTERVAL}
     TABLE_ALIAS_TOKENS = parser.Parser.TABLE_ALIAS_TOKENS - {
         TokenType.INTERVAL,
@@ -56,7 +57,7 @@ class TDengineParser(parser.Parser):
     }
     ALIAS_TOKENS = ID_VAR_TOKENS
 
-    def _parse_number(self, token: tokens.Token) -> exp.Expr:
+    def _parse_number_or_duration(self, token: tokens.Token) -> exp.Expr:
         nxt = self._curr
         if (
             nxt is not None
@@ -71,7 +72,7 @@ class TDengineParser(parser.Parser):
 
     PRIMARY_PARSERS = {
         **parser.Parser.PRIMARY_PARSERS,
-        TokenType.NUMBER: lambda self, token: self._parse_number(token),
+        TokenType.NUMBER: lambda self, token: self._parse_number_or_duration(token),
     }
 
     def _parse_partition_clause(self) -> tuple[str, exp.Expr]:
@@ -86,12 +87,15 @@ class TDengineParser(parser.Parser):
         self._advance()
         args: dict = {"kind": kind}
         if kind == TriggerKind.EVENT_WINDOW:
-            self._match_text_seq("START", "WITH") or self.raise_error("EVENT_WINDOW needs START WITH")
+            if not self._match_text_seq("START", "WITH"):
+                self.raise_error("EVENT_WINDOW needs START WITH")
             args["start"] = self._parse_assignment()
-            self._match_text_seq("END", "WITH") or self.raise_error("EVENT_WINDOW needs END WITH")
+            if not self._match_text_seq("END", "WITH"):
+                self.raise_error("EVENT_WINDOW needs END WITH")
             args["end"] = self._parse_assignment()
         else:
-            self._match(TokenType.L_PAREN) or self.raise_error(f"{kind} needs its arguments in parentheses")
+            if not self._match(TokenType.L_PAREN):
+                self.raise_error(f"{kind} needs its arguments in parentheses")
             args["expressions"] = self._parse_csv(self._parse_assignment)
             self._match_r_paren()
         if kind == TriggerKind.INTERVAL and self._match_text_seq("SLIDING"):
@@ -201,8 +205,7 @@ def _mask_references(text: str, start: int, end: int) -> str:
 
 def parse_fragment(text: str, start: int = 0, end: int | None = None, *, clause: str, query: bool = False) -> exp.Expr:
     """Parse ``text[start:end]`` as a TDengine expression (or query), positions kept absolute."""
-    end = len(text) if end is None else end
-    body = _mask_references(text, start, end)
+    body = _mask_references(text, start, len(text) if end is None else end)
     if not body.strip():
         line, column = Lexer(text).position(start)
         raise StreamSyntaxError(f"{clause} needs an expression here", line=line, column=column, clause=clause)
@@ -211,9 +214,9 @@ def parse_fragment(text: str, start: int = 0, end: int | None = None, *, clause:
         trees = [t for t in TDengine().parse(source) if t is not None]
     except ParseError as err:
         info = err.errors[0] if err.errors else {}
-        line, column = _error_position(text, info)
+        at_line, at_column = _error_position(text, info)
         description = _readable(info.get("description") or str(err).split(". Line")[0])
-        raise StreamSyntaxError(description, line=line, column=column, clause=clause) from None
+        raise StreamSyntaxError(description, line=at_line, column=at_column, clause=clause) from None
     except TokenError as err:
         line, column = Lexer(text).position(start)
         raise StreamSyntaxError(str(err), line=line, column=column, clause=clause) from None
@@ -248,7 +251,9 @@ def _error_position(text: str, info: dict) -> tuple[int | None, int | None]:
         return None, None
     # sqlglot reports the column where the offending token ends; point at its start instead.
     highlight = info.get("highlight") or ""
-    return line, max(1, col - len(highlight) + 1) if highlight else col
+    if col is None or not highlight:
+        return line, col
+    return line, max(1, col - len(highlight) + 1)
 
 
 def resolve_tdengine_nodes(tree: exp.Expr) -> exp.Expr:

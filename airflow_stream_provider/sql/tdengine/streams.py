@@ -124,9 +124,9 @@ class StreamStatements(ValueParser):
         if word == m.TriggerKind.STATE_WINDOW:
             self.advance()
             self.expect_op("(", "STATE_WINDOW")
-            column = self.expression("STATE_WINDOW")
+            state = self.expression("STATE_WINDOW")
             self.expect_op(")", "STATE_WINDOW")
-            return m.StateWindow(column, self.true_for())
+            return m.StateWindow(state, self.true_for())
         if word == m.TriggerKind.EVENT_WINDOW:
             self.advance()
             self.expect_op("(", "EVENT_WINDOW")
@@ -143,19 +143,20 @@ class StreamStatements(ValueParser):
             count = self.integer("COUNT_WINDOW count", "COUNT_WINDOW")
             if count < 1:
                 raise self.error(f"COUNT_WINDOW count must be at least 1, found {count}", count_tok, "COUNT_WINDOW")
-            sliding, columns = None, []
+            count_sliding: int | None = None
+            columns: list[str] = []
             while self.accept_op(","):
-                if self.tok.kind is Kind.NUMBER and not columns and sliding is None:
+                if self.tok.kind is Kind.NUMBER and not columns and count_sliding is None:
                     slide_tok = self.tok
-                    sliding = self.integer("COUNT_WINDOW sliding", "COUNT_WINDOW")
-                    if sliding < 1 or sliding > count:
+                    count_sliding = self.integer("COUNT_WINDOW sliding", "COUNT_WINDOW")
+                    if count_sliding < 1 or count_sliding > count:
                         raise self.error(
-                            f"COUNT_WINDOW sliding must be between 1 and the count {count}, found {sliding}",
+                            f"COUNT_WINDOW sliding must be between 1 and the count {count}, found {count_sliding}",
                             slide_tok, "COUNT_WINDOW")
                 else:
                     columns.append(self.ident("trigger column", "COUNT_WINDOW"))
             self.expect_op(")", "COUNT_WINDOW")
-            return m.CountWindow(count, sliding, tuple(columns))
+            return m.CountWindow(count, count_sliding, tuple(columns))
         if tok.upper in LEGACY_STREAM_WORDS:
             raise self.error(
                 f"{tok.text} belongs to TDengine's older stream syntax (3.0 to 3.3.6), which is not supported: "
@@ -367,7 +368,7 @@ class StreamStatements(ValueParser):
             if self.at("TO"):
                 to_tok = self.advance()
                 end = self.time_point(verb)
-                if not start.is_relative and not end.is_relative and end.at <= start.at:  # type: ignore[operator]
+                if start.at is not None and end.at is not None and end.at <= start.at:  # both absolute
                     raise self.error("RECALCULATE TO must be later than FROM", to_tok, verb)
             return m.RecalculateStream(name, start, end, **pos)
         if_exists = self.accept("IF", "EXISTS")

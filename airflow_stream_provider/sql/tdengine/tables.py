@@ -8,7 +8,13 @@ from airflow_stream_provider.sql.functions import check_functions
 from airflow_stream_provider.sql.grammar.lexer import Kind
 from airflow_stream_provider.sql.tdengine.values import ValueParser
 
-DATABASE_OPTIONS = ["BUFFER", "CACHEMODEL", "CACHESIZE", "COMP", "DURATION", "WAL_FSYNC_PERIOD", "MAXROWS", "MINROWS", "KEEP", "KEEP_TIME_OFFSET", "PAGES", "PAGESIZE", "TSDB_PAGESIZE", "REPLICA", "WAL_LEVEL", "VGROUPS", "SINGLE_STABLE", "TABLE_PREFIX", "TABLE_SUFFIX", "STT_TRIGGER", "WAL_RETENTION_PERIOD", "WAL_RETENTION_SIZE", "ENCRYPT_ALGORITHM", "SS_CHUNKPAGES", "SS_KEEPLOCAL", "SS_COMPACT", "DNODES", "COMPACT_INTERVAL", "COMPACT_TIME_RANGE", "COMPACT_TIME_OFFSET"]
+DATABASE_OPTIONS = [
+    "BUFFER", "CACHEMODEL", "CACHESIZE", "COMP", "DURATION", "WAL_FSYNC_PERIOD", "MAXROWS", "MINROWS", "KEEP",
+    "KEEP_TIME_OFFSET", "PAGES", "PAGESIZE", "TSDB_PAGESIZE", "REPLICA", "WAL_LEVEL", "VGROUPS", "SINGLE_STABLE",
+    "TABLE_PREFIX", "TABLE_SUFFIX", "STT_TRIGGER", "WAL_RETENTION_PERIOD", "WAL_RETENTION_SIZE",
+    "ENCRYPT_ALGORITHM", "SS_CHUNKPAGES", "SS_KEEPLOCAL", "SS_COMPACT", "DNODES", "COMPACT_INTERVAL",
+    "COMPACT_TIME_RANGE", "COMPACT_TIME_OFFSET",
+]
 
 
 class TableStatements(ValueParser):
@@ -60,7 +66,8 @@ class TableStatements(ValueParser):
             if self.accept("COMMENT"):
                 comment = self.advance().value
             if self.tok.upper in ("ENCODE", "COMPRESS", "LEVEL"):
-                raise self.error(f"column option {self.tok.upper} is not supported by the Delta warehouse", clause=clause)
+                raise self.error(f"column option {self.tok.upper} is not supported by the Delta warehouse",
+                                 clause=clause)
             if not tags and not cols and dtype.name != "TIMESTAMP":
                 raise self.error(f"the first column must be a TIMESTAMP, {name} is {dtype}", tok, clause)
             if dtype.name == "JSON" and not tags:

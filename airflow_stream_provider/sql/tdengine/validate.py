@@ -196,8 +196,8 @@ def _check_query(c: _Checker) -> None:
             c.fail("AS", f"pseudo-column {node.name} is not supported in stream queries")
     opens = m.EventType.WINDOW_OPEN in stmt.options.event_types and trig.kind == "window"
     groups = [p.lower() for p in stmt.partition_by]
-    for node in tree.find_all(StreamPlaceholder):
-        name = node.name
+    for placeholder in tree.find_all(StreamPlaceholder):
+        name = placeholder.name
         if name.startswith("%%"):
             ref = name[2:]
             if ref == "trows":
@@ -216,22 +216,22 @@ def _check_query(c: _Checker) -> None:
         if name in CLOSE_ONLY_PLACEHOLDERS and opens:
             c.fail_in(query, name, "AS", f"placeholder {name} is only defined at WINDOW_CLOSE, but EVENT_TYPE "
                                          "includes WINDOW_OPEN")
-    for node in tree.find_all(TriggerTable):
-        if node.name == "%%tbname":
+    for table in tree.find_all(TriggerTable):
+        if table.name == "%%tbname":
             if "tbname" not in groups:
                 c.fail("AS", "FROM %%tbname needs PARTITION BY tbname")
             continue
-        if node.name != "%%trows":
-            c.fail("AS", f"{node.name} cannot be used as a table; only %%trows and %%tbname can")
+        if table.name != "%%trows":
+            c.fail("AS", f"{table.name} cannot be used as a table; only %%trows and %%tbname can")
         if stmt.trigger_table is None:
             c.fail("AS", "%%trows needs a trigger table (FROM)")
         if opens:
             c.fail("AS", "%%trows is only defined at WINDOW_CLOSE, but EVENT_TYPE includes WINDOW_OPEN")
-        select = node.find_ancestor(exp.Select)
+        select = table.find_ancestor(exp.Select)
         if select is not None:
             if select.args.get("where") is not None:
                 c.fail("AS", "a query on %%trows cannot filter it with WHERE; use PRE_FILTER, or a subquery")
             if select.args.get("joins"):
                 c.fail("AS", "%%trows cannot be joined")
-        if node.find_ancestor(exp.Join) is not None:
+        if table.find_ancestor(exp.Join) is not None:
             c.fail("AS", "%%trows cannot be joined")

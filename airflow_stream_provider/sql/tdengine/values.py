@@ -98,7 +98,7 @@ class ValueParser(TokenCursor):
         if tok.upper == "NOW":
             return self.time_point(clause)
         sign = -1 if self.accept_op("-") else 1
-        if not sign == -1:
+        if sign != -1:
             self.accept_op("+")
         tok = self.tok
         if tok.kind is Kind.NUMBER:
