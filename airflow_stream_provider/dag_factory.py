@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from airflow.sdk import DAG, BaseOperator
 
@@ -68,10 +69,13 @@ def _tags(stored: StoredStream) -> list[str]:
 
 def _tasks(specs: tuple[TaskSpec, ...]) -> None:
     """Instantiate ``specs`` in the DAG being defined, and chain them."""
-    made = {}
+    made: dict[str, BaseOperator] = {}
     for spec in specs:
-        extra = {"retries": RETRIES} if spec.role is TaskRole.WAIT_EVENT_TIME else {}
-        made[spec.task_id] = OPERATORS[spec.role](task_id=spec.task_id, **spec.args, **extra)
+        # the plan's arguments are each operator's own keywords, of several types
+        kwargs: dict[str, Any] = {"task_id": spec.task_id, **spec.args}
+        if spec.role is TaskRole.WAIT_EVENT_TIME:
+            kwargs["retries"] = RETRIES
+        made[spec.task_id] = OPERATORS[spec.role](**kwargs)
     for spec in specs:
         for after in spec.downstream:
             made[spec.task_id] >> made[after]

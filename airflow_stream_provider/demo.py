@@ -28,6 +28,11 @@ from typing import TextIO
 
 from airflow_stream_provider import statements
 from airflow_stream_provider.local_airflow import LocalAirflow, free_port
+from airflow_stream_provider.model import TableName
+from airflow_stream_provider.node import server as node
+from airflow_stream_provider.notify.receiver import describe
+from airflow_stream_provider.streams.status import streams_table
+from airflow_stream_provider.warehouse import SubTable, Warehouse
 
 MARKER = ".airflow-stream-demo"
 #: readings per meter per second
@@ -166,7 +171,7 @@ class Demo:
         self.receiver: subprocess.Popen | None = None
         self.airflow: LocalAirflow | None = None
         self.node_started = False
-        self.warehouse = None
+        self.warehouse: Warehouse | None = None
         self._tail_stop = threading.Event()
 
     def say(self, text: str) -> None:
@@ -214,9 +219,6 @@ class Demo:
         os.environ.pop("AIRFLOW_STREAM_CONFIG", None)
 
     def _start(self) -> None:
-        from airflow_stream_provider.node import server as node
-        from airflow_stream_provider.warehouse import Warehouse
-
         receiver_port = free_port()
         self.receiver_url = f"ws://127.0.0.1:{receiver_port}/notify"
         self.notifications = self.home / "notifications.jsonl"
@@ -232,18 +234,18 @@ class Demo:
         self.node_started = True
         self.say(f"[demo]   node {info.url}, log {node.folder() / 'node.log'}")
 
-        self.warehouse = Warehouse()
+        warehouse = self.warehouse = Warehouse()
         now = datetime.now(UTC).replace(microsecond=0)
         self.history_from = now - timedelta(seconds=HISTORY_SECONDS)
         self.say(f"[demo] creating power.meters with {len(self.meters.meters)} meters and "
                  f"{HISTORY_SECONDS} s of history")
-        list(statements.run(self.warehouse, TABLES_SQL))
+        list(statements.run(warehouse, TABLES_SQL))
         seconds = [self.history_from + timedelta(seconds=s) for s in range(HISTORY_SECONDS)]
-        list(statements.run(self.warehouse, self.meters.insert(seconds)))
+        list(statements.run(warehouse, self.meters.insert(seconds)))
         self.written_to = now
         self.say("[demo] creating 6 streams: row_counts (PERIOD), avg_voltage (INTERVAL), modes (STATE_WINDOW), "
                  "surges (EVENT_WINDOW + TRUE_FOR), every_20 (COUNT_WINDOW, notify only), sessions (SESSION)")
-        list(statements.run(self.warehouse, streams_sql(self.receiver_url, self.history_from)))
+        list(statements.run(warehouse, streams_sql(self.receiver_url, self.history_from)))
         if self.stop_requested.is_set():
             return
 
@@ -263,11 +265,13 @@ class Demo:
     def _live(self) -> None:
         """Write a reading per meter every second (in 2 s batches), a late one every 20 s; print
         notifications as they arrive and the streams' state every 30 s."""
+        warehouse = self._warehouse()
         tail = threading.Thread(target=self._tail_notifications, name="notifications", daemon=True)
         tail.start()
         began = time.monotonic()
         until = began + self.duration if self.duration > 0 else float("inf")
-        self.say(f"[demo] writing live readings {'for ' + str(int(self.duration)) + ' s' if self.duration > 0 else 'until Ctrl-C'}")
+        length = f"for {int(self.duration)} s" if self.duration > 0 else "until Ctrl-C"
+        self.say(f"[demo] writing live readings {length}")
         next_late = began + LATE_EVERY
         next_status = began + 30
         while not self.stop_requested.is_set() and time.monotonic() < until:
@@ -282,7 +286,7 @@ class Demo:
                 next_late += LATE_EVERY
             statement = self.meters.insert(seconds, late)
             if statement:
-                list(statements.run(self.warehouse, statement))
+                list(statements.run(warehouse, statement))
             if late is not None:
                 self.say(f"[demo] wrote a late reading for d1001 at {late.strftime('%H:%M:%S.%f')[:-3]} "
                          f"({LATE_BY} s late): avg_voltage recalculates its window")
@@ -323,10 +327,13 @@ class Demo:
 
     # --- reporting -------------------------------------------------------------------------------
 
-    def _status_rows(self) -> list[dict]:
-        from airflow_stream_provider.streams.status import streams_table
+    def _warehouse(self) -> Warehouse:
+        """The warehouse :meth:`_start` made; the live writing and the reports come after it."""
+        assert self.warehouse is not None, "the demo has started"
+        return self.warehouse
 
-        return streams_table(self.warehouse, "power").to_pylist()
+    def _status_rows(self) -> list[dict]:
+        return streams_table(self._warehouse(), "power").to_pylist()
 
     def _print_status(self) -> None:
         rows = self._status_rows()
@@ -342,16 +349,13 @@ class Demo:
     def _print_outputs(self) -> None:
         from deltalake import DeltaTable
 
-        from airflow_stream_provider.model import TableName
-
         for name in ("row_counts", "avg_voltage", "modes", "surges", "sessions"):
-            info = self.warehouse.catalog.lookup(TableName(name, "power"), "power")
+            info = self._warehouse().catalog.lookup(TableName(name, "power"), "power")
+            assert not isinstance(info, SubTable)  # the streams' output tables, none a subtable
             rows = DeltaTable(str(info.path)).to_pyarrow_table(columns=[]).num_rows if info else 0
             self.say(f"[demo] output power.{name}: {rows} row(s)")
 
     def _tail_notifications(self) -> None:
-        from airflow_stream_provider.notify.receiver import describe
-
         while not self.notifications.exists() and not self._tail_stop.is_set():
             time.sleep(0.2)
         if self._tail_stop.is_set():
@@ -368,8 +372,6 @@ class Demo:
     # --- stopping --------------------------------------------------------------------------------
 
     def _stop_all(self) -> None:
-        from airflow_stream_provider.node import server as node
-
         self._tail_stop.set()
         if self.airflow is not None:
             self.say("[demo] stopping Airflow")

@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import airflow_stream_provider
+from airflow_stream_provider.airflow_api import AirflowApi
+from airflow_stream_provider.spark.session import child_environ
 
 AIRFLOW = Path(sys.executable).with_name("airflow")
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
@@ -56,8 +58,6 @@ class LocalAirflow:
         self.standalone = standalone
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        from airflow_stream_provider.spark.session import child_environ
-
         self.env = child_environ() | {
             "AIRFLOW_HOME": str(home), "AIRFLOW_STREAM_HOME": str(stream_home),
             "AIRFLOW__CORE__DAGS_FOLDER": str(Path(airflow_stream_provider.__file__).parent / "dags"),
@@ -124,10 +124,8 @@ class LocalAirflow:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(10)
 
-    def client(self, user: str | None = None):  # type: ignore[no-untyped-def]
+    def client(self, user: str | None = None) -> AirflowApi:
         """An API client of ``user`` (by default the first user; anyone without users)."""
-        from airflow_stream_provider.airflow_api import AirflowApi
-
         if user is None or not self.users:
             return AirflowApi(self.url, self.env.get("AIRFLOW_STREAM_API_USER"),
                               self.env.get("AIRFLOW_STREAM_API_PASSWORD"))

@@ -72,8 +72,8 @@ def main() -> int:
         total = args.groups * args.windows
         print(f"{args.groups} groups x {args.windows} windows x 60 rows in {home}", file=sys.stderr)
         wh = Warehouse(spark=local_session("airflow-stream-bench"))
-        list(statements.run(wh, "CREATE DATABASE b; USE b; CREATE STABLE meters (ts TIMESTAMP, current FLOAT, voltage INT) "
-                    "TAGS (groupid INT)"))
+        list(statements.run(wh, "CREATE DATABASE b; USE b; "
+                                "CREATE STABLE meters (ts TIMESTAMP, current FLOAT, voltage INT) TAGS (groupid INT)"))
         parquet = home / "meters.parquet"
         pq.write_table(meter_rows(args.groups, args.windows), parquet)
         load(wh, parquet, TableName("meters", "b"))
@@ -83,7 +83,7 @@ def main() -> int:
             list(statements.run(wh, f"CREATE STREAM {name} INTERVAL(5m) SLIDING(5m) FROM meters PARTITION BY tbname "
                         f"INTO {out} AS {query}"))
 
-        def fired_windows(runtime) -> list[Fired]:  # type: ignore[no-untyped-def]
+        def fired_windows(runtime: StreamRuntime) -> list[Fired]:
             out = []
             for g in range(args.groups):
                 for w in range(args.windows):

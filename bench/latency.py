@@ -29,10 +29,18 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from airflow_stream_provider import statements
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from airflow_stream_provider.local_airflow import LocalAirflow
+    from airflow_stream_provider.warehouse import Warehouse
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
 
@@ -46,7 +54,7 @@ def commit_ms(path: Path, version: int) -> int:
     raise LookupError(f"{path} has no version {version}")
 
 
-def first_version_with(path: Path, predicate) -> int | None:  # type: ignore[no-untyped-def]
+def first_version_with(path: Path, predicate: Callable[[pa.Table], bool]) -> int | None:
     """The earliest version of the Delta table at ``path`` whose rows satisfy ``predicate``."""
     from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
@@ -68,7 +76,8 @@ def first_version_with(path: Path, predicate) -> int | None:  # type: ignore[no-
     return lo
 
 
-def run_path(wh, home: Path, db: str, windows: int, label: str, timeout: float) -> list[tuple[float, float]]:  # type: ignore[no-untyped-def]
+def run_path(wh: Warehouse, home: Path, db: str, windows: int, label: str,
+             timeout: float) -> list[tuple[float, float]]:
     """(detection, end-to-end) seconds per window of stream ``db.s`` on ``db.m``."""
     import pyarrow.compute as pc
     from deltalake import DeltaTable
@@ -84,10 +93,10 @@ def run_path(wh, home: Path, db: str, windows: int, label: str, timeout: float) 
         written = commit_ms(table, DeltaTable(str(table)).version())
         start = T0 + timedelta(minutes=i - 1)
 
-        def done(arrow, start=start) -> bool:  # type: ignore[no-untyped-def]
+        def done(arrow: pa.Table, start: datetime = start) -> bool:
             return arrow.num_rows > 0 and pc.any(pc.equal(arrow.column("ts"), start)).as_py()
 
-        def closed(arrow, start=start) -> bool:  # type: ignore[no-untyped-def]
+        def closed(arrow: pa.Table, start: datetime = start) -> bool:
             if arrow.num_rows == 0:
                 return False
             hit = pc.and_(pc.equal(arrow.column("window_start"), start),
@@ -130,7 +139,7 @@ def _bench_dags(home: Path) -> Path:
     return folder
 
 
-def _dag_known(airflow, dag_id: str) -> bool:  # type: ignore[no-untyped-def]
+def _dag_known(airflow: LocalAirflow, dag_id: str) -> bool:
     from airflow_stream_provider.airflow_api import AirflowApiError
 
     try:

@@ -25,6 +25,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from airflow_stream_provider.notify.message import NotifyEvent
 
 
 def free_port() -> int:
@@ -33,7 +37,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def close_event(stream: str, i: int):  # type: ignore[no-untyped-def]
+def close_event(stream: str, i: int) -> NotifyEvent:
     from airflow_stream_provider.notify.message import NotifyEvent
 
     start = 1_735_689_600_000 + i * 60_000

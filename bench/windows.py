@@ -27,6 +27,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -58,13 +59,13 @@ def rows_table(rows: int, groups: int, seed: int = 3) -> pa.Table:
     })
 
 
-def timed(action) -> float:  # type: ignore[no-untyped-def]
+def timed(action: Callable[[], object]) -> float:
     began = time.perf_counter()
     action()
     return time.perf_counter() - began
 
 
-def best(action, repeat: int) -> float:  # type: ignore[no-untyped-def]
+def best(action: Callable[[], object], repeat: int) -> float:
     """The fastest of ``repeat`` runs: this machine is shared, and a slow run says more about the
     neighbours than about the code. Ours and the baselines are measured alike."""
     return min(timed(action) for _ in range(repeat))
@@ -132,13 +133,16 @@ def main() -> int:
         trigger, baseline = TRIGGERS[name]
         plan = plan_of(trigger)
         print(f"{name}: batch ...", file=sys.stderr)
-        run_batch = lambda: detect(df, plan, final=True).write.format("noop").mode("overwrite").save()
+
+        def run_batch(plan: TriggerPlan = plan) -> None:
+            detect(df, plan, final=True).write.format("noop").mode("overwrite").save()
+
         run_batch()  # warm-up run, as for the baselines
         batch_s = best(run_batch, args.repeat)
         print(f"{name}: streaming ...", file=sys.stderr)
         runs = iter(range(args.repeat))
 
-        def run_stream(name=name, plan=plan, runs=runs) -> None:  # type: ignore[no-untyped-def]
+        def run_stream(name: str = name, plan: TriggerPlan = plan, runs: Iterator[int] = runs) -> None:
             n = next(runs)  # a new event table and checkpoint each time: the whole table again
             opts = detector.DetectorOptions(events_path=str(work / f"events_{name}_{n}"),
                                             checkpoint=str(work / f"cp_{name}_{n}"), starting_version=0)

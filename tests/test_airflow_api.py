@@ -8,6 +8,7 @@ import json
 import threading
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 import pytest
 
@@ -17,7 +18,7 @@ BUSY = {"detail": "Database is locked. Backfill creation is not supported on SQL
                   "Please use PostgreSQL or MySQL."}
 
 
-def server(answers: list[tuple[int, dict]]):  # type: ignore[no-untyped-def]
+def server(answers: list[tuple[int, dict]]) -> tuple[ThreadingHTTPServer, list[dict]]:
     received: list[dict] = []
 
     class Handler(BaseHTTPRequestHandler):
@@ -31,7 +32,7 @@ def server(answers: list[tuple[int, dict]]):  # type: ignore[no-untyped-def]
             self.end_headers()
             self.wfile.write(data)
 
-        def log_message(self, *args) -> None:  # type: ignore[no-untyped-def]
+        def log_message(self, *args: Any) -> None:
             pass
 
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)

@@ -37,7 +37,8 @@ def test_check_prints_one_ok_line_per_statement(tmp_path):
 
 
 def test_check_reports_position_with_the_line_and_a_caret():
-    statement = "CREATE STREAM s INTERVAL(1m) SLIDING(1m) FROM t\nSTREAM_OPTIONS(MAX_DELAY(1s))\nNOTIFY('ws://h:1') ON (WINDOW_CLOSE)"
+    statement = ("CREATE STREAM s INTERVAL(1m) SLIDING(1m) FROM t\nSTREAM_OPTIONS(MAX_DELAY(1s))\n"
+                 "NOTIFY('ws://h:1') ON (WINDOW_CLOSE)")
     result = run("check", statement)
     assert result.returncode == 2
     lines = result.stderr.splitlines()

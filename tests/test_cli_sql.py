@@ -144,7 +144,8 @@ def test_load_parquet_and_csv_into_supertable_and_subtable(home):
     ("content", "message"),
     [
         ("ts,current,voltage\n2018-10-03 14:38:25,1.5,high\n", "column voltage (INT) in bad.csv"),
-        ("ts,current,volts\n2018-10-03 14:38:25,1.5,230\n", "bad.csv has column 'volts', which power.meters does not have"),
+        ("ts,current,volts\n2018-10-03 14:38:25,1.5,230\n",
+         "bad.csv has column 'volts', which power.meters does not have"),
         ("current,voltage\n1.5,230\n", "bad.csv lacks column ts"),
         ("ts,current,voltage\n2018-10-03 14:38:25,1.5,230,7\n", "load into power.d1001"),
         ("ts,current,voltage\nsoon,1.5,230\n", "column ts (TIMESTAMP) in bad.csv"),

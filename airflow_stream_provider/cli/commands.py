@@ -9,8 +9,14 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from airflow_stream_provider.exceptions import StreamDefinitionError
+from airflow_stream_provider import model as m
+from airflow_stream_provider.exceptions import StreamDefinitionError, StreamError
+from airflow_stream_provider.hooks import bind
+from airflow_stream_provider.node import server as node
+from airflow_stream_provider.notify import receiver
 from airflow_stream_provider.progress import Console
+from airflow_stream_provider.spark.session import DeltaJarsMissing, delta_round_trip
+from airflow_stream_provider.sql import parse
 
 
 def _read_input(args: argparse.Namespace) -> tuple[str, str]:
@@ -47,8 +53,6 @@ def format_error(err: StreamDefinitionError, text: str, source: str = "") -> str
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from airflow_stream_provider.sql import parse
-
     text, source = _read_input(args)
     try:
         statements = parse(text)
@@ -64,11 +68,6 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_selfcheck(args: argparse.Namespace) -> int:
-    from airflow_stream_provider.spark.session import (
-        DeltaJarsMissing,
-        delta_round_trip,
-    )
-
     try:
         rows = delta_round_trip()
     except DeltaJarsMissing as err:
@@ -81,7 +80,7 @@ def cmd_selfcheck(args: argparse.Namespace) -> int:
     return 0
 
 
-def _statement_error(index: int, stmt, err: Exception, text: str, source: str) -> str:  # type: ignore[no-untyped-def]
+def _statement_error(index: int, stmt: m.Statement, err: Exception, text: str, source: str) -> str:
     """``error: statement N (KIND subject) at line L, col C: message`` and the statement's first line."""
     where = f"line {stmt.position.line}, col {stmt.position.column}"
     if isinstance(err, StreamDefinitionError) and err.line is not None:
@@ -98,8 +97,6 @@ def _statement_error(index: int, stmt, err: Exception, text: str, source: str) -
 def cmd_sql(args: argparse.Namespace) -> int:
     from airflow_stream_provider import statements as run_statements
     from airflow_stream_provider.cli.render import render
-    from airflow_stream_provider.exceptions import StreamError
-    from airflow_stream_provider.sql import parse
     from airflow_stream_provider.warehouse import Warehouse
 
     text, source = _read_input(args)
@@ -143,8 +140,6 @@ def _is_spark_error(err: Exception) -> bool:
 
 
 def cmd_load(args: argparse.Namespace) -> int:
-    from airflow_stream_provider.exceptions import StreamError
-    from airflow_stream_provider.model import TableName
     from airflow_stream_provider.warehouse import Warehouse
     from airflow_stream_provider.warehouse.load import load
 
@@ -159,7 +154,7 @@ def cmd_load(args: argparse.Namespace) -> int:
     progress = Console()
 
     try:
-        report = load(Warehouse(), Path(args.file), TableName(name, db), batch_rows=args.batch_rows,
+        report = load(Warehouse(), Path(args.file), m.TableName(name, db), batch_rows=args.batch_rows,
                       progress=progress)
     except (StreamError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
@@ -171,8 +166,6 @@ def cmd_load(args: argparse.Namespace) -> int:
 
 
 def cmd_node(args: argparse.Namespace) -> int:
-    from airflow_stream_provider.node import server as node
-
     if args.action == "start":
         try:
             info = node.start(port=args.port, memory=args.memory)
@@ -206,7 +199,6 @@ def cmd_node(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from airflow_stream_provider.exceptions import StreamError
     from airflow_stream_provider.streams.run import run as run_stream
     from airflow_stream_provider.warehouse import Warehouse
 
@@ -236,8 +228,6 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_receive(args: argparse.Namespace) -> int:
-    from airflow_stream_provider.notify import receiver
-
     return receiver.main(args.host, args.port, args.out, args.quiet, args.json, args.tls_cert, args.tls_key)
 
 
@@ -322,8 +312,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from airflow_stream_provider.hooks import bind
-
     bind()  # delivery and Spark sessions read Airflow connections through the hooks
     args = build_parser().parse_args(argv)
     # PySpark logs every failed query as JSON before raising it; the error is reported once, below.

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-from airflow.sdk import BaseHook
+from airflow.sdk import BaseHook, Connection
 
 from airflow_stream_provider.notify.delivery import Access
 
@@ -30,7 +30,7 @@ class WebSocketHook(BaseHook):
     def __init__(self, stream_ws_conn_id: str = default_conn_name, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.stream_ws_conn_id = stream_ws_conn_id
-        self._conn = None
+        self._conn: Connection | None = None
 
     @classmethod
     def get_ui_field_behaviour(cls) -> dict[str, Any]:
@@ -54,7 +54,7 @@ class WebSocketHook(BaseHook):
             return None
         return hook
 
-    def get_conn(self):  # type: ignore[no-untyped-def]
+    def get_conn(self) -> Connection:
         if self._conn is None:
             self._conn = self.get_connection(self.stream_ws_conn_id)
         return self._conn

@@ -10,6 +10,7 @@ their last progress, which ``node status`` prints.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -19,6 +20,8 @@ import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING
 
 from airflow_stream_provider.hooks import bind
 from airflow_stream_provider.spark.endpoint import (
@@ -31,6 +34,9 @@ from airflow_stream_provider.spark.endpoint import (
     running,
 )
 from airflow_stream_provider.spark.session import child_environ, local_session
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 #: seconds between two status reports of the node
 STATUS_EVERY_S = 2.0
@@ -118,10 +124,8 @@ def _terminate(pid: int, timeout: float) -> None:
         if not alive(pid):
             return
         time.sleep(0.2)
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 def status() -> dict | None:
@@ -153,10 +157,11 @@ def _tail(path: Path, lines: int = 30) -> str:
 # --- the node process --------------------------------------------------------------------------
 
 
-def _queries(session) -> list[dict]:  # type: ignore[no-untyped-def]
+def _queries(session: SparkSession) -> list[dict]:
     """Active streaming queries of the node's session and of every Spark Connect session."""
     managers = [session._jsparkSession.streams()]
     jvm = session._jvm
+    assert jvm is not None  # the node's own session is a classic one, with the JVM in process
     try:
         service = getattr(getattr(jvm.org.apache.spark.sql.connect.service, "SparkConnectService$"), "MODULE$")
         manager = service.sessionManager()
@@ -202,7 +207,7 @@ def serve(port: int, memory: str | None = None) -> int:
     session = local_session("airflow-stream-node", extra=extra)
     stopping = False
 
-    def request_stop(signum, frame):  # type: ignore[no-untyped-def]
+    def request_stop(signum: int, frame: FrameType | None) -> None:
         nonlocal stopping
         stopping = True
 

@@ -26,7 +26,7 @@ import functools
 import json
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -40,11 +40,11 @@ from pyspark.sql import types as T
 from sqlglot import exp
 
 from airflow_stream_provider.exceptions import StreamDefinitionError
-from airflow_stream_provider.sql.ast import StreamPlaceholder, TriggerTable, WindowClause
+from airflow_stream_provider.sql.ast import PseudoColumn, StreamPlaceholder, TriggerTable, WindowClause
 from airflow_stream_provider.sql.functions import AGGREGATES
 from airflow_stream_provider.sql.spark import Binding
 from airflow_stream_provider.sql.tdengine.dialect import TDengine
-from airflow_stream_provider.warehouse.warehouse import delta_table
+from airflow_stream_provider.warehouse.warehouse import Warehouse, delta_table
 from airflow_stream_provider.windows import query as window_query
 
 log = logging.getLogger(__name__)
@@ -143,7 +143,7 @@ class Compute:
     :param placeholders: name -> Spark type for the grouping placeholders (``%%1``: ``string``...).
     """
 
-    def __init__(self, warehouse, query: exp.Expr, source: TriggerSource | None, *,  # type: ignore[no-untyped-def]
+    def __init__(self, warehouse: Warehouse, query: exp.Expr, source: TriggerSource | None, *,
                  group_types: dict[str, str] | None = None, also: tuple = ()) -> None:
         self.warehouse = warehouse
         self.tree = named(query)
@@ -198,8 +198,10 @@ class Compute:
                       .where(F.col("_change_type").isin("insert", "update_postimage"))
                       .drop("_change_type", "_commit_version", "_commit_timestamp"))
         else:
-            df = self._few_rows(trigger.version, bounds) if bounds is not None else None
-            if df is None:
+            few = self._few_rows(trigger.version, bounds) if bounds is not None else None
+            if few is not None:
+                df = few
+            else:
                 if trigger.version is not None:
                     reader = reader.option("versionAsOf", trigger.version)
                 df = self._without_skipped(reader.load(src.path), trigger.version)
@@ -220,11 +222,17 @@ class Compute:
         """The span of row times ``fired`` read through ``%%trows`` (None: not a span of time)."""
         if self.source is None or self.source.changes:
             return None
-        lows = [t.values.get(TROWS_FROM) for t in fired]
-        highs = [t.values.get(TROWS_TO) for t in fired]
-        if any(v is None for v in lows) or any(v is None for v in highs):
-            return None
-        return min(lows), max(highs)  # type: ignore[type-var]
+        lows: list[datetime] = []
+        highs: list[datetime] = []
+        for t in fired:
+            low, high = t.values.get(TROWS_FROM), t.values.get(TROWS_TO)
+            if low is None or high is None:
+                return None
+            # the trigger builders set both as aware datetimes (they are TIMESTAMPS)
+            assert isinstance(low, datetime) and isinstance(high, datetime)
+            lows.append(low)
+            highs.append(high)
+        return min(lows), max(highs)
 
     def _few_rows(self, version: int | None, bounds: tuple[datetime, datetime]) -> DataFrame | None:
         """The trigger table's rows in ``bounds`` at ``version``, read by delta-rs into a local
@@ -264,7 +272,7 @@ class Compute:
         columns = [c.cast(c.type.value_type) if pa.types.is_dictionary(c.type) else c for c in columns]  # partitions
         return self.spark.createDataFrame(pa.table(columns, names=schema.fieldNames()), schema=schema)
 
-    def _without_skipped(self, df, version: int | None):  # type: ignore[no-untyped-def]
+    def _without_skipped(self, df: DataFrame, version: int | None) -> DataFrame:
         """``df`` without the rows last written in the skipped version ranges."""
         src = self.source
         assert src is not None
@@ -279,7 +287,7 @@ class Compute:
             df = df.join(written, on=key, how="left_anti")
         return df
 
-    def _replace_tables(self, tree: exp.Expr, view_of) -> exp.Expr:  # type: ignore[no-untyped-def]
+    def _replace_tables(self, tree: exp.Expr, view_of: Callable[[], str | None]) -> exp.Expr:
         """``FROM %%tbname`` -> the group's subtable; ``FROM %%trows`` -> the group's trigger rows."""
         src = self.source
 
@@ -293,7 +301,9 @@ class Compute:
                 inner = exp.select("*").from_(delta_table(src.path)).where(
                     exp.column("tbname").eq(StreamPlaceholder(this="%%tbname")))
                 return exp.Subquery(this=inner, alias=alias)
-            inner = exp.select("*").from_(exp.to_identifier(view_of(), quoted=True))
+            view = view_of()
+            assert view is not None  # the query reads %%trows, so its caller made the view
+            inner = exp.select("*").from_(exp.to_identifier(view, quoted=True))
             conditions: list[exp.Expr] = [
                 exp.NullSafeEQ(this=exp.column(k, quoted=True), expression=StreamPlaceholder(this=f"%%{i}"))
                 for i, k in enumerate(src.keys, start=1)]
@@ -313,16 +323,21 @@ class Compute:
     def _per_trigger(self, fired: Sequence[Fired], views: dict[object, str]) -> DataFrame:
         frames = []
         for trigger in fired:
-            tree = self._replace_tables(self.tree, lambda t=trigger: self._trows_view(t, views, self._bounds([t])))
+
+            def view_of(t: Fired = trigger) -> str:
+                return self._trows_view(t, views, self._bounds([t]))
+
+            tree = self._replace_tables(self.tree, view_of)
             bindings = self._bindings(trigger)
             df = window_query.frame(self.warehouse, tree, bindings=bindings, also=self.also)
-            frames.append(df.select(F.lit(trigger.idx).cast("bigint").alias(IDX), *[F.col(f"`{c}`") for c in df.columns]))
+            frames.append(df.select(F.lit(trigger.idx).cast("bigint").alias(IDX),
+                                    *[F.col(f"`{c}`") for c in df.columns]))
         chunks = [functools.reduce(DataFrame.unionAll, frames[i:i + CHUNK]) for i in range(0, len(frames), CHUNK)]
         return functools.reduce(DataFrame.unionAll, chunks)
 
     def _bindings(self, trigger: Fired) -> dict[str, Binding]:
         values = dict(trigger.values)
-        for i, key in enumerate(self.source.keys if self.source else (), start=1):
+        for i, _key in enumerate(self.source.keys if self.source else (), start=1):
             values.setdefault(f"%%{i}", None)
         return values
 
@@ -358,8 +373,7 @@ class Compute:
         select = self._replace_tables(self.tree, lambda: trows_view)
         inner_items, outer_items = _split(select.expressions)
         select.set("expressions", inner_items or [exp.alias_(exp.Literal.number(1), "__one")])
-        select = select.transform(
-            lambda n: exp.column(column_of(n.name), table="__t", quoted=True) if isinstance(n, StreamPlaceholder) else n)
+        select = select.transform(_trigger_column)
         translate, _, _ = self.warehouse.translator(select, also=self.also)
         view = self._trigger_view(fired)
         outer = [translate(item) for item in outer_items]
@@ -402,6 +416,13 @@ class Compute:
         if name in self.group_types:
             return self.group_types[name]
         raise StreamDefinitionError(f"placeholder {name} has no value here")
+
+
+def _trigger_column(node: exp.Expr) -> exp.Expr:
+    """A placeholder -> its column of the trigger row ``__t``; any other node as it is."""
+    if isinstance(node, StreamPlaceholder):
+        return exp.column(column_of(node.name), table="__t", quoted=True)
+    return node
 
 
 def _is_star(item: exp.Expr) -> bool:
@@ -454,7 +475,7 @@ def _split(items: list[exp.Expr]) -> tuple[list[exp.Expr], list[exp.Expr]]:
     return inner, outer
 
 
-def _ancestors(node: exp.Expr, stop: exp.Expr):  # type: ignore[no-untyped-def]
+def _ancestors(node: exp.Expr, stop: exp.Expr) -> Iterator[exp.Expr]:
     parent = node.parent
     while parent is not None and parent is not stop.parent:
         yield parent
@@ -462,15 +483,13 @@ def _ancestors(node: exp.Expr, stop: exp.Expr):  # type: ignore[no-untyped-def]
 
 
 def _reads_data(node: exp.Expr) -> bool:
-    from airflow_stream_provider.sql.ast import PseudoColumn
-
     return any(isinstance(n, (exp.Column, PseudoColumn, exp.Anonymous, exp.Subquery, exp.Star))
                for n in node.walk())
 
 
 
 
-def constants(compute: Compute, fired: Sequence[Fired], schema) -> DataFrame:  # type: ignore[no-untyped-def]
+def constants(compute: Compute, fired: Sequence[Fired], schema: T.StructType) -> DataFrame:
     """FORCE_OUTPUT rows of ``fired``: the items that read no data (constants, placeholders) keep
     their value, every other column is NULL (reference 000, FORCE_OUTPUT)."""
     tree = compute.tree
@@ -484,7 +503,6 @@ def constants(compute: Compute, fired: Sequence[Fired], schema) -> DataFrame:  #
         if _is_star(body) or _reads_data(body):
             columns.append(F.lit(None).cast(fld.dataType).alias(fld.name))
             continue
-        bound = body.copy().transform(
-            lambda n: exp.column(column_of(n.name), table="__t", quoted=True) if isinstance(n, StreamPlaceholder) else n)
+        bound = body.copy().transform(_trigger_column)
         columns.append(F.expr(translate(bound)).cast(fld.dataType).alias(fld.name))
     return df.select(*columns)

@@ -29,6 +29,7 @@ from airflow_stream_provider.exceptions import StreamDefinitionError
 from airflow_stream_provider.warehouse import writer
 from airflow_stream_provider.warehouse.catalog import (
     TBNAME,
+    Catalog,
     Column,
     TableInfo,
     WarehouseError,
@@ -151,7 +152,7 @@ class OutputPlan:
 
     # --- the table ------------------------------------------------------------------------------
 
-    def ensure_table(self, catalog) -> TableInfo:  # type: ignore[no-untyped-def]
+    def ensure_table(self, catalog: Catalog) -> TableInfo:
         """Create the output table, or check that the existing one has this schema."""
         wanted = self.table_columns()
         found = catalog.lookup(m.TableName(self.name, self.db), self.db)

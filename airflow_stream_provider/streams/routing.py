@@ -28,6 +28,7 @@ from airflow_stream_provider.notify.message import (
     window_fields,
 )
 from airflow_stream_provider.notify.outbox import Outbox
+from airflow_stream_provider.sql import to_spark
 from airflow_stream_provider.streams.compute import Fired
 from airflow_stream_provider.streams.runtime import StreamRuntime
 from airflow_stream_provider.streams.store import StoredStream
@@ -83,8 +84,6 @@ class RunNotifications:
 
     def _where(self, results: pa.Table) -> list[bool]:
         from pyspark.sql import functions as F
-
-        from airflow_stream_provider.sql import to_spark
 
         assert self.notify.where is not None
         spark = self.runtime.warehouse.spark
@@ -142,7 +141,13 @@ class RunNotifications:
         kind = self.runtime.stmt.trigger.notify_type
         for f in fired:
             at = f.values.get("_tcurrent_ts") if kind == "Sliding" else None
-            instant = at if at is not None else datetime.fromtimestamp(f.values["_tlocaltime"] / 1e9, UTC)
+            if at is None:
+                local = f.values["_tlocaltime"]
+                assert isinstance(local, int)  # schedule triggers set it, in epoch nanoseconds
+                instant = datetime.fromtimestamp(local / 1e9, UTC)
+            else:
+                assert isinstance(at, datetime)  # a timestamp placeholder (TIMESTAMPS)
+                instant = at
             if not self.notify.history and kind == "Sliding" and self._history(instant):
                 continue
             self._add(f.trigger_id, table_names.get(f.group_id, ""), EventType.ON_TIME, epoch(instant, "ms"),

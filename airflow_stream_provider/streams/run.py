@@ -123,7 +123,7 @@ def queue_notifications(runtime: StreamRuntime, stored: StoredStream, notes: Run
             return
         names = table_names(runtime, {str(g): runtime.group_key(runtime.group_values(json.loads(k)))
                                       for g, k in zip(events["group_id"], events["group_keys"])})
-        notes.add_windows(events, {f.source: f.idx for f in fired}, names)
+        notes.add_windows(events, {f.source: f.idx for f in fired if f.source is not None}, names)
     else:
         names = table_names(runtime, {f.group_id: f.group for f in fired})
         notes.add_scheduled(fired, names)

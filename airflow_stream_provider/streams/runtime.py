@@ -85,7 +85,7 @@ class StreamRuntime:
     def __init__(self, warehouse: Warehouse, stmt: m.CreateStream, db: str,
                  skip_versions: tuple[tuple[int, int], ...] = ()) -> None:
         self.warehouse = warehouse
-        self.skip_versions = tuple(tuple(r) for r in skip_versions)
+        self.skip_versions = tuple((lo, hi) for lo, hi in skip_versions)  # JSON state holds them as lists
         self.stmt = stmt
         self.db = db
         self.name = stmt.name.name.lower()

@@ -77,7 +77,7 @@ SAMPLES_KEPT = 2_000
 SAMPLE_EVERY_S = 5.0
 
 
-def _trigger_latest(catalog: Catalog, stored: StoredStream) -> datetime | None:  # type: ignore[no-untyped-def]
+def _trigger_latest(catalog: Catalog, stored: StoredStream) -> datetime | None:
     """The trigger table's latest event time, from Delta's file statistics."""
     stmt = stored.statement
     if stmt.trigger_table is None:
@@ -87,7 +87,7 @@ def _trigger_latest(catalog: Catalog, stored: StoredStream) -> datetime | None: 
     return max_event_time(table.path, table.timestamp_column)
 
 
-def record_sample(catalog: Catalog, stored: StoredStream, state: dict) -> None:  # type: ignore[no-untyped-def]
+def record_sample(catalog: Catalog, stored: StoredStream, state: dict) -> None:
     """Append the stream's progress and lag now to its ``samples.jsonl`` (window and SLIDING
     streams; the lag of a PERIOD stream is not defined), at most every :data:`SAMPLE_EVERY_S`.
     Progress comes from the event table's file statistics, so a sample costs two reads of Delta
@@ -134,7 +134,7 @@ def samples(stored: StoredStream, limit: int = 500) -> list[dict]:
     return out
 
 
-def stream_status(warehouse: Warehouse, stored: StoredStream, store: StreamStore) -> dict:  # type: ignore[no-untyped-def]
+def stream_status(warehouse: Warehouse, stored: StoredStream, store: StreamStore) -> dict:
     stmt = stored.statement
     state = store.load_state(stored.db, stored.name)
     detector = _detector(stored)
@@ -177,14 +177,15 @@ def stream_status(warehouse: Warehouse, stored: StoredStream, store: StreamStore
     }
 
 
-def streams_table(warehouse: Warehouse, db: str | None = None, store: StreamStore | None = None) -> pa.Table:  # type: ignore[no-untyped-def]
+def streams_table(warehouse: Warehouse, db: str | None = None,
+                  store: StreamStore | None = None) -> pa.Table:
     """One row per stream (of ``db``, or of every database), with :data:`COLUMNS`."""
     store = store or StreamStore()
     rows = [stream_status(warehouse, store.get(d, n), store) for d, n in store.names(db)]
     return pa.table({name: pa.array([r[name] for r in rows], kind) for name, kind in COLUMNS})
 
 
-def ins_streams(warehouse: Warehouse) -> pa.Table:  # type: ignore[no-untyped-def]
+def ins_streams(warehouse: Warehouse) -> pa.Table:
     """``information_schema.ins_streams``: SHOW STREAMS of every database."""
     return streams_table(warehouse)
 
@@ -200,7 +201,7 @@ TASK_COLUMNS = (
 )
 
 
-def ins_stream_tasks(warehouse: Warehouse, store: StreamStore | None = None) -> pa.Table:  # type: ignore[no-untyped-def]
+def ins_stream_tasks(warehouse: Warehouse, store: StreamStore | None = None) -> pa.Table:
     """``information_schema.ins_stream_tasks``: what executes each stream: its live detector (window
     triggers) and its Airflow DAGs."""
     store = store or StreamStore()
@@ -226,7 +227,7 @@ def ins_stream_tasks(warehouse: Warehouse, store: StreamStore | None = None) -> 
 def show_streams(warehouse: Warehouse, stmt: m.ShowStreams, store: StreamStore | None = None) -> Result:
     db = stmt.db.lower() if stmt.db else warehouse.database
     if stmt.db:
-        warehouse.catalog.precision(db)  # the database must exist
+        warehouse.catalog.precision(stmt.db.lower())  # the database must exist
     table = streams_table(warehouse, db, store)
     where = f" in {db}" if db else ""
     return Result(stmt, f"{table.num_rows} stream{'s' if table.num_rows != 1 else ''}{where}", table)

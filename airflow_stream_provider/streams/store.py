@@ -24,6 +24,7 @@ from pathlib import Path
 from airflow_stream_provider import config
 from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import StreamError, did_you_mean
+from airflow_stream_provider.sql import parse
 
 
 class StreamNotFound(StreamError):
@@ -141,8 +142,6 @@ class StreamStore:
         _atomic_write(self.definition(db, name), body)
 
     def get(self, db: str, name: str) -> StoredStream:
-        from airflow_stream_provider.sql import parse
-
         path = self.definition(db, name)
         if not path.exists():
             hint = did_you_mean(name, [n for _, n in self.names(db)])

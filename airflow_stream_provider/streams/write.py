@@ -131,7 +131,7 @@ def _output_groups(runtime: StreamRuntime, plan: out.OutputPlan, info: TableInfo
                  else F.lit(None).cast("string").alias("__name"))
     for j, tag in enumerate(plan.tags):
         exprs.append(F.expr(spark_expr(tag.expr)).cast(spark_type(tag.dtype)).alias(f"__tag{j}"))
-    evaluated = df.select(*exprs).toPandas()
+    evaluated: pd.DataFrame = df.select(*exprs).toPandas()
     out_groups: dict[str, tuple[str, list]] = {}
     catalog = runtime.warehouse.catalog
     for row in evaluated.itertuples(index=False):

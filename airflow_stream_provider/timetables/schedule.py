@@ -61,7 +61,7 @@ class ScheduleTimetable(Timetable):
         self.schedule = Schedule(self.period, self.offset, ZoneInfo(self.timezone), self.created)
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and other.serialize() == self.serialize()  # type: ignore[attr-defined]
+        return type(other) is type(self) and other.serialize() == self.serialize()
 
     def __hash__(self) -> int:
         return hash((type(self).__name__, self.period, self.offset, self.timezone, self.created))
@@ -79,7 +79,7 @@ class ScheduleTimetable(Timetable):
         return f"{self.keyword}({inner})"
 
     @property
-    def description(self) -> str:  # type: ignore[override]
+    def description(self) -> str:  # type: ignore[override]  # Airflow declares a str attribute, not a property
         if self.period < timedelta(days=1):
             origin = "restarting every day at local midnight"
         else:
@@ -106,10 +106,13 @@ class ScheduleTimetable(Timetable):
 
     # --- scheduling ---------------------------------------------------------------------------
 
-    def _info(self, at: datetime) -> DagRunInfo:
+    def _interval(self, at: datetime) -> DataInterval:
+        """The data interval of the run at ``at``: from the previous instant to ``at``."""
         start = self.schedule.previous(at) or max(self.created, at - self.period)
-        return DagRunInfo(run_after=_pendulum(at),
-                          data_interval=DataInterval(_pendulum(start), _pendulum(at)))
+        return DataInterval(_pendulum(start), _pendulum(at))
+
+    def _info(self, at: datetime) -> DagRunInfo:
+        return DagRunInfo(run_after=_pendulum(at), data_interval=self._interval(at))
 
     def _latest_due(self, now: datetime) -> datetime | None:
         """The last instant at or before ``now`` that fires (after creation)."""
@@ -122,7 +125,7 @@ class ScheduleTimetable(Timetable):
 
     def infer_manual_data_interval(self, *, run_after: pendulum.DateTime) -> DataInterval:
         at = self._latest_due(utc_datetime(run_after)) or utc_datetime(run_after)
-        return self._info(at).data_interval  # type: ignore[return-value]
+        return self._interval(at)
 
     def next_dagrun_info(self, *, last_automated_data_interval: DataInterval | None,
                          restriction: TimeRestriction) -> DagRunInfo | None:
@@ -138,12 +141,11 @@ class ScheduleTimetable(Timetable):
             after = max(after, earliest - timedelta(microseconds=1))
         at = self.schedule.next_after(after)
         if earliest is not None:  # the first run whose logical date is not before it
-            while self._info(at).logical_date < earliest:
+            while self._interval(at).start < earliest:  # the start is the run's logical date
                 at = self.schedule.next_after(at)
-        info = self._info(at)
-        if restriction.latest is not None and info.logical_date > restriction.latest:
+        if restriction.latest is not None and self._interval(at).start > restriction.latest:
             return None
-        return info
+        return self._info(at)
 
 
 class PeriodTimetable(ScheduleTimetable):

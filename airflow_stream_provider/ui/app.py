@@ -18,13 +18,19 @@ import asyncio
 import math
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import FileResponse, JSONResponse
 from pydantic import BaseModel
 
+from airflow_stream_provider import model as m
+from airflow_stream_provider import progress
+from airflow_stream_provider.airflow_api import AirflowApi, AirflowApiError
+from airflow_stream_provider.exceptions import StreamError
 from airflow_stream_provider.hooks import bind
+from airflow_stream_provider.plan.ids import stream_dag_ids
+from airflow_stream_provider.streams.store import StoredStream, StreamStore
 
 STATIC = Path(__file__).with_name("static")
 ASSETS = {"streams.js": "text/javascript", "streams.css": "text/css"}
@@ -46,7 +52,7 @@ async def current_user(request: Request) -> Any:
 User = Annotated[Any, Depends(current_user)]
 
 
-def _authorize(user: Any, dag_id: str, method: str, run: bool = False) -> None:
+def _authorize(user: Any, dag_id: str, method: Literal["GET", "POST", "PUT", "DELETE"], run: bool = False) -> None:
     from airflow.api_fastapi.app import get_auth_manager
     from airflow.api_fastapi.auth.managers.models.resource_details import (
         DagAccessEntity,
@@ -67,10 +73,7 @@ def _json(value: Any) -> Any:
     return value
 
 
-def _stream(db: str, name: str):  # type: ignore[no-untyped-def]
-    from airflow_stream_provider.exceptions import StreamError
-    from airflow_stream_provider.streams.store import StreamStore
-
+def _stream(db: str, name: str) -> tuple[StreamStore, StoredStream]:
     store = StreamStore()
     try:
         return store, store.get(db.lower(), name.lower())
@@ -85,7 +88,7 @@ def _rows(db: str | None = None) -> list[dict]:
     return [{k: _json(v) for k, v in row.items()} for row in streams_table(Warehouse(), db).to_pylist()]
 
 
-def _events(stored) -> tuple[list[dict], list[dict]]:  # type: ignore[no-untyped-def]
+def _events(stored: StoredStream) -> tuple[list[dict], list[dict]]:
     """The latest window events, newest first, and closed windows per minute of window end."""
     from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
@@ -133,8 +136,6 @@ def create_app() -> FastAPI:
 
     @app.get("/api/streams")
     async def streams(user: User, db: str | None = None) -> JSONResponse:
-        from airflow_stream_provider.plan.ids import stream_dag_ids
-
         rows = await asyncio.to_thread(_rows, db)
         visible = []
         for row in rows:
@@ -147,9 +148,6 @@ def create_app() -> FastAPI:
 
     @app.get("/api/streams/{db}/{name}")
     async def stream(db: str, name: str, user: User) -> JSONResponse:
-        from airflow_stream_provider import model as m
-        from airflow_stream_provider import progress
-        from airflow_stream_provider.plan.ids import stream_dag_ids
         from airflow_stream_provider.streams.status import samples, stream_status
         from airflow_stream_provider.warehouse import Warehouse
 
@@ -171,9 +169,6 @@ def create_app() -> FastAPI:
 
     @app.post("/api/streams/{db}/{name}/recalculate")
     async def recalculate(db: str, name: str, body: RecalculateBody, request: Request, user: User) -> JSONResponse:
-        from airflow_stream_provider.airflow_api import AirflowApi, AirflowApiError
-        from airflow_stream_provider.exceptions import StreamError
-        from airflow_stream_provider.plan.ids import stream_dag_ids
         from airflow_stream_provider.streams.lifecycle import create_recalculation
 
         _store, stored = _stream(db, name)

@@ -87,7 +87,8 @@ def test_streams_run_as_airflow_dags(spark, tmp_path, monkeypatch):
         # late rows, ignored live (IGNORE_DISORDER), reach the outputs through recalculation backfills:
         # one from RECALCULATE STREAM (the REST API), one from `airflow backfill create`
         list(statements.run(wh, "INSERT INTO m1 VALUES ('2025-01-01 00:00:30', 11) ('2025-01-01 00:01:40', 2)"))
-        message = list(statements.run(wh, "RECALCULATE STREAM avg1m FROM '2025-01-01 00:00:00' TO '2025-01-01 00:01:00'"))[-1]
+        message = list(statements.run(
+            wh, "RECALCULATE STREAM avg1m FROM '2025-01-01 00:00:00' TO '2025-01-01 00:01:00'"))[-1]
         assert "backfill" in message.message and "stream__power__avg1m__recalc" in message.message
         with pytest.raises(StreamError, match="still running"):  # Airflow runs one backfill per DAG at a time
             list(statements.run(wh, "RECALCULATE STREAM avg1m FROM '2025-01-01 00:01:00' TO '2025-01-01 00:02:00'"))

@@ -13,6 +13,7 @@ import json
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -22,6 +23,9 @@ from airflow_stream_provider.progress import Progress
 from airflow_stream_provider.streams.run import run as run_stream
 from airflow_stream_provider.streams.store import StreamStore
 from airflow_stream_provider.warehouse import Warehouse
+
+if TYPE_CHECKING:
+    from selenium.webdriver.chrome.webdriver import WebDriver
 
 pytestmark = [pytest.mark.spark, pytest.mark.airflow]
 
@@ -45,7 +49,7 @@ def http(url: str, token: str | None = None, body: dict | None = None, cookie: b
         return err.code, json.loads(err.read().decode() or "{}")
 
 
-def browser():  # type: ignore[no-untyped-def]
+def browser() -> WebDriver:
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 

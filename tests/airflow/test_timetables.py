@@ -132,8 +132,10 @@ def test_recalculation_runs_only_in_backfills():
     assert runs == [("00:00", "00:10"), ("00:10", "00:20"), ("00:20", "00:30"), ("00:30", "00:40")]
 
 
-@pytest.mark.parametrize("text, expected", [("10s", timedelta(seconds=10)), ("5h30m", timedelta(hours=5, minutes=30)),
-                                            ("1d1h", timedelta(days=1, hours=1)), ("500a", timedelta(milliseconds=500))])
+@pytest.mark.parametrize("text, expected", [("10s", timedelta(seconds=10)),
+                                            ("5h30m", timedelta(hours=5, minutes=30)),
+                                            ("1d1h", timedelta(days=1, hours=1)),
+                                            ("500a", timedelta(milliseconds=500))])
 def test_durations(text, expected):
     assert duration(text) == expected
     assert duration(format_duration(expected)) == expected

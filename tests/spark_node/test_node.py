@@ -33,8 +33,10 @@ DELETE FROM meters WHERE voltage = 218;
 """
 QUERIES = [
     "SELECT tbname, location, groupid, ts, current, voltage, phase FROM power.meters ORDER BY tbname, ts",
-    "SELECT tbname, COUNT(*), AVG(voltage), SPREAD(current), LAST(ts) FROM power.meters GROUP BY tbname ORDER BY tbname",
-    "SELECT ts, TIMETRUNCATE(ts, 1m) AS minute, CAST(voltage AS BIGINT) + 1 AS v FROM power.d1001 WHERE ts >= '2018-10-03 14:38:00'",
+    "SELECT tbname, COUNT(*), AVG(voltage), SPREAD(current), LAST(ts) FROM power.meters "
+    "GROUP BY tbname ORDER BY tbname",
+    "SELECT ts, TIMETRUNCATE(ts, 1m) AS minute, CAST(voltage AS BIGINT) + 1 AS v FROM power.d1001 "
+    "WHERE ts >= '2018-10-03 14:38:00'",
 ]
 
 

@@ -83,8 +83,9 @@ def test_information_schema_tables_answer_select(wh):
                        "ORDER BY db_name"))[-1].table.to_pylist()
     assert rows == [{"db_name": "d", "stream_name": "s1", "status": "running"},
                     {"db_name": "other", "stream_name": "tick", "status": "stopped"}]
-    tasks = list(statements.run(wh, "SELECT stream_name, task, runs_in, status, detail FROM information_schema.`ins_stream_tasks` t "
-                        "WHERE t.stream_name = 's1' ORDER BY task"))[-1].table.to_pylist()
+    tasks = list(statements.run(wh, "SELECT stream_name, task, runs_in, status, detail "
+                                    "FROM information_schema.`ins_stream_tasks` t "
+                                    "WHERE t.stream_name = 's1' ORDER BY task"))[-1].table.to_pylist()
     assert [(r["task"], r["runs_in"], r["status"]) for r in tasks] == [
         ("dag", "Airflow", "active"), ("detector", "compute task", "on demand"), ("recalc_dag", "Airflow", "active")]
     assert tasks[0]["detail"] == "stream__d__s1"

@@ -174,7 +174,8 @@ def test_sliding_trigger_over_event_time(wh):
     sql(wh, METERS)
     sql(wh, """CREATE STREAM sl SLIDING(1m) FROM stb1 PARTITION BY tbname INTO slout AS
                SELECT _tcurrent_ts, _tprev_ts, _tnext_ts, count(*) n, %%tbname tb FROM %%trows""")
-    sql(wh, """INSERT INTO t1 VALUES ('2025-01-01 00:00:30', 1) ('2025-01-01 00:01:10', 2) ('2025-01-01 00:02:20', 3)""")
+    sql(wh, "INSERT INTO t1 VALUES ('2025-01-01 00:00:30', 1) ('2025-01-01 00:01:10', 2) "
+            "('2025-01-01 00:02:20', 3)")
     run(wh, "sl")
     rows = sorted(select(wh, "SELECT * FROM slout"), key=lambda r: r["_tcurrent_ts"])
     # event time passed 00:01 and 00:02; each instant's %%trows is [previous, current)

@@ -91,10 +91,10 @@ def _groups(runtime: StreamRuntime, version: int | None) -> list[tuple]:
     """The groups of the trigger table: the distinct PARTITION BY values (one group without)."""
     if not runtime.group_columns or runtime.info is None:
         return [()]
-    df = runtime.warehouse.spark.read.format("delta")
+    reader = runtime.warehouse.spark.read.format("delta")
     if version is not None:
-        df = df.option("versionAsOf", version)
-    df = df.load(str(runtime.info.path))
+        reader = reader.option("versionAsOf", version)
+    df = reader.load(str(runtime.info.path))
     if runtime.source and runtime.source.subtable:
         df = df.where(F.col(TBNAME) == runtime.source.subtable)
     rows = df.select(*[F.col(f"`{c.name}`") for c in runtime.group_columns]).distinct().collect()
@@ -178,7 +178,8 @@ def _with_rows(runtime: StreamRuntime, df: DataFrame, candidates: list[tuple]) -
     """IGNORE_NODATA_TRIGGER: keep the candidates whose [previous, current) holds rows."""
     spark = runtime.warehouse.spark
     cols = runtime.group_columns
-    ts = runtime.info.timestamp_column  # type: ignore[union-attr]
+    assert runtime.info is not None  # sliding_triggers, the caller, asserts it
+    ts = runtime.info.timestamp_column
     schema = T.StructType([T.StructField("__i", T.LongType()), T.StructField("__from", T.TimestampType()),
                            T.StructField("__to", T.TimestampType())]
                           + [T.StructField(f"__g{j}", T.StringType()) for j in range(len(cols))])

@@ -97,8 +97,8 @@ def windows_in_range(runtime: StreamRuntime, rows: DataFrame, start: datetime, e
     elif plan.spec.kind == "count":
         rows = rows.where(ts < F.lit(end))
     say(f"finding the windows of {plan.table} in [{start.isoformat()}, {end.isoformat()})")
-    events = batch.detect(rows, plan).where((F.col("window_start") >= F.lit(start))
-                                            & (F.col("window_start") < F.lit(end))).toPandas()
+    events: pd.DataFrame = batch.detect(rows, plan).where((F.col("window_start") >= F.lit(start))
+                                                          & (F.col("window_start") < F.lit(end))).toPandas()
     if events.empty:
         return [], events
     events["window_start"] = pd.to_datetime(events["window_start"], utc=True)
