@@ -18,6 +18,9 @@ as captured at the trigger's Delta version (PERIOD: the rows written between the
 current trigger, from the change feed), after PRE_FILTER. Only the span of time the batch's
 windows cover is read; a span whose files hold few rows (a live window) is read by delta-rs into a
 local relation, which spares Spark rebuilding the table's snapshot at every new version.
+
+The two paths stay in one module, though it is long: both must bind every placeholder the same
+way, and the tests hold them to the same results.
 """
 
 from __future__ import annotations

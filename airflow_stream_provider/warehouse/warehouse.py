@@ -3,6 +3,9 @@
 Writes (CREATE, INSERT, DROP) commit through the Delta Lake Rust kernel and need no Spark;
 SELECT and DELETE ... WHERE run on Spark (the stream node over Spark Connect, or an in-process
 session), because their expressions are TDengine SQL translated to Spark SQL.
+
+The table statements stay in one class, a little over the usual module size: they share the name
+resolution, the value checks and the undo of a statement's earlier writes when a later one fails.
 """
 
 from __future__ import annotations

@@ -24,6 +24,9 @@ Windows come back as a DataFrame with :data:`WINDOW_COLUMNS`. ``wend`` is the ex
 (start + interval) for INTERVAL windows, as in TDengine's notifications, and the timestamp of the
 last row for the others. ``opened`` marks windows whose opening is reported by this call (with
 TRUE_FOR: the moment the window qualifies), ``closed`` windows that closed in it.
+
+This module is longer than most on purpose: the five scanners share the carry format, the window
+columns and the late-data rules, and keeping them side by side is what keeps them consistent.
 """
 
 from __future__ import annotations
