@@ -23,6 +23,7 @@ from airflow_stream_provider.exceptions import StreamDefinitionError, did_you_me
 from airflow_stream_provider.model.events import EventType
 from airflow_stream_provider.sql.tdengine.dialect import parse_fragment
 from airflow_stream_provider.values import epoch_micros
+from airflow_stream_provider.warehouse.catalog import Catalog, SubTable
 from airflow_stream_provider.windows import expr
 from airflow_stream_provider.windows.core import WindowSpec, plain
 
@@ -212,10 +213,8 @@ def micros(values: pd.Series) -> np.ndarray:
     return values.to_numpy().astype("datetime64[us]").astype(np.int64)
 
 
-def plan_trigger(stmt: m.CreateStream, catalog, default_db: str | None = None) -> TriggerPlan:
+def plan_trigger(stmt: m.CreateStream, catalog: Catalog, default_db: str | None = None) -> TriggerPlan:
     """The trigger plan of ``stmt`` over its trigger table in the warehouse ``catalog``."""
-    from airflow_stream_provider.warehouse.catalog import SubTable
-
     if stmt.trigger_table is None:
         raise StreamDefinitionError(f"{stmt.trigger.keyword} triggers need a trigger table (FROM)")
     db = stmt.trigger_table.db or default_db or stmt.name.db
