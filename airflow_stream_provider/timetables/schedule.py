@@ -8,7 +8,9 @@ The instants follow reference 000 "Scheduled Trigger" and "Sliding Trigger" thro
 - only instants after creation fire.
 
 A run's data interval is ``(previous instant, instant]``: ``_tprev_localtime`` and
-``_tlocaltime`` of the TDengine placeholders. The timetables are registered through the
+``_tlocaltime`` of the TDengine placeholders. Under the DAG's start date (the creation time, which
+Airflow passes as ``restriction.earliest``) the first run's interval starts at the creation time, so
+that its logical date is not before the start date. The timetables are registered through the
 provider's plugin, so the scheduler and the API server can deserialize them.
 """
 
@@ -111,9 +113,6 @@ class ScheduleTimetable(Timetable):
         start = self.schedule.previous(at) or max(self.created, at - self.period)
         return DataInterval(_pendulum(start), _pendulum(at))
 
-    def _info(self, at: datetime) -> DagRunInfo:
-        return DagRunInfo(run_after=_pendulum(at), data_interval=self._interval(at))
-
     def _latest_due(self, now: datetime) -> datetime | None:
         """The last instant at or before ``now`` that fires (after creation)."""
         at = now if self._fires(now) else self.schedule.previous(now)
@@ -140,12 +139,28 @@ class ScheduleTimetable(Timetable):
         if earliest is not None:
             after = max(after, earliest - timedelta(microseconds=1))
         at = self.schedule.next_after(after)
-        if earliest is not None:  # the first run whose logical date is not before it
-            while self._interval(at).start < earliest:  # the start is the run's logical date
+        if earliest is None:
+            interval = self._interval(at)
+        else:  # the first run whose logical date (its data interval's start) is not before it
+            while (interval := self._restricted_interval(at)).start < earliest:
                 at = self.schedule.next_after(at)
-        if restriction.latest is not None and self._interval(at).start > restriction.latest:
+        if restriction.latest is not None and interval.start > restriction.latest:
             return None
-        return self._info(at)
+        return DagRunInfo(run_after=_pendulum(at), data_interval=interval)
+
+    def _restricted_interval(self, at: datetime) -> DataInterval:
+        """The data interval of the run at ``at`` when the DAG has a start date: the first run
+        after creation covers ``(created, at]``.
+
+        Airflow passes the DAG's start date (the stream's creation time) as ``restriction.earliest``
+        and creates no task of a run whose logical date is before it. The first instant's previous
+        instant is before creation (PERIOD(5h30m, 1m) created at 12:00 fires first at 16:31, whose
+        previous instant is 11:01), so that run starts at the creation time instead, or it would
+        never run (reference 000: created at 12:00, the day's triggers are 16:31 and 22:01).
+        ``_tprev_localtime`` still comes from the schedule: the compute reads only the interval's end.
+        """
+        interval = self._interval(at)
+        return interval if interval.start >= self.created else DataInterval(_pendulum(self.created), _pendulum(at))
 
 
 class PeriodTimetable(ScheduleTimetable):

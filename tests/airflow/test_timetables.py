@@ -145,3 +145,65 @@ def test_durations(text, expected):
 def test_bad_durations_are_rejected_by_value(bad):
     with pytest.raises(ValueError, match="is not a duration"):
         duration(bad)
+
+
+def _as_scheduled(created: datetime, catchup: bool = True) -> TimeRestriction:
+    """The restriction the scheduler passes: the DAG's start date, which is the creation time."""
+    return TimeRestriction(earliest=pendulum.instance(created), latest=None, catchup=catchup)
+
+
+LATE = datetime(2025, 5, 1, 23, 59, tzinfo=UTC)
+
+
+@pytest.mark.parametrize("period, offset, created, expected", [
+    # reference 000: created at 12:00, the day's triggers are 16:31 and 22:01
+    ("5h30m", "1m", NOON, ["05-01 16:31", "05-01 22:01", "05-02 00:01", "05-02 05:31"]),
+    ("5h30m", "0s", NOON, ["05-01 16:30", "05-01 22:00", "05-02 00:00"]),
+    # created a minute before midnight: the first trigger is the next day's 00:00
+    ("5h30m", "0s", LATE, ["05-02 00:00", "05-02 05:30", "05-02 11:00"]),
+    ("1d1h", "0s", NOON, ["05-02 01:00", "05-03 02:00", "05-04 03:00"]),
+    ("1d1h", "1m", NOON, ["05-02 01:01", "05-03 02:02"]),
+])
+def test_first_instant_fires_under_the_dags_start_date(period, offset, created, expected):
+    """Airflow passes the DAG's start date (the creation time) as ``earliest`` and creates no task
+    of a run whose logical date is before it: the first run starts at the creation time."""
+    tt = PeriodTimetable(period, offset, "UTC", created)
+    assert _runs(tt, len(expected), _as_scheduled(created)) == expected
+    first = tt.next_dagrun_info(last_automated_data_interval=None, restriction=_as_scheduled(created))
+    assert first.logical_date == first.data_interval.start == pendulum.instance(created)
+    assert first.data_interval.end == first.run_after
+    second = tt.next_dagrun_info(last_automated_data_interval=first.data_interval, restriction=_as_scheduled(created))
+    assert second.data_interval.start == first.run_after  # from then on, from the previous instant
+
+
+@pytest.mark.parametrize("period, offset, since_created, first_due", [
+    ("5h30m", "1m", timedelta(hours=1), "05-01 16:31"),   # nothing due yet: the first instant
+    ("5h30m", "1m", timedelta(hours=5), "05-01 16:31"),   # 16:31 is due now: it runs
+    ("5h30m", "1m", timedelta(hours=11), "05-01 22:01"),  # without catchup, only the latest due instant
+    ("5h30m", "0s", timedelta(minutes=2), "05-02 00:00"),
+])
+def test_first_instant_fires_without_catchup(period, offset, since_created, first_due, monkeypatch):
+    """``catchup=False``: the scheduler's restriction with the clock at ``created + since_created``."""
+    from airflow_stream_provider.timetables import schedule
+
+    created = NOON if offset == "1m" else LATE
+    now = created + since_created
+
+    class Clock(datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return now
+
+    monkeypatch.setattr(schedule, "datetime", Clock)
+    tt = PeriodTimetable(period, offset, "UTC", created)
+    info = tt.next_dagrun_info(last_automated_data_interval=None, restriction=_as_scheduled(created, False))
+    assert info.run_after.strftime("%m-%d %H:%M") == first_due
+    assert info.logical_date >= pendulum.instance(created)  # Airflow creates the run's tasks
+
+
+def test_sliding_under_the_dags_start_date():
+    created = datetime(2025, 5, 1, 12, 0, 5, tzinfo=UTC)
+    tt = SlidingTimetable("10s", "0s", "UTC", created)
+    first = tt.next_dagrun_info(last_automated_data_interval=None, restriction=_as_scheduled(created))
+    assert first.run_after == pendulum.datetime(2025, 5, 1, 12, 0, 10, tz="UTC")
+    assert first.data_interval.start == pendulum.instance(created)
