@@ -26,6 +26,7 @@ SYSTEM_VIEWS: Mapping[str, SystemView] = {
 
 
 def _select(warehouse: Warehouse, stmt: m.Select) -> Result:
+    warehouse.check_path_tables(stmt.query.tree)  # before a Spark session is opened
     table = window_query.table(warehouse, stmt.query, views=SYSTEM_VIEWS)
     return Result(stmt, f"{table.num_rows} row{'s' if table.num_rows != 1 else ''}", table=table)
 

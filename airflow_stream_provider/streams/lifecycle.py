@@ -38,6 +38,8 @@ def create(warehouse: Warehouse, stmt: m.CreateStream, store: StreamStore | None
         if stmt.if_not_exists:
             return Result(stmt, f"exists: stream {db}.{name}")
         raise WarehouseError(f"stream {db}.{name} already exists")
+    if stmt.query is not None:
+        warehouse.check_path_tables(stmt.query.tree)
     runtime = StreamRuntime(warehouse, stmt, db)
     plan = runtime.output()
     target = ""

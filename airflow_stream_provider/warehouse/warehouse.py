@@ -352,9 +352,11 @@ class Warehouse:
         if isinstance(found, SubTable):
             conditions.append(exp.column(TBNAME).eq(exp.Literal.string(found.name)).sql(dialect="spark"))
         if stmt.where is not None:
+            self.check_path_tables(stmt.where.tree)
             where = to_spark(stmt.where.tree, timestamp_column=info.timestamp_column, precision=info.precision)
             conditions.append(f"({where})")
-        sql = f"DELETE FROM delta.`{info.path}`" + (f" WHERE {' AND '.join(conditions)}" if conditions else "")
+        target = delta_table(info.path).sql(dialect="spark")
+        sql = f"DELETE FROM {target}" + (f" WHERE {' AND '.join(conditions)}" if conditions else "")
         with self.local_time():
             affected = self.spark.sql(sql).collect()
         count = int(affected[0][0]) if affected else 0
@@ -369,11 +371,13 @@ class Warehouse:
                    views: Mapping[str, SystemView] | None = None) -> tuple[Callable[..., str], str | None, str]:
         """(TDengine tree -> Spark SQL, timestamp column, precision) for trees over the tables
         ``tree`` reads; the timestamp column is known when it reads one table (counting ``also``,
-        tables read through views or paths). Delta paths (``delta.`/path```) are left as they are.
+        tables read through views or paths). Delta paths (``delta.`/path```) are left as they are; a
+        path table the project did not build itself must pass :meth:`check_path_tables`.
         ``views`` computes the tables of ``information_schema`` that the caller offers.
 
         The translation takes the placeholder ``bindings`` of :func:`~airflow_stream_provider.sql.to_spark`.
         """
+        self.check_path_tables(tree)
         ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
         resolved: dict[tuple[str, str], TableInfo | SubTable] = {}
         system: dict[str, str] = {}
@@ -424,6 +428,23 @@ class Warehouse:
         translate, _, _ = self.translator(tree, also=also, views=views)
         return self.spark.sql(translate(tree, bindings))
 
+    def check_path_tables(self, tree: exp.Expr) -> None:
+        """Refuse the path tables of a query text that read files: only ``delta.`<path>``` inside
+        the warehouse root may be named (Spark reads ``csv.`/etc/passwd``` as readily as a table).
+        The path tables :func:`delta_table` builds for the project's own queries pass."""
+        root = self.catalog.root.resolve()
+        for node in tree.find_all(exp.Table):
+            if not is_path_table(node) or node.meta.get(_BUILT):
+                continue
+            source = (node.db or "").lower()
+            if source != "delta" or node.catalog:
+                raise WarehouseError(
+                    f"{node.sql(dialect='spark')}: queries read tables by name, or Delta tables of the "
+                    "warehouse as delta.`<path>`; files are not read through other data sources")
+            path = Path(node.name).resolve()
+            if root not in path.parents:
+                raise WarehouseError(f"{node.sql(dialect='spark')}: a Delta path must lie inside the warehouse {root}")
+
     def _system_view(self, name: str, views: Mapping[str, SystemView]) -> str:
         """A temporary view holding ``information_schema.<name>`` as it is now."""
         if name not in views:
@@ -450,8 +471,15 @@ class Warehouse:
 
 
 def delta_table(path: Path | str) -> exp.Table:
-    """``delta.`/path```: the Delta table at ``path``, as Spark SQL reads it."""
-    return exp.Table(this=exp.to_identifier(str(path), quoted=True), db=exp.to_identifier("delta"))
+    """``delta.`/path```: the Delta table at ``path``, as Spark SQL reads it, marked as built by the
+    project so that :meth:`Warehouse.check_path_tables` lets it through (query text cannot set the mark)."""
+    node = exp.Table(this=exp.to_identifier(str(path), quoted=True), db=exp.to_identifier("delta"))
+    node.meta[_BUILT] = True
+    return node
+
+
+#: the mark :func:`delta_table` puts on the path tables it builds
+_BUILT = "airflow_stream_provider.delta_table"
 
 
 def is_path_table(node: exp.Table) -> bool:
