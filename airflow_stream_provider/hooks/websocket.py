@@ -2,10 +2,16 @@
 
 Stream SQL names only URLs; anything secret lives in an Airflow connection of type ``stream_ws``:
 
-- ``host`` (and ``port``): the receivers it serves; empty serves every URL;
+- ``host`` (and ``port``): the receivers it serves; empty serves every URL, which only a connection
+  without credentials may do;
 - ``login``/``password``: HTTP basic auth; a password without a login is sent as a bearer token;
-- ``extra``: ``{"headers": {"X-Key": "..."}, "verify": true, "ca_bundle": "/path/ca.pem"}``.
-  ``wss://`` certificates are verified unless ``verify`` is false.
+- ``extra``: ``{"headers": {"X-Key": "..."}, "verify": true, "ca_bundle": "/path/ca.pem",
+  "allow_plaintext": false}``. ``wss://`` certificates are verified unless ``verify`` is false.
+
+Credentials (a login, a password or extra headers) go only to the connection's host, and only over
+``wss://`` unless ``allow_plaintext`` is true; otherwise delivery stops with
+:class:`~airflow_stream_provider.notify.delivery.CredentialsRefused` rather than send them. Delivery
+follows no redirects, so they never reach another host.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from urllib.parse import urlsplit
 
 from airflow.sdk import BaseHook, Connection
 
-from airflow_stream_provider.notify.delivery import Access
+from airflow_stream_provider.notify.delivery import Access, CredentialsRefused
 
 
 class WebSocketHook(BaseHook):
@@ -36,7 +42,8 @@ class WebSocketHook(BaseHook):
     def get_ui_field_behaviour(cls) -> dict[str, Any]:
         return {
             "hidden_fields": ["schema"],
-            "relabeling": {"host": "Receiver host (empty: every receiver)", "login": "User (basic auth)",
+            "relabeling": {"host": "Receiver host (empty: every receiver; required with credentials)",
+                           "login": "User (basic auth)",
                            "password": "Password, or bearer token without a user"},
             "placeholders": {"extra": '{"headers": {"X-Api-Key": "..."}, "verify": true, "ca_bundle": null}',
                              "host": "receiver.example.com", "port": "8080"},
@@ -59,16 +66,32 @@ class WebSocketHook(BaseHook):
             self._conn = self.get_connection(self.stream_ws_conn_id)
         return self._conn
 
+    def has_credentials(self) -> bool:
+        conn = self.get_conn()
+        return bool(conn.login or conn.password or conn.extra_dejson.get("headers"))
+
     def serves(self, url: str) -> bool:
         conn = self.get_conn()
         if not conn.host:
+            if self.has_credentials():
+                raise CredentialsRefused(
+                    f"connection {self.stream_ws_conn_id!r} holds credentials but names no host, so they would go "
+                    "to any receiver a stream names: set the connection's host (and port) to the receiver's")
             return True
         parts = urlsplit(url)
         return (parts.hostname or "").lower() == conn.host.lower() and (not conn.port or parts.port == conn.port)
 
-    def access(self) -> Access:
+    def access(self, url: str | None = None) -> Access:
+        """What the connection adds to a request to ``url``; credentials only over ``wss://``
+        unless the extra sets ``allow_plaintext``."""
         conn = self.get_conn()
         extra = conn.extra_dejson
+        if url is not None and self.has_credentials() and urlsplit(url).scheme != "wss" \
+                and extra.get("allow_plaintext") is not True:
+            raise CredentialsRefused(
+                f"connection {self.stream_ws_conn_id!r} sends credentials only over wss://, and a stream names "
+                f"{urlsplit(url).scheme}://{conn.host}: use wss://, or set \"allow_plaintext\": true in the "
+                "connection's extra")
         headers = [f"{k}: {v}" for k, v in (extra.get("headers") or {}).items()]
         if conn.login:
             token = base64.b64encode(f"{conn.login}:{conn.password or ''}".encode()).decode()
@@ -90,5 +113,5 @@ def credentials(url: str, conn_ids: Sequence[str]) -> Access | None:
     for conn_id in conn_ids:
         hook = WebSocketHook.find(conn_id)
         if hook is not None and hook.serves(url):
-            return hook.access()
+            return hook.access(url)
     return None

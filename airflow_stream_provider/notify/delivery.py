@@ -9,8 +9,14 @@ Failures follow the stream's ``NOTIFY_OPTIONS``: by default the messages a recei
 are dropped, logged and counted; with ``ON_FAILURE_PAUSE`` delivery retries with exponential
 backoff until they are delivered, and the stream does not move on meanwhile.
 
+A receiver gets little trust: one wall-clock deadline covers connecting, sending a batch and its
+confirmation, and the socket is closed when it expires; an incoming frame larger than
+:data:`MAX_INCOMING_FRAME` ends the connection (a receiver only ever needs to answer a pong or a
+small ack); handshake redirects are not followed, so credentials never move to another host.
+
 Settings (environment, or the ``[notify]`` table of ``airflow-stream.toml``):
-``AIRFLOW_STREAM_NOTIFY_TIMEOUT`` (seconds to connect and to wait for a confirmation, default 10),
+``AIRFLOW_STREAM_NOTIFY_TIMEOUT`` (seconds one batch may take, from connecting to its confirmation,
+default 10),
 ``AIRFLOW_STREAM_NOTIFY_MAX_MESSAGE_BYTES`` (default 1 MiB), ``AIRFLOW_STREAM_NOTIFY_MAX_BACKOFF``
 (seconds, default 30) and ``AIRFLOW_STREAM_NOTIFY_CONN_IDS`` (Airflow connections of type
 ``stream_ws`` holding headers and credentials, default ``stream_ws_default``). Connections are read
@@ -24,6 +30,7 @@ import atexit
 import contextlib
 import logging
 import os
+import socket
 import ssl
 import threading
 import time
@@ -32,6 +39,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 import websocket
+from websocket._abnf import frame_buffer
 
 from airflow_stream_provider import config
 from airflow_stream_provider.exceptions import StreamError
@@ -43,6 +51,9 @@ log = logging.getLogger(__name__)
 #: messages sent between two confirmations
 CHUNK = 64
 
+#: the largest frame a receiver may send us: pongs and acks are small, and a frame is read whole
+MAX_INCOMING_FRAME = 64 * 1024
+
 
 class ReceiverError(StreamError):
     """A receiver could not be reached or did not confirm what it was sent."""
@@ -50,6 +61,11 @@ class ReceiverError(StreamError):
 
 class CredentialsUnavailable(StreamError):
     """Delivery is to read connections, and no credentials lookup was registered."""
+
+
+class CredentialsRefused(StreamError):
+    """A ``stream_ws`` connection's credentials would go where they must not: to every host (the
+    connection names none) or over plaintext ``ws://`` without the connection allowing it."""
 
 
 class DeliveryPaused(StreamError):
@@ -115,6 +131,52 @@ def access_for(url: str, conn_ids: Sequence[str]) -> Access:
     return Access(sslopt={"cert_reqs": ssl.CERT_REQUIRED} if url.startswith("wss://") else {})
 
 
+class _CappedFrames(frame_buffer):
+    """websocket-client's frame reader, refusing a frame whose announced length passes the cap
+    before reading its payload (the stock reader buffers whatever length the peer announces)."""
+
+    def recv_length(self) -> None:
+        super().recv_length()
+        if self.length is not None and self.length > MAX_INCOMING_FRAME:
+            raise websocket.WebSocketPayloadException(
+                f"the receiver sent a frame of {self.length} bytes (at most {MAX_INCOMING_FRAME} accepted)")
+
+
+class _BoundedWebSocket(websocket.WebSocket):
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.frame_buffer = _CappedFrames(self._recv, skip_utf8_validation=False)
+
+
+class _Deadline:
+    """Shuts a connection's socket down when the wall-clock deadline passes, which wakes any read
+    or write blocked on it; a slow peer that trickles bytes cannot stretch per-read timeouts."""
+
+    def __init__(self, seconds: float, sock: Callable[[], socket.socket | None]) -> None:
+        self._sock = sock
+        self._lock = threading.Lock()
+        self._done = False
+        self.expired = False
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _expire(self) -> None:
+        with self._lock:
+            if self._done:
+                return
+            self.expired = True
+            sock = self._sock()
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+
+    def finish(self) -> None:
+        with self._lock:
+            self._done = True
+        self._timer.cancel()
+
+
 class Receiver:
     """One persistent connection to one URL."""
 
@@ -123,37 +185,63 @@ class Receiver:
         self.access = access
         self.timeout = timeout
         self._ws: websocket.WebSocket | None = None
+        self._connecting: websocket.WebSocket | None = None
         self._lock = threading.Lock()
 
     def _connect(self) -> websocket.WebSocket:
         if self._ws is None or not self._ws.connected:
-            self._ws = websocket.create_connection(self.url, timeout=self.timeout, header=list(self.access.headers),
-                                                   sslopt=dict(self.access.sslopt), enable_multithread=True)
+            # the object exists before its handshake, so the deadline can shut a slow handshake down
+            ws = self._connecting = _BoundedWebSocket(sslopt=dict(self.access.sslopt), enable_multithread=True)
+            ws.settimeout(self.timeout)
+            ws.connect(self.url, header=list(self.access.headers), redirect_limit=0)
+            self._ws = ws
         return self._ws
 
+    def _socket(self) -> socket.socket | None:
+        ws = self._ws or self._connecting
+        return ws.sock if ws is not None else None
+
     def send(self, texts: Sequence[str]) -> None:
-        """Send ``texts`` in order and wait until the receiver confirmed all of them."""
+        """Send ``texts`` in order and wait until the receiver confirmed all of them, all within
+        ``timeout`` seconds of wall-clock time."""
         with self._lock:
+            deadline = _Deadline(self.timeout, self._socket)
             try:
                 ws = self._connect()
                 for text in texts:
                     ws.send(text)
                 self._confirm(ws)
             except (OSError, websocket.WebSocketException) as err:
-                self.close()
+                self._abort()
+                if deadline.expired:
+                    raise ReceiverError(f"{_safe(self.url)}: no confirmation within {self.timeout:g}s "
+                                        "(AIRFLOW_STREAM_NOTIFY_TIMEOUT); connection closed") from None
                 raise ReceiverError(f"{_safe(self.url)}: {type(err).__name__}: {err}") from None
+            finally:
+                deadline.finish()
+                self._connecting = None
+            if deadline.expired:  # confirmed just as the deadline passed: the socket is gone anyway
+                self._abort()
 
     def _confirm(self, ws: websocket.WebSocket) -> None:
         token = os.urandom(8).hex().encode()
         ws.ping(token)
-        deadline = time.monotonic() + self.timeout
-        while time.monotonic() < deadline:
-            opcode, frame = ws.recv_data_frame(control_frame=True)
-            if opcode == websocket.ABNF.OPCODE_PONG and frame.data == token:
+        while True:  # bounded by the deadline, which closes the socket
+            frame = ws.recv_frame()  # one frame at a time: fragments are never gathered
+            if frame.opcode == websocket.ABNF.OPCODE_PONG and frame.data == token:
                 return
-            if opcode == websocket.ABNF.OPCODE_CLOSE:
+            if frame.opcode == websocket.ABNF.OPCODE_PING:
+                ws.pong(frame.data)
+            elif frame.opcode == websocket.ABNF.OPCODE_CLOSE:
                 raise websocket.WebSocketConnectionClosedException("the receiver closed the connection")
-        raise websocket.WebSocketTimeoutException("no confirmation (pong) from the receiver")
+
+    def _abort(self) -> None:
+        """Drop the connection at once, without a closing handshake the peer could stall."""
+        ws, self._ws = self._ws, None
+        for one in (ws, self._connecting):
+            if one is not None:
+                with contextlib.suppress(OSError, websocket.WebSocketException):
+                    one.shutdown()
 
     def close(self) -> None:
         ws, self._ws = self._ws, None
@@ -163,9 +251,11 @@ class Receiver:
 
 
 def _safe(url: str) -> str:
-    """A URL without its query string, which may carry a key."""
+    """A URL fit for errors and logs: without user and password, and without its query string,
+    which may carry a key."""
     parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}{parts.path}"
+    host = parts.netloc.rpartition("@")[2]
+    return f"{parts.scheme}://{host}{parts.path}"
 
 
 _POOL: dict[str, Receiver] = {}

@@ -173,8 +173,9 @@ def test_wss_verifies_certificates_unless_a_connection_names_the_ca(tmp_path, re
 def test_credentials_come_from_a_stream_ws_connection(monkeypatch):
     monkeypatch.setenv("AIRFLOW_CONN_STREAM_WS_A", json.dumps(
         {"conn_type": "stream_ws", "host": "recv.example", "port": 9000, "login": "ann", "password": "s3cret",
-         "extra": {"headers": {"X-Api-Key": "k1"}}}))
-    monkeypatch.setenv("AIRFLOW_CONN_STREAM_WS_B", json.dumps({"conn_type": "stream_ws", "password": "tok"}))
+         "extra": {"headers": {"X-Api-Key": "k1"}, "allow_plaintext": True}}))  # credentials over ws://
+    monkeypatch.setenv("AIRFLOW_CONN_STREAM_WS_B", json.dumps(  # credentials need a host
+        {"conn_type": "stream_ws", "host": "other.example", "password": "tok"}))
     a = delivery.access_for("ws://recv.example:9000/n", ("stream_ws_a", "stream_ws_b"))
     assert "X-Api-Key: k1" in a.headers and "Authorization: Basic YW5uOnMzY3JldA==" in a.headers  # ann:s3cret
     b = delivery.access_for("wss://other.example:9000/n", ("stream_ws_missing", "stream_ws_a", "stream_ws_b"))

@@ -316,6 +316,10 @@ class StreamStatements(ValueParser):
             raise self.error(f"notification URL {url!r} is malformed: {err}", tok, "NOTIFY") from None
         if parts.scheme not in ("ws", "wss"):
             raise self.error(f"notification URL {url!r} must use ws:// or wss://", tok, "NOTIFY")
+        if parts.username is not None or parts.password is not None:
+            raise self.error(f"notification URL {parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path} "
+                             "carries a user or password: put credentials in a stream_ws connection (Airflow), "
+                             "never in stream SQL", tok, "NOTIFY")
         if not parts.hostname:
             raise self.error(f"notification URL {url!r} has no host", tok, "NOTIFY")
         if port is None:
