@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -228,7 +229,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_receive(args: argparse.Namespace) -> int:
-    return receiver.main(args.host, args.port, args.out, args.quiet, args.json, args.tls_cert, args.tls_key)
+    token = args.token if args.token is not None else os.environ.get("AIRFLOW_STREAM_RECEIVE_TOKEN") or None
+    return receiver.main(args.host, args.port, args.out, args.quiet, args.json, args.tls_cert, args.tls_key,
+                         args.max_size, token)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -294,6 +297,12 @@ def build_parser() -> argparse.ArgumentParser:
     receive.add_argument("-q", "--quiet", action="store_true", help="print nothing (with --out)")
     receive.add_argument("--tls-cert", help="serve wss:// with this certificate (PEM)")
     receive.add_argument("--tls-key", help="the certificate's private key (PEM)")
+    receive.add_argument("--max-size", type=int, default=receiver.MAX_SIZE, metavar="BYTES",
+                         help=f"close a connection that sends a larger message (default {receiver.MAX_SIZE})")
+    receive.add_argument("--token", help="accept only senders presenting this bearer token (default: "
+                         "$AIRFLOW_STREAM_RECEIVE_TOKEN, else anyone); senders give it as the password, with no "
+                         "login, of their stream_ws connection, which sends it only over wss:// unless its extra "
+                         "sets allow_plaintext")
     receive.set_defaults(func=cmd_receive)
     demo = sub.add_parser("demo", help="run the stream node, Airflow and a receiver over simulated smart meters",
                           description="Start the stream node, Airflow standalone and a WebSocket receiver; create "

@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -22,8 +23,10 @@ def free_port() -> int:
 
 
 class ReceiverProcess:
-    def __init__(self, folder: Path, port: int | None = None, tls: tuple[Path, Path] | None = None) -> None:
+    def __init__(self, folder: Path, port: int | None = None, tls: tuple[Path, Path] | None = None,
+                 extra: Sequence[str] = ()) -> None:
         self.port = port or free_port()
+        self.extra = list(extra)
         self.out = folder / f"received-{self.port}.jsonl"
         self.tls = tls
         self.proc: subprocess.Popen | None = None
@@ -37,6 +40,7 @@ class ReceiverProcess:
                "--out", str(self.out), "--quiet"]
         if self.tls:
             cmd += ["--tls-cert", str(self.tls[0]), "--tls-key", str(self.tls[1])]
+        cmd += self.extra
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
