@@ -11,6 +11,7 @@ where it is built.
 - :mod:`.triggers`: PERIOD, SLIDING and the window triggers
 - :mod:`.options`: stream options, notification, :class:`EmitPolicy`
 - :mod:`.statements`: ``CreateStream`` and the other statements
+- :mod:`.names`: the rule for database, table, stream and column names, and names to paths
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import StreamDefinitionError, StreamSyntaxError
+from airflow_stream_provider.model import names
 from airflow_stream_provider.sql.grammar.lexer import Kind, Lexer, Token
 
 
@@ -81,18 +82,26 @@ class TokenCursor:
 
     # --- names and numbers ---------------------------------------------------------------------
 
-    def ident(self, what: str = "name", clause: str | None = None) -> str:
+    def ident(self, what: str = "name", clause: str | None = None, kind: names.NameKind | None = None) -> str:
+        """A name; with ``kind``, one that obeys the name rule of that kind (:mod:`airflow_stream_provider.model.names`)."""
         tok = self.tok
         if tok.kind in (Kind.IDENT, Kind.QUOTED_IDENT):
+            problem = names.name_problem(tok.value, kind) if kind is not None else None
+            if kind is not None and problem is not None:
+                raise self.error(f"{kind.label} name {names.shown(tok.value)} {problem}", tok, clause)
             self.advance()
             return tok.value
         raise self.error(f"expected a {what}, found {tok.describe()}", clause=clause, syntax=True)
 
-    def table_name(self, what: str = "table name", clause: str | None = None) -> m.TableName:
-        first = self.ident(what, clause)
-        if self.accept_op("."):
-            return m.TableName(self.ident(what, clause), db=first)
-        return m.TableName(first)
+    def table_name(self, what: str = "table name", clause: str | None = None,
+                   kind: names.NameKind = names.TABLE) -> m.TableName:
+        """``[db.]name``: a database name and a name of ``kind`` (a table unless said)."""
+        dotted = self.peek().kind is Kind.OP and self.peek().text == "."
+        if self.tok.kind in (Kind.IDENT, Kind.QUOTED_IDENT) and dotted:
+            db = self.ident("database name", clause, names.DATABASE)
+            self.advance()
+            return m.TableName(self.ident(what, clause, kind), db=db)
+        return m.TableName(self.ident(what, clause, kind))
 
     def integer(self, what: str, clause: str | None = None) -> int:
         tok = self.tok
@@ -105,11 +114,11 @@ class TokenCursor:
 
     def name_list(self, clause: str, what: str = "column name") -> tuple[str, ...]:
         self.expect_op("(", clause)
-        names = [self.ident(what, clause)]
+        found = [self.ident(what, clause)]
         while self.accept_op(","):
-            names.append(self.ident(what, clause))
+            found.append(self.ident(what, clause))
         self.expect_op(")", clause)
-        return tuple(names)
+        return tuple(found)
 
     # --- spans handed to an expression parser --------------------------------------------------
 

@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 
 from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import did_you_mean
+from airflow_stream_provider.model import names
 from airflow_stream_provider.sql.grammar.lexer import Kind, Token
 from airflow_stream_provider.sql.tdengine.validate import validate_create_stream
 from airflow_stream_provider.sql.tdengine.values import ValueParser
@@ -45,7 +46,7 @@ class StreamStatements(ValueParser):
     def create_stream(self, pos: dict) -> m.CreateStream:
         self.expect("CREATE", "STREAM")
         if_not_exists = self.accept("IF", "NOT", "EXISTS")
-        name = self.table_name("stream name", "CREATE STREAM")
+        name = self.table_name("stream name", "CREATE STREAM", names.STREAM)
         where: dict[str, Token] = {"CREATE STREAM": self.toks[self.i - 1]}
         where["trigger"] = self.tok
         trigger = self.trigger()
@@ -331,7 +332,7 @@ class StreamStatements(ValueParser):
         cols: list[m.OutputColumn] = []
         while True:
             tok = self.tok
-            name = self.ident("output column name", "column list")
+            name = self.ident("output column name", "column list", names.COLUMN)
             key = self.accept("COMPOSITE", "KEY") or self.accept("PRIMARY", "KEY")
             if key and len(cols) != 1:
                 raise self.error("COMPOSITE KEY can only mark the second column", tok, "column list")
@@ -346,7 +347,7 @@ class StreamStatements(ValueParser):
         self.expect_op("(", "TAGS")
         tags: list[m.TagDefinition] = []
         while True:
-            name = self.ident("tag name", "TAGS")
+            name = self.ident("tag name", "TAGS", names.TAG)
             dtype = self.data_type("TAGS")
             comment = None
             if self.accept("COMMENT"):
@@ -365,7 +366,7 @@ class StreamStatements(ValueParser):
         verb = self.advance().upper
         self.expect("STREAM", clause=verb)
         if verb == "RECALCULATE":
-            name = self.table_name("stream name", verb)
+            name = self.table_name("stream name", verb, names.STREAM)
             self.expect("FROM", clause=verb)
             start = self.time_point(verb)
             end = None
@@ -377,7 +378,7 @@ class StreamStatements(ValueParser):
             return m.RecalculateStream(name, start, end, **pos)
         if_exists = self.accept("IF", "EXISTS")
         ignore = verb == "START" and self.accept("IGNORE", "UNTREATED")
-        name = self.table_name("stream name", verb)
+        name = self.table_name("stream name", verb, names.STREAM)
         if verb == "START":
             return m.StartStream(name, if_exists, ignore, **pos)
         return m.StopStream(name, if_exists, **pos)
@@ -386,7 +387,7 @@ class StreamStatements(ValueParser):
         self.expect("SHOW")
         db = None
         if self.tok.kind in (Kind.IDENT, Kind.QUOTED_IDENT) and self.peek().text == ".":
-            db = self.ident("database name", "SHOW")
+            db = self.ident("database name", "SHOW", names.DATABASE)
             self.expect_op(".")
         if not self.accept("STREAMS"):
             raise self.error(f"only SHOW [db.]STREAMS is supported, found {self.tok.describe()}", clause="SHOW")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import did_you_mean
+from airflow_stream_provider.model import names
 from airflow_stream_provider.sql.functions import check_functions
 from airflow_stream_provider.sql.grammar.lexer import Kind
 from airflow_stream_provider.sql.tdengine.values import ValueParser
@@ -23,7 +24,7 @@ class TableStatements(ValueParser):
     def create_database(self, pos: dict) -> m.CreateDatabase:
         self.expect("CREATE", "DATABASE")
         if_not_exists = self.accept("IF", "NOT", "EXISTS")
-        name = self.ident("database name", "CREATE DATABASE")
+        name = self.ident("database name", "CREATE DATABASE", names.DATABASE)
         precision = "ms"
         while self.tok.kind is Kind.IDENT:
             tok = self.advance()
@@ -54,7 +55,7 @@ class TableStatements(ValueParser):
         seen: set[str] = set()
         while True:
             tok = self.tok
-            name = self.ident("column name", clause)
+            name = self.ident("column name", clause, names.TAG if tags else names.COLUMN)
             if name.lower() in seen:
                 raise self.error(f"column {name} is defined twice", tok, clause)
             seen.add(name.lower())
@@ -164,18 +165,18 @@ class TableStatements(ValueParser):
         self.advance()
         if_exists = self.accept("IF", "EXISTS")
         if what == "STREAM":
-            return m.DropStream(self.table_name("stream name", "DROP STREAM"), if_exists, **pos)
+            return m.DropStream(self.table_name("stream name", "DROP STREAM", names.STREAM), if_exists, **pos)
         if what == "DATABASE":
-            return m.DropDatabase(self.ident("database name", "DROP DATABASE"), if_exists, **pos)
-        names = [self.table_name(clause=f"DROP {what}")]
+            return m.DropDatabase(self.ident("database name", "DROP DATABASE", names.DATABASE), if_exists, **pos)
+        tables = [self.table_name(clause=f"DROP {what}")]
         while self.accept_op(","):
             self.accept("IF", "EXISTS")
-            names.append(self.table_name(clause=f"DROP {what}"))
-        return m.DropTable(tuple(names), if_exists, stable=what == "STABLE", **pos)
+            tables.append(self.table_name(clause=f"DROP {what}"))
+        return m.DropTable(tuple(tables), if_exists, stable=what == "STABLE", **pos)
 
     def use_database(self, pos: dict) -> m.UseDatabase:
         self.expect("USE")
-        return m.UseDatabase(self.ident("database name", "USE"), **pos)
+        return m.UseDatabase(self.ident("database name", "USE", names.DATABASE), **pos)
 
     def select(self, pos: dict) -> m.Select:
         query = self.query_to_end("SELECT")

@@ -1,0 +1,98 @@
+"""The rule for database, table, stream and column names, and the one way a name becomes a path.
+
+TDengine accepts any text between backquotes as a name, within a length in bytes: 64 for a
+database, 192 for a table or a stream, 64 for a column. Here a database, table or stream name is
+also a folder or file name under the home (``warehouse/<db>/<table>``, ``streams/<db>/<name>.sql``,
+``state/<db>/<name>/``), so such a name must in addition not be empty, not be ``.``/``..`` nor start
+with ``.`` (hidden files hold the catalog's own records), and hold no ``/``, ``\\``, NUL or other
+control character. Spaces, CJK and emoji stay legal. Column and tag names are not paths: they obey
+the length and control-character rules, and ``tbname`` is reserved for the subtable name column.
+
+The rule is checked where a statement is parsed (with the name's position), and again wherever a
+name is turned into a path (:func:`path_under`), because names also arrive from stored files, URLs
+and data values.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from dataclasses import dataclass
+from pathlib import Path
+
+from airflow_stream_provider.exceptions import StreamError
+
+#: the column of a supertable holding each row's subtable name
+TBNAME = "tbname"
+
+
+class InvalidName(StreamError, ValueError):
+    """A name breaks the name rule, or a path derived from names leaves its root."""
+
+
+@dataclass(frozen=True)
+class NameKind:
+    """What a name names, and so which limits it has."""
+
+    label: str
+    max_bytes: int
+    path: bool  # the name becomes a folder or file name
+    reserved: tuple[str, ...] = ()
+
+
+DATABASE = NameKind("database", 64, path=True)
+TABLE = NameKind("table", 192, path=True)
+STREAM = NameKind("stream", 192, path=True)
+COLUMN = NameKind("column", 64, path=False, reserved=(TBNAME,))
+TAG = NameKind("tag", 64, path=False, reserved=(TBNAME,))
+
+
+def bad_character(name: str, kind: NameKind) -> str | None:
+    """The first character of ``name`` that a name of ``kind`` cannot hold, or None."""
+    for char in name:
+        if kind.path and char in "/\\":
+            return char
+        if unicodedata.category(char) in ("Cc", "Cs"):  # control characters (NUL among them), lone surrogates
+            return char
+    return None
+
+
+def name_problem(name: str, kind: NameKind) -> str | None:
+    """What is wrong with ``name`` as a name of ``kind``, or None when it is a valid name."""
+    if not name:
+        return "is empty"
+    char = bad_character(name, kind)
+    if char is not None:
+        return f"contains {char!r}, which a {kind.label} name cannot hold"
+    if kind.path and name.startswith("."):
+        return "starts with '.', which a name cannot"
+    size = max(len(name.encode("utf-8")), len(name.lower().encode("utf-8")))
+    if size > kind.max_bytes:
+        return f"is {size} bytes long; a {kind.label} name has at most {kind.max_bytes}"
+    if name.lower() in kind.reserved:
+        return "is reserved for the subtable name column"
+    return None
+
+
+def shown(name: str) -> str:
+    """``name`` quoted for a message, cut short when it is long."""
+    return repr(name) if len(name) <= 60 else repr(name[:60]) + "..."
+
+
+def check_name(name: str, kind: NameKind) -> str:
+    """``name`` in lower case, as it is stored; raises :class:`InvalidName` when it breaks the rule."""
+    problem = name_problem(name, kind)
+    if problem is not None:
+        raise InvalidName(f"{kind.label} name {shown(name)} {problem}")
+    return name.lower()
+
+
+def path_under(root: Path, *parts: str) -> Path:
+    """``root / parts``, once the resolved path (symbolic links followed) is known to lie strictly
+    inside the resolved ``root``; raises :class:`InvalidName` otherwise. Callers check each name
+    with :func:`check_name` first: this is the second line, for links and for names no rule saw."""
+    path = Path(root).joinpath(*parts)
+    base = Path(root).resolve()
+    resolved = path.resolve()
+    if resolved == base or not resolved.is_relative_to(base):
+        raise InvalidName(f"{shown('/'.join(parts))} does not lead to a place inside {root}")
+    return path
