@@ -16,6 +16,9 @@ if TYPE_CHECKING:
 
 
 LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
+#: Spark replaces ``${var}``, ``${system:...}`` and ``${env:...}`` in SQL text while this is on (its
+#: default), data values pasted into the text included; every session the project opens turns it off
+VARIABLE_SUBSTITUTE = "spark.sql.variable.substitute"
 
 
 class DeltaJarsMissing(RuntimeError):
@@ -60,6 +63,8 @@ def spark_conf(home: Path | None = None) -> dict[str, str]:
         ),
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
+        # SQL text is never a template: `${...}` in a table name or a string literal stays as written
+        VARIABLE_SUBSTITUTE: "false",
     }
 
 
@@ -155,9 +160,11 @@ def spark_session() -> SparkSession:
         # local session (a task, the CLI) is in it from here on
         os.environ[CONNECT_MODE] = "1"
         _connect_mode_set = True
+    remote = RemoteSparkSession.builder.remote(url).getOrCreate()
+    remote.conf.set(VARIABLE_SUBSTITUTE, "false")  # the server's default may differ from ours
     # the Connect session serves SparkSession's API without subclassing it; pyspark's own
     # dispatcher casts it the same way
-    return cast("SparkSession", RemoteSparkSession.builder.remote(url).getOrCreate())
+    return cast("SparkSession", remote)
 
 
 def child_environ() -> dict[str, str]:

@@ -6,6 +6,10 @@
   table's version then, progress), ``events/`` (the detector's event table) and ``checkpoint/``.
 
 ``stream.json`` is replaced atomically, so a killed run leaves the previous progress.
+
+Every path is derived from a database and a stream name that obey the name rule
+(:mod:`airflow_stream_provider.model.names`), checked on every call, and must resolve to a place
+inside ``streams/`` or ``state/``: no read, write or removal happens anywhere else.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from pathlib import Path
 from airflow_stream_provider import config
 from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import StreamError, did_you_mean
+from airflow_stream_provider.model.names import DATABASE, STREAM, check_name, path_under
 from airflow_stream_provider.sql import parse
 
 
@@ -119,16 +124,24 @@ class StreamStore:
         self.states = root / "state"
 
     def definition(self, db: str, name: str) -> Path:
-        return self.definitions / db.lower() / f"{name.lower()}.sql"
+        """``streams/<db>/<name>.sql``; raises :class:`~airflow_stream_provider.model.names.InvalidName`
+        for a name that breaks the rule or a path that leaves ``streams/``."""
+        db, name = check_name(db, DATABASE), check_name(name, STREAM)
+        return path_under(self.definitions, db, f"{name}.sql")
 
     def state_dir(self, db: str, name: str) -> Path:
-        return self.states / db.lower() / name.lower()
+        """``state/<db>/<name>/``, under the same checks as :meth:`definition`."""
+        db, name = check_name(db, DATABASE), check_name(name, STREAM)
+        return path_under(self.states, db, name)
 
     def exists(self, db: str, name: str) -> bool:
         return self.definition(db, name).exists()
 
     def names(self, db: str | None = None) -> list[tuple[str, str]]:
-        folders = [self.definitions / db.lower()] if db else sorted(p for p in self.definitions.glob("*") if p.is_dir())
+        if db is not None:
+            folders = [path_under(self.definitions, check_name(db, DATABASE))]
+        else:
+            folders = sorted(p for p in self.definitions.glob("*") if p.is_dir())
         return [(f.name, p.stem) for f in folders for p in sorted(f.glob("*.sql"))]
 
     def create(self, db: str, stmt: m.CreateStream, text: str, state: dict) -> None:

@@ -9,7 +9,9 @@ Layout under the warehouse root (DESIGN §2):
 - ``<db>/.subtables/<name>.json``: a subtable's supertable and tag values. It is created with an
   atomic create-if-absent, so two writers creating the same subtable agree on one set of tags.
 
-Names are case-insensitive, as in TDengine: they are stored in lower case.
+Names are case-insensitive, as in TDengine: they are stored in lower case. Every name that becomes
+a path obeys the name rule (:mod:`airflow_stream_provider.model.names`), checked on every lookup,
+creation and removal, and every path must resolve to a place inside the warehouse root.
 """
 
 from __future__ import annotations
@@ -27,11 +29,11 @@ import pyarrow as pa
 
 from airflow_stream_provider.exceptions import StreamError, did_you_mean
 from airflow_stream_provider.model import ColumnDefinition, DataType, TableName
+from airflow_stream_provider.model.names import DATABASE, TABLE, TBNAME, InvalidName, NameKind, check_name, path_under
 from airflow_stream_provider.warehouse.types import arrow_type, from_json_value, parse_type, to_json_value
 
 ROLE = "tdengine.role"
 TYPE = "tdengine.type"
-TBNAME = "tbname"
 CDF = {"delta.enableChangeDataFeed": "true"}
 
 
@@ -129,11 +131,18 @@ def table_columns(columns: Sequence[ColumnDefinition], tags: Sequence[ColumnDefi
     return tuple(out)
 
 
-def _check_name(name: str, what: str) -> str:
-    lowered = name.lower()
-    if not lowered or lowered.startswith(".") or "/" in lowered or "\\" in lowered or "\0" in lowered:
-        raise WarehouseError(f"{what} name {name!r} cannot be used as a folder name")
-    if what != "database" and lowered == TBNAME:
+def _check_name(name: str, kind: NameKind) -> str:
+    """``name`` in lower case, once it obeys the name rule (:mod:`~airflow_stream_provider.model.names`)."""
+    try:
+        return check_name(name, kind)
+    except InvalidName as err:
+        raise WarehouseError(str(err)) from None
+
+
+def _new_table_name(name: str) -> str:
+    """The name of a table or subtable being created: the name rule, and ``tbname`` is reserved."""
+    lowered = _check_name(name, TABLE)
+    if lowered == TBNAME:
         raise WarehouseError(f"{name} is reserved for the subtable name column")
     return lowered
 
@@ -168,12 +177,28 @@ class Catalog:
             return []
         return sorted(p.name for p in self.root.iterdir() if (p / ".database.json").is_file())
 
+    def path(self, *names: str) -> Path:
+        """The folder or file of ``<db>[/<table or .subtables>[/<file>]]`` under the root, refused
+        (WarehouseError) when it resolves to a place outside the root."""
+        try:
+            return path_under(self.root, *names)
+        except InvalidName as err:
+            raise WarehouseError(str(err)) from None
+
+    def database_path(self, db: str) -> Path:
+        return self.path(_check_name(db, DATABASE))
+
+    def _registry(self, db: str, name: str) -> Path:
+        """The file recording subtable ``name`` of ``db``."""
+        return self.path(_check_name(db, DATABASE), ".subtables", f"{_check_name(name, TABLE)}.json")
+
     def precision(self, db: str) -> str:
         """The database's precision; raises when the database does not exist."""
+        folder = self.database_path(db)
         db = db.lower()
         if db in self._precisions:
             return self._precisions[db]
-        meta = self.root / db / ".database.json"
+        meta = folder / ".database.json"
         try:
             precision = self._precisions[db] = json.loads(meta.read_text(encoding="utf-8"))["precision"]
             return precision
@@ -182,15 +207,15 @@ class Catalog:
                 f"database {db} does not exist", hint=did_you_mean(db, self.databases())) from None
 
     def create_database(self, name: str, precision: str, if_not_exists: bool) -> bool:
-        name = _check_name(name, "database")
-        created = _write_new(self.root / name / ".database.json",
+        name = _check_name(name, DATABASE)
+        created = _write_new(self.database_path(name) / ".database.json",
                              {"precision": precision, "created": datetime.now(UTC).isoformat()})
         if not created and not if_not_exists:
             raise WarehouseError(f"database {name} already exists")
         return created
 
     def drop_database(self, name: str, if_exists: bool) -> bool:
-        folder = self.root / name.lower()
+        folder = self.database_path(name)
         if not (folder / ".database.json").is_file():
             if if_exists:
                 return False
@@ -203,10 +228,10 @@ class Catalog:
     # tables ------------------------------------------------------------------------------------
 
     def table_path(self, db: str, name: str) -> Path:
-        return self.root / db.lower() / name.lower()
+        return self.path(_check_name(db, DATABASE), _check_name(name, TABLE))
 
     def names(self, db: str) -> list[str]:
-        folder = self.root / db.lower()
+        folder = self.database_path(db)
         tables = [p.name for p in folder.iterdir() if (p / "_delta_log").is_dir()] if folder.is_dir() else []
         subs = [p.stem for p in (folder / ".subtables").glob("*.json")]
         return sorted(tables + subs)
@@ -218,7 +243,7 @@ class Catalog:
         path = self.table_path(db, lowered)
         if (path / "_delta_log").is_dir():
             return self._info(db, lowered, path)
-        registry = self.root / db.lower() / ".subtables" / f"{lowered}.json"
+        registry = self._registry(db, lowered)
         try:
             entry = json.loads(registry.read_text(encoding="utf-8"))
         except FileNotFoundError:
@@ -251,7 +276,7 @@ class Catalog:
     def create_table(self, db: str, name: str, columns: tuple[Column, ...], if_not_exists: bool) -> bool:
         from deltalake import DeltaTable
 
-        name = _check_name(name, "table")
+        name = _new_table_name(name)
         if self.lookup(TableName(name), db) is not None:
             if if_not_exists:
                 return False
@@ -286,13 +311,13 @@ class Catalog:
     def create_subtable(self, stable: TableInfo, name: str, tags: dict[str, object],
                         if_not_exists: bool) -> SubTable:
         """Register subtable ``name``; when it exists, return the registered one (its tags win)."""
-        name = _check_name(name, "table")
+        name = _new_table_name(name)
         label = f"{stable.db}.{name}"
         existing = self.existing_subtable(stable, name, label)
         if existing is None:
             entry = {"stable": stable.name, "tags": {k: to_json_value(v) for k, v in tags.items()},
                      "created": datetime.now(UTC).isoformat()}
-            if _write_new(self.root / stable.db / ".subtables" / f"{name}.json", entry):
+            if _write_new(self._registry(stable.db, name), entry):
                 return SubTable(stable.db, name, stable, dict(tags))
             existing = self.existing_subtable(stable, name, label)
         if not if_not_exists:
@@ -303,17 +328,18 @@ class Catalog:
 
     def subtables(self, stable: TableInfo) -> list[str]:
         out = []
-        for entry in (self.root / stable.db / ".subtables").glob("*.json"):
+        for entry in (self.database_path(stable.db) / ".subtables").glob("*.json"):
             if json.loads(entry.read_text(encoding="utf-8"))["stable"] == stable.name:
                 out.append(entry.stem)
         return sorted(out)
 
     def drop_subtable_entry(self, sub: SubTable) -> None:
-        (self.root / sub.db / ".subtables" / f"{sub.name}.json").unlink(missing_ok=True)
+        self._registry(sub.db, sub.name).unlink(missing_ok=True)
 
     def drop_table_files(self, info: TableInfo) -> None:
+        folder = self.table_path(info.db, info.name)  # the names checked, the path inside the root
         for sub in self.subtables(info):
-            (self.root / info.db / ".subtables" / f"{sub}.json").unlink(missing_ok=True)
-        shutil.rmtree(info.path)
+            self._registry(info.db, sub).unlink(missing_ok=True)
+        shutil.rmtree(folder)
         self._tables.pop(info.path, None)
 

@@ -116,7 +116,7 @@ class Warehouse:
         db = name.db or self.database
         if db is None:
             raise WarehouseError(f"no database selected for {name.name}: write db.{name.name} or USE a database first")
-        return db.lower()
+        return self.catalog.database_path(db).name  # the name rule, and a folder inside the warehouse
 
     def _create_database(self, stmt: m.CreateDatabase) -> Result:
         created = self.catalog.create_database(stmt.name, stmt.precision, stmt.if_not_exists)
