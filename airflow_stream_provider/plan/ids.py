@@ -6,6 +6,9 @@ process derives the same ids.
 
 from __future__ import annotations
 
+import hashlib
+import re
+
 #: the task of a SLIDING stream's DAG that waits until event time passes the run's instant
 WAIT_EVENT_TIME_TASK = "wait_for_event_time"
 #: the task that computes and writes what fired
@@ -18,7 +21,33 @@ COMMIT_TASK = "commit"
 RECALCULATE_TASK = "recalculate"
 
 
+#: Airflow's rule for a DAG id: letters, digits, ``-``, ``.`` and ``_``, at most 250 characters
+DAG_ID = re.compile(r"[A-Za-z0-9_.-]{1,250}")
+#: a name kept as it is in a DAG id: runs of lower-case letters and digits joined by single ``_``
+_PLAIN = re.compile(r"[a-z0-9]+(?:_[a-z0-9]+)*")
+#: the suffix of the recalculation DAG's id
+_RECALC = "__recalc"
+_DIGEST = 12
+
+
+def _part(name: str, limit: int) -> str:
+    """``name`` cut down to a plain part of at most ``limit`` characters (``x`` when nothing is left)."""
+    return re.sub(r"[^a-z0-9]+", "_", name)[:limit].strip("_") or "x"
+
+
 def stream_dag_ids(db: str, name: str) -> tuple[str, str]:
-    """The DAG of a stream and the DAG of its recalculation."""
-    main = f"stream__{db.lower()}__{name.lower()}"
-    return main, f"{main}__recalc"
+    """The DAG of a stream and the DAG of its recalculation.
+
+    ``stream__<db>__<name>`` when both names are plain (letters and digits joined by single
+    underscores) and the ids fit Airflow's 250 characters; otherwise ``stream__<db>__<name>__<hash>``
+    with each name cut down to a plain part and 12 hex digits of the SHA-256 of the exact names.
+    The ids are valid Airflow keys and injective: a plain id has two ``__`` separators, a hashed
+    one three, and the hash tells hashed ids apart. CREATE STREAM still refuses the (unlikely)
+    collision of two hashes.
+    """
+    db, name = db.lower(), name.lower()
+    main = f"stream__{db}__{name}"
+    if not (_PLAIN.fullmatch(db) and _PLAIN.fullmatch(name) and len(main + _RECALC) <= 250):
+        digest = hashlib.sha256(f"{db}\0{name}".encode()).hexdigest()[:_DIGEST]
+        main = f"stream__{_part(db, 40)}__{_part(name, 150)}__{digest}"
+    return main, main + _RECALC

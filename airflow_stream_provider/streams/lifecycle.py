@@ -34,6 +34,7 @@ def create(warehouse: Warehouse, stmt: m.CreateStream, store: StreamStore | None
     db = warehouse.database_of(stmt.name)
     warehouse.catalog.precision(db)  # the database must exist
     name = stmt.name.name.lower()
+    _refuse_dag_id_clash(store, db, name)
     if store.exists(db, name):
         if stmt.if_not_exists:
             return Result(stmt, f"exists: stream {db}.{name}")
@@ -53,6 +54,16 @@ def create(warehouse: Warehouse, stmt: m.CreateStream, store: StreamStore | None
     store.create(db, stmt, stmt.text, state)
     trigger = f" on {runtime.found.qualified}" if runtime.found is not None else ""
     return Result(stmt, f"created stream {db}.{name}: {stmt.trigger}{trigger}{target}")
+
+
+def _refuse_dag_id_clash(store: StreamStore, db: str, name: str) -> None:
+    """Refuse a new stream whose DAG ids another stream already has: Airflow would render one of
+    the two, and its per-DAG permissions would cover both."""
+    ids = set(stream_dag_ids(db, name))
+    for other_db, other in store.names():
+        if (other_db, other) != (db, name) and ids & set(stream_dag_ids(other_db, other)):
+            raise WarehouseError(f"stream {db}.{name} would have the DAG id {stream_dag_ids(db, name)[0]} of "
+                                 f"stream {other_db}.{other}; give it another name")
 
 
 def drop(warehouse: Warehouse, stmt: m.DropStream, store: StreamStore | None = None) -> Result:
