@@ -6,7 +6,9 @@ Every route requires an Airflow user, exactly as Airflow's own API does: a JWT i
 page is same-origin, so the browser sends it). Plugin apps are served without authentication by
 default; here an anonymous request gets 401 and a bad token 403. Reading needs read access to the
 stream's DAG; Recalculate needs permission to create runs of its recalculation DAG, and creates
-the backfill through Airflow's REST API with the caller's own token.
+the backfill through Airflow's REST API with the caller's own token. A stream's routes check the
+names in the path and the read permission before any file is read, and answer one 404 without
+hints for a stream that does not exist or that the user may not read.
 
 Nothing here starts Spark: the figures come from each stream's files (see
 :mod:`airflow_stream_provider.streams.status`).
@@ -29,8 +31,9 @@ from airflow_stream_provider import progress
 from airflow_stream_provider.airflow_api import AirflowApi, AirflowApiError
 from airflow_stream_provider.exceptions import StreamError
 from airflow_stream_provider.hooks import bind
+from airflow_stream_provider.model.names import DATABASE, STREAM, InvalidName, check_name, name_problem
 from airflow_stream_provider.plan.ids import stream_dag_ids
-from airflow_stream_provider.streams.store import StoredStream, StreamStore
+from airflow_stream_provider.streams.store import StoredStream, StreamNotFound, StreamStore
 
 STATIC = Path(__file__).with_name("static")
 ASSETS = {"streams.js": "text/javascript", "streams.css": "text/css"}
@@ -73,10 +76,32 @@ def _json(value: Any) -> Any:
     return value
 
 
+#: the one answer for a stream that does not exist, that the user may not see, or whose name breaks the
+#: name rule: no hint tells them apart
+NOT_FOUND = "no such stream"
+
+
+def _visible(user: Any, db: str, name: str) -> tuple[str, str]:
+    """The path's (db, name) in lower case once they obey the name rule and ``user`` may read the
+    stream's DAG; 404 otherwise. Decided from the names alone, before any file is read."""
+    try:
+        db, name = check_name(db, DATABASE), check_name(name, STREAM)
+    except InvalidName:
+        raise HTTPException(404, NOT_FOUND) from None
+    try:
+        _authorize(user, stream_dag_ids(db, name)[0], "GET")
+    except HTTPException:
+        raise HTTPException(404, NOT_FOUND) from None
+    return db, name
+
+
 def _stream(db: str, name: str) -> tuple[StreamStore, StoredStream]:
+    """The stream, for names :func:`_visible` let through."""
     store = StreamStore()
     try:
-        return store, store.get(db.lower(), name.lower())
+        return store, store.get(db, name)
+    except StreamNotFound:
+        raise HTTPException(404, NOT_FOUND) from None
     except StreamError as err:
         raise HTTPException(404, str(err)) from None
 
@@ -136,6 +161,8 @@ def create_app() -> FastAPI:
 
     @app.get("/api/streams")
     async def streams(user: User, db: str | None = None) -> JSONResponse:
+        if db is not None and name_problem(db, DATABASE) is not None:
+            raise HTTPException(404, "no such database")
         rows = await asyncio.to_thread(_rows, db)
         visible = []
         for row in rows:
@@ -151,9 +178,8 @@ def create_app() -> FastAPI:
         from airflow_stream_provider.streams.status import samples, stream_status
         from airflow_stream_provider.warehouse import Warehouse
 
-        store, stored = _stream(db, name)
+        store, stored = _stream(*_visible(user, db, name))
         main, recalc = stream_dag_ids(stored.db, stored.name)
-        _authorize(user, main, "GET")
         row = await asyncio.to_thread(stream_status, Warehouse(), stored, store)
         recent, windows = await asyncio.to_thread(_events, stored)
         return JSONResponse({
@@ -171,9 +197,10 @@ def create_app() -> FastAPI:
     async def recalculate(db: str, name: str, body: RecalculateBody, request: Request, user: User) -> JSONResponse:
         from airflow_stream_provider.streams.lifecycle import create_recalculation
 
+        db, name = _visible(user, db, name)
+        _authorize(user, stream_dag_ids(db, name)[1], "POST", run=True)
         _store, stored = _stream(db, name)
         start, end = (t if t.tzinfo else t.replace(tzinfo=UTC) for t in (body.start, body.end))
-        _authorize(user, stream_dag_ids(stored.db, stored.name)[1], "POST", run=True)
         token = _token(request)
         api = AirflowApi(url=f"{request.url.scheme}://{request.url.netloc}", token=token)  # this api-server
         try:
