@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable
+import json
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
 
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str | None:
@@ -49,3 +52,34 @@ class StreamDefinitionError(StreamError, ValueError):
 
 class StreamSyntaxError(StreamDefinitionError):
     """The text is not a statement of the language at all."""
+
+
+class CorruptStateError(StreamError):
+    """A file the project wrote cannot be read back (cut short, emptied, not JSON, or missing a
+    key): the error names the file, so it can be restored, repaired or removed."""
+
+    def __init__(self, path: object, problem: str) -> None:
+        self.path = path
+        self.problem = problem
+        super().__init__(f"corrupt state file {path}: {problem}")
+
+
+def read_json_object(path: Path, keys: Sequence[str] = ()) -> dict[str, Any]:
+    """The JSON object in ``path``, which must hold ``keys``; :class:`CorruptStateError` naming the
+    file when it is empty, cut short, not JSON, not an object or without one of ``keys``. A missing
+    file raises FileNotFoundError as usual: callers decide what absence means. (It lives beside
+    the error because every layer reads its own state files and the base modules stay independent.)"""
+    data = path.read_bytes()
+    try:
+        value = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as err:
+        raise CorruptStateError(path, f"not UTF-8 ({err.reason} at byte {err.start})") from None
+    except ValueError as err:
+        problem = "empty" if not data.strip() else f"not valid JSON ({err})"
+        raise CorruptStateError(path, problem) from None
+    if not isinstance(value, dict):
+        raise CorruptStateError(path, f"holds a JSON {type(value).__name__}, not an object")
+    missing = [k for k in keys if k not in value]
+    if missing:
+        raise CorruptStateError(path, f"has no {', '.join(missing)}")
+    return value

@@ -8,12 +8,17 @@ sent and dropped.
 A message is written before it is sent and stays until the stream's progress is committed, so a
 run killed at any point sends the same messages, byte for byte, when it runs again, and a rerun
 that rebuilds the same events adds nothing (events are matched by key).
+
+A message file that cannot be read back is moved to ``quarantine/``, logged, and reported as every
+receiver's last error, so later runs proceed without it; an unreadable ``outbox.json`` stops
+delivery with a :class:`~airflow_stream_provider.exceptions.CorruptStateError` naming it.
 """
 
 from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import os
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -21,7 +26,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from airflow_stream_provider.exceptions import CorruptStateError, read_json_object
 from airflow_stream_provider.notify.message import MAX_MESSAGE_BYTES, NotifyEvent, pack
+
+log = logging.getLogger(__name__)
+
+#: the keys every message file holds
+MESSAGE_KEYS = ("seq", "messageId", "keys", "events", "text")
 
 
 @dataclass(frozen=True)
@@ -63,12 +74,15 @@ class Outbox:
         return self._locked("deliver.lock")
 
     def _state(self) -> dict:
+        path = self.directory / "outbox.json"
         try:
-            state = json.loads((self.directory / "outbox.json").read_text(encoding="utf-8"))
+            state = read_json_object(path)
         except FileNotFoundError:
             state = {}
         state.setdefault("next_seq", 1)
         targets = state.setdefault("targets", {})
+        if not isinstance(targets, dict) or not isinstance(state["next_seq"], int):
+            raise CorruptStateError(path, "its targets or next_seq are not what the outbox writes")
         for url in self.targets:
             targets.setdefault(url, {"through": 0, "sent_messages": 0, "sent_events": 0, "dropped_messages": 0,
                                      "dropped_events": 0, "last_error": None, "last_error_at": None})
@@ -80,9 +94,39 @@ class Outbox:
     def _files(self) -> list[Path]:
         return sorted(p for p in self.directory.glob("*.json") if p.stem.isdigit())
 
-    @staticmethod
-    def _read(path: Path) -> dict:
-        return json.loads(path.read_text(encoding="utf-8"))
+    def _messages(self) -> list[dict]:
+        """Every readable message, in order; the unreadable ones go to ``quarantine/`` (under the
+        outbox lock)."""
+        out, bad = [], []
+        for path in self._files():
+            try:
+                rec = read_json_object(path, MESSAGE_KEYS)
+                if rec["seq"] != int(path.stem) or not isinstance(rec["text"], str) or \
+                        not isinstance(rec["events"], int) or not isinstance(rec["keys"], list):
+                    raise CorruptStateError(path, "its seq, text, events or keys are not what the outbox writes")
+            except FileNotFoundError:
+                continue
+            except CorruptStateError as err:
+                bad.append((path, err))
+                continue
+            out.append(rec)
+        if bad:
+            self._quarantine(bad)
+        return out
+
+    def _quarantine(self, bad: list[tuple[Path, CorruptStateError]]) -> None:
+        folder = self.directory / "quarantine"
+        folder.mkdir(exist_ok=True)
+        for path, err in bad:
+            os.replace(path, folder / path.name)
+            log.warning("unreadable outbox message moved to %s: %s", folder / path.name, err.problem)
+        names = ", ".join(p.name for p, _ in bad)
+        state = self._state()
+        for url in self.targets:
+            state["targets"][url]["last_error"] = \
+                f"{len(bad)} unreadable message(s) ({names}) moved to {folder}, not delivered: {bad[-1][1].problem}"
+            state["targets"][url]["last_error_at"] = datetime.now(UTC).isoformat()
+        self._save(state)
 
     # --- the three verbs ------------------------------------------------------------------------
 
@@ -92,13 +136,14 @@ class Outbox:
         if not events:
             return []
         with self._locked():
-            files = self._files()
-            waiting = {key for path in files for key in self._read(path)["keys"]}
+            records = self._messages()
+            waiting = {key for rec in records for key in rec["keys"]}
             fresh = [ev for ev in events if f"{ev.stream}/{ev.key}" not in waiting]
             if not fresh:
                 return []
             state = self._state()
-            seq = max(state["next_seq"], int(files[-1].stem) + 1 if files else 1)
+            files = self._files() + sorted((self.directory / "quarantine").glob("*.json"))
+            seq = max([state["next_seq"], *(int(p.stem) + 1 for p in files if p.stem.isdigit())])
             stamp = now_ms if now_ms is not None else int(datetime.now(UTC).timestamp() * 1000)
             added = []
             for msg in pack(fresh, stamp, max_bytes):
@@ -115,12 +160,8 @@ class Outbox:
         """Messages ``url`` has not been given yet, in order."""
         with self._locked():
             through = self._state()["targets"][url]["through"]
-            out = []
-            for path in self._files():
-                if int(path.stem) > through:
-                    rec = self._read(path)
-                    out.append(Queued(rec["seq"], rec["messageId"], rec["events"], rec["text"]))
-            return out
+            return [Queued(rec["seq"], rec["messageId"], rec["events"], rec["text"])
+                    for rec in self._messages() if rec["seq"] > through]
 
     def mark(self, url: str, messages: Sequence[Queued], *, delivered: bool, error: str | None = None) -> None:
         """Record ``messages`` (in order) as delivered to ``url``, or as dropped for it."""
@@ -156,8 +197,8 @@ class Outbox:
         if not self.directory.exists():
             return {"sent": 0, "dropped": 0, "pending": 0, "last_error": None}
         with self._locked():
+            events = {rec["seq"]: rec["events"] for rec in self._messages()}  # first: it may quarantine
             state = self._state()
-            events = {int(p.stem): self._read(p)["events"] for p in self._files()}
             pending = 0
             for url in self.targets:
                 through = state["targets"][url]["through"]

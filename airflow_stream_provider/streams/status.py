@@ -17,6 +17,7 @@ from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
 from airflow_stream_provider import model as m
+from airflow_stream_provider.exceptions import StreamError
 from airflow_stream_provider.model.events import EventType
 from airflow_stream_provider.plan.ids import stream_dag_ids
 from airflow_stream_provider.streams.probes import max_event_time, progress_time
@@ -181,8 +182,21 @@ def streams_table(warehouse: Warehouse, db: str | None = None,
                   store: StreamStore | None = None) -> pa.Table:
     """One row per stream (of ``db``, or of every database), with :data:`COLUMNS`."""
     store = store or StreamStore()
-    rows = [stream_status(warehouse, store.get(d, n), store) for d, n in store.names(db)]
+    rows = []
+    for d, n in store.names(db):
+        try:
+            rows.append(stream_status(warehouse, store.get(d, n), store))
+        except StreamError as err:  # one broken stream must not hide the others
+            rows.append(broken_status(d, n, err))
     return pa.table({name: pa.array([r[name] for r in rows], kind) for name, kind in COLUMNS})
+
+
+def broken_status(db: str, name: str, err: Exception) -> dict:
+    """The SHOW STREAMS row of a stream whose definition or state cannot be read: ``failed``,
+    with the reason (which names the file) as its last error."""
+    row: dict = dict.fromkeys(name for name, _ in COLUMNS)
+    row.update(stream_name=name, db_name=db, status="failed", last_error=str(err))
+    return row
 
 
 def ins_streams(warehouse: Warehouse) -> pa.Table:
@@ -205,10 +219,14 @@ def ins_stream_tasks(warehouse: Warehouse, store: StreamStore | None = None) -> 
     """``information_schema.ins_stream_tasks``: what executes each stream: its live detector (window
     triggers) and its Airflow DAGs."""
     store = store or StreamStore()
-    rows = []
+    rows: list[tuple[str, str, str, str, str, str | None]] = []
     for db, name in store.names():
-        stored = store.get(db, name)
-        stopped = bool(store.load_state(db, name).get("stopped"))
+        try:
+            stored = store.get(db, name)
+            stopped = bool(store.load_state(db, name).get("stopped"))
+        except StreamError as err:  # listed, with the reason, rather than failing the whole view
+            rows.append((name, db, "stream", "nowhere", "failed", str(err)))
+            continue
         main, recalc = stream_dag_ids(db, name)
         if stored.statement.trigger.kind == "window":
             det = _detector(stored)

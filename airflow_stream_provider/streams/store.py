@@ -27,7 +27,7 @@ from pathlib import Path
 
 from airflow_stream_provider import config
 from airflow_stream_provider import model as m
-from airflow_stream_provider.exceptions import StreamError, did_you_mean
+from airflow_stream_provider.exceptions import StreamError, did_you_mean, read_json_object
 from airflow_stream_provider.model.names import DATABASE, STREAM, check_name, path_under
 from airflow_stream_provider.sql import parse
 
@@ -169,9 +169,11 @@ class StreamStore:
         shutil.rmtree(self.state_dir(db, name), ignore_errors=True)
 
     def load_state(self, db: str, name: str) -> dict:
+        """The stream's ``stream.json`` ({} before its first save); CorruptStateError naming the file
+        when it cannot be read back."""
         path = self.state_dir(db, name) / "stream.json"
         try:
-            return json.loads(path.read_text(encoding="utf-8"))
+            return read_json_object(path)
         except FileNotFoundError:
             return {}
 

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from airflow_stream_provider.exceptions import StreamError, did_you_mean
+from airflow_stream_provider.exceptions import StreamError, did_you_mean, read_json_object
 from airflow_stream_provider.model import ColumnDefinition, DataType, TableName
 from airflow_stream_provider.model.names import DATABASE, TABLE, TBNAME, InvalidName, NameKind, check_name, path_under
 from airflow_stream_provider.warehouse.types import arrow_type, from_json_value, parse_type, to_json_value
@@ -200,7 +200,7 @@ class Catalog:
             return self._precisions[db]
         meta = folder / ".database.json"
         try:
-            precision = self._precisions[db] = json.loads(meta.read_text(encoding="utf-8"))["precision"]
+            precision = self._precisions[db] = read_json_object(meta, ("precision",))["precision"]
             return precision
         except FileNotFoundError:
             raise WarehouseError(
@@ -245,7 +245,7 @@ class Catalog:
             return self._info(db, lowered, path)
         registry = self._registry(db, lowered)
         try:
-            entry = json.loads(registry.read_text(encoding="utf-8"))
+            entry = read_json_object(registry, ("stable", "tags"))
         except FileNotFoundError:
             return None
         stable = self._info(db, entry["stable"], self.table_path(db, entry["stable"]))
@@ -329,7 +329,7 @@ class Catalog:
     def subtables(self, stable: TableInfo) -> list[str]:
         out = []
         for entry in (self.database_path(stable.db) / ".subtables").glob("*.json"):
-            if json.loads(entry.read_text(encoding="utf-8"))["stable"] == stable.name:
+            if read_json_object(entry, ("stable",))["stable"] == stable.name:
                 out.append(entry.stem)
         return sorted(out)
 
