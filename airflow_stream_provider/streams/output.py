@@ -2,7 +2,7 @@
 
 - Without PARTITION BY, ``INTO`` names a regular table; with it, a supertable with one subtable
   per group, named by ``OUTPUT_SUBTABLE(expr)`` or generated (``<stream>_<group id>``: unique and
-  the same on every run).
+  the same on every run). A generated name the name rule refuses is encoded (:func:`subtable_name`).
 - Columns are those of the computation, renamed by the column list; ``COMPOSITE KEY`` makes the
   second one part of the key. Tags are ``TAGS (name type AS expr)``, or by default the grouping
   columns (``tbname`` becomes ``tag_tbname VARCHAR(270)``).
@@ -16,6 +16,7 @@ characters replaced by ``_`` (``avg_col1``).
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 
@@ -26,6 +27,7 @@ from sqlglot import exp
 
 from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import StreamDefinitionError
+from airflow_stream_provider.model import names
 from airflow_stream_provider.warehouse import writer
 from airflow_stream_provider.warehouse.catalog import (
     TBNAME,
@@ -35,8 +37,10 @@ from airflow_stream_provider.warehouse.catalog import (
     WarehouseError,
 )
 
-#: longest table name (TDengine's limit); longer generated names are truncated
-MAX_NAME = 192
+#: longest table name (TDengine's limit, in bytes); longer generated names are encoded
+MAX_NAME = names.TABLE.max_bytes
+#: hex digits of the hash that an encoded subtable name ends with
+_DIGEST = 8
 DEFAULT_STRING = m.DataType("VARCHAR", (65517,))
 
 
@@ -59,6 +63,24 @@ def spark_to_tdengine(dtype: T.DataType, column: str) -> m.DataType:
                                     clause="AS")
     raise StreamDefinitionError(f"output column {column} has type {dtype.simpleString()}, which a TDengine "
                                 "table cannot hold", clause="AS")
+
+
+def subtable_name(generated: str) -> str:
+    """The stored name (lower case) of an output subtable whose name a stream generated, from
+    ``OUTPUT_SUBTABLE(expr)`` or as ``<stream>_<group id>``: a name that obeys the name rule is kept
+    as it is; another (``eu/paris``, a control character, a leading ``.``, more than 192 bytes, the
+    reserved ``tbname``) has each character the rule rejects replaced by ``_``, is cut to fit, and
+    ends with ``_`` and 8 hex digits of the SHA-256 of the whole name, so that two names stay two
+    subtables and a data value never blocks the stream."""
+    name = generated.lower()
+    if name != names.TBNAME and names.name_problem(name, names.TABLE) is None:
+        return name
+    clean = "".join("_" if names.bad_character(c, names.TABLE) else c for c in name)
+    clean = "_" + clean[1:] if clean.startswith(".") else clean
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:_DIGEST]
+    room = MAX_NAME - len(digest) - 1
+    cut = clean.encode("utf-8")[:room].decode("utf-8", "ignore")
+    return f"{cut}_{digest}"
 
 
 def storable(name: str) -> str:

@@ -29,7 +29,7 @@ def table_names(runtime: StreamRuntime, groups: dict[str, tuple]) -> dict[str, s
     output table, or (no output) the name an output subtable would have."""
     plan = runtime.output()
     if plan is None:
-        return {gid: f"{runtime.name}_{gid}" for gid in groups}
+        return {gid: out.subtable_name(f"{runtime.name}_{gid}") for gid in groups}
     if not plan.grouped:
         return dict.fromkeys(groups, plan.name)
     missing = [Fired(0, {}, group=group, group_id=gid) for gid, group in groups.items() if gid not in runtime.tables]
@@ -140,7 +140,7 @@ def _output_groups(runtime: StreamRuntime, plan: out.OutputPlan, info: TableInfo
         if name is None or not str(name).strip():
             raise StreamError(f"stream {runtime.qualified}: OUTPUT_SUBTABLE gave no name for group "
                               f"{seen[gid].group}")
-        name = str(name)[:out.MAX_NAME].lower()
+        name = out.subtable_name(str(name))
         tags = [None if pd.isna(v) else (v.to_pydatetime() if isinstance(v, pd.Timestamp) else v) for v in row[2:]]
         catalog.create_subtable(info, name, dict(zip([t.name for t in plan.tags], tags)), if_not_exists=True)
         out_groups[gid] = (name, tags)
