@@ -244,10 +244,13 @@ class Receiver:
                     one.shutdown()
 
     def close(self) -> None:
+        """Close with a closing handshake, which a peer trickling a frame cannot stretch past 1 s."""
         ws, self._ws = self._ws, None
         if ws is not None:
+            deadline = _Deadline(1.0, lambda: ws.sock)
             with contextlib.suppress(OSError, websocket.WebSocketException):
                 ws.close(timeout=1)
+            deadline.finish()
 
 
 def _safe(url: str) -> str:

@@ -178,6 +178,21 @@ def test_a_big_frame_ends_the_connection_before_its_payload_is_read(tmp_path, se
     assert time.monotonic() - started < 5  # refused at the header, long before the 30 s deadline
 
 
+def test_closing_a_connection_to_a_trickling_receiver_takes_about_a_second(servers):
+    def trickle_small(conn: socket.socket, _headers: dict) -> None:
+        conn.sendall(bytes([0x81, 126]) + struct.pack("!H", 60_000))  # under the cap, sent 1 byte at a time
+        while True:
+            conn.sendall(b"x")
+            time.sleep(0.1)
+
+    server = servers(trickle_small)
+    rec = delivery.Receiver(server.url, delivery.Access(), timeout=30)
+    rec._connect()
+    started = time.monotonic()
+    rec.close()  # the closing handshake reads frames until the peer's close: 60,000 bytes at 10/s
+    assert time.monotonic() - started < 3
+
+
 # --- credentials (review R8) ----------------------------------------------------------------
 
 
