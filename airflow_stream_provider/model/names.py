@@ -1,12 +1,13 @@
 """The rule for database, table, stream and column names, and the one way a name becomes a path.
 
-TDengine accepts any text between backquotes as a name, within a length in bytes: 64 for a
-database, 192 for a table or a stream, 64 for a column. Here a database, table or stream name is
-also a folder or file name under the home (``warehouse/<db>/<table>``, ``streams/<db>/<name>.sql``,
-``state/<db>/<name>/``), so such a name must in addition not be empty, not be ``.``/``..`` nor start
-with ``.`` (hidden files hold the catalog's own records), and hold no ``/``, ``\\``, NUL or other
-control character. Spaces, CJK and emoji stay legal. Column and tag names are not paths: they obey
-the length and control-character rules, and ``tbname`` is reserved for the subtable name column.
+TDengine accepts any text between backquotes as a name except ``.`` (it separates a database from
+a table), within a length in bytes: 64 for a database, 192 for a table or a stream, 64 for a column
+or a tag. Here a database, table or stream name is also a folder or file name under the home
+(``warehouse/<db>/<table>``, ``streams/<db>/<name>.sql``, ``state/<db>/<name>/``), so such a name
+must in addition not be empty and hold no ``/``, ``\\``, NUL or other control character; with no
+``.``, it is never ``.``/``..`` nor a hidden file (those hold the catalog's own records). Spaces,
+CJK and emoji stay legal. Column and tag names are not paths: they obey the ``.``, length and
+control-character rules, and ``tbname`` is reserved for the subtable name column.
 
 The rule is checked where a statement is parsed (with the name's position), and again wherever a
 name is turned into a path (:func:`path_under`), because names also arrive from stored files, URLs
@@ -47,13 +48,14 @@ TAG = NameKind("tag", 64, path=False, reserved=(TBNAME,))
 
 
 def bad_character(name: str, kind: NameKind) -> str | None:
-    """The first character of ``name`` that a name of ``kind`` cannot hold, or None."""
+    """The first character of ``name`` that a name of ``kind`` cannot hold, or None; a ``.`` only
+    when no other character is wrong, so that a message names the worse one."""
     for char in name:
         if kind.path and char in "/\\":
             return char
         if unicodedata.category(char) in ("Cc", "Cs"):  # control characters (NUL among them), lone surrogates
             return char
-    return None
+    return "." if "." in name else None
 
 
 def name_problem(name: str, kind: NameKind) -> str | None:
@@ -61,11 +63,13 @@ def name_problem(name: str, kind: NameKind) -> str | None:
     if not name:
         return "is empty"
     char = bad_character(name, kind)
+    if char == "." and name.startswith("."):
+        return "starts with '.', which a name cannot"
+    if char == ".":
+        return "contains '.', which TDengine keeps out of names (it separates a database from a table)"
     if char is not None:
         return f"contains {char!r}, which a {kind.label} name cannot hold"
-    if kind.path and name.startswith("."):
-        return "starts with '.', which a name cannot"
-    size = max(len(name.encode("utf-8")), len(name.lower().encode("utf-8")))
+    size = max(len(name.encode("utf-8", "surrogatepass")), len(name.lower().encode("utf-8", "surrogatepass")))
     if size > kind.max_bytes:
         return f"is {size} bytes long; a {kind.label} name has at most {kind.max_bytes}"
     if name.lower() in kind.reserved:

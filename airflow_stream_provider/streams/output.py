@@ -68,7 +68,7 @@ def spark_to_tdengine(dtype: T.DataType, column: str) -> m.DataType:
 def subtable_name(generated: str) -> str:
     """The stored name (lower case) of an output subtable whose name a stream generated, from
     ``OUTPUT_SUBTABLE(expr)`` or as ``<stream>_<group id>``: a name that obeys the name rule is kept
-    as it is; another (``eu/paris``, a control character, a leading ``.``, more than 192 bytes, the
+    as it is; another (``eu/paris``, a control character, a ``.``, more than 192 bytes, the
     reserved ``tbname``) has each character the rule rejects replaced by ``_``, is cut to fit, and
     ends with ``_`` and 8 hex digits of the SHA-256 of the whole name, so that two names stay two
     subtables and a data value never blocks the stream."""
@@ -76,7 +76,6 @@ def subtable_name(generated: str) -> str:
     if name != names.TBNAME and names.name_problem(name, names.TABLE) is None:
         return name
     clean = "".join("_" if names.bad_character(c, names.TABLE) else c for c in name)
-    clean = "_" + clean[1:] if clean.startswith(".") else clean
     digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:_DIGEST]
     room = MAX_NAME - len(digest) - 1
     cut = clean.encode("utf-8")[:room].decode("utf-8", "ignore")

@@ -18,7 +18,7 @@ from airflow_stream_provider.sql import parse
 from airflow_stream_provider.streams.store import StreamStore
 
 TEXT = "CREATE STREAM s PERIOD(10s) NOTIFY('ws://127.0.0.1:9/')"
-BAD = ["", ".", "..", "../..", "../../../victim", "a/b", "a\\b", "a\x00b", "a\x01b", "s" * 193, ".hidden"]
+BAD = ["", ".", "..", "../..", "../../../victim", "a/b", "a\\b", "a\x00b", "a\x01b", "s" * 193, ".hidden", "a.b"]
 
 
 @pytest.fixture
@@ -104,8 +104,8 @@ def test_create_and_drop_touch_only_their_own_stream(home):
 
 def test_names_with_spaces_and_emoji_are_stored_under_the_home(home):
     store = StreamStore(home)
-    for name in ("my stream", "流🙂", "a..b"):
+    for name in ("my stream", "流🙂", "a;b"):
         store.create("power", named(name), TEXT, {})
         assert store.definition("power", name).parent == home / "streams" / "power"
         assert store.get("power", name).name == name
-    assert sorted(n for _, n in store.names("power")) == ["a..b", "keep", "my stream", "流🙂"]
+    assert sorted(n for _, n in store.names("power")) == ["a;b", "keep", "my stream", "流🙂"]
