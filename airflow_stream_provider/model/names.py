@@ -91,12 +91,24 @@ def check_name(name: str, kind: NameKind) -> str:
 
 
 def path_under(root: Path, *parts: str) -> Path:
-    """``root / parts``, once the resolved path (symbolic links followed) is known to lie strictly
-    inside the resolved ``root``; raises :class:`InvalidName` otherwise. Callers check each name
-    with :func:`check_name` first: this is the second line, for links and for names no rule saw."""
-    path = Path(root).joinpath(*parts)
-    base = Path(root).resolve()
-    resolved = path.resolve()
-    if resolved == base or not resolved.is_relative_to(base):
-        raise InvalidName(f"{shown('/'.join(parts))} does not lead to a place inside {root}")
+    """``root / parts``, once it is known to lie strictly inside ``root``; raises
+    :class:`InvalidName` otherwise. Callers check each name with :func:`check_name` first: this is
+    the second line, for names no rule saw and for symbolic links.
+
+    The path is resolved the cheap way, since this runs on every lookup: each part must be one
+    plain path component (not empty, ``.`` or ``..``, no separator or NUL), and each component that
+    is a symbolic link must resolve to a place inside the resolved ``root``. A path that passes has
+    the same place inside ``root`` as its full resolution."""
+    if not parts:
+        raise InvalidName(f"no place inside {root} was named")
+    for part in parts:
+        if part in ("", ".", "..") or any(c in part for c in "/\\\0"):
+            raise InvalidName(f"{shown(part)} is not a name of a folder or file inside {root}")
+    path = Path(root)
+    for part in parts:
+        path = path / part
+        if path.is_symlink():
+            target, base = path.resolve(), Path(root).resolve()
+            if target == base or not target.is_relative_to(base):
+                raise InvalidName(f"{shown('/'.join(parts))} leads out of {root} through the link {path}")
     return path

@@ -156,6 +156,7 @@ def test_path_under_refuses_what_leaves_the_root(tmp_path):
     (tmp_path / "outside").mkdir()
     (root / "link").symlink_to(tmp_path / "outside")
     assert names.path_under(root, "power", "s") == root / "power" / "s"
-    for parts in [("..",), ("", ""), ("power", "..", ".."), ("link",), ("link", "x"), ("/etc",)]:
+    (root / "self").symlink_to(root)
+    for parts in [("..",), ("", ""), ("power", "..", ".."), ("link",), ("link", "x"), ("/etc",), ("self",), ()]:
         with pytest.raises(names.InvalidName):
             names.path_under(root, *parts)
