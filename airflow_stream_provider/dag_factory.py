@@ -10,6 +10,10 @@ Every stream in the streams folder (``$AIRFLOW_STREAM_HOME/streams``) becomes:
 - ``stream__<db>__<name>__recalc`` (all but PERIOD streams): a :class:`RecalcTimetable` over event
   time whose runs come only from backfills, each recalculating its slice.
 
+Those are the ids of plain names; :func:`~airflow_stream_provider.plan.ids.stream_dag_ids` gives
+any other name a sanitized form with a hash, so that every id is a valid key and no two streams
+share one.
+
 Everything is decided by the stream's :class:`~airflow_stream_provider.plan.stream.StreamPlan`;
 this module only turns it into DAG and operator objects, and is the only place that does. Rendering
 reads the streams folder and nothing else (no catalog, no Spark): Airflow parses DAG files often.
