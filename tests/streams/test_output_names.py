@@ -67,13 +67,15 @@ def test_output_subtable_with_a_slash_in_a_tag_writes_its_rows(wh):
                STREAM_OPTIONS(FILL_HISTORY_FIRST) INTO bytag_out OUTPUT_SUBTABLE(concat(location, '_', tbname))
                AS SELECT _twstart, count(*) AS n FROM %%trows""")
     report = run(wh, "power", "bytag")
-    # closed windows (the open one is [00:20, 00:30)): q'x at 00:00 and 00:10, d2 and d3 at 00:00
-    assert report.written == 4, report
+    # the windows [00:00, 00:10) and [00:10, 00:20) of each group closed ([00:20, 00:30) is open);
+    # d2 and d3 have no row in the second, so it counts 0
+    assert report.written == 6, report
     paris, tokyo = subtable_name("EU/Paris_q'x"), subtable_name("Asia/Tokyo_d2")
     assert paris.startswith("eu_paris_q'x_") and tokyo.startswith("asia_tokyo_d2_")
     table = sql(wh, "SELECT * FROM bytag_out")[-1].table
     start = table.column_names[0]
     got = {(r["tbname"], r[start].astimezone(UTC) - T0, r["n"]) for r in table.to_pylist()}
-    assert got == {(paris, timedelta(0), 1), (paris, timedelta(seconds=10), 1), (tokyo, timedelta(0), 1),
-                   ("plain_d3", timedelta(0), 1)}
+    ten = timedelta(seconds=10)
+    assert got == {(paris, timedelta(0), 1), (paris, ten, 1), (tokyo, timedelta(0), 1), (tokyo, ten, 0),
+                   ("plain_d3", timedelta(0), 1), ("plain_d3", ten, 0)}
     assert run(wh, "power", "bytag").written == 0  # the next run is not blocked either: nothing new closed
