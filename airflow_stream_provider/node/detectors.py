@@ -28,6 +28,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
+from airflow_stream_provider.plan.stream import StreamKind, plan_stream
 from airflow_stream_provider.streams.fire.windows import detector_options, trigger_plan
 from airflow_stream_provider.streams.run import commit_progress
 from airflow_stream_provider.streams.run import run as run_stream
@@ -93,9 +94,8 @@ class DetectorHost:
             except Exception as err:  # a definition that no longer parses: not ours to run
                 self.log(f"stream {db}.{name}: cannot read its definition: {err}")
                 continue
-            if stored.statement.trigger.kind != "window":
-                continue
-            if self.store.load_state(db, name).get("stopped"):
+            plan = plan_stream(stored.statement, db, self.store.load_state(db, name))
+            if plan.kind is not StreamKind.WINDOW or plan.paused:
                 continue
             out[stored.qualified] = stored
         return out

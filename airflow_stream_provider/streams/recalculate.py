@@ -10,8 +10,8 @@ from datetime import datetime
 
 from pyspark.sql import functions as F
 
-from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import StreamError
+from airflow_stream_provider.plan.stream import StreamKind, plan_stream
 from airflow_stream_provider.streams.fire import schedules, windows
 from airflow_stream_provider.streams.routing import RunNotifications, deliver
 from airflow_stream_provider.streams.run import notify_patience, process
@@ -46,7 +46,8 @@ def recalculate(warehouse: Warehouse, db: str, name: str, start: datetime, end: 
 def _recalculate(warehouse: Warehouse, stored: StoredStream, start: datetime, end: datetime, *, batched: bool,
                  say: Callable[[str], None]) -> RunReport:
     stmt = stored.statement
-    if isinstance(stmt.trigger, m.PeriodTrigger):
+    plan = plan_stream(stmt, stored.db, {})
+    if plan.recalc_step is None:
         raise StreamError(f"stream {stored.qualified} has a PERIOD trigger, which is not recalculated")
     runtime = StreamRuntime(warehouse, stmt, stored.db)
     # NOTIFY_HISTORY: recalculations notify too
@@ -58,7 +59,7 @@ def _recalculate(warehouse: Warehouse, stored: StoredStream, start: datetime, en
     ts = F.col(f"`{runtime.info.timestamp_column}`")  # after the session exists: F.col needs one
     rows = rows.where(ts >= F.lit(start))
     events = None
-    if stmt.trigger.kind == "window":
+    if plan.kind is StreamKind.WINDOW:
         fired, events = windows.windows_in_range(runtime, rows, start, end, version, say)
     else:
         fired = schedules.sliding_in_range(runtime, rows, start, end, version)

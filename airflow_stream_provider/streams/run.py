@@ -19,8 +19,8 @@ from datetime import UTC, datetime
 import pandas as pd
 
 from airflow_stream_provider import config
-from airflow_stream_provider import model as m
 from airflow_stream_provider.notify.delivery import Settings
+from airflow_stream_provider.plan.stream import StreamKind, plan_stream
 from airflow_stream_provider.streams import routing, status
 from airflow_stream_provider.streams.compute import Fired
 from airflow_stream_provider.streams.fire import schedules, windows
@@ -49,9 +49,14 @@ def run(warehouse: Warehouse, db: str, name: str, *, store: StreamStore | None =
     state = store.load_state(stored.db, stored.name)
     if state.get("stopped"):
         raise StreamStopped(f"stream {stored.qualified} is stopped; START STREAM {stored.qualified} resumes it")
-    with in_database(warehouse, stored.db):
-        report = _run(warehouse, stored, state, store, now=now, batched=batched, progress=progress, at=at,
-                      upto_batch=upto_batch, detect=detect, commit=commit)
+    try:
+        with in_database(warehouse, stored.db):
+            report = _run(warehouse, stored, state, store, now=now, batched=batched, progress=progress, at=at,
+                          upto_batch=upto_batch, detect=detect, commit=commit)
+    except windows.CheckpointLost as err:  # SHOW STREAMS says so until the checkpoint is back
+        with store.updating(stored.db, stored.name) as saved:
+            saved["failed"] = str(err)
+        raise
     report.seconds = time.monotonic() - started
     return report
 
@@ -62,19 +67,21 @@ def _run(warehouse: Warehouse, stored: StoredStream, state: dict, store: StreamS
     runtime = StreamRuntime(warehouse, stored.statement, stored.db, state.get("skip_versions", ()))
     report = RunReport(stored.qualified)
     say = progress or (lambda _msg: None)
-    trigger = stored.statement.trigger
+    plan = plan_stream(stored.statement, stored.db, state)
     notes = RunNotifications(runtime, state) if stored.statement.notify is not None else None
     events = None
-    if trigger.kind == "window":
+    if plan.kind is StreamKind.WINDOW:
         fired, update, events = windows.pending_windows(runtime, stored, state, say, detect=detect,
                                                         upto_batch=upto_batch)
-    elif isinstance(trigger, m.PeriodTrigger):
-        fired, update = schedules.period_triggers(runtime, state, now or datetime.now(UTC), report, at=at)
+    elif plan.kind is StreamKind.PERIOD:
+        assert plan.schedule is not None, "a PERIOD stream's plan has its schedule"
+        fired, update = schedules.period_triggers(runtime, plan.schedule, state, now or datetime.now(UTC), report,
+                                                  at=at)
     else:
         fired, update = schedules.sliding_triggers(runtime, state, report)
     if fired:
         say(f"{len(fired)} trigger(s) fired; computing")
-    history = stored.statement.options.fill_history is not None and trigger.kind == "window" \
+    history = stored.statement.options.fill_history is not None and plan.kind is StreamKind.WINDOW \
         and state.get("consumed_batch") is None
     process(runtime, stored, fired, events, report, notes, batched=batched, say=say,
             what=f"{'history fill' if history else 'compute'} of {stored.qualified}")

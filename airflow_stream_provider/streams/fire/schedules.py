@@ -19,13 +19,6 @@ from airflow_stream_provider.values import epoch_micros
 from airflow_stream_provider.warehouse.catalog import TBNAME
 
 
-def period_schedule(stmt: m.CreateStream, state: dict) -> Schedule:
-    """The instants of a PERIOD stream, from its creation."""
-    schedule = schedule_of(stmt, datetime.fromisoformat(state["created"]), config.timezone())
-    assert schedule is not None, "a PERIOD trigger has a schedule"
-    return schedule
-
-
 def sliding_instants(schedule: Schedule, after: datetime, until: datetime,
                      first_prev: datetime) -> list[tuple[datetime, datetime, datetime]]:
     """(previous, instant, next) of each SLIDING instant in (after, until]; the first instant's
@@ -34,12 +27,11 @@ def sliding_instants(schedule: Schedule, after: datetime, until: datetime,
     return [(schedule.previous(t) or first_prev, t, schedule.next_after(t)) for t in schedule.instants(after, until)]
 
 
-def period_triggers(runtime: StreamRuntime, state: dict, now: datetime, report: RunReport, *,
+def period_triggers(runtime: StreamRuntime, schedule: Schedule, state: dict, now: datetime, report: RunReport, *,
                      at: datetime | None = None) -> tuple[list[Fired], dict]:
     """The due instants (all since the last one fired, or the one instant ``at`` of an Airflow run).
     %%trows of an instant is what was written since the previous instant, or since the last
     instant fired when runs were missed (a stop); START ... IGNORE UNTREATED moves that mark on."""
-    schedule = period_schedule(runtime.stmt, state)
     created = schedule.created
     path = str(runtime.info.path) if runtime.info else None
     if at is not None:
