@@ -83,7 +83,8 @@ class TokenCursor:
     # --- names and numbers ---------------------------------------------------------------------
 
     def ident(self, what: str = "name", clause: str | None = None, kind: names.NameKind | None = None) -> str:
-        """A name; with ``kind``, one that obeys the name rule of that kind (:mod:`airflow_stream_provider.model.names`)."""
+        """A name; with ``kind``, one that obeys the name rule of that kind
+        (:mod:`airflow_stream_provider.model.names`)."""
         tok = self.tok
         if tok.kind in (Kind.IDENT, Kind.QUOTED_IDENT):
             problem = names.name_problem(tok.value, kind) if kind is not None else None
