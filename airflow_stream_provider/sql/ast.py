@@ -1,7 +1,7 @@
 """Nodes of the canonical query tree that plain SQL has no node for, and the names they stand for.
 
 Every stream language parses its queries into sqlglot trees with these nodes: ``5m`` is a
-:class:`Duration`, ``_twstart`` a :class:`StreamPlaceholder`, ``FROM %%trows`` a
+:class:`DurationLiteral`, ``_twstart`` a :class:`StreamPlaceholder`, ``FROM %%trows`` a
 :class:`TriggerTable`, ``_c0`` a :class:`PseudoColumn`, and a window clause
 (``INTERVAL(1m) SLIDING(30s)``) a :class:`WindowClause` on the SELECT. Translation (:mod:`.spark`)
 binds or rewrites them; a language's generator writes them back as its own text.
@@ -32,7 +32,7 @@ PSEUDO_COLUMNS = {"_c0", "_rowts", "_wstart", "_wend", "_wduration", "_irowts", 
 REJECTED_PSEUDO_COLUMNS = {"_qstart", "_qend", "_qduration"}
 
 
-class Duration(exp.Expression):
+class DurationLiteral(exp.Expression):
     """A duration literal such as ``5m``: ``this`` is the count, ``unit`` the letter."""
 
     arg_types = {"this": True, "unit": True}

@@ -15,7 +15,7 @@ from sqlglot import exp
 
 from airflow_stream_provider.exceptions import StreamDefinitionError, did_you_mean
 from airflow_stream_provider.model.time import UNIT_MICROS
-from airflow_stream_provider.sql.ast import Duration, PseudoColumn
+from airflow_stream_provider.sql.ast import DurationLiteral, PseudoColumn
 
 Builder = Callable[[list[exp.Expr]], exp.Expr]
 
@@ -57,7 +57,7 @@ def rename(spark_name: str) -> Builder:
 def _unit_micros(arg: exp.Expr | None, default: int, fn: str) -> int:
     if arg is None:
         return default
-    if isinstance(arg, Duration) and arg.unit in UNIT_MICROS:
+    if isinstance(arg, DurationLiteral) and arg.unit in UNIT_MICROS:
         return arg.count * UNIT_MICROS[arg.unit]
     raise StreamDefinitionError(f"{fn}: the time unit must be a duration such as 1s or 1m, not {arg.sql()}")
 

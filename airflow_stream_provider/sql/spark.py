@@ -10,7 +10,7 @@ from sqlglot import exp
 from airflow_stream_provider.exceptions import StreamDefinitionError
 from airflow_stream_provider.model.time import CALENDAR_UNITS, UNIT_MICROS
 from airflow_stream_provider.sql.ast import (
-    Duration,
+    DurationLiteral,
     PartitionClause,
     PseudoColumn,
     StreamPlaceholder,
@@ -55,7 +55,7 @@ def _literal(name: str, value: Binding) -> exp.Expr:
     raise StreamDefinitionError(f"placeholder {name} cannot be bound to {type(value).__name__}")
 
 
-def _duration(node: Duration) -> exp.Expr:
+def _duration(node: DurationLiteral) -> exp.Expr:
     if node.unit == "w":
         return exp.Interval(this=exp.Literal.number(node.count * 7), unit=exp.var("DAY"))
     if node.unit in CALENDAR_UNITS:
@@ -121,7 +121,7 @@ def to_spark(
     def convert(node: exp.Expr) -> exp.Expr:
         if tables is not None and type(node) is exp.Table and node.name.lower() not in ctes:
             return tables(node)
-        if isinstance(node, Duration):
+        if isinstance(node, DurationLiteral):
             return _duration(node)
         if isinstance(node, StreamPlaceholder):
             if node.name not in bindings:

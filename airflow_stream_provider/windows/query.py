@@ -30,7 +30,7 @@ from sqlglot import exp
 from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import StreamDefinitionError
 from airflow_stream_provider.model.events import TriggerKind
-from airflow_stream_provider.sql.ast import Duration, PartitionClause, WindowClause
+from airflow_stream_provider.sql.ast import DurationLiteral, PartitionClause, WindowClause
 from airflow_stream_provider.sql.functions import AGGREGATES
 from airflow_stream_provider.sql.tdengine.dialect import TDengine
 from airflow_stream_provider.warehouse import SystemView, TableInfo, Warehouse, WarehouseError
@@ -83,7 +83,7 @@ def _reject(message: str, clause: str = "window clause") -> StreamDefinitionErro
 
 
 def _micros(node: exp.Expr, clause: str) -> int:
-    if not isinstance(node, Duration):
+    if not isinstance(node, DurationLiteral):
         raise _reject(f"{clause} needs a duration such as 10s, not {node.sql(dialect=TDengine)}", clause)
     duration = m.Duration(node.count, node.unit)
     if duration.is_calendar or duration.unit == "b":

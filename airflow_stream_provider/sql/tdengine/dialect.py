@@ -24,7 +24,7 @@ from airflow_stream_provider.sql.ast import (
     PLACEHOLDERS,
     PSEUDO_COLUMNS,
     REJECTED_PSEUDO_COLUMNS,
-    Duration,
+    DurationLiteral,
     PartitionClause,
     PseudoColumn,
     StreamPlaceholder,
@@ -67,7 +67,7 @@ class TDengineParser(parser.Parser):
             and re.fullmatch(r"\d+", token.text)
         ):
             self._advance()
-            return self.expression(Duration(this=token.text, unit=nxt.text.lower()))
+            return self.expression(DurationLiteral(this=token.text, unit=nxt.text.lower()))
         return self.expression(exp.Literal.number(token.text))
 
     PRIMARY_PARSERS = {
@@ -142,7 +142,7 @@ class TDengineGenerator(generator.Generator):
 
     TRANSFORMS = {
         **generator.Generator.TRANSFORMS,
-        Duration: lambda self, e: f"{e.count}{e.unit}",
+        DurationLiteral: lambda self, e: f"{e.count}{e.unit}",
         StreamPlaceholder: lambda self, e: e.name,
         TriggerTable: lambda self, e: e.name + (f" {self.sql(e, 'alias')}" if e.args.get("alias") else ""),
         PseudoColumn: lambda self, e: e.name,
