@@ -27,6 +27,16 @@ def stream_state(state_dir: Path) -> dict:
         return {}
 
 
+def checkpoint_id(checkpoint: Path) -> str | None:
+    """The identity of a Structured Streaming checkpoint: the query id Spark writes in its
+    ``metadata`` file when the checkpoint is made, or None when there is none (or it is unreadable)."""
+    try:
+        value = json.loads((checkpoint / "metadata").read_text(encoding="utf-8").splitlines()[0]).get("id")
+    except (FileNotFoundError, NotADirectoryError, IndexError, ValueError, AttributeError):
+        return None
+    return str(value) if value else None
+
+
 def last_commit(checkpoint: Path) -> tuple[int, int | None] | None:
     """The last committed batch of a Structured Streaming checkpoint and its
     ``nextBatchWatermarkMs``, or None before the first commit."""

@@ -156,7 +156,7 @@ def stream_status(warehouse: Warehouse, stored: StoredStream, store: StreamStore
             lag = max(0.0, (latest - progress).total_seconds())
     if state.get("stopped"):
         status = "stopped"
-    elif detector.get("status") == "failed":
+    elif detector.get("status") == "failed" or state.get("failed"):
         status = "failed"
     elif stmt.options.fill_history is not None and state.get("consumed_batch") is None and \
             stmt.trigger.kind == "window":
@@ -174,7 +174,8 @@ def stream_status(warehouse: Warehouse, stored: StoredStream, store: StreamStore
         "computations": computed, "recalculations": int(state.get("recalculations", 0)) + reclosed,
         "recalc_ratio": recalculated / computed if computed else None,
         "notify_sent": notes["sent"], "notify_dropped": notes["dropped"], "notify_pending": notes["pending"],
-        "last_error": detector.get("error") if detector.get("status") == "failed" else notes["last_error"],
+        "last_error": state.get("failed") or (detector.get("error") if detector.get("status") == "failed"
+                                              else notes["last_error"]),
     }
 
 

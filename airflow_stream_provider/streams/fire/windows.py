@@ -14,12 +14,51 @@ from pyspark.sql import functions as F
 from airflow_stream_provider.exceptions import StreamError
 from airflow_stream_provider.model.events import EventType
 from airflow_stream_provider.streams.compute import TROWS_FROM, TROWS_TO, Fired
-from airflow_stream_provider.streams.probes import read_events
+from airflow_stream_provider.streams.probes import checkpoint_id, read_events
 from airflow_stream_provider.streams.runtime import StreamRuntime, nanos
 from airflow_stream_provider.streams.store import StoredStream, detector_lock
 from airflow_stream_provider.values import epoch_micros
 from airflow_stream_provider.windows import batch, detector
 from airflow_stream_provider.windows.clause import TriggerPlan, plan_trigger
+
+
+class CheckpointLost(StreamError):
+    """The detector's checkpoint is gone or is not the one the stream's progress was made with."""
+
+
+def check_checkpoint(stored: StoredStream, state: dict) -> None:
+    """Refuse to detect when the stream's progress says a checkpoint must exist and it does not,
+    or when the checkpoint there is another one than the stream recorded.
+
+    The detector numbers its batches in the checkpoint, and the runs consume events by batch id
+    (``consumed_batch``). A new checkpoint starts again at batch 0 from the stream's creation: its
+    events would be skipped as consumed (the windows since the loss never computed) and the windows
+    before it appended a second time. Rebuilding in place would mean telling every re-detected
+    window apart from a recalculation of the same window and holding back notifications already
+    delivered, with the event table as the only record; a wrong guess there loses or repeats
+    results silently. So the stream stops with this error instead (SHOW STREAMS shows it failed),
+    and the way back is explicit: put the checkpoint back, or DROP STREAM and CREATE STREAM again
+    (FILL_HISTORY_FIRST recomputes the history; outputs are upserts, so rows already written are
+    replaced, not doubled).
+
+    The checkpoint's identity is the query id in its ``metadata`` file, recorded in ``stream.json``
+    (``checkpoint_id``) by the first run that detects. A stream whose progress predates that record
+    still has ``detected_version`` or ``consumed_batch``, which only a checkpoint can have produced.
+    """
+    found = checkpoint_id(stored.checkpoint)
+    recorded = state.get("checkpoint_id")
+    must_exist = recorded is not None or state.get("detected_version") is not None \
+        or state.get("consumed_batch") is not None
+    if found is None and must_exist:
+        problem = f"its detector checkpoint {stored.checkpoint} is missing"
+    elif found is not None and recorded is not None and found != recorded:
+        problem = f"its detector checkpoint {stored.checkpoint} is not the one it recorded ({found}, not {recorded})"
+    else:
+        return
+    raise CheckpointLost(
+        f"stream {stored.qualified} stopped: {problem}, so windows would be skipped and events repeated. "
+        f"Restore the checkpoint, or DROP STREAM {stored.qualified} and CREATE it again "
+        "(with FILL_HISTORY_FIRST to recompute its history)")
 
 
 def pending_windows(runtime: StreamRuntime, stored: StoredStream, state: dict, say: Callable[[str], None], *,
@@ -31,6 +70,9 @@ def pending_windows(runtime: StreamRuntime, stored: StoredStream, state: dict, s
             if mine:
                 detect_windows(runtime, stored, state, say)
                 update["detected_version"] = version
+                update["checkpoint_id"] = checkpoint_id(stored.checkpoint)
+                if state.get("failed"):
+                    update["failed"] = None  # the checkpoint was put back
             else:
                 say("the live detector runs elsewhere (the stream node); reading its events")
     consumed = int(state.get("consumed_batch", -1))
@@ -58,7 +100,10 @@ def trigger_plan(runtime: StreamRuntime) -> TriggerPlan:
 
 
 def detector_options(stored: StoredStream, state: dict) -> detector.DetectorOptions:
-    """The detector's paths and start, and the versions START ... IGNORE UNTREATED skipped."""
+    """The detector's paths and start, and the versions START ... IGNORE UNTREATED skipped.
+    Raises :class:`CheckpointLost` when the checkpoint the stream's progress needs is gone (the
+    node reports it as the detector's error)."""
+    check_checkpoint(stored, state)
     return detector.DetectorOptions(
         events_path=str(stored.events_path), checkpoint=str(stored.checkpoint),
         created_version=state.get("created_version"),
