@@ -173,7 +173,8 @@ def cmd_node(args: argparse.Namespace) -> int:
         except node.NodeError as err:
             print(f"error: {err}", file=sys.stderr)
             return 1
-        print(f"stream node running: pid {info.pid}, {info.url}, log {node.folder() / 'node.log'}")
+        print(f"stream node running: pid {info.pid}, {info.url}, log {node.folder() / 'node.log'}, "
+              f"token {node.folder() / 'token'}")
         return 0
     if args.action == "stop":
         pid = node.stop()

@@ -1,4 +1,5 @@
-"""The stream node: one long-running Spark application serving Spark Connect on 127.0.0.1.
+"""The stream node: one long-running Spark application serving Spark Connect on 127.0.0.1, to clients
+that hold its token.
 
 ``airflow-stream node start`` spawns ``python -m airflow_stream_provider.node.server`` detached,
 with its log, pid and state under ``$AIRFLOW_STREAM_HOME/node/``. Every few seconds the node
@@ -31,7 +32,9 @@ from airflow_stream_provider.spark.endpoint import (
     alive,
     default_port,
     folder,
+    new_token,
     running,
+    serving_token,
 )
 from airflow_stream_provider.spark.session import child_environ, local_session
 
@@ -74,6 +77,7 @@ def start(port: int | None = None, timeout: float = 180.0, memory: str | None = 
     node_dir.mkdir(parents=True, exist_ok=True)
     for name in ("node.json", "status.json"):
         (node_dir / name).unlink(missing_ok=True)
+    new_token()  # a new token each start: clients of an earlier node lose access
     log_path = node_dir / "node.log"
     command = [sys.executable, "-m", NODE_MODULE, "--port", str(port)]
     if memory:
@@ -201,6 +205,9 @@ def serve(port: int, memory: str | None = None) -> int:
         # 127.0.0.1 unless AIRFLOW_STREAM_NODE_BIND opens it to other hosts (a container, a cluster)
         "spark.connect.grpc.binding.address": os.environ.get("AIRFLOW_STREAM_NODE_BIND", HOST),
         "spark.connect.grpc.binding.port": str(port),
+        # a Connect client runs any code as this process's user: only holders of the token
+        # (node/token, 0600; `node start` writes a new one) may connect
+        "spark.connect.authenticate.token": serving_token(),
     }
     if memory:
         os.environ["PYSPARK_SUBMIT_ARGS"] = f"--driver-memory {memory} pyspark-shell"

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 from airflow_stream_provider import config
+from airflow_stream_provider.exceptions import StreamError
 from airflow_stream_provider.spark import endpoint
 
 if TYPE_CHECKING:
@@ -23,6 +24,10 @@ VARIABLE_SUBSTITUTE = "spark.sql.variable.substitute"
 
 class DeltaJarsMissing(RuntimeError):
     """The Delta Lake jars are not where the session expects them."""
+
+
+class ConnectRefused(StreamError):
+    """The Spark Connect server refused this client's token (or its lack of one)."""
 
 
 class ConnectionUnreadable(RuntimeError):
@@ -160,11 +165,36 @@ def spark_session() -> SparkSession:
         # local session (a task, the CLI) is in it from here on
         os.environ[CONNECT_MODE] = "1"
         _connect_mode_set = True
-    remote = RemoteSparkSession.builder.remote(url).getOrCreate()
-    remote.conf.set(VARIABLE_SUBSTITUTE, "false")  # the server's default may differ from ours
+    from airflow_stream_provider.spark.channel import TokenChannelBuilder
+
+    url = _node_token(url)
+    remote = RemoteSparkSession.builder.channelBuilder(TokenChannelBuilder(url)).getOrCreate()
+    try:
+        remote.conf.set(VARIABLE_SUBSTITUTE, "false")  # the server's default may differ from ours
+    except Exception as err:
+        if "UNAUTHENTICATED" not in str(err):
+            raise
+        remote.stop()  # so that the next call connects afresh
+        address = url.split(";", 1)[0]
+        raise ConnectRefused(
+            f"the Spark Connect server at {address} refused this client's token: a local node's token is in "
+            f"{endpoint.token_path()} (readable by the node's user only); a remote server's goes into the URL "
+            "as ;token=..., the spark_connect connection's password, or SPARK_CONNECT_AUTHENTICATE_TOKEN") from None
     # the Connect session serves SparkSession's API without subclassing it; pyspark's own
     # dispatcher casts it the same way
     return cast("SparkSession", remote)
+
+
+def _node_token(url: str) -> str:
+    """``url`` with this home's node token when it names the running node on this host without one
+    (``AIRFLOW_STREAM_SPARK_REMOTE`` or ``[spark] remote`` set to ``sc://127.0.0.1:<port>``)."""
+    info = endpoint.running()
+    if info is None or ";token=" in url:
+        return url
+    address = url.split(";", 1)[0].rstrip("/")
+    if address in {f"sc://{host}:{info.port}" for host in ("127.0.0.1", "localhost")}:
+        return endpoint.with_token(url, endpoint.token())
+    return url
 
 
 def child_environ() -> dict[str, str]:
@@ -185,7 +215,7 @@ def remote_url() -> str | None:
        defines it in the environment (``AIRFLOW_CONN_SPARK_CONNECT``) or the caller runs in a task,
        read by the resolver registered with :func:`use_connection_url`;
     3. ``[spark] remote`` in ``$AIRFLOW_STREAM_HOME/airflow-stream.toml``;
-    4. the stream node of this home, when it runs.
+    4. the stream node of this home, when it runs (with its token).
     """
     explicit = os.environ.get("AIRFLOW_STREAM_SPARK_REMOTE")
     if explicit:
@@ -196,7 +226,7 @@ def remote_url() -> str | None:
     configured = config.settings().get("spark", {}).get("remote")
     if configured:
         return str(configured)
-    return endpoint.running_url()
+    return endpoint.running_connect_url()
 
 
 #: turns the id of an Airflow ``spark_connect`` connection into its Spark Connect URL

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -113,6 +114,49 @@ def test_connect_path_and_local_path_give_identical_results(running_node, tmp_pa
     assert results["connect"] == results["local"]
     # and both are right: d1001 keeps its replaced 14:38:15 row, the voltage-218 row of d1002 is gone
     assert [(r["tbname"], r["voltage"]) for r in results["local"][0]] == [("d1001", 219), ("d1001", 221)]
+
+
+def _forget_connect_sessions() -> None:
+    """Stop this process's Connect sessions, so that the next one connects afresh."""
+    from pyspark.sql.connect.session import SparkSession as RemoteSparkSession
+
+    for remote in (RemoteSparkSession.getActiveSession(), RemoteSparkSession._get_default_session()):
+        if remote is not None:
+            remote.stop()
+
+
+def test_connect_wants_the_node_token(running_node, monkeypatch):
+    """Only clients holding the node's token (node/token, 0600) get in, and their sessions read
+    `${...}` in SQL text as written."""
+    from pyspark.sql.connect.session import SparkSession as RemoteSparkSession
+
+    home, port = running_node
+    monkeypatch.setenv("AIRFLOW_STREAM_HOME", str(home))
+    monkeypatch.delenv("SPARK_CONNECT_AUTHENTICATE_TOKEN", raising=False)
+    monkeypatch.delenv("AIRFLOW_STREAM_SPARK_REMOTE", raising=False)
+    token_file = home / "node" / "token"
+    assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+    token = token_file.read_text()
+    assert len(token) >= 32 and endpoint.running_connect_url() == f"sc://127.0.0.1:{port}/;token={token}"
+    _forget_connect_sessions()
+    try:
+        # pyspark's own client without a token: refused by the server
+        stranger = RemoteSparkSession.builder.remote(f"sc://127.0.0.1:{port}").create()
+        with pytest.raises(Exception, match="UNAUTHENTICATED"):
+            stranger.sql("SELECT 1").collect()
+        stranger.stop()
+        # the project's client with a wrong token: refused, with a clear error
+        monkeypatch.setenv("AIRFLOW_STREAM_SPARK_REMOTE", f"sc://127.0.0.1:{port}/;token=not-{token}")
+        with pytest.raises(session.ConnectRefused, match=f"sc://127.0.0.1:{port}/? refused this client's token"):
+            session.spark_session()
+        monkeypatch.delenv("AIRFLOW_STREAM_SPARK_REMOTE")
+        # with the token of node/token
+        remote = session.spark_session()
+        assert type(remote).__module__.startswith("pyspark.sql.connect")
+        assert remote.conf.get(session.VARIABLE_SUBSTITUTE) == "false"
+        assert remote.sql("SELECT '${system:user.name}' AS v").collect()[0].v == "${system:user.name}"
+    finally:
+        _forget_connect_sessions()
 
 
 def test_node_hosts_the_live_detector_of_each_running_window_stream(running_node, spark, monkeypatch):
