@@ -11,7 +11,8 @@ Time semantics (reference 000, "Atypical Data Ingestion Scenarios"):
 
 - A row is *late* when its time is at or before the group's decided time, the watermark of its
   last scan. Late rows, and updates of rows already scanned, are recalculated
-  (:mod:`.recalc`): changed windows get ``WINDOW_INVALIDATION`` and a recomputed
+  (:mod:`.late`): changed windows, and closed windows holding a changed row even when their
+  bounds and count stand (an update of a value), get ``WINDOW_INVALIDATION`` and a recomputed
   ``WINDOW_CLOSE`` with the same trigger id. Under IGNORE_DISORDER, and always for COUNT_WINDOW,
   they are dropped and counted in the group's state (``dropped``).
 - Deletes are read only under DELETE_RECALC, and recalculated like late rows.

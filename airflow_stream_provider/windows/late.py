@@ -154,22 +154,52 @@ def recalculate(plan: TriggerPlan, key_values: tuple, changes: pd.DataFrame, *, 
     then_rows, now_rows = plan.prepare(then_raw), plan.prepare(now_raw)
     old, _ = scan(spec, then_rows, old_carry, watermark=decided)
     new, new_carry = scan(spec, now_rows, carry, watermark=decided)
-    invalidate, report = changed(old, new)
+    touched = micros(changes[plan.ts_column])
+    invalidate, report = changed(old, new, touched, end_inclusive=spec.kind != "interval")
     return Recalculation(invalidate=invalidate, windows=report, carry=new_carry, start=start)
 
 
-def changed(old: pd.DataFrame, new: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(closed windows of ``old`` missing from ``new``, windows of ``new`` to report): a closed
-    window that differs in any field is reported again; an opening only if ``old`` had none."""
-    def sig(frame: pd.DataFrame) -> pd.Series:
-        return frame[_SIGNATURE].astype(str).agg("\x1f".join, axis=1) if len(frame) else pd.Series([], dtype=object)
+def changed(old: pd.DataFrame, new: pd.DataFrame, touched: np.ndarray | None = None, *,
+            end_inclusive: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(closed windows of ``old`` to invalidate, windows of ``new`` to report): a closed window
+    that differs in any field is reported again; an opening only if ``old`` had none.
+
+    A closed window that holds a changed row (a time in ``touched``) is recomputed even when its
+    fields stand as they were: an update of a value moves no boundary and no count, but the
+    window's result changes (reference 000, "Data Updates": updates are out-of-order data and are
+    recalculated). It is invalidated and closes again with the same trigger id, so the output row
+    is written again and a receiver sees that the close it has is replaced.
+
+    :param end_inclusive: ``wend`` is the window's last row (every kind but INTERVAL, whose
+        ``wend`` is the exclusive end).
+    """
+    def sig(frame: pd.DataFrame) -> np.ndarray:
+        if not len(frame):
+            return np.array([], dtype=object)
+        return frame[_SIGNATURE].astype(str).agg("\x1f".join, axis=1).to_numpy(object)
 
     old_closed, new_closed = old[old["closed"]], new[new["closed"]]
-    gone = old_closed[~sig(old_closed).isin(set(sig(new_closed)))]
+    old_sig, new_sig = sig(old_closed), sig(new_closed)
+    same = set(new_sig) & set(old_sig)
+    holds = _holds(new_closed, touched, end_inclusive)
+    recomputed = {s for s, hit in zip(new_sig, holds) if hit and s in same}
+    gone = old_closed[np.array([s not in same or s in recomputed for s in old_sig], dtype=bool)]
     opened_before = set(zip(old.loc[old["opened"], "wstart"], old.loc[old["opened"], "ordinal"]))
     report = new.copy()
-    report["closed"] = report["closed"] & ~sig(report).isin(set(sig(old_closed)))
+    reported = set(old_sig) - recomputed
+    report["closed"] = report["closed"] & np.array([s not in reported for s in sig(report)], dtype=bool)
     report["opened"] = report["opened"] & np.array(
         [(s, o) not in opened_before for s, o in zip(report["wstart"], report["ordinal"])], dtype=bool)
     report = report[report["closed"] | report["opened"]]
     return gone.reset_index(drop=True), report.reset_index(drop=True)
+
+
+def _holds(windows: pd.DataFrame, touched: np.ndarray | None, end_inclusive: bool) -> np.ndarray:
+    """Whether each window's time range holds one of the times ``touched``."""
+    if touched is None or not len(touched) or not len(windows):
+        return np.zeros(len(windows), bool)
+    times = np.sort(np.asarray(touched, np.int64))
+    start, end = windows["wstart"].to_numpy(np.int64), windows["wend"].to_numpy(np.int64)
+    first = np.searchsorted(times, start, side="left")
+    past = np.searchsorted(times, end, side="right" if end_inclusive else "left")
+    return past > first
