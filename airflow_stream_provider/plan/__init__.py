@@ -1,1 +1,1 @@
-"""Pure decisions about a stream, made once from its definition: schedule, ids, window plan, tasks."""
+"""Pure decisions about a stream, made once from its definition: its kind, schedule, ids and tasks."""
