@@ -22,6 +22,9 @@ from airflow_stream_provider.notify.message import NotifyEvent
 from airflow_stream_provider.notify.outbox import Outbox
 
 TIMEOUT = 1.5
+#: the most memory one delivery may take while a receiver announces 100 MB or 1 GiB frames; generous,
+#: because tracemalloc also counts what other threads of the test process (a Spark gateway) allocate
+PEAK = 64 * 2**20
 SETTINGS = delivery.Settings(timeout=TIMEOUT, max_backoff=0.2, conn_ids=())
 GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
@@ -153,7 +156,7 @@ def test_a_hostile_receiver_costs_bounded_time_and_memory_and_messages_are_dropp
     assert isinstance(report, delivery.DeliveryReport) and report.dropped_events == 3
     # one try and one fresh try, each within the deadline
     assert elapsed < 2 * TIMEOUT + 2, elapsed
-    assert peak < 8 * 2**20, peak  # the receiver announced 100 MB or 1 GiB
+    assert peak < PEAK, peak  # the receiver announced 100 MB or 1 GiB
     error = box.stats()["last_error"]
     assert "no confirmation within 1.5s" in error or "frame of" in error, error
 
@@ -165,7 +168,7 @@ def test_on_failure_pause_keeps_the_messages_of_a_hostile_receiver(tmp_path, ser
     box.enqueue(events(4))
     elapsed, peak, result = _deliver_measured(box, pause=True, give_up_after=2 * TIMEOUT)
     assert isinstance(result, delivery.DeliveryPaused)
-    assert elapsed < 3 * TIMEOUT + 3 and peak < 8 * 2**20, (elapsed, peak)
+    assert elapsed < 3 * TIMEOUT + 3 and peak < PEAK, (elapsed, peak)
     assert box.stats()["pending"] == 4 and box.stats()["dropped"] == 0
 
 
