@@ -1,5 +1,5 @@
 """Bad names through the installed ``airflow-stream`` command: exit 2 with the name's line and
-column, nothing written (security review S1, S20 and the bad-input tables). No JVM: the parser
+column, nothing written. No JVM: the parser
 refuses the statement before anything runs."""
 
 from __future__ import annotations

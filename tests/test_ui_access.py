@@ -1,11 +1,11 @@
-"""The Streams page's routes decide access from the path's names alone, before reading any file,
-and answer one 404 without hints (security review S16).
+"""The Streams page's routes decide access from the path's names alone, before reading any file, and
+answer one 404 without hints.
 
-The review asked for ``power/secret_strem`` as a user with no access and got "stream
-power.secret_strem does not exist (did you mean secret_stream?)"; ``/api/streams/%2e%2e/notes``
-opened ``$AIRFLOW_STREAM_HOME/notes.sql``. Airflow's auth manager is replaced by a table of the DAG
-ids each user may read or run (a running Airflow is what tests/airflow/test_streams_page.py uses);
-the routes and the store are the product's.
+A user with no access asking for ``power/secret_strem`` must not learn that ``secret_stream``
+exists, and ``/api/streams/%2e%2e/notes`` must not open ``$AIRFLOW_STREAM_HOME/notes.sql``.
+Airflow's auth manager is replaced by a table of the DAG ids each user may read or run (a running
+Airflow is what tests/airflow/test_streams_page.py uses); the routes and the store are the
+product's.
 """
 
 from __future__ import annotations

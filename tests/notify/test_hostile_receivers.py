@@ -196,7 +196,7 @@ def test_closing_a_connection_to_a_trickling_receiver_takes_about_a_second(serve
     assert time.monotonic() - started < 3
 
 
-# --- credentials (review R8) ----------------------------------------------------------------
+# --- credentials -------------------------------------------------------------------------
 
 
 def _conn(monkeypatch, **fields) -> None:

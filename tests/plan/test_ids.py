@@ -1,7 +1,7 @@
-"""DAG ids are valid Airflow keys and injective in (database, stream) (security review S13).
+"""DAG ids are valid Airflow keys and injective in (database, stream).
 
-The review's reproduction: streams ``a__b.c`` and ``a.b__c`` both became ``stream__a__b__c`` (one
-DAG rendered, silently), and ``a.`my stream``` never became a DAG at all.
+Streams ``a__b.c`` and ``a.b__c`` must not both become ``stream__a__b__c`` (one DAG rendered,
+silently), and ``a.`my stream``` must become a DAG too.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def test_no_two_short_names_share_an_id():
                 assert seen.setdefault(dag_id, (db, name)) == (db, name), dag_id
 
 
-def test_render_streams_renders_each_of_the_reviews_streams(tmp_path):
+def test_render_streams_renders_each_of_three_streams_with_awkward_names(tmp_path):
     from airflow_stream_provider.dag_factory import render_streams
 
     store = StreamStore(tmp_path)

@@ -1,7 +1,7 @@
 """The name rule at parse time: every database, table, subtable and stream name, and the column and
 tag names a statement defines, with the position of the offending name.
 
-The cases are the names of the security review's bad-input tables (empty, ``..``, ``../../x``,
+The cases are hostile names (empty, ``..``, ``../../x``,
 ``/``, ``\\``, NUL, control characters, 300 characters, a tag named ``tbname``) and the names that
 TDengine accepts between backquotes (spaces, CJK, emoji, punctuation), which stay legal.
 """

@@ -1,7 +1,7 @@
-"""Stream names never lead the store out of ``streams/`` and ``state/`` (security review S1).
+"""Stream names never lead the store out of ``streams/`` and ``state/``.
 
-The review's reproductions, with our own data: a stream named ``../../../victim`` removed a folder
-next to the home, and the names ``..`` and `` `` (empty) wiped the state of every stream. The parser
+Unchecked, a stream named ``../../../victim`` would remove a folder next to the home, and the
+names ``..`` and `` `` (empty) would wipe the state of every stream. The parser
 refuses such names; these tests hand them to the store directly, as a stored file, a URL or a
 future front-end could, and check that nothing outside the stream's own folders is touched.
 """

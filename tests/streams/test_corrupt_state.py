@@ -1,4 +1,4 @@
-"""Corrupt state files (review part D, with our own data): each gives a project error naming the
+"""Corrupt state files: each gives a project error naming the
 file (exit 2 from the CLI, never a traceback), a broken stream is listed as ``failed`` with the
 reason while the others list as usual, and unreadable outbox messages are quarantined.
 

@@ -1,4 +1,4 @@
-"""CREATE STREAM refuses a stream whose DAG ids another stream already has (security review S13).
+"""CREATE STREAM refuses a stream whose DAG ids another stream already has.
 
 Ids are injective in the stored (lower-case) names, so a clash needs a definition file that the
 store lists under another spelling: here ``streams/d/S.sql``, written by hand, against ``d.s``.

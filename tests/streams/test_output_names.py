@@ -1,9 +1,9 @@
-"""Generated output subtable names never block a stream (security review S11).
+"""Generated output subtable names never block a stream.
 
-The review's reproduction: with a tag ``EU/Paris`` in ``OUTPUT_SUBTABLE(concat(location, '_',
-tbname))``, every run failed for every group ("cannot be used as a folder name") and the output
-stayed empty. A generated name the name rule refuses is now encoded: offending characters become
-``_`` and a hash of the whole name is appended, so distinct names stay distinct subtables.
+With a tag ``EU/Paris`` in ``OUTPUT_SUBTABLE(concat(location, '_', tbname))``, a name taken as it is
+would fail every run for every group ("cannot be used as a folder name"). A generated name the name
+rule refuses is now encoded: offending characters become ``_`` and a hash of the whole name is
+appended, so distinct names stay distinct subtables.
 """
 
 from __future__ import annotations

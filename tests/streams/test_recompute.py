@@ -154,7 +154,7 @@ def show(wh) -> dict:
 
 
 def test_lost_checkpoint_stops_the_stream_until_it_is_back(wh, capsys):
-    """The review's R5 scaled down: the checkpoint is removed after a run, more rows (late ones
+    """The checkpoint is removed after a run, more rows (late ones
     too) are written, and the next run refuses with a clear error that SHOW STREAMS shows. With
     the checkpoint back, the run catches up: outputs equal a fresh recomputation, no event twice."""
     from airflow_stream_provider.cli import main

@@ -1,7 +1,7 @@
 """`${...}` in a data value stays a value: Spark's variable substitution is off in the project's sessions.
 
-The review's R4 named a subtable ``${system:user.name}``; the name rule now refuses the ``.`` in it,
-so the subtable here is ``${hivevar:subst_target}``, which Spark, with substitution on, replaces by
+The name rule refuses the ``.`` of ``${system:user.name}`` as a subtable name, so the subtable
+here is ``${hivevar:subst_target}``, which Spark, with substitution on, replaces by
 the session setting ``subst_target``: the name of the other subtable, the user running the tests.
 Pasted into SQL text as a string literal, the first name would then read as the second, and these
 tests would count, delete and compute the wrong rows. ``${system:user.name}`` itself stays as a tag
@@ -64,7 +64,7 @@ def test_delete_from_the_subtable_deletes_only_its_rows(wh):
 @pytest.mark.parametrize("source", ["meters WHERE ts >= _twstart AND ts < _twend AND tbname = %%tbname",
                                     "%%tbname WHERE _c0 >= _twstart AND _c0 < _twend"])
 def test_stream_computed_per_trigger_writes_the_groups_values(wh, source):
-    """The review's `leak` and `subst` streams: %%tbname inside an aggregate forces the per-trigger
+    """%%tbname inside an aggregate forces the per-trigger
     path, where the group's values are bound into the query text as literals."""
     sql(wh, f"""CREATE STREAM s INTERVAL(10s) SLIDING(10s) FROM meters PARTITION BY tbname
                 STREAM_OPTIONS(FILL_HISTORY_FIRST) INTO s_out AS

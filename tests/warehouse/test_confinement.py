@@ -1,7 +1,7 @@
-"""Table and database names never lead the catalog out of the warehouse (security review S2).
+"""Table and database names never lead the catalog out of the warehouse .
 
-The review wrote into, and dropped, another home's table and database from a sibling home with
-names such as ``../../../homec/warehouse/power/reg``. The parser refuses those names now; these
+A name such as ``../../../homec/warehouse/power/reg`` would otherwise write into, or drop, a sibling home's
+table and database. The parser refuses those names now; these
 tests hand them to the warehouse as statements built directly (as another front-end, a stored
 file or a data value could) and to ``load``, and check that the sibling home is untouched. No
 Spark: tables, INSERT and DROP run on delta-rs.
