@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from abc import abstractmethod
 from collections.abc import AsyncIterator, Callable
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
@@ -21,8 +22,9 @@ class StreamTrigger(BaseTrigger):
 
     poll_interval: float
 
+    @abstractmethod
     def check(self) -> dict | None:
-        raise NotImplementedError(f"{type(self).__name__} does not say what it checks")
+        """The event to fire, or None while there is nothing to do yet."""
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         async for event in poll(self.check, self.poll_interval):
