@@ -36,6 +36,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urlsplit
 
 import websocket
@@ -143,8 +144,8 @@ class _CappedFrames(frame_buffer):
 
 
 class _BoundedWebSocket(websocket.WebSocket):
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self.frame_buffer = _CappedFrames(self._recv, skip_utf8_validation=False)
 
 
