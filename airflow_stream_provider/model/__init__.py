@@ -8,8 +8,9 @@ where it is built.
 - :mod:`.time`: duration units, :class:`Duration`, :class:`TimePoint`
 - :mod:`.types`: positions, table names, embedded SQL, data types, literal values
 - :mod:`.events`: the :class:`EventType` and :class:`TriggerKind` names
-- :mod:`.triggers`: PERIOD, SLIDING and the window triggers
-- :mod:`.options`: stream options, notification, :class:`EmitPolicy`
+- :mod:`.triggers`: PERIOD, SLIDING, the window triggers and the row trigger
+- :mod:`.options`: stream options, notification, :class:`EmitPolicy`, and the options of
+  TDengine's engine before 3.3.7 (:class:`LegacyOptions`)
 - :mod:`.statements`: ``CreateStream`` and the other statements
 - :mod:`.names`: the rule for database, table, stream and column names, and names to paths
 """
@@ -17,7 +18,16 @@ where it is built.
 from __future__ import annotations
 
 from airflow_stream_provider.model.events import EventType, TriggerKind
-from airflow_stream_provider.model.options import EmitPolicy, FillHistory, Notify, StreamOptions
+from airflow_stream_provider.model.options import (
+    DEFAULT_RECALCULATE,
+    EmitPolicy,
+    Fill,
+    FillHistory,
+    LegacyOptions,
+    Notify,
+    StreamOptions,
+    TriggerMode,
+)
 from airflow_stream_provider.model.statements import (
     ColumnDefinition,
     CreateDatabase,
@@ -47,6 +57,7 @@ from airflow_stream_provider.model.triggers import (
     EventWindow,
     IntervalWindow,
     PeriodTrigger,
+    RowTrigger,
     SessionWindow,
     SlidingTrigger,
     StateWindow,
@@ -58,6 +69,7 @@ from airflow_stream_provider.model.types import DataType, Position, SqlExpressio
 __all__ = [
     "ALL_UNITS",
     "CALENDAR_UNITS",
+    "DEFAULT_RECALCULATE",
     "UNIT_MICROS",
     "ColumnDefinition",
     "CountWindow",
@@ -75,15 +87,18 @@ __all__ = [
     "EmitPolicy",
     "EventType",
     "EventWindow",
+    "Fill",
     "FillHistory",
     "Insert",
     "InsertTarget",
     "IntervalWindow",
+    "LegacyOptions",
     "Notify",
     "OutputColumn",
     "PeriodTrigger",
     "Position",
     "RecalculateStream",
+    "RowTrigger",
     "Select",
     "SessionWindow",
     "ShowStreams",
@@ -99,6 +114,7 @@ __all__ = [
     "TimePoint",
     "Trigger",
     "TriggerKind",
+    "TriggerMode",
     "TrueFor",
     "UseDatabase",
     "Value",

@@ -18,6 +18,9 @@ class EventType(StrEnum):
     WINDOW_INVALIDATION = "WINDOW_INVALIDATION"
     #: an intermediate trigger of a window still open after MAX_DELAY (processing time)
     MAX_DELAY = "MAX_DELAY"
+    #: an open window's result as it stands after rows changed it: TDengine's engine before 3.3.7
+    #: emits these with TRIGGER AT_ONCE; never notified, only written
+    WINDOW_UPDATE = "WINDOW_UPDATE"
     #: the event of PERIOD and SLIDING triggers
     ON_TIME = "ON_TIME"
 
@@ -32,3 +35,6 @@ class TriggerKind(StrEnum):
     STATE_WINDOW = "STATE_WINDOW"
     EVENT_WINDOW = "EVENT_WINDOW"
     COUNT_WINDOW = "COUNT_WINDOW"
+    #: no window: every row written to the trigger table fires (the window-less streams of TDengine
+    #: before 3.3.7); it has no keyword of its own
+    ROW = "ROW"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from airflow_stream_provider.model.options import Notify, StreamOptions
+from airflow_stream_provider.model.options import LegacyOptions, Notify, StreamOptions
 from airflow_stream_provider.model.time import TimePoint
 from airflow_stream_provider.model.triggers import Trigger
 from airflow_stream_provider.model.types import DataType, Position, SqlExpression, TableName, Value
@@ -19,7 +19,8 @@ class OutputColumn:
 @dataclass(frozen=True)
 class TagDefinition:
     name: str
-    type: DataType
+    #: None: a tag of the existing output supertable, named without its type (TDengine before 3.3.7)
+    type: DataType | None
     expr: SqlExpression
     comment: str | None = None
 
@@ -50,6 +51,8 @@ class CreateStream(Statement):
     columns: tuple[OutputColumn, ...] = ()
     tags: tuple[TagDefinition, ...] = ()
     query: SqlExpression | None = None
+    #: a stream of TDengine's engine before 3.3.7, with that engine's behaviour (None: 3.3.7)
+    legacy: LegacyOptions | None = None
     kind = "CREATE STREAM"
 
     @property
@@ -91,6 +94,7 @@ class StartStream(Statement):
     name: TableName
     if_exists: bool = False
     ignore_untreated: bool = False
+    verb: str = "START"  # RESUME in TDengine before 3.3.7
     kind = "START STREAM"
 
     @property
@@ -102,6 +106,7 @@ class StartStream(Statement):
 class StopStream(Statement):
     name: TableName
     if_exists: bool = False
+    verb: str = "STOP"  # PAUSE in TDengine before 3.3.7
     kind = "STOP STREAM"
 
     @property

@@ -120,4 +120,19 @@ class CountWindow:
         return f"COUNT_WINDOW({', '.join(args)})"
 
 
-Trigger = PeriodTrigger | SlidingTrigger | IntervalWindow | SessionWindow | StateWindow | EventWindow | CountWindow
+@dataclass(frozen=True)
+class RowTrigger:
+    """Every row written to the trigger table fires once, at once: a stream without a window, whose
+    query is evaluated on each row (TDengine before 3.3.7, ``CREATE STREAM ... AS SELECT ts, a * 2
+    FROM t WHERE ...``). An update of a row fires it again; a delete removes its result."""
+
+    keyword = TriggerKind.ROW
+    kind = "row"
+    notify_type = "Row"
+
+    def __str__(self) -> str:
+        return "every row"
+
+
+Trigger = (PeriodTrigger | SlidingTrigger | IntervalWindow | SessionWindow | StateWindow | EventWindow | CountWindow
+           | RowTrigger)

@@ -46,7 +46,7 @@ from airflow_stream_provider.exceptions import StreamDefinitionError
 from airflow_stream_provider.sql.ast import PseudoColumn, StreamPlaceholder, TriggerTable, WindowClause
 from airflow_stream_provider.sql.functions import AGGREGATES
 from airflow_stream_provider.sql.spark import Binding
-from airflow_stream_provider.sql.tdengine.dialect import TDengine
+from airflow_stream_provider.sql.tdengine.dialect import result_name
 from airflow_stream_provider.warehouse.warehouse import Warehouse, delta_table
 from airflow_stream_provider.windows import query as window_query
 
@@ -113,15 +113,6 @@ class _Unbatchable(Exception):
     """The query needs per-trigger evaluation; the message says why."""
 
 
-def output_name(item: exp.Expr) -> str:
-    """The name TDengine gives a result column: its alias, else its text (``avg(col1)``)."""
-    if isinstance(item, exp.Alias):
-        return item.alias
-    if isinstance(item, exp.Column):
-        return item.name
-    return item.sql(dialect=TDengine, normalize_functions=False)
-
-
 def named(tree: exp.Expr) -> exp.Expr:
     """``tree`` with every top-level select item aliased by its TDengine name, so that a bound
     placeholder (a literal) keeps the name it was written with."""
@@ -134,7 +125,7 @@ def named(tree: exp.Expr) -> exp.Expr:
         if isinstance(item, exp.Alias) or _is_star(item):
             items.append(item)
         else:
-            items.append(exp.alias_(item, output_name(item), quoted=True))
+            items.append(exp.alias_(item, result_name(item), quoted=True))
     select.set("expressions", items)
     return tree
 
@@ -451,7 +442,7 @@ def _split(items: list[exp.Expr]) -> tuple[list[exp.Expr], list[exp.Expr]]:
             inner.append(item.copy())
             outer.append(exp.Column(this=exp.Star(), table=exp.to_identifier("__q")))
             continue
-        name = item.alias if isinstance(item, exp.Alias) else output_name(item)
+        name = item.alias if isinstance(item, exp.Alias) else result_name(item)
         body = item.this if isinstance(item, exp.Alias) else item
         if body.find(StreamPlaceholder) is None:
             hidden = f"__c{i}"

@@ -150,10 +150,15 @@ class OutputPlan:
                                         f"{types[1]}", clause="columns")
         columns = tuple(Column(n, t, "ts" if i == 0 else "key" if i == 1 and composite else "metric")
                         for i, (n, t) in enumerate(zip(names, types)))
+        into = stmt.into
         grouped = bool(stmt.partition_by)
         tags: list[Tag] = []
         if grouped and stmt.tags:
-            tags = [Tag(t.name.lower(), t.type, t.expr.tree) for t in stmt.tags]
+            for t in stmt.tags:
+                if t.type is None:
+                    raise StreamDefinitionError(f"TAGS ({t.name}) names a tag of an existing supertable; give its "
+                                                f"type to create {into}: TAGS ({t.name} type)", clause="TAGS")
+            tags = [Tag(t.name.lower(), t.type, t.expr.tree) for t in stmt.tags if t.type is not None]
         elif grouped:
             for col in group_columns:
                 if col.name == TBNAME:
@@ -166,7 +171,6 @@ class OutputPlan:
                 raise StreamDefinitionError(f"tag {tag.name} has the name of an output column; name the tags "
                                             "with TAGS (...) or rename the columns", clause="TAGS")
             taken.add(tag.name)
-        into = stmt.into
         return cls(db=(into.db or db).lower(), name=into.name.lower(), columns=columns,
                    result_names=tuple(f.name for f in fields), tags=tuple(tags),
                    subtable=stmt.output_subtable.tree if stmt.output_subtable else None, grouped=grouped)

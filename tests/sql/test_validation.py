@@ -134,13 +134,22 @@ def test_placeholder_error_points_at_the_placeholder():
     ("CREATE STREAM s FILL_HISTORY 1 INTO o AS SELECT 1 FROM t", "CREATE STREAM", 17, "FILL_HISTORY belongs"),
     ("PAUSE STREAM s", "PAUSE STREAM", 1, "use STOP STREAM"),
     ("RESUME STREAM s", "RESUME STREAM", 1, "use START STREAM"),
+])
+def test_the_3_3_7_parser_rejects_legacy_statements_by_name(text, clause, column, words):
+    with pytest.raises(StreamDefinitionError) as info:
+        parse(text, language="tdengine-3.3.7")
+    assert words in str(info.value)
+    assert (info.value.clause, info.value.line, info.value.column) == (clause, 1, column)
+
+
+@pytest.mark.parametrize(("text", "clause", "column", "words"), [
     # reference 004: IoTDB
     ("CREATE CQ cq1 BEGIN SELECT max(temperature) INTO t_max FROM root.ln.*.* GROUP BY time(10s) END",
      "CREATE CQ", 1, "IoTDB continuous queries (CREATE CQ) are not supported"),
     ("CREATE STATEFUL TRIGGER t1 AFTER INSERT ON root.sg.** AS 'org.Foo'", "CREATE TRIGGER", 1,
      "IoTDB triggers (CREATE TRIGGER) are not supported"),
 ])
-def test_legacy_and_iotdb_statements_are_rejected_by_name(text, clause, column, words):
+def test_iotdb_statements_are_rejected_by_name(text, clause, column, words):
     with pytest.raises(StreamDefinitionError) as info:
         parse(text)
     assert words in str(info.value)

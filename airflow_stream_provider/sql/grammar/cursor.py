@@ -142,11 +142,12 @@ class TokenCursor:
                              syntax=True)
         return first.start, self.toks[self.i - 1].end
 
-    def span_to_end(self, clause: str) -> tuple[Token, int, int]:
-        """First token and span from here to the end of the statement (``;`` at depth 0, or the end)."""
+    def span_to_end(self, clause: str, stop: Callable[[], bool] = lambda: False) -> tuple[Token, int, int]:
+        """First token and span from here to the end of the statement (``;`` at depth 0, or the end),
+        or to the first depth-0 token where ``stop()`` holds."""
         first = self.tok
         depth = 0
-        while not (self.tok.kind is Kind.EOF or (depth == 0 and self.at_op(";"))):
+        while not (self.tok.kind is Kind.EOF or (depth == 0 and (self.at_op(";") or stop()))):
             if self.at_op("("):
                 depth += 1
             elif self.at_op(")"):

@@ -235,6 +235,15 @@ def parse_fragment(text: str, start: int = 0, end: int | None = None, *, clause:
     return resolve_tdengine_nodes(tree)
 
 
+def result_name(item: exp.Expr) -> str:
+    """The name TDengine gives a result column: its alias, else its text (``avg(col1)``)."""
+    if isinstance(item, exp.Alias):
+        return item.alias
+    if isinstance(item, exp.Column):
+        return item.name
+    return item.sql(dialect=TDengine, normalize_functions=False)
+
+
 _TOKEN_REPR = re.compile(r"<Token token_type: TokenType\.(\w+), text: (.*?), line: .*?>")
 
 

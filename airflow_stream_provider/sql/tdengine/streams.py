@@ -15,7 +15,8 @@ from airflow_stream_provider.sql.grammar.lexer import Kind, Token
 from airflow_stream_provider.sql.tdengine.validate import validate_create_stream
 from airflow_stream_provider.sql.tdengine.values import ValueParser
 
-TRIGGER_KEYWORDS = tuple(m.TriggerKind)
+#: the keywords that begin a trigger (a row trigger has none)
+TRIGGER_KEYWORDS = tuple(k for k in m.TriggerKind if k is not m.TriggerKind.ROW)
 STREAM_OPTIONS = (
     "WATERMARK",
     "EXPIRED_TIME",

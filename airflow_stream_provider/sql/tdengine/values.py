@@ -152,8 +152,8 @@ class ValueParser(TokenCursor):
         tree = parse_fragment(self.text, start, end, clause=clause)
         return self.sql_expression(start, end, tree, first)
 
-    def query_to_end(self, clause: str) -> m.SqlExpression:
-        first, start, end = self.span_to_end(clause)
+    def query_to_end(self, clause: str, stop: Callable[[], bool] = lambda: False) -> m.SqlExpression:
+        first, start, end = self.span_to_end(clause, stop)
         tree = parse_fragment(self.text, start, end, clause=clause, query=True)
         return self.sql_expression(start, end, tree, first)
 
