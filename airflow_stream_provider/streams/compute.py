@@ -91,6 +91,9 @@ class Fired:
     group_id: str = "0"
     trigger_id: str = ""
     source: int | None = None  # window triggers: the row of the event table that fired it
+    #: (JSON) the rows the window counts where they differ from the table's, for a stream of
+    #: TDengine's engine before 3.3.7: ``drop`` the table's rows of these ``keys``, ``add`` these rows
+    adjust: str | None = None
 
 
 @dataclass(frozen=True)
@@ -159,6 +162,11 @@ class Compute:
         if not fired:
             raise ValueError("no triggers to compute")
         views: dict[object, str] = {}
+        adjusted = [t for t in fired if t.adjust is not None]
+        if adjusted:  # each of these reads rows of its own: one query per trigger
+            plain = [t for t in fired if t.adjust is None]
+            parts = [self._per_trigger(adjusted, views)] + ([self.frame(plain, batched=batched)] if plain else [])
+            return functools.reduce(DataFrame.unionAll, parts)
         if batched:
             try:
                 return self._batched(fired, views)
@@ -178,7 +186,8 @@ class Compute:
         """
         src = self.source
         assert src is not None
-        key = ("changes", trigger.since_version, trigger.version) if src.changes else ("at", trigger.version, bounds)
+        key = ("changes", trigger.since_version, trigger.version) if src.changes else \
+            ("at", trigger.version, bounds, trigger.adjust)
         if key in views:
             return views[key]
         reader = self.spark.read.format("delta")
@@ -201,6 +210,8 @@ class Compute:
                 df = self._without_skipped(reader.load(src.path), trigger.version)
                 if bounds is not None:
                     df = df.where(F.col(src.ts_column).between(F.lit(bounds[0]), F.lit(bounds[1])))
+        if trigger.adjust is not None:
+            df = self._adjusted(df, json.loads(trigger.adjust))
         if src.subtable is not None:
             df = df.where(F.col("tbname") == src.subtable)
         if src.pre_filter:
@@ -265,6 +276,19 @@ class Compute:
         columns = [rows[name] for name in schema.fieldNames()]
         columns = [c.cast(c.type.value_type) if pa.types.is_dictionary(c.type) else c for c in columns]  # partitions
         return self.spark.createDataFrame(pa.table(columns, names=schema.fieldNames()), schema=schema)
+
+    def _adjusted(self, df: DataFrame, adjust: dict) -> DataFrame:
+        """The rows ``df`` as a window counts them: without the rows of the ``drop`` keys, with the
+        ``add`` rows (values as the detector keeps them: timestamps in microseconds)."""
+        schema = df.schema
+        keys: list[str] = adjust["keys"]
+        if adjust["drop"]:
+            dropped = _local_frame(self.spark, [dict(zip(keys, k)) for k in adjust["drop"]],
+                                   T.StructType([schema[k] for k in keys]))
+            df = df.join(dropped, on=keys, how="left_anti").select(*schema.fieldNames())
+        if adjust["add"]:
+            df = df.unionByName(_local_frame(self.spark, adjust["add"], schema))
+        return df
 
     def _without_skipped(self, df: DataFrame, version: int | None) -> DataFrame:
         """``df`` without the rows last written in the skipped version ranges."""
@@ -410,6 +434,15 @@ class Compute:
         if name in self.group_types:
             return self.group_types[name]
         raise StreamDefinitionError(f"placeholder {name} has no value here")
+
+
+def _local_frame(spark: SparkSession, records: list[dict], schema: T.StructType) -> DataFrame:
+    """Rows (timestamps as microseconds since the epoch) as a DataFrame of ``schema``."""
+    frame = pd.DataFrame(records, columns=schema.fieldNames())
+    for f in schema.fields:
+        if isinstance(f.dataType, (T.TimestampType, T.TimestampNTZType)):
+            frame[f.name] = pd.to_datetime(frame[f.name], unit="us", utc=True)
+    return spark.createDataFrame(frame, schema=schema)
 
 
 def _trigger_column(node: exp.Expr) -> exp.Expr:

@@ -26,7 +26,7 @@ from pyspark.sql import types as T
 from sqlglot import exp
 
 from airflow_stream_provider import model as m
-from airflow_stream_provider.exceptions import StreamDefinitionError
+from airflow_stream_provider.exceptions import StreamDefinitionError, did_you_mean
 from airflow_stream_provider.model import names
 from airflow_stream_provider.warehouse import writer
 from airflow_stream_provider.warehouse.catalog import (
@@ -94,7 +94,11 @@ def storable(name: str) -> str:
 class Tag:
     name: str
     dtype: m.DataType
-    expr: exp.Expr  # over the grouping columns
+    expr: exp.Expr | None  # over the grouping columns; None: the group id
+
+
+#: the tag a legacy stream's output subtables carry when TAGS names none (reference 001: groupId)
+GROUP_ID_TAG = Tag("group_id", m.DataType("BIGINT UNSIGNED"), None)
 
 
 @dataclass(frozen=True)
@@ -108,6 +112,13 @@ class OutputPlan:
     tags: tuple[Tag, ...] = ()
     subtable: exp.Expr | None = None  # OUTPUT_SUBTABLE(expr)
     grouped: bool = False
+    #: for each of ``columns``, the result column it takes (None: NULL); None: each in its order
+    sources: tuple[int | None, ...] | None = None
+    #: a named output subtable ends with ``_<table>_<group id>`` (TDengine before 3.3.7, since 3.2.3.0)
+    subtable_suffix: bool = False
+
+    def source_of(self, i: int) -> int | None:
+        return i if self.sources is None else self.sources[i]
 
     @property
     def qualified(self) -> str:
@@ -174,6 +185,81 @@ class OutputPlan:
         return cls(db=(into.db or db).lower(), name=into.name.lower(), columns=columns,
                    result_names=tuple(f.name for f in fields), tags=tuple(tags),
                    subtable=stmt.output_subtable.tree if stmt.output_subtable else None, grouped=grouped)
+
+    @classmethod
+    def legacy(cls, stmt: m.CreateStream, db: str, schema: T.StructType,
+               existing: TableInfo | None) -> OutputPlan:
+        """The output of a stream of TDengine's engine before 3.3.7 (references 001 and 003): always a
+        supertable, one subtable per group. A new one takes the computation's columns (named by
+        the column list), and its tags from TAGS (the values of the PARTITION BY items of the same
+        name) or one ``group_id`` tag. Into an existing one, the results go by position, or to the
+        columns the list names (the others stay NULL), converted to the column types; TAGS names
+        the tags it fills, or else tags are filled by name from the PARTITION BY items and
+        ``group_id``, and the rest stay NULL."""
+        assert stmt.into is not None
+        fields = [f for f in schema.fields if f.name != "__idx"]
+        if not fields:
+            raise StreamDefinitionError("the computation returns no columns", clause="AS")
+        if existing is None:
+            plan = cls.build(stmt, db, schema, [])
+            if stmt.tags:
+                tags = tuple(Tag(t.name.lower(), t.type, t.expr.tree) for t in stmt.tags if t.type is not None)
+            else:
+                tags = (GROUP_ID_TAG,)
+            taken = {c.name for c in plan.columns}
+            for tag in tags:
+                if tag.name in taken:
+                    raise StreamDefinitionError(f"tag {tag.name} has the name of an output column", clause="TAGS")
+            return cls(db=plan.db, name=plan.name, columns=plan.columns, result_names=plan.result_names, tags=tags,
+                       subtable=plan.subtable, grouped=True, subtable_suffix=True)
+        target = existing.qualified
+        if not existing.is_super:
+            raise WarehouseError(f"output table {target} is a regular table; a stream of TDengine before 3.3.7 "
+                                 "writes into a supertable")
+        columns = existing.data_columns
+        if stmt.columns:
+            names = [c.name.lower() for c in stmt.columns]
+            if len(names) != len(fields):
+                raise StreamDefinitionError(f"the column list names {len(names)} columns of {target}, but the "
+                                            f"computation returns {len(fields)}", clause="columns")
+            have = {c.name for c in columns}
+            for name in names:
+                if name not in have:
+                    raise StreamDefinitionError(f"{target} has no column {name}", clause="columns",
+                                                hint=did_you_mean(name, have))
+            sources = tuple(names.index(c.name) if c.name in names else None for c in columns)
+            if sources[0] is None:
+                raise StreamDefinitionError(f"the column list must name {columns[0].name}, the timestamp of "
+                                            f"{target}", clause="columns")
+        else:
+            if len(columns) != len(fields):
+                raise StreamDefinitionError(
+                    f"{target} has {len(columns)} columns, but the computation returns {len(fields)}: name the "
+                    f"columns it fills, as in INTO {existing.name}({', '.join(c.name for c in columns)})",
+                    clause="INTO")
+            sources = tuple(range(len(columns)))
+        given = {t.name.lower(): t for t in stmt.tags}
+        have_tags = {t.name for t in existing.tags}
+        for name in given:
+            if name not in have_tags:
+                raise StreamDefinitionError(f"{target} has no tag {name}", clause="TAGS",
+                                            hint=did_you_mean(name, have_tags))
+        groups = {k.lower(): k for k in stmt.partition_by}
+        filled: list[Tag] = []
+        for column in existing.tags:
+            if column.name in given:
+                expr: exp.Expr | None = given[column.name].expr.tree
+            elif not given and column.name in groups:
+                expr = exp.column(groups[column.name], quoted=True)
+            elif not given and column.name == GROUP_ID_TAG.name:
+                expr = None
+            else:
+                expr = exp.Null()
+            filled.append(Tag(column.name, column.dtype, expr))
+        return cls(db=existing.db, name=existing.name, columns=columns,
+                   result_names=tuple(f.name for f in fields), tags=tuple(filled),
+                   subtable=stmt.output_subtable.tree if stmt.output_subtable else None, grouped=True,
+                   sources=sources, subtable_suffix=True)
 
     # --- the table ------------------------------------------------------------------------------
 

@@ -27,7 +27,7 @@ from airflow_stream_provider.streams.fire import schedules, windows
 from airflow_stream_provider.streams.routing import RunNotifications, outbox_of
 from airflow_stream_provider.streams.runtime import RunReport, StreamRuntime, StreamStopped, in_database
 from airflow_stream_provider.streams.store import StoredStream, StreamStore
-from airflow_stream_provider.streams.write import compute_all, delete_outputs, table_names
+from airflow_stream_provider.streams.write import compute_all, delete_outputs, retract, table_names
 from airflow_stream_provider.warehouse import Warehouse
 from airflow_stream_provider.warehouse.catalog import Catalog, WarehouseError
 
@@ -112,6 +112,8 @@ def process(runtime: StreamRuntime, stored: StoredStream, fired: list[Fired], ev
     report.triggers = len(fired)
     compute_all(runtime, fired, report, batched=batched, say=say, stored=stored, what=what,
                 on_results=notes.collect if notes is not None else None)
+    if runtime.stmt.legacy is not None and events is not None:
+        retract(runtime, windows.retracted_windows(events), report)
     if notes is not None:
         queue_notifications(runtime, stored, notes, fired, events, report)
 

@@ -52,6 +52,7 @@ class RunReport:
     result_rows: int = 0
     written: int = 0
     discarded: int = 0  # result rows with a NULL first column
+    retracted: int = 0  # results removed: their windows are gone (TDengine before 3.3.7)
     forced: int = 0  # FORCE_OUTPUT rows
     skipped: int = 0  # IGNORE_NODATA_TRIGGER
     deleted_subtables: list[str] = field(default_factory=list)
@@ -66,6 +67,8 @@ class RunReport:
                  f"{self.written} row{'s' if self.written != 1 else ''} written"]
         if self.discarded:
             parts.append(f"{self.discarded} discarded (NULL timestamp)")
+        if self.retracted:
+            parts.append(f"{self.retracted} retracted (window gone)")
         if self.forced:
             parts.append(f"{self.forced} forced (FORCE_OUTPUT)")
         if self.skipped:
@@ -148,7 +151,10 @@ class StreamRuntime:
             subtable=self.found.name if isinstance(self.found, SubTable) else None, pre_filter=pre,
             count_columns=tuple(c.lower() for c in trig.columns) if isinstance(trig, m.CountWindow) else (),
             end_inclusive=not isinstance(trig, (m.IntervalWindow, m.SlidingTrigger)),
-            changes=isinstance(trig, m.PeriodTrigger), skip_versions=self.skip_versions)
+            changes=isinstance(trig, m.PeriodTrigger),
+            # RESUME ... IGNORE UNTREATED (TDengine before 3.3.7): the rows written while paused fire
+            # nothing, but a computation reading the table counts them
+            skip_versions=() if self.stmt.legacy is not None else self.skip_versions)
 
     def table_version(self) -> int | None:
         if self.info is None:
@@ -176,7 +182,14 @@ class StreamRuntime:
         if self._output is None:
             assert self.compute is not None
             schema = self.compute.frame([self.sample()]).schema
-            self._output = out.OutputPlan.build(stmt, self.db, schema, self.group_columns)
+            if stmt.legacy is not None:
+                found = self.warehouse.catalog.lookup(stmt.into, self.db)
+                if found is not None and not isinstance(found, TableInfo):
+                    raise StreamDefinitionError(f"output table {found.qualified} is a subtable; INTO needs a "
+                                                "supertable", clause="INTO")
+                self._output = out.OutputPlan.legacy(stmt, self.db, schema, found)
+            else:
+                self._output = out.OutputPlan.build(stmt, self.db, schema, self.group_columns)
         return self._output
 
     # --- triggers -> values ---------------------------------------------------------------------

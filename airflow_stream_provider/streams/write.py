@@ -3,6 +3,7 @@ FORCE_OUTPUT rows, output subtables and their tags, and DELETE_OUTPUT_TABLE."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 
 import pandas as pd
@@ -86,8 +87,10 @@ def compute_and_write(runtime: StreamRuntime, fired: list[Fired], report: RunRep
         return
     info = plan.ensure_table(runtime.warehouse.catalog)
     by_idx = {f.idx: f for f in fired}
-    names = [c.name for c in plan.columns]
-    data = {n: results.column(i + 1) for i, n in enumerate(names)}
+    data = {}
+    for i, column in enumerate(plan.columns):
+        source = plan.source_of(i)
+        data[column.name] = results.column(source + 1) if source is not None else pa.nulls(results.num_rows)
     if plan.grouped:
         groups = _output_groups(runtime, plan, info, [by_idx[i] for i in sorted(set(results[IDX].to_pylist()))])
         idx = results[IDX].to_pylist()
@@ -130,7 +133,8 @@ def _output_groups(runtime: StreamRuntime, plan: out.OutputPlan, info: TableInfo
     exprs.append(F.expr(spark_expr(plan.subtable)).cast("string").alias("__name") if plan.subtable is not None
                  else F.lit(None).cast("string").alias("__name"))
     for j, tag in enumerate(plan.tags):
-        exprs.append(F.expr(spark_expr(tag.expr)).cast(spark_type(tag.dtype)).alias(f"__tag{j}"))
+        value = F.col("__gid") if tag.expr is None else F.expr(spark_expr(tag.expr))  # None: the group id
+        exprs.append(value.cast(spark_type(tag.dtype)).alias(f"__tag{j}"))
     evaluated: pd.DataFrame = df.select(*exprs).toPandas()
     out_groups: dict[str, tuple[str, list]] = {}
     catalog = runtime.warehouse.catalog
@@ -140,6 +144,8 @@ def _output_groups(runtime: StreamRuntime, plan: out.OutputPlan, info: TableInfo
         if name is None or not str(name).strip():
             raise StreamError(f"stream {runtime.qualified}: OUTPUT_SUBTABLE gave no name for group "
                               f"{seen[gid].group}")
+        if plan.subtable is not None and plan.subtable_suffix:
+            name = f"{name}_{plan.name}_{gid}"
         name = out.subtable_name(str(name))
         tags = [None if pd.isna(v) else (v.to_pydatetime() if isinstance(v, pd.Timestamp) else v) for v in row[2:]]
         catalog.create_subtable(info, name, dict(zip([t.name for t in plan.tags], tags)), if_not_exists=True)
@@ -149,6 +155,24 @@ def _output_groups(runtime: StreamRuntime, plan: out.OutputPlan, info: TableInfo
         if tbname is not None:
             runtime.outputs[name] = tbname
     return out_groups
+
+
+def retract(runtime: StreamRuntime, gone: pd.DataFrame, report: RunReport) -> None:
+    """Remove the results of windows that are gone (a legacy stream's WINDOW_INVALIDATION events
+    with no later event): the row of the window's start in its group's output subtable."""
+    plan = runtime.output()
+    if plan is None or gone.empty:
+        return
+    groups = {str(g): runtime.group_key(runtime.group_values(json.loads(k)))
+              for g, k in zip(gone["group_id"], gone["group_keys"])}
+    names = table_names(runtime, groups)
+    info = plan.ensure_table(runtime.warehouse.catalog)
+    first = plan.columns[0]
+    keys = {first.name: pa.array(pd.to_datetime(gone["window_start"], utc=True)).cast(arrow_type(first.dtype))}
+    if plan.grouped:
+        keys = {TBNAME: pa.array([names[str(g)] for g in gone["group_id"]], pa.string()), **keys}
+    writer.delete_matching(info.path, pa.table(keys))
+    report.retracted += len(gone)
 
 
 def delete_outputs(runtime: StreamRuntime, state: dict, report: RunReport) -> None:

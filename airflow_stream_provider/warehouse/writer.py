@@ -98,6 +98,16 @@ def upsert(path: Path, rows: pa.Table, keys: Sequence[str]) -> Commit:
     return _retrying(path, merge)
 
 
+def delete_matching(path: Path, rows: pa.Table) -> Commit:
+    """Delete the table's rows whose values in ``rows``' columns equal one of ``rows`` (a MERGE on
+    those columns, so no value is written into a predicate's text)."""
+    keys = rows.column_names
+    rows = dedupe_last(rows, keys)
+    predicate = " AND ".join(f"t.{_quote(k)} = s.{_quote(k)}" for k in keys)
+    return _retrying(path, lambda table: table.merge(rows, predicate, source_alias="s", target_alias="t")
+                     .when_matched_delete().execute())
+
+
 def delete_rows(path: Path, predicate: str) -> Commit:
     """Delete the rows matching a SQL ``predicate`` (the kernel's SQL, column names double-quoted)."""
     return _retrying(path, lambda table: table.delete(predicate))

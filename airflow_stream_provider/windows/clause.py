@@ -29,6 +29,37 @@ from airflow_stream_provider.windows.core import WindowSpec, plain
 
 
 @dataclass(frozen=True)
+class LegacyPolicy:
+    """How a stream of TDengine's engine before 3.3.7 treats its rows and emits its windows
+    (:class:`~airflow_stream_provider.model.LegacyOptions` as plain values, times in microseconds).
+
+    :param table_column: the column naming a row's source table, whose latest row decides whether a
+        late row is expired (``tbname`` of a supertable; None: one table).
+    """
+
+    mode: str
+    ignore_expired: bool = True
+    ignore_update: bool = True
+    max_delay: int | None = None
+    recalculate: int | None = None
+    delete_mark: int | None = None
+    table_column: str | None = None
+
+    @classmethod
+    def of(cls, legacy: m.LegacyOptions, table_column: str | None) -> LegacyPolicy:
+        return cls(mode=str(legacy.trigger), ignore_expired=legacy.ignore_expired, ignore_update=legacy.ignore_update,
+                   max_delay=legacy.max_delay.micros if legacy.max_delay else None,
+                   recalculate=legacy.recalculate_every.micros
+                   if legacy.trigger is m.TriggerMode.CONTINUOUS_WINDOW_CLOSE else None,
+                   delete_mark=legacy.delete_mark.micros if legacy.delete_mark else None, table_column=table_column)
+
+    @property
+    def provisional(self) -> bool:
+        """Open windows are written before they close (AT_ONCE, MAX_DELAY)."""
+        return self.mode in (m.TriggerMode.AT_ONCE, m.TriggerMode.MAX_DELAY)
+
+
+@dataclass(frozen=True)
 class TriggerPlan:
     stream: str
     spec: WindowSpec
@@ -52,11 +83,17 @@ class TriggerPlan:
     max_delay: int | None = None
     history: bool = False  # FILL_HISTORY / FILL_HISTORY_FIRST: rows written before the stream count too
     since: int | None = None  # ... from this event time on; earlier rows are never read
+    legacy: LegacyPolicy | None = None  # a stream of TDengine's engine before 3.3.7
 
     @property
     def recalculates(self) -> bool:
         """Late rows and updates recompute closed windows (not under IGNORE_DISORDER; never for COUNT)."""
         return not self.ignore_disorder and self.spec.kind != "count"
+
+    @property
+    def reads_deletes(self) -> bool:
+        """Deletes are read: under DELETE_RECALC, and always by the engine before 3.3.7."""
+        return self.delete_recalc or self.legacy is not None
 
     # --- building ---------------------------------------------------------------------------
 
@@ -111,6 +148,14 @@ class TriggerPlan:
         pre_filter = use(stmt.options.pre_filter, "PRE_FILTER") if stmt.options.pre_filter else None
         if isinstance(trigger, m.SessionWindow):
             real(trigger.ts_column, "SESSION")
+        legacy = None
+        if stmt.legacy is not None:
+            # the rows a legacy stream counts differ from the table's where they were dropped or
+            # rewritten, and the computation reads every column: its rows are kept whole
+            for c in columns:
+                if c != ts_column and c not in keys and c not in reads:
+                    reads.append(c)
+            legacy = LegacyPolicy.of(stmt.legacy, "tbname" if "tbname" in by_lower else None)
         spec = WindowSpec.from_trigger(trigger, stmt.options, start_fields=start_fields, end_fields=end_fields)
         opts = stmt.options
         fill = opts.fill_history
@@ -124,7 +169,7 @@ class TriggerPlan:
             ignore_disorder=opts.ignore_disorder, delete_recalc=opts.delete_recalc,
             expired_time=opts.expired_time.micros if opts.expired_time else None,
             max_delay=opts.max_delay.micros if opts.max_delay else None,
-            history=fill is not None, since=since, **texts,
+            history=fill is not None, since=since, legacy=legacy, **texts,
         )
 
     # --- rows -------------------------------------------------------------------------------
@@ -230,8 +275,11 @@ def plan_trigger(stmt: m.CreateStream, catalog: Catalog, default_db: str | None 
 
 
 def detected_types(stmt: m.CreateStream) -> tuple[str, ...]:
-    """The window events a stream needs: those that compute (EVENT_TYPE), and those it notifies."""
+    """The window events a stream needs: those that compute (EVENT_TYPE), and those it notifies.
+    A legacy stream always needs its closes (its results are final then)."""
     wanted = set(stmt.options.event_types)
+    if stmt.legacy is not None:
+        wanted.add(EventType.WINDOW_CLOSE)
     if stmt.notify is not None:
         wanted |= set(stmt.notify.on) & {EventType.WINDOW_OPEN, EventType.WINDOW_CLOSE}
     return tuple(t for t in (EventType.WINDOW_OPEN, EventType.WINDOW_CLOSE) if t in wanted)

@@ -150,11 +150,12 @@ def _micros(duration: m.Duration, clause: str) -> int:
 
 
 def empty_windows() -> pd.DataFrame:
-    return _frame(np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int64),
+    return window_frame(np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int64),
                   np.empty(0, bool), np.empty(0, bool))
 
 
-def _frame(wstart, wend, rows, closed, opened, **extra) -> pd.DataFrame:
+def window_frame(wstart, wend, rows, closed, opened, **extra) -> pd.DataFrame:
+    """Windows as the scanners return them (:data:`WINDOW_COLUMNS`); the columns not given are empty."""
     n = len(wstart)
     none = np.full(n, None, dtype=object)
     minus = np.full(n, -1, dtype=np.int64)
@@ -317,7 +318,7 @@ def interval_windows(spec: WindowSpec, counts: dict[int, int], before: set[int],
     for k in closed_k.tolist():
         counts.pop(k, None)
     carry = {**carry, "lo": int(close_hi), "counts": {str(k): v for k, v in counts.items()}}
-    return _frame(starts, starts + size, rows_out, closed, opened), carry
+    return window_frame(starts, starts + size, rows_out, closed, opened), carry
 
 
 def _segments(breaks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -338,7 +339,7 @@ def _session(spec: WindowSpec, rows: pd.DataFrame, carry: dict | None, watermark
             final or (watermark is not None and watermark - carry["open"]["last"] > spec.gap)
         ):
             o = carry["open"]
-            out = _frame([o["start"]], [o["last"]], [o["count"]], [True], [False])
+            out = window_frame([o["start"]], [o["last"]], [o["count"]], [True], [False])
             return out, {**carry, "open": None}
         return empty_windows(), carry
     o = (carry or {}).get("open")
@@ -363,7 +364,7 @@ def _session(spec: WindowSpec, rows: pd.DataFrame, carry: dict | None, watermark
     last_open = not final and (watermark is None or watermark - ends[-1] <= spec.gap)
     closed[-1] = not last_open
     new_open = {"start": int(starts[-1]), "last": int(ends[-1]), "count": int(counts[-1])} if last_open else None
-    return _frame(starts, ends, counts, closed, opened), {**(carry or {}), "open": new_open}
+    return window_frame(starts, ends, counts, closed, opened), {**(carry or {}), "open": new_open}
 
 
 def _state(spec: WindowSpec, rows: pd.DataFrame, carry: dict | None, watermark: int | None,
@@ -417,7 +418,7 @@ def _state(spec: WindowSpec, rows: pd.DataFrame, carry: dict | None, watermark: 
     report = ok | was_opened
     if not final:
         report[last] = opened[last]  # an open window is reported once, when it opens
-    out = _frame(starts, ends, counts, closed, opened, prev_state=prev_state, cur_state=win_state,
+    out = window_frame(starts, ends, counts, closed, opened, prev_state=prev_state, cur_state=win_state,
                  next_state=next_state)[report]
     carry.update(open=new_open, prev=win_state[last] if final else carry.get("prev"))
     if not final and n > 1:
@@ -434,7 +435,7 @@ def _close_only(spec: WindowSpec, o: dict, carry: dict) -> pd.DataFrame:
                  "next_state": np.array([None], object)}
     if spec.kind == "event":
         extra = {"open_index": [0], "open_fields": np.array([o["fields"]], object)}
-    return _frame([o["start"]], [o["last"]], [o["count"]], [True], [not o["opened"]], **extra)
+    return window_frame([o["start"]], [o["last"]], [o["count"]], [True], [not o["opened"]], **extra)
 
 
 def _event(spec: WindowSpec, rows: pd.DataFrame, carry: dict | None, watermark: int | None,
@@ -490,7 +491,7 @@ def _event(spec: WindowSpec, rows: pd.DataFrame, carry: dict | None, watermark: 
             add(o["start"], o["last"], o["count"], False, True, o["fields"], None)
     carry["open"] = o
     size = len(out["s"])
-    frame = _frame(out["s"], out["e"], out["c"], out["closed"], out["opened"],
+    frame = window_frame(out["s"], out["e"], out["c"], out["closed"], out["opened"],
                    open_index=np.zeros(size, np.int64),
                    open_fields=np.array(_fields_texts(start_fields, out["of"]), dtype=object),
                    close_index=np.array([1 if c else -1 for c in out["closed"]], np.int64),
@@ -528,7 +529,7 @@ def _count(spec: WindowSpec, rows: pd.DataFrame, carry: dict | None, watermark: 
     opened = np.array([j not in open_before for j in js.tolist()], dtype=bool)
     report = closed | opened
     starts = np.array([starts_of[j] for j in js.tolist()], dtype=np.int64)
-    frame = _frame(starts, ends, counts, closed, opened, ordinal=js)[report]
+    frame = window_frame(starts, ends, counts, closed, opened, ordinal=js)[report]
     carry.update(total=int(total), open=[[int(j), int(starts_of[j])] for j in still_open],
                  last=int(ts[-1]) if len(ts) else last_ts)
     return frame.reset_index(drop=True), carry
@@ -543,11 +544,11 @@ def open_windows(spec: WindowSpec, carry: dict | None) -> pd.DataFrame:
         ks = np.array(sorted(int(k) for k in carry["counts"]), dtype=np.int64)
         starts = ks * spec.sliding + spec.offset
         rows = [carry["counts"][str(k)] for k in ks.tolist()]
-        return _frame(starts, starts + spec.interval, rows, np.zeros(len(ks), bool), np.zeros(len(ks), bool))
+        return window_frame(starts, starts + spec.interval, rows, np.zeros(len(ks), bool), np.zeros(len(ks), bool))
     if spec.kind == "count":
         js = np.array([j for j, _ in carry["open"]], dtype=np.int64)
         rows = np.minimum(js * spec.count_sliding + spec.count, carry["total"]) - js * spec.count_sliding
-        return _frame([s for _, s in carry["open"]], np.full(len(js), carry.get("last") or 0), rows,
+        return window_frame([s for _, s in carry["open"]], np.full(len(js), carry.get("last") or 0), rows,
                       np.zeros(len(js), bool), np.zeros(len(js), bool), ordinal=js)
     o = carry.get("open")
     if not o:
@@ -557,7 +558,7 @@ def open_windows(spec: WindowSpec, carry: dict | None) -> pd.DataFrame:
         extra = {"prev_state": np.array([o["prev"]], object), "cur_state": np.array([o["state"]], object)}
     if spec.kind == "event":
         extra = {"open_index": [0], "open_fields": np.array([o["fields"]], object)}
-    return _frame([o["start"]], [o["last"]], [o["count"]], [False], [False], **extra)
+    return window_frame([o["start"]], [o["last"]], [o["count"]], [False], [False], **extra)
 
 
 _SCANNERS = {"interval": _interval, "session": _session, "state": _state, "event": _event, "count": _count}

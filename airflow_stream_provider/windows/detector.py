@@ -51,7 +51,8 @@ from airflow_stream_provider.windows.events import (
     empty_events,
     event_rows,
 )
-from airflow_stream_provider.windows.late import DATA_CHANGES, recalculate
+from airflow_stream_provider.windows.late import DATA_CHANGES, read_group, recalculate
+from airflow_stream_provider.windows.legacy import LegacyGroup, as_micros
 
 STATE_SCHEMA = "carry string"
 _HISTORY_FILES = 1 << 30  # admit the whole initial snapshot in one micro-batch
@@ -87,7 +88,7 @@ def source(spark: SparkSession, plan: TriggerPlan, options: DetectorOptions) -> 
         if options.max_files_per_trigger:
             reader = reader.option("maxFilesPerTrigger", options.max_files_per_trigger)
     df = reader.load(plan.path)
-    kinds = [*DATA_CHANGES, "update_preimage"] + (["delete"] if plan.delete_recalc else [])
+    kinds = [*DATA_CHANGES, "update_preimage"] + (["delete"] if plan.reads_deletes else [])
     df = df.where(F.col("_change_type").isin(*kinds))
     if not plan.history and options.created_version is not None:
         df = df.where(F.col("_commit_version") > options.created_version)
@@ -106,12 +107,21 @@ def events_stream(df: DataFrame, plan: TriggerPlan, *, timeouts: bool = True) ->
     :param timeouts: fire MAX_DELAY without new rows (processing-time timeouts). Spark then runs a
         micro-batch every trigger interval, so a query that must end (``availableNow``) goes without.
     """
-    timeouts = timeouts and plan.max_delay is not None
+    timeouts = timeouts and waits(plan)
     if plan.ts_column not in plan.keys:  # the step works in microseconds: no timestamp conversion per row
         df = df.withColumn(plan.ts_column, F.unix_micros(F.col(plan.ts_column)))
     grouped = df.groupBy(*plan.keys) if plan.keys else df.withColumn("_all", F.lit(0)).groupBy("_all")
-    return grouped.applyInPandasWithState(_Step(plan, timeouts=timeouts), EVENT_SCHEMA, STATE_SCHEMA, "append",
+    step = _LegacyStep(plan, timeouts=timeouts) if plan.legacy is not None else _Step(plan, timeouts=timeouts)
+    return grouped.applyInPandasWithState(step, EVENT_SCHEMA, STATE_SCHEMA, "append",
                                           "ProcessingTimeTimeout" if timeouts else "NoTimeout")
+
+
+def waits(plan: TriggerPlan) -> bool:
+    """Whether the detector has something to do when no rows come: MAX_DELAY, or a legacy stream's
+    MAX_DELAY and CONTINUOUS_WINDOW_CLOSE recalculation."""
+    legacy = plan.legacy
+    return plan.max_delay is not None or (legacy is not None and (
+        legacy.max_delay is not None or legacy.recalculate is not None))
 
 
 def start(spark: SparkSession, plan: TriggerPlan, options: DetectorOptions, *,
@@ -124,7 +134,7 @@ def start(spark: SparkSession, plan: TriggerPlan, options: DetectorOptions, *,
         there). If it raises, the query fails and the batch is replayed when it starts again;
         its events are not written twice.
     """
-    timeouts = not available_now and plan.max_delay is not None
+    timeouts = not available_now and waits(plan)
     events = events_stream(source(spark, plan, options), plan, timeouts=timeouts)
     app_id = "airflow-stream-detector-" + hashlib.sha1(
         f"{plan.stream}\x1f{Path(options.checkpoint).resolve()}".encode()).hexdigest()[:16]
@@ -186,7 +196,7 @@ def write_events(rows: DataFrame, path: str, app_id: str, batch_id: int) -> int:
     try:
         count = rows.count()
         if count:
-            (rows.write.format("delta").mode("append")
+            (rows.write.format("delta").mode("append").option("mergeSchema", "true")
              .option("delta.dataSkippingStatsColumns", EVENT_STATS_COLUMNS)
              .option("txnAppId", app_id).option("txnVersion", batch_id).save(path))
         return count
@@ -207,7 +217,8 @@ def _commit_arrow(table: pa.Table, path: str, app_id: str, batch_id: int) -> Non
     if done is not None and done >= batch_id:
         return
     events = pa.table([table.column(f.name).cast(f.type) for f in EVENT_ARROW_SCHEMA], schema=EVENT_ARROW_SCHEMA)
-    write_deltalake(target, events, mode="append", configuration=configuration,
+    # event tables made before a column was added take it on their next write
+    write_deltalake(target, events, mode="append", configuration=configuration, schema_mode="merge",
                     commit_properties=CommitProperties(app_transactions=[Transaction(app_id, batch_id)]))
 
 
@@ -297,6 +308,35 @@ class _Step:
         if not fire:
             return empty_events()
         return event_rows(self.plan, keys, empty_windows(), delayed=windows.iloc[fire])
+
+
+class _LegacyStep:
+    """The per-group state function of a stream of TDengine's engine before 3.3.7: its state is
+    :meth:`.legacy.LegacyGroup.state`, its rows are read back from the trigger table by delta-rs."""
+
+    def __init__(self, plan: TriggerPlan, *, timeouts: bool) -> None:
+        self.plan = plan
+        self.timeouts = timeouts
+
+    def __call__(self, key: tuple, chunks: Iterator[pd.DataFrame], state) -> Iterator[pd.DataFrame]:
+        plan = self.plan
+        saved = json.loads(state.get[0]) if state.exists else {}
+        values = tuple(key) if plan.keys else ()
+
+        def read(version: int, lo: int, hi: int) -> pd.DataFrame:
+            return as_micros(read_group(plan, values, version, lo, hi))
+
+        group = LegacyGroup(plan, values, saved, read, now=time.time_ns() // 1000)
+        frames = [] if state.hasTimedOut else [f for f in chunks if len(f)]
+        if frames:
+            group.apply(as_micros(pd.concat(frames, ignore_index=True)))
+        group.emit()
+        state.update((json.dumps(group.state(), default=_json_default),))
+        timeout = group.next_timeout() if self.timeouts else None
+        if timeout is not None:
+            state.setTimeoutDuration(max(1, timeout // 1000))
+        events = group.all_events()
+        yield events[list(EVENT_COLUMNS)] if events is not None else empty_events()
 
 
 def _merge(plan: TriggerPlan, pending: pd.DataFrame | None, changes: pd.DataFrame) -> pd.DataFrame:

@@ -32,10 +32,15 @@ EVENT_FIELDS = (
     ("next_state", "string"),
     ("condition_index", "int"),
     ("field_values", "string"),
+    # the trigger table's version the window was decided at, and (JSON) the rows the window counts
+    # where they differ from the table's: written for streams of TDengine's engine before 3.3.7
+    ("table_version", "bigint"),
+    ("adjust", "string"),
 )
 EVENT_SCHEMA = ", ".join(f"{name} {kind}" for name, kind in EVENT_FIELDS)
 EVENT_COLUMNS = tuple(name for name, _ in EVENT_FIELDS)
-_ORDER = {EventType.WINDOW_OPEN: 0, EventType.MAX_DELAY: 1, EventType.WINDOW_INVALIDATION: 2, EventType.WINDOW_CLOSE: 3}
+_ORDER = {EventType.WINDOW_OPEN: 0, EventType.MAX_DELAY: 1, EventType.WINDOW_UPDATE: 1,
+          EventType.WINDOW_INVALIDATION: 2, EventType.WINDOW_CLOSE: 3}
 
 
 def _json(values: np.ndarray) -> np.ndarray:
@@ -57,25 +62,27 @@ NAT_MICROS = np.iinfo(np.int64).min
 
 
 def event_rows(plan, keys: dict, windows: pd.DataFrame, *, invalidate: pd.DataFrame | None = None,
-               delayed: pd.DataFrame | None = None) -> pd.DataFrame:
+               delayed: pd.DataFrame | None = None, updated: pd.DataFrame | None = None) -> pd.DataFrame:
     """Events of one group from the windows a scan reported (see :mod:`.core`).
 
     :param invalidate: windows reported earlier that are no longer valid; each gets a
         ``WINDOW_INVALIDATION`` with its old start and end.
     :param delayed: open windows due for a ``MAX_DELAY`` trigger, as they stand.
+    :param updated: open windows whose rows changed, as they stand (``WINDOW_UPDATE``).
     """
-    return _events(plan, [keys], windows, None, invalidate, delayed)
+    return _events(plan, [keys], windows, None, invalidate, delayed, updated)
 
 
 def groups_event_rows(plan, keys: list[dict], windows: pd.DataFrame, group: np.ndarray) -> pd.DataFrame:
     """Events of many groups at once (batch mode): ``windows`` holds the windows of every group,
     ``group`` the index in ``keys`` of each window's group. The same events as
     :func:`event_rows` group by group, in one pass."""
-    return _events(plan, keys, windows, np.asarray(group, np.int64), None, None)
+    return _events(plan, keys, windows, np.asarray(group, np.int64), None, None, None)
 
 
 def _events(plan, keys: list[dict], windows: pd.DataFrame, group: np.ndarray | None,
-            invalidate: pd.DataFrame | None, delayed: pd.DataFrame | None) -> pd.DataFrame:
+            invalidate: pd.DataFrame | None, delayed: pd.DataFrame | None,
+            updated: pd.DataFrame | None) -> pd.DataFrame:
     parts = []
     wanted = set(plan.event_types)
     if EventType.WINDOW_OPEN in wanted:
@@ -83,6 +90,8 @@ def _events(plan, keys: list[dict], windows: pd.DataFrame, group: np.ndarray | N
         parts.append(_part(plan, windows[opened], EventType.WINDOW_OPEN, None if group is None else group[opened]))
     if delayed is not None and len(delayed):
         parts.append(_part(plan, delayed, EventType.MAX_DELAY, None))
+    if updated is not None and len(updated):
+        parts.append(_part(plan, updated, EventType.WINDOW_UPDATE, None))
     if invalidate is not None and len(invalidate):
         parts.append(_part(plan, invalidate, EventType.WINDOW_INVALIDATION, None))
     if EventType.WINDOW_CLOSE in wanted:
@@ -122,6 +131,8 @@ def _events(plan, keys: list[dict], windows: pd.DataFrame, group: np.ndarray | N
         "next_state": cols["next_state"],
         "condition_index": pd.arrays.IntegerArray(cols["condition_index"], cols["_no_condition"]),
         "field_values": cols["field_values"],
+        "table_version": pd.array([None] * n, dtype="Int64"),
+        "adjust": np.full(n, None, dtype=object),
     }, columns=list(EVENT_COLUMNS))
 
 
@@ -130,7 +141,8 @@ def _part(plan, w: pd.DataFrame, kind: EventType, group: np.ndarray | None) -> d
     and row count are not known yet; ``_no_condition``: no trigger condition)."""
     n = len(w)
     is_open = kind == EventType.WINDOW_OPEN
-    as_open = kind in (EventType.WINDOW_OPEN, EventType.MAX_DELAY)  # states and conditions as when the window opened
+    # states and conditions as when the window opened
+    as_open = kind in (EventType.WINDOW_OPEN, EventType.MAX_DELAY, EventType.WINDOW_UPDATE)
     state = plan.spec.kind == "state"
     condition = plan.spec.kind == "event" and kind != EventType.WINDOW_INVALIDATION
     none = np.full(n, None, dtype=object)

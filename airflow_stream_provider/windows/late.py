@@ -13,6 +13,7 @@ the safe point up to the decided time; windows that differ become ``WINDOW_INVAL
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,6 +40,7 @@ class Recalculation:
     windows: pd.DataFrame  # windows to report now: recomputed closes, newly opened windows
     carry: dict | None  # the group's carry at the decided time, with the changes applied
     start: int  # the safe point the rescan started from
+    old: pd.DataFrame | None = None  # the windows of the rows as they were, from the safe point
 
 
 def read_group(plan: TriggerPlan, key_values: tuple, version: int, lo: int, hi: int) -> pd.DataFrame:
@@ -87,18 +89,28 @@ def _without(rows: pd.DataFrame, keys: pd.DataFrame, row_key: tuple[str, ...]) -
     return rows[~pd.MultiIndex.from_frame(rows[list(row_key)].astype(object)).isin(gone)]
 
 
+#: reads a group's raw rows ``lo <= ts <= hi`` (microseconds) at a table version
+Reader = Callable[[int, int, int], pd.DataFrame]
+
+
 def safe_point(plan: TriggerPlan, key_values: tuple, version: int, earliest: int,
-               first_ts: int | None) -> tuple[int, dict | None]:
+               first_ts: int | None, read: Reader | None = None) -> tuple[int, dict | None]:
     """A time at or before ``earliest`` from which a scan with the returned carry decides the same
-    windows as a scan of the group's whole history."""
+    windows as a scan of the group's whole history.
+
+    :param read: how the group's rows are read (default: the trigger table, by :func:`read_group`).
+    """
     spec = plan.spec
     if spec.kind == "interval":
         k0 = (earliest - spec.offset - spec.interval) // spec.sliding + 1
         return k0 * spec.sliding + spec.offset, {"lo": int(k0), "counts": {}}
+    if read is None:
+        def read(at: int, lo: int, hi: int) -> pd.DataFrame:
+            return read_group(plan, key_values, at, lo, hi)
     span = max(_LOOKBACK, 2 * spec.gap)
     while True:
         lo = earliest - span
-        rows = plan.prepare(read_group(plan, key_values, version, lo, earliest - 1))
+        rows = plan.prepare(read(version, lo, earliest - 1))
         found = _break(spec.kind, spec.gap, rows)
         if found is not None:
             return found
@@ -127,7 +139,7 @@ def _break(kind: str, gap: int, rows: pd.DataFrame) -> tuple[int, dict | None] |
         last_at_ts = np.append(ts[1:] > ts[:-1], True)
         ends = np.flatnonzero(rows["_end"].fillna(False).to_numpy(bool) & last_at_ts)
         return (int(ts[ends[-1]]) + 1, {"open": None}) if len(ends) else None
-    raise ValueError(f"{kind} windows are not recalculated")
+    return None  # COUNT_WINDOW: windows are counted from the group's first row
 
 
 def recalculate(plan: TriggerPlan, key_values: tuple, changes: pd.DataFrame, *, version: int, decided: int,
@@ -135,12 +147,23 @@ def recalculate(plan: TriggerPlan, key_values: tuple, changes: pd.DataFrame, *, 
     """Rescan a group whose decided windows ``changes`` (late change-feed rows, all at or before
     ``decided``, timestamps in microseconds) may alter. The table is read at ``version``, which
     holds all of them."""
-    spec = plan.spec
     earliest = int(micros(changes[plan.ts_column]).min())
     start, carry = safe_point(plan, key_values, version, earliest, first_ts)
     now_raw = read_group(plan, key_values, version, start, decided)
     keys, before = first_values(plan, changes)
     then_raw = pd.concat([_without(now_raw, keys, plan.row_key), before], ignore_index=True)
+    return rescan(plan, then_raw, now_raw, start=start, carry=carry, decided=decided, first_ts=first_ts,
+                  earliest=earliest, touched=micros(changes[plan.ts_column]))
+
+
+def rescan(plan: TriggerPlan, then_raw: pd.DataFrame, now_raw: pd.DataFrame, *, start: int, carry: dict | None,
+           decided: int, first_ts: int | None, earliest: int, touched: np.ndarray) -> Recalculation:
+    """Scan a group's rows from a safe point (``start``, with ``carry``) up to ``decided``, as they
+    were (``then_raw``) and as they are (``now_raw``), and say which windows changed.
+
+    :param earliest: the earliest changed time; ``touched``: every changed time.
+    """
+    spec = plan.spec
     old_carry = carry
     if spec.kind == "interval" and first_ts is None:
         # no row was scanned yet (the group's first rows were still waiting for the watermark):
@@ -154,9 +177,8 @@ def recalculate(plan: TriggerPlan, key_values: tuple, changes: pd.DataFrame, *, 
     then_rows, now_rows = plan.prepare(then_raw), plan.prepare(now_raw)
     old, _ = scan(spec, then_rows, old_carry, watermark=decided)
     new, new_carry = scan(spec, now_rows, carry, watermark=decided)
-    touched = micros(changes[plan.ts_column])
     invalidate, report = changed(old, new, touched, end_inclusive=spec.kind != "interval")
-    return Recalculation(invalidate=invalidate, windows=report, carry=new_carry, start=start)
+    return Recalculation(invalidate=invalidate, windows=report, carry=new_carry, start=start, old=old)
 
 
 def changed(old: pd.DataFrame, new: pd.DataFrame, touched: np.ndarray | None = None, *,

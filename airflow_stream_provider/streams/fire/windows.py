@@ -11,6 +11,7 @@ import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import StreamError
 from airflow_stream_provider.model.events import EventType
 from airflow_stream_provider.streams.compute import TROWS_FROM, TROWS_TO, Fired
@@ -112,23 +113,47 @@ def detector_options(stored: StoredStream, state: dict) -> detector.DetectorOpti
 
 def fired_windows(runtime: StreamRuntime, events: pd.DataFrame, version: int | None) -> list[Fired]:
     """The events that run the computation as fired triggers: those of EVENT_TYPE, and MAX_DELAY
-    (an invalidation is followed by the recomputed close). ``Fired.source`` is the event's row."""
+    (an invalidation is followed by the recomputed close). ``Fired.source`` is the event's row.
+
+    A legacy stream computes each window once per run, as its latest event has it, at the table
+    version that event was decided at and with the rows it counts (``adjust``); its ``_wend`` of a
+    session is the last row plus the gap (reference 003)."""
+    legacy = runtime.stmt.legacy is not None
     computed = (*runtime.stmt.options.event_types, EventType.MAX_DELAY)
+    if legacy:
+        events = events.drop_duplicates("trigger_id", keep="last")
+        computed += (EventType.WINDOW_CLOSE, EventType.WINDOW_UPDATE)
     events = events[events["event_type"].isin(computed)]
     unit = 1000 if runtime.precision == "ms" else 1  # microseconds per unit of the precision
+    trigger = runtime.stmt.trigger
+    gap = trigger.gap.to_timedelta() if legacy and isinstance(trigger, m.SessionWindow) else None
     fired = []
     for i, (pos, ev) in enumerate(zip(events.index, events.itertuples(index=False))):
         start = ev.window_start.to_pydatetime()
         end = None if pd.isna(ev.window_end) else ev.window_end.to_pydatetime()
+        if gap is not None and end is not None:
+            end += gap
         group = runtime.group_values(json.loads(ev.group_keys))
         values = {"_twstart": start, "_twend": end, "_tgrpid": int(ev.group_id),
                   "_twduration": None if end is None else (epoch_micros(end) - epoch_micros(start)) // unit,
                   "_twrownum": None if pd.isna(ev.row_count) else int(ev.row_count),
                   "_tlocaltime": nanos(ev.event_time.to_pydatetime()),
                   TROWS_FROM: start, TROWS_TO: end, **group}
-        fired.append(Fired(i, values, version=version, group=runtime.group_key(group),
-                           group_id=str(ev.group_id), trigger_id=ev.trigger_id, source=int(pos)))
+        decided_at = getattr(ev, "table_version", None) if legacy else None
+        adjust = getattr(ev, "adjust", None) if legacy else None
+        fired.append(Fired(i, values, version=version if decided_at is None or pd.isna(decided_at) else int(decided_at),
+                           group=runtime.group_key(group), group_id=str(ev.group_id), trigger_id=ev.trigger_id,
+                           source=int(pos), adjust=adjust if isinstance(adjust, str) else None))
     return fired
+
+
+def retracted_windows(events: pd.DataFrame) -> pd.DataFrame:
+    """The windows whose latest event is a WINDOW_INVALIDATION: gone, so their results are removed
+    (legacy streams)."""
+    if events.empty:
+        return events
+    latest = events.drop_duplicates("trigger_id", keep="last")
+    return latest[latest["event_type"] == EventType.WINDOW_INVALIDATION]
 
 
 def windows_in_range(runtime: StreamRuntime, rows: DataFrame, start: datetime, end: datetime,
