@@ -91,6 +91,47 @@ def _cast(node: exp.Cast, precision: str) -> exp.Expr:
     return node
 
 
+_COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)
+
+
+def _epoch(node: exp.Expr, precision: str) -> exp.Expr:
+    fn = "TIMESTAMP_MILLIS" if precision == "ms" else "TIMESTAMP_MICROS"
+    return exp.Anonymous(this=fn, expressions=[exp.Cast(this=node.copy(), to=exp.DataType.build("BIGINT"))])
+
+
+def _whole(node: exp.Expr) -> bool:
+    """A whole number written in the query (``1648791213000``, ``-5``)."""
+    if isinstance(node, exp.Neg):
+        node = node.this
+    return isinstance(node, exp.Literal) and not node.is_string and node.this.isdigit()
+
+
+def epoch_comparisons(tree: exp.Expr, timestamp_column: str | None, precision: str) -> exp.Expr:
+    """``ts >= 1648791213000`` (also BETWEEN and IN): TDengine reads a number compared with the
+    timestamp column as epoch time in the database precision, where Spark would read seconds."""
+    def is_timestamp(node: exp.Expr) -> bool:
+        if isinstance(node, PseudoColumn):
+            return node.name in ("_c0", "_rowts")
+        return isinstance(node, exp.Column) and timestamp_column is not None and \
+            node.name.lower() == timestamp_column.lower()
+
+    def convert(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, _COMPARISONS):
+            if is_timestamp(node.this) and _whole(node.expression):
+                node.set("expression", _epoch(node.expression, precision))
+            elif is_timestamp(node.expression) and _whole(node.this):
+                node.set("this", _epoch(node.this, precision))
+        elif isinstance(node, exp.Between) and is_timestamp(node.this):
+            for bound in ("low", "high"):
+                if _whole(node.args[bound]):
+                    node.set(bound, _epoch(node.args[bound], precision))
+        elif isinstance(node, exp.In) and is_timestamp(node.this):
+            node.set("expressions", [_epoch(e, precision) if _whole(e) else e for e in node.expressions])
+        return node
+
+    return tree.transform(convert)
+
+
 def to_spark(
     tree: exp.Expr,
     *,
@@ -149,6 +190,7 @@ def to_spark(
     # A replaced node's children are not visited again, so each rewrite gets its own pass: functions
     # first (their templates hold `_c0`), then TDengine nodes, then casts over the bound literals.
     spark_tree = tree.copy().transform(lambda n: translate_call(n) if isinstance(n, exp.Anonymous) else n)
+    spark_tree = epoch_comparisons(spark_tree, timestamp_column, precision)
     spark_tree = spark_tree.transform(convert)
     spark_tree = spark_tree.transform(lambda n: _cast(n, precision) if isinstance(n, exp.Cast) else n)
     return spark_tree.sql(dialect="spark")

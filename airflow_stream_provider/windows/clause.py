@@ -177,11 +177,10 @@ class TriggerPlan:
     @property
     def columns(self) -> tuple[str, ...]:
         """The trigger-table columns to read: timestamp, keys, then what the expressions use."""
-        out = [self.ts_column, *self.keys]
-        out += [c for c in (*self.reads, *self.row_key) if c not in out]
-        if self.subtable and "tbname" not in out:
+        out = [self.ts_column, *self.keys, *self.reads, *self.row_key]
+        if self.subtable:
             out.append("tbname")
-        return tuple(out)
+        return tuple(dict.fromkeys(out))
 
     @functools.cached_property
     def _trees(self) -> dict[str, exp.Expr]:
