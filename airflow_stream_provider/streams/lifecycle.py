@@ -19,13 +19,15 @@ from datetime import UTC, datetime, timedelta
 
 from airflow_stream_provider import model as m
 from airflow_stream_provider.airflow_api import AirflowApi, AirflowApiError
-from airflow_stream_provider.exceptions import StreamError
+from airflow_stream_provider.exceptions import StreamDefinitionError, StreamError
 from airflow_stream_provider.plan.ids import stream_dag_ids
+from airflow_stream_provider.sql.functions import position_in
 from airflow_stream_provider.streams.probes import progress_time
 from airflow_stream_provider.streams.recalculate import recalculate
 from airflow_stream_provider.streams.runtime import StreamRuntime
 from airflow_stream_provider.streams.store import StoredStream, StreamStore
 from airflow_stream_provider.warehouse import Result, Warehouse, WarehouseError
+from airflow_stream_provider.warehouse.catalog import TableInfo
 
 
 def create(warehouse: Warehouse, stmt: m.CreateStream, store: StreamStore | None = None) -> Result:
@@ -42,6 +44,8 @@ def create(warehouse: Warehouse, stmt: m.CreateStream, store: StreamStore | None
     if stmt.query is not None:
         warehouse.check_path_tables(stmt.query.tree)
     runtime = StreamRuntime(warehouse, stmt, db)
+    if stmt.legacy is not None:
+        _check_legacy(runtime, store)
     plan = runtime.output()
     target = ""
     if plan is not None:
@@ -54,6 +58,29 @@ def create(warehouse: Warehouse, stmt: m.CreateStream, store: StreamStore | None
     store.create(db, stmt, stmt.text, state)
     trigger = f" on {runtime.found.qualified}" if runtime.found is not None else ""
     return Result(stmt, f"created stream {db}.{name}: {stmt.trigger}{trigger}{target}")
+
+
+def _check_legacy(runtime: StreamRuntime, store: StreamStore) -> None:
+    """The rules of TDengine's engine before 3.3.7 that need the warehouse (reference 003): state,
+    event and count windows over a supertable need PARTITION BY tbname, and two streams cannot
+    write into one output table (reference 001)."""
+    stmt = runtime.stmt
+    found, trigger = runtime.found, stmt.trigger
+    grouped_by_table = "tbname" in (k.lower() for k in stmt.partition_by)
+    if isinstance(trigger, (m.StateWindow, m.EventWindow, m.CountWindow)) and isinstance(found, TableInfo) \
+            and found.is_super and not grouped_by_table:
+        line, column = position_in(trigger.keyword, stmt.text, stmt.position)
+        raise StreamDefinitionError(f"{trigger.keyword} over the supertable {found.qualified} needs PARTITION BY "
+                                    "tbname: its windows are per subtable", line=line, column=column,
+                                    clause=str(trigger.keyword))
+    if stmt.into is None:
+        return
+    target = stmt.into.key(runtime.db)
+    for db, name in store.names():
+        other = store.get(db, name).statement
+        if other.into is not None and other.into.key(db) == target:
+            raise StreamDefinitionError(f"stream {db}.{name} writes into {stmt.into} already; a stream of TDengine "
+                                        "before 3.3.7 needs an output table of its own", clause="INTO")
 
 
 def _refuse_dag_id_clash(store: StreamStore, db: str, name: str) -> None:

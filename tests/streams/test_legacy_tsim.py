@@ -261,3 +261,300 @@ def test_delete_interval_recomputes_and_removes_emptied_windows(wh):
                         insert into t1 values(1648791233008,3,3,3,3.0); insert into t1 values(1648791233009,4,4,4,4.0);
                         delete from t1 where ts >= 1648791213001 and ts <= 1648791233005""", "streams0")
     assert rows(wh, query) == [(1, 1), (2, 4)]
+
+
+def test_delete_interval_on_a_supertable_into_another_database(wh):
+    """deleteInterval.sim step 2: a supertable without PARTITION BY, the output in another database."""
+    sql(wh, """create database test2; create database test; use test2;
+               create stable st(ts timestamp, a int, b int, c int, d double) tags(ta int,tb int,tc int);
+               create table t1 using st tags(1,1,1); create table t2 using st tags(2,2,2);
+               create stream streams2 trigger at_once IGNORE EXPIRED 0 IGNORE UPDATE 0 into test.streamt2 as
+                 select _wstart c1, count(*) c2, max(a) c3 from st interval(10s)""")
+    query = "select c2, c3 from test.streamt2 order by c1, c2, c3"
+    step(wh, "test2", "insert into t1 values(1648791213000,NULL,NULL,NULL,NULL); "
+                      "insert into t2 values(1648791213000,NULL,NULL,NULL,NULL)", "streams2")
+    assert len(rows(wh, query)) == 1
+    step(wh, "test2", "delete from t1 where ts = 1648791213000", "streams2")
+    assert rows(wh, query) == [(1, None)]
+    inserts = ";".join(f"insert into {t} values({ts},{a},2,3,1.0)" for t in ("t1", "t2")
+                       for ts, a in ((1648791223000, 1), (1648791223001, 1), (1648791223002, 3), (1648791223003, 3)))
+    step(wh, "test2", inserts + "; delete from t2 where ts >= 1648791223000 and ts <= 1648791223001", "streams2")
+    assert rows(wh, query) == [(1, None), (6, 3)]
+    step(wh, "test2", "delete from st where ts >= 1648791223000 and ts <= 1648791223003", "streams2")
+    assert rows(wh, query) == [(1, None)]
+    inserts = ";".join(f"insert into {t} values({ts},{a},2,3,1.0)" for t in ("t1", "t2")
+                       for ts, a in ((1648791213004, 3), (1648791213005, 3), (1648791213006, 3), (1648791223004, 1)))
+    step(wh, "test2", inserts + "; delete from t2 where ts >= 1648791213004 and ts <= 1648791213006", "streams2")
+    assert rows(wh, query) == [(4, 3), (2, 1)]
+    inserts = ";".join(f"insert into {t} values({ts},{a},2,3,1.0)" for t, ts, a in (
+        ("t1", 1648791223005, 1), ("t1", 1648791223006, 1), ("t2", 1648791223005, 1), ("t2", 1648791223006, 1),
+        ("t1", 1648791233005, 4), ("t1", 1648791233006, 2), ("t2", 1648791233005, 5), ("t2", 1648791233006, 3)))
+    step(wh, "test2", inserts + "; delete from st where ts >= 1648791213001 and ts <= 1648791233005", "streams2")
+    assert rows(wh, query) == [(1, None), (2, 3)]
+
+
+def test_delete_whole_tables_of_a_supertable(wh):
+    """deleteInterval.sim step 3: deleting every row of one subtable, then of the supertable."""
+    sql(wh, """create database test3; create database test; use test3;
+               create stable st(ts timestamp, a int, b int, c int, d double) tags(ta int,tb int,tc int);
+               create table t1 using st tags(1,1,1); create table t2 using st tags(2,2,2);
+               create stream streams3 trigger at_once IGNORE EXPIRED 0 IGNORE UPDATE 0 into test.streamt3 as
+                 select _wstart c1, count(*) c2, max(a) c3 from st interval(10s)""")
+    step(wh, "test3", "insert into t1 values(1648791213000,NULL,NULL,NULL,NULL); "
+                      "insert into t2 values(1648791213000,NULL,NULL,NULL,NULL); delete from t1", "streams3")
+    assert len(rows(wh, "select * from test.streamt3")) == 1
+    step(wh, "test3", "delete from t1 where ts > 100", "streams3")
+    assert len(rows(wh, "select * from test.streamt3")) == 1
+    step(wh, "test3", "delete from st", "streams3")
+    assert rows(wh, "select * from test.streamt3") == []
+
+
+def test_session0_nulls_and_a_bridging_row_merging_sessions(wh):
+    """session0.sim steps 1 and 2: NULL rows count in count(*) only; rows and updates that bridge
+    the gap merge two sessions into one, whose old result goes."""
+    sql(wh, """create database test; use test;
+               create table t1(ts timestamp, a int, b int , c int, d double,id int);
+               create stream streams1 trigger at_once IGNORE EXPIRED 0 IGNORE UPDATE 0 into streamt as
+                 select _wstart, count(*) c1, sum(a), max(a), min(d), stddev(a), last(a), first(d), max(id) s
+                 from t1 session(ts,10s)""")
+    step(wh, "test", """insert into t1 values(1648791213000,NULL,NULL,NULL,NULL,1);
+                        insert into t1 values(1648791223001,10,2,3,1.1,2);
+                        insert into t1 values(1648791233002,3,2,3,2.1,3);
+                        insert into t1 values(1648791243003,NULL,NULL,NULL,NULL,4);
+                        insert into t1 values(1648791213002,NULL,NULL,NULL,NULL,5) (1648791233012,NULL,NULL,NULL,NULL,6)""",
+         "streams1")
+    found = rows(wh, "select c1, sum_a, max_a, min_d, stddev_a, last_a, first_d, s from streamt order by s desc")
+    assert found[:2] == [(3, 3, 3, 2.1, 0.0, 3, 2.1, 6), (3, 10, 10, 1.1, 0.0, 10, 1.1, 5)]
+    step(wh, "test", """insert into t1 values(1648791213000,1,2,3,1.0,7); insert into t1 values(1648791223001,2,2,3,1.1,8);
+                        insert into t1 values(1648791233002,3,2,3,2.1,9); insert into t1 values(1648791243003,4,2,3,3.1,10);
+                        insert into t1 values(1648791213002,4,2,3,4.1,11);
+                        insert into t1 values(1648791213002,4,2,3,4.1,12) (1648791223009,4,2,3,4.1,13)""", "streams1")
+    found = rows(wh, "select c1, sum_a, max_a, min_d, stddev_a, last_a, first_d, s from streamt order by s desc")
+    assert len(found) == 1
+    c1, total, top, low, dev, last, first, s = found[0]
+    assert (c1, total, top, low, last, first, s) == (7, 18, 4, 1.0, 4, 1.0, 13)
+    assert dev == pytest.approx(1.154700538, abs=1e-8)
+
+
+def test_session1_gap_equal_to_the_tolerance_stays_in_the_session(wh):
+    """session1.sim steps 1 to 4: rows exactly 10 s apart share a session, 10.001 s do not;
+    out-of-order rows and rewrites merge, split and rebuild sessions."""
+    sql(wh, """create database test; use test;
+               create table t1(ts timestamp, a int, b int , c int, d double,id int);
+               create stream streams2 trigger at_once IGNORE EXPIRED 0 IGNORE UPDATE 0 into streamt as
+                 select _wstart, count(*) c1, sum(a), min(b), max(id) s from t1 session(ts,10s)""")
+    query = "select c1, sum_a, min_b, s from streamt order by s desc"
+    step(wh, "test", """insert into t1 values(1648791210000,1,1,1,1.1,1); insert into t1 values(1648791220000,2,2,2,2.1,2);
+                        insert into t1 values(1648791230000,3,3,3,3.1,3); insert into t1 values(1648791240000,4,4,4,4.1,4)""",
+         "streams2")
+    assert rows(wh, query) == [(4, 10, 1, 4)]
+    step(wh, "test", """insert into t1 values(1648791250005,5,5,5,5.1,5); insert into t1 values(1648791260006,6,6,6,6.1,6);
+                        insert into t1 values(1648791270007,7,7,7,7.1,7);
+                        insert into t1 values(1648791240005,5,5,5,5.1,8) (1648791250006,6,6,6,6.1,9)""", "streams2")
+    assert rows(wh, query) == [(8, 32, 1, 9), (1, 7, 7, 7)]
+    step(wh, "test", """insert into t1 values(1648791280008,7,7,7,7.1,10) (1648791300009,8,8,8,8.1,11);
+                        insert into t1 values(1648791260007,7,7,7,7.1,12) (1648791290008,7,7,7,7.1,13)
+                                             (1648791290009,8,8,8,8.1,14);
+                        insert into t1 values(1648791500000,7,7,7,7.1,15) (1648791520000,8,8,8,8.1,16)
+                                             (1648791540000,8,8,8,8.1,17);
+                        insert into t1 values(1648791530000,8,8,8,8.1,18);
+                        insert into t1 values(1648791220000,10,10,10,10.1,19) (1648791290008,2,2,2,2.1,20)
+                                             (1648791540000,17,17,17,17.1,21) (1648791500001,22,22,22,22.1,22)""",
+         "streams2")
+    assert rows(wh, query)[:4] == [(2, 29, 7, 22), (3, 33, 8, 21), (4, 25, 2, 20), (10, 54, 1, 19)]
+    step(wh, "test", "insert into t1 values(1648791000000,1,1,1,1.1,23)", "streams2")
+    assert rows(wh, query)[0][0] == 1
+
+
+def test_state0_splits_and_merges_by_out_of_order_rows_and_updates(wh):
+    """state0.sim step 1: a row of another state inserted between rows of one state splits its
+    window; updates of the middle rows split and merge windows, each with its exact aggregates."""
+    sql(wh, """create database test; use test;
+               create table t1(ts timestamp, a int, b int , c int, d double, id int);
+               create stream streams1 trigger at_once IGNORE EXPIRED 0 IGNORE UPDATE 0 into streamt1 as
+                 select _wstart, count(*) c1, count(d) c2 , sum(a) c3 , max(a) c4, min(c) c5, max(id) c
+                 from t1 state_window(a)""")
+    columns = "c1, c2, c3, c4, c5, c"
+    step(wh, "test", "insert into t1 values(1648791213000,1,2,3,1.0,1); "
+                     "insert into t1 values(1648791213000,1,2,3,1.0,2)", "streams1")
+    assert len(rows(wh, "select * from streamt1")) == 1
+    step(wh, "test", "insert into t1 values(1648791214000,1,2,3,1.0,3)", "streams1")
+    assert len(rows(wh, "select * from streamt1")) == 1
+    step(wh, "test", """insert into t1 values(1648791213010,2,2,3,1.0,4); insert into t1 values(1648791213000,1,2,3,1.0,5);
+                        insert into t1 values(1648791214000,1,2,3,1.0,6)""", "streams1")
+    assert rows(wh, f"select {columns} from streamt1 where c >= 4 order by `_wstart`") == [
+        (1, 1, 1, 1, 3, 5), (1, 1, 2, 2, 3, 4), (1, 1, 1, 1, 3, 6)]
+    step(wh, "test", "insert into t1 values(1648791213011,1,2,3,1.0,7)", "streams1")
+    assert rows(wh, f"select {columns} from streamt1 where c in (5,4,7) order by `_wstart`")[2] == (2, 2, 2, 1, 3, 7)
+    step(wh, "test", "insert into t1 values(1648791213011,1,2,3,1.0,8)", "streams1")
+    assert rows(wh, f"select {columns} from streamt1 where c in (5,4,8) order by `_wstart`")[2][5] == 8
+    step(wh, "test", """insert into t1 values(1648791213020,1,2,3,1.0,9); insert into t1 values(1648791213020,3,2,3,1.0,10);
+                        insert into t1 values(1648791214000,1,2,3,1.0,11);
+                        insert into t1 values(1648791213011,10,20,10,10.0,12)""", "streams1")
+    assert rows(wh, f"select {columns} from streamt1 where c in (5,4,10,11,12) order by `_wstart`")[2:] == [
+        (1, 1, 10, 10, 10, 12), (1, 1, 3, 3, 3, 10), (1, 1, 1, 1, 3, 11)]
+    step(wh, "test", """insert into t1 values(1648791213030,3,12,12,12.0,13); insert into t1 values(1648791214040,1,13,13,13.0,14);
+                        insert into t1 values(1648791213030,3,14,14,14.0,15) (1648791214020,15,15,15,15.0,16)""",
+         "streams1")
+    assert rows(wh, f"select {columns} from streamt1 where c in (14,15,16) order by `_wstart`") == [
+        (2, 2, 6, 3, 3, 15), (1, 1, 15, 15, 15, 16), (1, 1, 1, 1, 13, 14)]
+
+
+def test_state0_update_of_a_value_in_the_second_window(wh):
+    """state0.sim step 2."""
+    sql(wh, """create database test1; use test1;
+               create table t1(ts timestamp, a int, b int , c int, d double, id int);
+               create stream streams2 trigger at_once IGNORE EXPIRED 0 IGNORE UPDATE 0 into streamt1 as
+                 select _wstart, count(*) c1, count(d) c2 , sum(a) c3 , max(a) c4, min(c) c5, max(id) c
+                 from t1 state_window(a)""")
+    step(wh, "test1", """insert into t1 values(1648791212000,2,2,3,1.0,1); insert into t1 values(1648791213000,1,2,3,1.0,1);
+                         insert into t1 values(1648791213000,1,2,4,1.0,2)""", "streams2")
+    assert rows(wh, "select c1, c5 from streamt1 order by c desc") == [(1, 4), (1, 3)]
+
+
+def test_state0_window_close_with_deletes_and_a_split_open_window(wh):
+    """state0.sim step 4: WINDOW_CLOSE writes a state window once another state closes it; deletes
+    in a closed window recompute it; an update in the open window splits it into closed pieces."""
+    sql(wh, """create database test4 precision 'ms'; use test4;
+               create table st (ts timestamp, c1 tinyint, c2 smallint) tags (t1 tinyint);
+               create table t1 using st tags (-81); create table t2 using st tags (-81);
+               create stream if not exists streams4 trigger window_close IGNORE EXPIRED 0 IGNORE UPDATE 0 into streamt4
+                 as select _wstart AS startts, min(c1),count(c1) from t1 state_window(c1)""")
+    query = "select min_c1, count_c1 from streamt4 order by startts"
+    step(wh, "test4", ";".join(f"insert into t1 (ts, c1) values ({1668073288209 + i}, {29 if i == 6 else 11})"
+                               for i in range(7)), "streams4")
+    assert rows(wh, query) == [(11, 6)]
+    deletes = []
+    for i in range(5):
+        deletes.append(f"delete from t1 where ts = cast({1668073288214 + i} as timestamp)")
+        deletes.append(f"insert into t1 (ts, c1) values ({1668073288216 + i}, 29)")
+    deletes.append("delete from t1 where ts = cast(1668073288219 as timestamp)")
+    step(wh, "test4", ";".join(deletes), "streams4")
+    assert rows(wh, query) == [(11, 5)]
+    step(wh, "test4", ";".join(f"insert into t1 (ts, c1) values ({1668073288221 + i}, 65)" for i in range(6)),
+         "streams4")
+    assert rows(wh, query) == [(11, 5), (29, 1)]
+    step(wh, "test4", "insert into t1 (ts, c1) values (1668073288224, 64)", "streams4")
+    assert rows(wh, query) == [(11, 5), (29, 1), (65, 3), (64, 1)]
+
+
+def test_event0_windows_written_once_their_end_condition_holds(wh):
+    """event0.sim steps 1 to 3: an event window is written only after its end row (even AT_ONCE);
+    a row meeting both conditions is a window of its own; out-of-order rows land in their window."""
+    sql(wh, """create database test; use test;
+               create table t1(ts timestamp, a int, b int , c int, d double);
+               create stream streams1 trigger at_once IGNORE EXPIRED 0 IGNORE UPDATE 0 into streamt as
+                 select _wstart as s, count(*) c1, sum(b), max(c) from t1 event_window start with a = 0 end with a = 9;
+               create table t2(ts timestamp, a int, b int , c int, d double);
+               create stream streams2 trigger at_once IGNORE EXPIRED 0 IGNORE UPDATE 0 into streamt2 as
+                 select _wstart as s, count(*) c1, sum(b), max(c) from t2 event_window start with a = 0 end with b = 9;
+               create table t3(ts timestamp, a int, b int , c int, d double);
+               create stream streams3 trigger at_once IGNORE EXPIRED 0 IGNORE UPDATE 0 into streamt3 as
+                 select _wstart as s, count(*) c1, sum(b), max(c) from t3 event_window start with a = 0 end with b = 9""")
+    query = "select c1, sum_b, max_c from streamt order by s"
+    step(wh, "test", """insert into t1 values(1648791213000,0,1,1,1.0); insert into t1 values(1648791223001,9,2,2,1.1);
+                        insert into t1 values(1648791213009,0,3,3,1.0)""", "streams1")
+    assert rows(wh, query) == [(3, 6, 3)]
+    step(wh, "test", "insert into t1 values(1648791243006,1,1,1,1.1); insert into t1 values(1648791253000,2,2,2,1.1)",
+         "streams1")
+    assert len(rows(wh, query)) == 1
+    step(wh, "test", "insert into t1 values(1648791243000,0,3,3,1.1)", "streams1")
+    assert len(rows(wh, query)) == 1
+    step(wh, "test", "insert into t1 values(1648791253009,9,4,4,1.1)", "streams1")
+    assert rows(wh, query) == [(3, 6, 3), (4, 10, 4)]
+    step(wh, "test", """insert into t2 values(1648791213000,0,1,1,1.0); insert into t2 values(1648791213009,1,2,2,2.1);
+                        insert into t2 values(1648791223000,0,9,9,9.0); insert into t2 values(1648791233000,0,9,9,9.0)""",
+         "streams2")
+    assert rows(wh, "select c1 from streamt2 order by s") == [(3,), (1,)]
+    step(wh, "test", """insert into t3 values(1648791233009,1,2,2,2.1); insert into t3 values(1648791233000,0,1,1,1.0);
+                        insert into t3 values(1648791243000,0,9,9,9.0)""", "streams3")
+    assert rows(wh, "select c1 from streamt3 order by s") == [(3,)]
+    step(wh, "test", "insert into t3 values(1648791223000,0,9,9,9.0)", "streams3")
+    assert rows(wh, "select c1 from streamt3 order by s") == [(1,), (3,)]
+    step(wh, "test", "insert into t3 values(1648791213000,0,1,1,1.0)", "streams3")
+    step(wh, "test", "insert into t3 values(1648791213001,1,9,9,9.0)", "streams3")
+    assert rows(wh, "select c1 from streamt3 order by s") == [(2,), (1,), (3,)]
+
+
+COUNT_STREAM = """create database test; use test;
+    create stable st(ts timestamp, a int, b int , c int, d double) tags(ta int,tb int,tc int);
+    create table t1 using st tags(1,1,1);
+    create stream streams1 trigger at_once IGNORE EXPIRED 1 IGNORE UPDATE 0 WATERMARK 100s into streamt as
+      select _wstart as s, count(*) c1, sum(b), max(c) from {source} count_window(3)"""
+
+
+@pytest.mark.parametrize("source", ["t1", "st partition by tbname"])
+def test_count2_partial_windows_and_an_earlier_row_shifting_them(wh, source):
+    """count2.sim: AT_ONCE writes a count window before it is full; an earlier row shifts every window."""
+    sql(wh, COUNT_STREAM.format(source=source))
+    query = "select c1 from streamt order by s"
+    step(wh, "test", "insert into t1 values(1648791213001,9,2,2,1.1); insert into t1 values(1648791213009,0,3,3,1.0)",
+         "streams1")
+    assert rows(wh, query) == [(2,)]
+    step(wh, "test", "insert into t1 values(1648791213000,0,1,1,1.0)", "streams1")
+    assert rows(wh, query) == [(3,)]
+    step(wh, "test", """insert into t1 values(1648791223000,0,1,1,1.0); insert into t1 values(1648791223001,9,2,2,1.1);
+                        insert into t1 values(1648791223009,0,3,3,1.0)""", "streams1")
+    assert len(rows(wh, query)) == 2
+    step(wh, "test", "insert into t1 values(1648791212000,0,1,1,1.0)", "streams1")
+    assert rows(wh, query) == [(3,), (3,), (1,)]
+
+
+def test_count3_an_update_keeps_count_windows_a_delete_shrinks_one(wh):
+    """count3.sim: rewriting a row keeps the windows; deleting a row of the last window shrinks it."""
+    sql(wh, COUNT_STREAM.format(source="t1"))
+    query = "select c1 from streamt order by s"
+    step(wh, "test", ";".join(f"insert into t1 values({ts},0,1,1,1.0)" for ts in (
+        1648791213000, 1648791213001, 1648791213009, 1648791223000, 1648791223001, 1648791223009)), "streams1")
+    assert len(rows(wh, query)) == 2
+    step(wh, "test", "insert into t1 values(1648791213000,4,4,4,4.0)", "streams1")
+    assert rows(wh, query) == [(3,), (3,)]
+    step(wh, "test", "delete from t1 where ts = 1648791223001", "streams1")
+    assert rows(wh, query) == [(3,), (2,)]
+
+
+def test_count_window_sliding_writes_overlapping_windows(wh):
+    """countSliding0.sim step 1: COUNT_WINDOW(4, 2) starts a window every second row."""
+    sql(wh, """create database test; use test;
+               create table t1(ts timestamp, a int, b int , c int, d double);
+               create stream streams1 trigger at_once IGNORE EXPIRED 1 IGNORE UPDATE 0 WATERMARK 100s into streamt as
+                 select _wstart as s, count(*) c1, sum(b), max(c) from t1 count_window(4, 2)""")
+    query = "select c1 from streamt order by s"
+    step(wh, "test", ";".join(f"insert into t1 values({ts},0,1,1,1.0)" for ts in
+                              (1648791213000, 1648791213001, 1648791213002, 1648791213009)), "streams1")
+    assert rows(wh, query) == [(4,), (2,)]
+    step(wh, "test", ";".join(f"insert into t1 values({ts},0,1,1,1.0)" for ts in
+                              (1648791223000, 1648791223001, 1648791223002, 1648791223009)), "streams1")
+    assert rows(wh, query) == [(4,), (4,), (4,), (2,)]
+    step(wh, "test", "insert into t1 values(1648791233000,0,1,1,1.0) (1648791233001,9,2,2,1.1) "
+                     "(1648791233002,9,2,2,1.1) (1648791233009,0,3,3,1.0)", "streams1")
+    assert len(rows(wh, query)) == 6
+    step(wh, "test", "insert into t1 values(1648791243000,0,1,1,1.0) (1648791243001,9,2,2,1.1)", "streams1")
+    assert len(rows(wh, query)) == 7
+    step(wh, "test", "insert into t1 values(1648791253000,0,1,1,1.0) (1648791253001,9,2,2,1.1) "
+                     "(1648791253002,9,2,2,1.1)", "streams1")
+    assert len(rows(wh, query)) == 9
+    step(wh, "test", "insert into t1 values(1648791263000,0,1,1,1.0)", "streams1")
+    assert len(rows(wh, query)) == 9
+
+
+def test_count1_rules_for_count_window_streams(wh):
+    """count1.sim: a COUNT_WINDOW over a supertable needs PARTITION BY tbname, and IGNORE EXPIRED 1;
+    the count is at least 2 and below 2147483648. (TDengine's extra demand for a WATERMARK is an
+    implementation limit, not a rule of the language: not required here.)"""
+    sql(wh, """create database test; use test;
+               create stable st(ts timestamp,a int,b int,c int) tags(ta int,tb int,tc int);
+               create table t1 using st tags(1,1,1); create table t2 using st tags(2,2,2)""")
+    head = "create stream streams1 trigger at_once"
+    body = "into streamt as select _wstart as s, count(*) c1, sum(b), max(c) from"
+    for text, words in (
+            (f"{head} IGNORE EXPIRED 1 IGNORE UPDATE 0 WATERMARK 10s {body} st count_window(3)", "PARTITION BY tbname"),
+            (f"{head} IGNORE EXPIRED 0 IGNORE UPDATE 0 WATERMARK 10s {body} t1 count_window(3)", "IGNORE EXPIRED 1"),
+            (f"{head} IGNORE EXPIRED 1 IGNORE UPDATE 0 {body} t1 count_window(1)", "at least 2"),
+            (f"{head} IGNORE EXPIRED 1 IGNORE UPDATE 0 {body} t1 count_window(2147483648)", "less than 2147483648")):
+        with pytest.raises(StreamDefinitionError, match=words):
+            sql(wh, text)
+    sql(wh, f"""create stream streams2 trigger at_once IGNORE EXPIRED 1 IGNORE UPDATE 0 WATERMARK 10s
+                  into streamt2 as select _wstart as s, count(*) c1, sum(b), max(c) from t1 count_window(2);
+                create stream streams3 trigger at_once IGNORE EXPIRED 1 IGNORE UPDATE 0 into streamt3 as
+                  select _wstart as s, count(*) c1, sum(b), max(c) from t1 count_window(2147483647)""")

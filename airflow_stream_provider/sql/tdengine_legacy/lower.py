@@ -285,6 +285,9 @@ class _Lowering:
             for option, value in (("FILL_HISTORY", False), ("IGNORE EXPIRED", True), ("IGNORE UPDATE", True)):
                 if option in given and bool(history["on"] if option == "FILL_HISTORY" else given[option]) != value:
                     raise self.fail(option, f"FORCE_WINDOW_CLOSE needs {option} {int(value)}")
+        if isinstance(trigger, m.CountWindow) and not legacy.ignore_expired:
+            raise self.fail("IGNORE EXPIRED", "COUNT_WINDOW needs IGNORE EXPIRED 1: a late row cannot move the rows "
+                                              "of count windows already counted")
         if mode is m.TriggerMode.CONTINUOUS_WINDOW_CLOSE and not isinstance(trigger, m.IntervalWindow):
             raise self.fail("TRIGGER", "CONTINUOUS_WINDOW_CLOSE supports INTERVAL windows only")
         if "RECALCULATE" in self.s.where and mode is not m.TriggerMode.CONTINUOUS_WINDOW_CLOSE:
