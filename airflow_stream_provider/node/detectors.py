@@ -28,7 +28,9 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from airflow_stream_provider.plan.stream import StreamKind, plan_stream
+from airflow_stream_provider import model as m
+from airflow_stream_provider.plan.stream import computed_live, plan_stream
+from airflow_stream_provider.streams.fire import rows
 from airflow_stream_provider.streams.fire.windows import detector_options, trigger_plan
 from airflow_stream_provider.streams.run import commit_progress
 from airflow_stream_provider.streams.run import run as run_stream
@@ -95,7 +97,7 @@ class DetectorHost:
                 self.log(f"stream {db}.{name}: cannot read its definition: {err}")
                 continue
             plan = plan_stream(stored.statement, db, self.store.load_state(db, name))
-            if plan.kind is not StreamKind.WINDOW or plan.paused:
+            if not plan.kind.detected or plan.paused:
                 continue
             out[stored.qualified] = stored
         return out
@@ -124,13 +126,19 @@ class DetectorHost:
             with in_database(self.warehouse, stored.db):
                 runtime = StreamRuntime(self.warehouse, stored.statement, stored.db,
                                                state.get("skip_versions", ()))
-                plan = trigger_plan(runtime)
-            fast = stored.statement.options.low_latency_calc
-            # LOW_LATENCY_CALC: batches start every quarter second rather than every second, and the
-            # windows they close are computed in place
-            query = detector.start(self.session, plan, detector_options(stored, state),
-                                   interval="250 milliseconds" if fast else "1 second",
-                                   after_batch=self._low_latency(stored) if fast else None)
+            options = detector_options(stored, state)
+            # streams computed in place (LOW_LATENCY_CALC, legacy AT_ONCE and MAX_DELAY, rows): batches
+            # start every quarter second rather than every second, and what they fire is computed there
+            fast = computed_live(stored.statement)
+            interval = "250 milliseconds" if fast else "1 second"
+            if isinstance(stored.statement.trigger, m.RowTrigger):
+                query = rows.start(runtime, stored, state, options.checkpoint, available_now=False, interval=interval,
+                                   after_batch=self._consumed(stored))
+            else:
+                with in_database(self.warehouse, stored.db):
+                    plan = trigger_plan(runtime)
+                query = detector.start(self.session, plan, options, interval=interval,
+                                       after_batch=self._low_latency(stored) if fast else None)
         except Exception as err:
             os.close(fd)
             self.failed_at[key] = time.monotonic()
@@ -158,6 +166,13 @@ class DetectorHost:
                 return  # STOP STREAM came first; the next reconciliation stops this query
             if report.triggers:
                 self.log(f"stream {stored.qualified}: batch {batch_id}: {report.summary()}")
+
+        return after
+
+    def _consumed(self, stored: StoredStream) -> Callable[[int], None]:
+        """A row stream's batch is written when it ends: record it consumed."""
+        def after(batch_id: int) -> None:
+            commit_progress(stored.db, stored.name, {"consumed_batch": batch_id}, store=self.store)
 
         return after
 

@@ -28,10 +28,10 @@ class StreamComputeOperator(StreamTask, BaseOperator):
     def __init__(self, *, stream: str, kind: str, home: str | None = None, wait_task: str | None = None,
                  wait: bool = False, table: str | None = None, poll_interval: float = 0.5, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        if kind not in ("window", "period", "sliding"):
-            raise ValueError(f"kind must be window, period or sliding, not {kind!r}")
-        if wait and (kind != "window" or wait_task):
-            raise ValueError("wait=True is for window streams without a wait_task")
+        if kind not in ("window", "row", "period", "sliding"):
+            raise ValueError(f"kind must be window, row, period or sliding, not {kind!r}")
+        if wait and (kind not in ("window", "row") or wait_task):
+            raise ValueError("wait=True is for window and row streams without a wait_task")
         self.init_stream(stream, home)
         self.kind = kind
         self.wait_task = wait_task
@@ -41,7 +41,7 @@ class StreamComputeOperator(StreamTask, BaseOperator):
 
     def execute(self, context: Any) -> dict:
         event = None
-        if self.kind == "window":
+        if self.kind in ("window", "row"):
             self._skip_if_computed_by_node()
             if self.wait:
                 trigger = CheckpointCommitTrigger(str(self.stream_store().state_dir(*self.stream_names())),
@@ -60,12 +60,14 @@ class StreamComputeOperator(StreamTask, BaseOperator):
         return self._compute(context, event)
 
     def _skip_if_computed_by_node(self) -> None:
+        from airflow_stream_provider.plan.stream import computed_live
         from airflow_stream_provider.streams.store import detector_hosted
 
         stored = self.stream_store().get(*self.stream_names())
-        if stored.statement.options.low_latency_calc and detector_hosted(stored.state_dir):
-            raise AirflowSkipException("LOW_LATENCY_CALC: the live detector on the stream node computes and "
-                                       "notifies each batch itself; this run only supervises")
+        if computed_live(stored.statement) and detector_hosted(stored.state_dir):
+            raise AirflowSkipException("the live query on the stream node computes, writes and notifies each "
+                                       "batch itself (LOW_LATENCY_CALC, or a legacy AT_ONCE, MAX_DELAY or "
+                                       "window-less stream); this run only supervises")
 
     def _compute(self, context: Any, event: dict | None) -> dict:
         from airflow_stream_provider.streams.run import run as run_stream
@@ -75,7 +77,7 @@ class StreamComputeOperator(StreamTask, BaseOperator):
         store = self.stream_store()
         db, name = self.stream_names()
         arguments: dict[str, Any] = {}
-        if self.kind == "window" and event:
+        if self.kind in ("window", "row") and event:
             arguments = {"upto_batch": event.get("to_batch"), "detect": event.get("status") == "detect"}
         elif self.kind == "period":
             arguments = {"at": utc_datetime(context["data_interval_end"])}

@@ -30,6 +30,14 @@ class StreamKind(StrEnum):
     PERIOD = "period"
     SLIDING = "sliding"
     WINDOW = "window"
+    #: every row written fires at once (a row trigger); a query over the change feed drives it, as
+    #: the detector drives a window stream
+    ROW = "row"
+
+    @property
+    def detected(self) -> bool:
+        """Driven by a streaming query over the trigger table (the live detector, or the row query)."""
+        return self in (StreamKind.WINDOW, StreamKind.ROW)
 
 
 class TaskRole(StrEnum):
@@ -103,7 +111,18 @@ def kind_of(stmt: m.CreateStream) -> StreamKind:
         return StreamKind.PERIOD
     if isinstance(stmt.trigger, m.SlidingTrigger):
         return StreamKind.SLIDING
+    if isinstance(stmt.trigger, m.RowTrigger):
+        return StreamKind.ROW
     return StreamKind.WINDOW
+
+
+def computed_live(stmt: m.CreateStream) -> bool:
+    """Whether the streaming query computes, writes and notifies each batch itself, where it runs
+    (the stream node), leaving the DAG to supervise: LOW_LATENCY_CALC, and the streams of TDengine
+    before 3.3.7 that write at every change (AT_ONCE, MAX_DELAY, no window)."""
+    legacy = stmt.legacy
+    return stmt.options.low_latency_calc or (legacy is not None and (
+        isinstance(stmt.trigger, m.RowTrigger) or legacy.trigger in (m.TriggerMode.AT_ONCE, m.TriggerMode.MAX_DELAY)))
 
 
 def plan_stream(stmt: m.CreateStream, db: str, state: Mapping[str, Any], *, home: str = "") -> StreamPlan:
@@ -121,7 +140,7 @@ def plan_stream(stmt: m.CreateStream, db: str, state: Mapping[str, Any], *, home
     compute_args: dict[str, Any] = {**common, "kind": str(kind)}
     tasks: list[TaskSpec] = []
     after_compute = ids.NOTIFY_TASK if stmt.notify is not None else ids.COMMIT_TASK
-    if kind is StreamKind.WINDOW:
+    if kind.detected:
         compute_args.update(wait=True, table=table.path if table else None)
     elif kind is StreamKind.SLIDING:
         watermark = stmt.options.watermark.to_timedelta().total_seconds() if stmt.options.watermark else 0.0
@@ -133,7 +152,8 @@ def plan_stream(stmt: m.CreateStream, db: str, state: Mapping[str, Any], *, home
     if stmt.notify is not None:
         tasks.append(TaskSpec(ids.NOTIFY_TASK, TaskRole.NOTIFY, common, (ids.COMMIT_TASK,)))
     tasks.append(TaskSpec(ids.COMMIT_TASK, TaskRole.COMMIT, common))
-    recalculated = kind is not StreamKind.PERIOD
+    # TDengine before 3.3.7 has no RECALCULATE: its streams recalculate as their options say
+    recalculated = kind in (StreamKind.WINDOW, StreamKind.SLIDING) and stmt.legacy is None
     return StreamPlan(
         db=db, name=name, statement=stmt, kind=kind, created=created,
         schedule=schedule_of(stmt, created, config.timezone()), trigger_table=table,

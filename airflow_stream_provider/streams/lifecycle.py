@@ -17,10 +17,13 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from sqlglot import exp
+
 from airflow_stream_provider import model as m
 from airflow_stream_provider.airflow_api import AirflowApi, AirflowApiError
 from airflow_stream_provider.exceptions import StreamDefinitionError, StreamError
 from airflow_stream_provider.plan.ids import stream_dag_ids
+from airflow_stream_provider.sql.ast import PseudoColumn
 from airflow_stream_provider.sql.functions import position_in
 from airflow_stream_provider.streams.probes import progress_time
 from airflow_stream_provider.streams.recalculate import recalculate
@@ -73,6 +76,16 @@ def _check_legacy(runtime: StreamRuntime, store: StreamStore) -> None:
         raise StreamDefinitionError(f"{trigger.keyword} over the supertable {found.qualified} needs PARTITION BY "
                                     "tbname: its windows are per subtable", line=line, column=column,
                                     clause=str(trigger.keyword))
+    if isinstance(trigger, m.RowTrigger) and runtime.info is not None and stmt.query is not None:
+        first = stmt.query.tree.expressions[0] if isinstance(stmt.query.tree, exp.Select) else None
+        body = first.this if isinstance(first, exp.Alias) else first
+        ts = runtime.info.timestamp_column
+        if not (isinstance(body, exp.Column) and body.name.lower() == ts.lower()
+                or isinstance(body, PseudoColumn) and body.name in ("_c0", "_rowts")):
+            raise StreamDefinitionError(f"a stream without a window writes a row per row of {runtime.info.qualified}, "
+                                        f"keyed by its timestamp: select {ts} first", line=stmt.query.position.line
+                                        if stmt.query.position else None, column=stmt.query.position.column
+                                        if stmt.query.position else None, clause="AS")
     if stmt.into is None:
         return
     target = stmt.into.key(runtime.db)

@@ -23,7 +23,7 @@ from airflow_stream_provider.notify.delivery import Settings
 from airflow_stream_provider.plan.stream import StreamKind, plan_stream
 from airflow_stream_provider.streams import routing, status
 from airflow_stream_provider.streams.compute import Fired
-from airflow_stream_provider.streams.fire import schedules, windows
+from airflow_stream_provider.streams.fire import rows, schedules, windows
 from airflow_stream_provider.streams.routing import RunNotifications, outbox_of
 from airflow_stream_provider.streams.runtime import RunReport, StreamRuntime, StreamStopped, in_database
 from airflow_stream_provider.streams.store import StoredStream, StreamStore
@@ -70,7 +70,10 @@ def _run(warehouse: Warehouse, stored: StoredStream, state: dict, store: StreamS
     plan = plan_stream(stored.statement, stored.db, state)
     notes = RunNotifications(runtime, state) if stored.statement.notify is not None else None
     events = None
-    if plan.kind is StreamKind.WINDOW:
+    fired: list[Fired] = []
+    if plan.kind is StreamKind.ROW:  # the row query computes and writes as it goes
+        update = rows.pending_rows(runtime, stored, state, say, report, detect=detect)
+    elif plan.kind is StreamKind.WINDOW:
         fired, update, events = windows.pending_windows(runtime, stored, state, say, detect=detect,
                                                         upto_batch=upto_batch)
     elif plan.kind is StreamKind.PERIOD:
@@ -109,7 +112,7 @@ def process(runtime: StreamRuntime, stored: StoredStream, fired: list[Fired], ev
     """The pipeline after "what fired": compute and write the fired triggers, then queue their
     notifications in ``notes`` (``events``: the window events they came from, None for schedule
     triggers)."""
-    report.triggers = len(fired)
+    report.triggers += len(fired)
     compute_all(runtime, fired, report, batched=batched, say=say, stored=stored, what=what,
                 on_results=notes.collect if notes is not None else None)
     if runtime.stmt.legacy is not None and events is not None:

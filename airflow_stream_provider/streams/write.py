@@ -82,6 +82,12 @@ def compute_and_write(runtime: StreamRuntime, fired: list[Fired], report: RunRep
             results = pa.concat_tables([results, forced.cast(results.schema)])
     if on_results is not None:
         on_results(fired, results)
+    write_results(runtime, fired, results, report)
+
+
+def write_results(runtime: StreamRuntime, fired: list[Fired], results: pa.Table, report: RunReport) -> None:
+    """Write computed results (``__idx``, the trigger in ``fired``, then the query's columns) to the
+    stream's output table, each group into its output subtable."""
     plan = runtime.output()
     if plan is None or results.num_rows == 0:
         return

@@ -558,3 +558,38 @@ def test_count1_rules_for_count_window_streams(wh):
                   into streamt2 as select _wstart as s, count(*) c1, sum(b), max(c) from t1 count_window(2);
                 create stream streams3 trigger at_once IGNORE EXPIRED 1 IGNORE UPDATE 0 into streamt3 as
                   select _wstart as s, count(*) c1, sum(b), max(c) from t1 count_window(2147483647)""")
+
+
+def test_scalar_streams_write_a_row_per_source_row(wh):
+    """scalar.sim: streams without a window write one row per source row; a rewrite overwrites it,
+    also when it moves the row to another group."""
+    sql(wh, """create database test; use test;
+               create stable st(ts timestamp,a int,b int,c int, d double) tags(ta int,tb int,tc int);
+               create table t1 using st tags(1,1,1); create table t2 using st tags(2,2,2);
+               create stream streams0 into streamt0 as select ts c1, a, abs(b) c4 from t1 partition by a;
+               create stream streams1 into streamt1 as select ts c1, a, abs(b) c4 from t1;
+               create stream streams2 into streamt2 as select ts c1, a, abs(b) c4 from st partition by tbname""")
+    names = ("streams0", "streams1", "streams2")
+    step(wh, "test", """insert into t1 values(1648791213000,1,1,1,1); insert into t1 values(1648791213001,1,1,1,1);
+                        insert into t1 values(1648791213002,1,1,1,1); insert into t2 values(1648791213000,1,2,2,2);
+                        insert into t2 values(1648791213001,1,1,1,1); insert into t2 values(1648791213002,1,1,1,1)""",
+         *names)
+    step(wh, "test", "insert into t1 values(1648791213001,2,11,11,11)", *names)
+    for table, count in (("streamt0", 3), ("streamt1", 3), ("streamt2", 6)):
+        found = rows(wh, f"select a, c4 from {table} order by a desc")
+        assert len(found) == count and found[0] == (2, 11), table
+
+
+@pytest.mark.parametrize("output", ["", "subtable(concat('aaa-', cast(a as varchar(10))))", "subtable('aaa-a')"])
+def test_delete_scalar_removes_output_rows(wh, output):
+    """deleteScalar.sim: deleting source rows deletes their output rows, in every group."""
+    partition = "" if "aaa-a'" in output else " partition by a"
+    sql(wh, f"""create database test; use test;
+                create table t1(ts timestamp, a int, b int , c int, d double);
+                create stream streams0 trigger at_once IGNORE EXPIRED 0 IGNORE UPDATE 0 into streamt {output}
+                  as select ts, a, b from t1{partition}""")
+    step(wh, "test", ";".join(f"insert into t1 values({1648791213000 + i},{i % 3},2,3,1.0)" for i in range(6)),
+         "streams0")
+    assert len(rows(wh, "select * from streamt")) == 6
+    step(wh, "test", "delete from t1 where ts <= 1648791213002", "streams0")
+    assert rows(wh, "select a from streamt order by ts") == [(0,), (1,), (2,)]

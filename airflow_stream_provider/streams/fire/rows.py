@@ -1,0 +1,209 @@
+"""What fired for a row trigger: every row written to the trigger table, computed at once.
+
+A stream without a window (TDengine before 3.3.7: ``CREATE STREAM s INTO o AS SELECT ts, a * 2
+FROM t WHERE a > 0 PARTITION BY tbname``) writes one output row per source row that passes WHERE,
+keyed by its group's output subtable and the row's timestamp. A Structured Streaming query reads
+the trigger table's change feed; each micro-batch takes every row key as the batch leaves it,
+computes the select list over those rows in one Spark job and upserts the results, after removing
+the earlier output row of every row that was deleted, moved to another group or rewritten. Writes
+are by key, so a batch replayed after a crash writes the same rows once.
+"""
+
+from __future__ import annotations
+
+import functools
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import pandas as pd
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+from pyspark.sql.streaming import StreamingQuery
+from sqlglot import exp
+
+from airflow_stream_provider.exceptions import StreamError
+from airflow_stream_provider.sql.ast import TriggerTable
+from airflow_stream_provider.streams.compute import IDX, Fired, named
+from airflow_stream_provider.streams.runtime import RunReport, StreamRuntime, group_id
+from airflow_stream_provider.streams.store import StoredStream, detector_lock
+from airflow_stream_provider.streams.write import table_names, write_results
+from airflow_stream_provider.warehouse import writer
+from airflow_stream_provider.warehouse.catalog import TBNAME
+from airflow_stream_provider.warehouse.types import arrow_type
+from airflow_stream_provider.windows.core import plain
+
+_HISTORY_FILES = 1 << 30  # FILL_HISTORY: the table's snapshot in one micro-batch
+
+
+@dataclass
+class RowProgress:
+    """What a row stream's batches did: rows computed and written, results removed."""
+
+    report: RunReport
+    batches: list[int] = field(default_factory=list)
+
+
+def pending_rows(runtime: StreamRuntime, stored: StoredStream, state: dict, say: Callable[[str], None],
+                 report: RunReport, *, detect: bool = True) -> dict:
+    """Run the row query until it has read the trigger table as it is now, unless the stream node
+    runs it; the progress to record."""
+    from airflow_stream_provider.streams.fire.windows import detector_options
+    from airflow_stream_provider.streams.probes import checkpoint_id, last_commit
+
+    update: dict = {}
+    if not detect:
+        return update
+    with detector_lock(stored) as mine:
+        if not mine:
+            say("the stream node writes this stream's rows as they come")
+            return update
+        options = detector_options(stored, state)  # refuses a lost checkpoint
+        say(f"writing the rows of {runtime.found.qualified if runtime.found else runtime.qualified}")
+        progress = RowProgress(report)
+        query = start(runtime, stored, state, options.checkpoint, available_now=True, progress=progress)
+        query.awaitTermination()
+        if query.exception() is not None:
+            raise StreamError(f"the row query of {runtime.qualified} failed: {query.exception()}")
+    update.update(detected_version=runtime.table_version(), checkpoint_id=checkpoint_id(stored.checkpoint))
+    committed = last_commit(stored.checkpoint)
+    if committed is not None:
+        update["consumed_batch"] = committed[0]
+    if state.get("failed"):
+        update["failed"] = None
+    return update
+
+
+def source(spark: SparkSession, runtime: StreamRuntime, state: dict, *, history: bool) -> DataFrame:
+    """The trigger table's change feed from the stream's creation (or its snapshot, with FILL_HISTORY)."""
+    assert runtime.info is not None, "a row trigger has a trigger table"
+    reader = spark.readStream.format("delta").option("readChangeFeed", "true")
+    created = state.get("created_version")
+    if history:
+        reader = reader.option("maxFilesPerTrigger", _HISTORY_FILES)
+    else:
+        reader = reader.option("startingVersion", str(created if created is not None else "latest"))
+    df = reader.load(str(runtime.info.path))
+    if not history and created is not None:
+        df = df.where(F.col("_commit_version") > created)
+    for lo, hi in state.get("skip_versions", ()):
+        df = df.where(~F.col("_commit_version").between(lo, hi))
+    if runtime.source is not None and runtime.source.subtable is not None:
+        df = df.where(F.col(TBNAME) == runtime.source.subtable)
+    return df.drop("_commit_timestamp")
+
+
+def start(runtime: StreamRuntime, stored: StoredStream, state: dict, checkpoint: str, *, available_now: bool,
+          interval: str = "1 second", progress: RowProgress | None = None,
+          after_batch: Callable[[int], None] | None = None) -> StreamingQuery:
+    """Start the stream's row query; with ``available_now`` it stops once caught up."""
+    spark = runtime.warehouse.spark
+    history = runtime.stmt.options.fill_history is not None
+    progress = progress or RowProgress(RunReport(stored.qualified))
+
+    def batch(changes: DataFrame, batch_id: int) -> None:
+        process(runtime, changes, progress.report)
+        progress.batches.append(batch_id)
+        if after_batch is not None:
+            after_batch(batch_id)
+
+    writer_ = (source(spark, runtime, state, history=history).writeStream
+               .queryName(f"rows:{stored.qualified}").option("checkpointLocation", checkpoint).foreachBatch(batch))
+    writer_ = writer_.trigger(availableNow=True) if available_now else writer_.trigger(processingTime=interval)
+    return writer_.start()
+
+
+def process(runtime: StreamRuntime, changes: DataFrame, report: RunReport) -> None:
+    """One micro-batch of the change feed: remove the outputs of rows as they were, write those of
+    rows as they are."""
+    assert runtime.info is not None
+    key = list(runtime.info.key_columns)
+    version = F.col("_commit_version")
+    # within a version, the old row (pre-image, delete) comes before the new one
+    order = F.when(F.col("_change_type").isin("update_preimage", "delete"), 0).otherwise(1)
+    ordered = changes.withColumn("__first", F.row_number().over(Window.partitionBy(*key).orderBy(version, order)))
+    ordered = ordered.withColumn("__last", F.row_number().over(
+        Window.partitionBy(*key).orderBy(version.desc(), order.desc())))
+    ordered = ordered.persist()
+    try:
+        before = ordered.where((F.col("__first") == 1) & F.col("_change_type").isin("update_preimage", "delete"))
+        retract_rows(runtime, before, report)
+        after = ordered.where((F.col("__last") == 1) & F.col("_change_type").isin("insert", "update_postimage"))
+        compute_rows(runtime, after.drop("__first", "__last", "_change_type", "_commit_version"), report)
+    finally:
+        ordered.unpersist()
+
+
+def retract_rows(runtime: StreamRuntime, before: DataFrame, report: RunReport) -> None:
+    """Remove the output row of each of ``before`` (rows as they were): its group's output subtable,
+    at its timestamp."""
+    plan = runtime.output()
+    assert runtime.info is not None
+    if plan is None:
+        return
+    keys = [c.name for c in runtime.group_columns]
+    ts = runtime.info.timestamp_column
+    gone: pd.DataFrame = before.select(*[F.col(f"`{c}`") for c in [*keys, ts]]).toPandas()
+    if gone.empty:
+        return
+    groups = {}
+    gids = []
+    for values in gone[keys].itertuples(index=False, name=None) if keys else [()] * len(gone):
+        group = tuple(None if pd.isna(v) else v for v in values)
+        gid = group_id(runtime, group)
+        groups[gid] = group
+        gids.append(gid)
+    names = table_names(runtime, groups)
+    info = plan.ensure_table(runtime.warehouse.catalog)
+    first = plan.columns[0]
+    doomed = {first.name: pa.array(pd.to_datetime(gone[ts], utc=True)).cast(arrow_type(first.dtype))}
+    if plan.grouped:
+        doomed = {TBNAME: pa.array([names[g] for g in gids], pa.string()), **doomed}
+    writer.delete_matching(info.path, pa.table(doomed))
+    report.retracted += len(gone)
+
+
+def compute_rows(runtime: StreamRuntime, after: DataFrame, report: RunReport) -> None:
+    """Compute the select list over ``after`` (rows as they are, before WHERE) and write the results."""
+    source, query = runtime.source, runtime.stmt.query
+    assert source is not None and query is not None
+    if source.pre_filter:
+        after = after.where(F.expr(source.pre_filter))
+    keys = [c.name for c in runtime.group_columns]
+    spark = after.sparkSession  # a micro-batch's rows live in its own session, with its temporary views
+    if keys:
+        found: pd.DataFrame = after.select(*[F.col(f"`{k}`") for k in keys]).distinct().toPandas()
+        groups = [tuple(None if pd.isna(v) else plain(v) for v in values)
+                  for values in found.itertuples(index=False, name=None)]
+    else:
+        groups = [()]
+    if not groups:
+        return
+    fired = [Fired(i, runtime.group_values(g), group=g, group_id=group_id(runtime, g)) for i, g in enumerate(groups)]
+    if keys:
+        schema = T.StructType([T.StructField(IDX, T.LongType(), False), *[after.schema[k] for k in keys]])
+        index = spark.createDataFrame([(f.idx, *f.group) for f in fired], schema=schema)
+        condition = functools.reduce(lambda a, b: a & b, [after[f"`{k}`"].eqNullSafe(index[f"`{k}`"]) for k in keys])
+        rows = after.join(index, condition).select(after["*"], index[IDX])
+    else:
+        rows = after.withColumn(IDX, F.lit(0).cast("bigint"))
+    view = f"_rows_{uuid.uuid4().hex[:12]}"
+    rows.createOrReplaceTempView(view)
+
+    def from_view(node: exp.Expr) -> exp.Expr:
+        if not isinstance(node, TriggerTable):
+            return node
+        alias = node.args.get("alias") or exp.TableAlias(this=exp.to_identifier("trows"))
+        return exp.Subquery(this=exp.select("*").from_(exp.to_identifier(view, quoted=True)), alias=alias)
+
+    tree = named(query.tree).transform(from_view)
+    assert isinstance(tree, exp.Select)
+    tree.set("expressions", [exp.column(IDX, quoted=True), *tree.expressions])
+    translate, _, _ = runtime.warehouse.translator(tree, also=(runtime.info,) if runtime.info else ())
+    with runtime.warehouse.local_time():
+        results = spark.sql(translate(tree)).toArrow()
+    report.triggers += results.num_rows
+    report.result_rows += results.num_rows
+    write_results(runtime, fired, results, report)
