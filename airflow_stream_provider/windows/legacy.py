@@ -117,10 +117,6 @@ class LegacyGroup:
         raw = self.read(version, lo, hi) if version >= 0 else _rows(None, self.plan.columns, self.plan.ts_column)
         return self.adjusted(raw, view, lo, hi)
 
-    def _drop_pending(self, key: str) -> None:
-        if len(self.pending):
-            self.pending = self.pending[[k != key for k in self.keys_of(self.pending)]].reset_index(drop=True)
-
     def _count(self, name: str, n: int = 1) -> None:
         self.saved[name] = int(self.saved.get(name, 0)) + n
 
@@ -188,19 +184,18 @@ class LegacyGroup:
         latest_before = dict(self.latest)
         watermark = None if self.max_ts is None else self.max_ts - self.spec.watermark
         old_view = dict(self.view)
+        open_before = self.provisional()
         kinds = rows["_change_type"]
         pre = {self.key(r): _clean(r) for r in rows[kinds == "update_preimage"].to_dict("records")}
-        resets: list[int] = []
-        late: list[int] = []
+        resets: list[int] = []  # the windows holding these times count the table's rows again
+        late: list[int] = []  # rows counted at or before the decided time
         accepted: list[dict] = []
         touched: list[int] = []
         for row in rows[kinds == "delete"].to_dict("records"):
-            key, ts = self.key(row), int(row[ts_column])
-            self.view.pop(key, None)
-            self._drop_pending(key)
+            ts = int(row[ts_column])
+            self.view.pop(self.key(row), None)
+            resets.append(ts)
             touched.append(ts)
-            if self.decided is not None and ts <= self.decided:
-                resets.append(ts)
         for row in rows[kinds.isin(DATA)].to_dict("records"):
             key, ts, table = self.key(row), int(row[ts_column]), self.table_of(row)
             update = row["_change_type"] == "update_postimage"
@@ -213,21 +208,16 @@ class LegacyGroup:
                 if key not in self.view:  # the stream keeps what it counted there before
                     self.view[key] = {"ts": ts, "rows": [pre[key]] if update and key in pre else []}
                 continue
-            scanned = self.decided is not None and ts <= self.decided
-            if expired or (update and not policy.ignore_update):  # its windows are counted from the table again
+            if expired or (update and not policy.ignore_update):
                 self.view.pop(key, None)
-                if scanned:
-                    resets.append(ts)
-                else:
-                    self._drop_pending(key)
-                    accepted.append(row)
+                resets.append(ts)
             else:
                 if update:  # IGNORE UPDATE 1: one more row; what was counted there stays
                     before = self.view[key]["rows"] if key in self.view else ([pre[key]] if key in pre else [])
                     self.view[key] = {"ts": ts, "rows": [*before, row]}
                 else:
                     self.view.pop(key, None)
-                if scanned:
+                if self.decided is not None and ts <= self.decided:
                     late.append(ts)
                 else:
                     accepted.append(row)
@@ -236,8 +226,23 @@ class LegacyGroup:
         if accepted:
             self.pending = _concat([self.pending, _rows(accepted, self.plan.columns, self.plan.ts_column)])
         self._touched.append(np.array(touched, np.int64))
-        if resets or late:
-            self._rescan(version, resets, late, old_view)
+        if resets:  # the open windows holding a reset count the table's rows again
+            self._recount(version, _spans(open_before, resets, inclusive=self.spec.kind != "interval"))
+        scanned = [t for t in resets if self.decided is not None and t <= self.decided]
+        if scanned or late:
+            self._rescan(version, scanned, late, old_view)
+
+    def _recount(self, version: int, spans: list[tuple[int, int]]) -> None:
+        """Take the rows of ``spans`` from the table again: the view there goes, and the waiting rows
+        there are the table's."""
+        for lo, hi in spans:
+            self.view = {k: e for k, e in self.view.items() if not lo <= e["ts"] <= hi}
+            low = lo if self.decided is None else max(lo, self.decided + 1)
+            if low > hi:
+                continue
+            ts = self.pending[self.plan.ts_column].to_numpy(np.int64)
+            keep = self.pending[(ts < low) | (ts > hi)]
+            self.pending = _concat([keep, self.read(version, low, hi)[list(self.plan.columns)]])
 
     # --- windows --------------------------------------------------------------------------------
 
