@@ -179,7 +179,8 @@ def test_ignore_expired_data_drops_late_rows_into_closed_windows(wh):
                  select _wstart, count(*) c1, sum(a) c3 from t1 state_window(a)""")
     names = ("streams1", "streams2", "streams3")
     step(wh, "test", """insert into t1 values(1648791213000,1,2,3,1.0); insert into t1 values(1648791223001,1,2,3,1.1);
-                        insert into t1 values(1648791233002,2,2,3,2.1); insert into t1 values(1648791243003,2,2,3,3.1)""",
+                        insert into t1 values(1648791233002,2,2,3,2.1);
+                        insert into t1 values(1648791243003,2,2,3,3.1)""",
          *names)
     step(wh, "test", "insert into t1 values(1648791200000,4,2,3,4.1)", *names)
     assert [len(rows(wh, f"select * from streamt{i}")) for i in (1, 2, 3)] == [4, 4, 2]
@@ -194,7 +195,8 @@ def test_ignore_expired_data_on_a_supertable(wh):
                create stream stream_t1 trigger at_once IGNORE EXPIRED 1 into streamtST1 as
                  select _wstart, count(*) c1, count(a) c2 , sum(a) c3 , max(b) c5, min(c) c6 from st interval(10s);
                create stream stream_t2 trigger at_once IGNORE EXPIRED 1 into streamtST2 as
-                 select _wstart, count(*) c1, count(a) c2 , sum(a) c3 , max(b) c5, min(c) c6 from st session(ts, 10s)""")
+                 select _wstart, count(*) c1, count(a) c2 , sum(a) c3 , max(b) c5, min(c) c6
+                 from st session(ts, 10s)""")
     for values in ("ts1 values(1648791211000,1,2,3)", "ts1 values(1648791222001,2,2,3)",
                    "ts2 values(1648791222001,2,2,3)", "ts2 values(1648791211000,1,2,3)"):
         step(wh, "test1", f"insert into {values}", "stream_t1", "stream_t2")
@@ -243,12 +245,14 @@ def test_delete_interval_recomputes_and_removes_emptied_windows(wh):
     step(wh, "test", "insert into t1 values(1648791213000,NULL,NULL,NULL,NULL)", "streams0")
     assert rows(wh, query) == [(1, None)]
     step(wh, "test", """insert into t1 values(1648791213000,1,1,1,1.0); insert into t1 values(1648791213001,2,2,2,2.0);
-                        insert into t1 values(1648791213002,3,3,3,3.0); insert into t1 values(1648791213003,4,4,4,4.0)""",
+                        insert into t1 values(1648791213002,3,3,3,3.0);
+                        insert into t1 values(1648791213003,4,4,4,4.0)""",
          "streams0")
     step(wh, "test", "delete from t1 where ts >= 1648791213001 and ts <= 1648791213002", "streams0")
     assert rows(wh, query) == [(2, 4)]
     step(wh, "test", """insert into t1 values(1648791223000,1,2,3,1.0); insert into t1 values(1648791223001,1,2,3,1.0);
-                        insert into t1 values(1648791223002,3,2,3,1.0); insert into t1 values(1648791223003,3,2,3,1.0)""",
+                        insert into t1 values(1648791223002,3,2,3,1.0);
+                        insert into t1 values(1648791223003,3,2,3,1.0)""",
          "streams0")
     assert len(rows(wh, query)) == 2
     step(wh, "test", "delete from t1 where ts >= 1648791223000 and ts <= 1648791223003", "streams0")
@@ -321,12 +325,15 @@ def test_session0_nulls_and_a_bridging_row_merging_sessions(wh):
                         insert into t1 values(1648791223001,10,2,3,1.1,2);
                         insert into t1 values(1648791233002,3,2,3,2.1,3);
                         insert into t1 values(1648791243003,NULL,NULL,NULL,NULL,4);
-                        insert into t1 values(1648791213002,NULL,NULL,NULL,NULL,5) (1648791233012,NULL,NULL,NULL,NULL,6)""",
+                        insert into t1 values(1648791213002,NULL,NULL,NULL,NULL,5)
+                                             (1648791233012,NULL,NULL,NULL,NULL,6)""",
          "streams1")
     found = rows(wh, "select c1, sum_a, max_a, min_d, stddev_a, last_a, first_d, s from streamt order by s desc")
     assert found[:2] == [(3, 3, 3, 2.1, 0.0, 3, 2.1, 6), (3, 10, 10, 1.1, 0.0, 10, 1.1, 5)]
-    step(wh, "test", """insert into t1 values(1648791213000,1,2,3,1.0,7); insert into t1 values(1648791223001,2,2,3,1.1,8);
-                        insert into t1 values(1648791233002,3,2,3,2.1,9); insert into t1 values(1648791243003,4,2,3,3.1,10);
+    step(wh, "test", """insert into t1 values(1648791213000,1,2,3,1.0,7);
+                        insert into t1 values(1648791223001,2,2,3,1.1,8);
+                        insert into t1 values(1648791233002,3,2,3,2.1,9);
+                        insert into t1 values(1648791243003,4,2,3,3.1,10);
                         insert into t1 values(1648791213002,4,2,3,4.1,11);
                         insert into t1 values(1648791213002,4,2,3,4.1,12) (1648791223009,4,2,3,4.1,13)""", "streams1")
     found = rows(wh, "select c1, sum_a, max_a, min_d, stddev_a, last_a, first_d, s from streamt order by s desc")
@@ -344,11 +351,14 @@ def test_session1_gap_equal_to_the_tolerance_stays_in_the_session(wh):
                create stream streams2 trigger at_once IGNORE EXPIRED 0 IGNORE UPDATE 0 into streamt as
                  select _wstart, count(*) c1, sum(a), min(b), max(id) s from t1 session(ts,10s)""")
     query = "select c1, sum_a, min_b, s from streamt order by s desc"
-    step(wh, "test", """insert into t1 values(1648791210000,1,1,1,1.1,1); insert into t1 values(1648791220000,2,2,2,2.1,2);
-                        insert into t1 values(1648791230000,3,3,3,3.1,3); insert into t1 values(1648791240000,4,4,4,4.1,4)""",
+    step(wh, "test", """insert into t1 values(1648791210000,1,1,1,1.1,1);
+                        insert into t1 values(1648791220000,2,2,2,2.1,2);
+                        insert into t1 values(1648791230000,3,3,3,3.1,3);
+                        insert into t1 values(1648791240000,4,4,4,4.1,4)""",
          "streams2")
     assert rows(wh, query) == [(4, 10, 1, 4)]
-    step(wh, "test", """insert into t1 values(1648791250005,5,5,5,5.1,5); insert into t1 values(1648791260006,6,6,6,6.1,6);
+    step(wh, "test", """insert into t1 values(1648791250005,5,5,5,5.1,5);
+                        insert into t1 values(1648791260006,6,6,6,6.1,6);
                         insert into t1 values(1648791270007,7,7,7,7.1,7);
                         insert into t1 values(1648791240005,5,5,5,5.1,8) (1648791250006,6,6,6,6.1,9)""", "streams2")
     assert rows(wh, query) == [(8, 32, 1, 9), (1, 7, 7, 7)]
@@ -380,7 +390,8 @@ def test_state0_splits_and_merges_by_out_of_order_rows_and_updates(wh):
     assert len(rows(wh, "select * from streamt1")) == 1
     step(wh, "test", "insert into t1 values(1648791214000,1,2,3,1.0,3)", "streams1")
     assert len(rows(wh, "select * from streamt1")) == 1
-    step(wh, "test", """insert into t1 values(1648791213010,2,2,3,1.0,4); insert into t1 values(1648791213000,1,2,3,1.0,5);
+    step(wh, "test", """insert into t1 values(1648791213010,2,2,3,1.0,4);
+                        insert into t1 values(1648791213000,1,2,3,1.0,5);
                         insert into t1 values(1648791214000,1,2,3,1.0,6)""", "streams1")
     assert rows(wh, f"select {columns} from streamt1 where c >= 4 order by `_wstart`") == [
         (1, 1, 1, 1, 3, 5), (1, 1, 2, 2, 3, 4), (1, 1, 1, 1, 3, 6)]
@@ -388,12 +399,14 @@ def test_state0_splits_and_merges_by_out_of_order_rows_and_updates(wh):
     assert rows(wh, f"select {columns} from streamt1 where c in (5,4,7) order by `_wstart`")[2] == (2, 2, 2, 1, 3, 7)
     step(wh, "test", "insert into t1 values(1648791213011,1,2,3,1.0,8)", "streams1")
     assert rows(wh, f"select {columns} from streamt1 where c in (5,4,8) order by `_wstart`")[2][5] == 8
-    step(wh, "test", """insert into t1 values(1648791213020,1,2,3,1.0,9); insert into t1 values(1648791213020,3,2,3,1.0,10);
+    step(wh, "test", """insert into t1 values(1648791213020,1,2,3,1.0,9);
+                        insert into t1 values(1648791213020,3,2,3,1.0,10);
                         insert into t1 values(1648791214000,1,2,3,1.0,11);
                         insert into t1 values(1648791213011,10,20,10,10.0,12)""", "streams1")
     assert rows(wh, f"select {columns} from streamt1 where c in (5,4,10,11,12) order by `_wstart`")[2:] == [
         (1, 1, 10, 10, 10, 12), (1, 1, 3, 3, 3, 10), (1, 1, 1, 1, 3, 11)]
-    step(wh, "test", """insert into t1 values(1648791213030,3,12,12,12.0,13); insert into t1 values(1648791214040,1,13,13,13.0,14);
+    step(wh, "test", """insert into t1 values(1648791213030,3,12,12,12.0,13);
+                        insert into t1 values(1648791214040,1,13,13,13.0,14);
                         insert into t1 values(1648791213030,3,14,14,14.0,15) (1648791214020,15,15,15,15.0,16)""",
          "streams1")
     assert rows(wh, f"select {columns} from streamt1 where c in (14,15,16) order by `_wstart`") == [
@@ -407,7 +420,8 @@ def test_state0_update_of_a_value_in_the_second_window(wh):
                create stream streams2 trigger at_once IGNORE EXPIRED 0 IGNORE UPDATE 0 into streamt1 as
                  select _wstart, count(*) c1, count(d) c2 , sum(a) c3 , max(a) c4, min(c) c5, max(id) c
                  from t1 state_window(a)""")
-    step(wh, "test1", """insert into t1 values(1648791212000,2,2,3,1.0,1); insert into t1 values(1648791213000,1,2,3,1.0,1);
+    step(wh, "test1", """insert into t1 values(1648791212000,2,2,3,1.0,1);
+                         insert into t1 values(1648791213000,1,2,3,1.0,1);
                          insert into t1 values(1648791213000,1,2,4,1.0,2)""", "streams2")
     assert rows(wh, "select c1, c5 from streamt1 order by c desc") == [(1, 4), (1, 3)]
 
@@ -450,7 +464,8 @@ def test_event0_windows_written_once_their_end_condition_holds(wh):
                  select _wstart as s, count(*) c1, sum(b), max(c) from t2 event_window start with a = 0 end with b = 9;
                create table t3(ts timestamp, a int, b int , c int, d double);
                create stream streams3 trigger at_once IGNORE EXPIRED 0 IGNORE UPDATE 0 into streamt3 as
-                 select _wstart as s, count(*) c1, sum(b), max(c) from t3 event_window start with a = 0 end with b = 9""")
+                 select _wstart as s, count(*) c1, sum(b), max(c) from t3
+                 event_window start with a = 0 end with b = 9""")
     query = "select c1, sum_b, max_c from streamt order by s"
     step(wh, "test", """insert into t1 values(1648791213000,0,1,1,1.0); insert into t1 values(1648791223001,9,2,2,1.1);
                         insert into t1 values(1648791213009,0,3,3,1.0)""", "streams1")
@@ -463,7 +478,8 @@ def test_event0_windows_written_once_their_end_condition_holds(wh):
     step(wh, "test", "insert into t1 values(1648791253009,9,4,4,1.1)", "streams1")
     assert rows(wh, query) == [(3, 6, 3), (4, 10, 4)]
     step(wh, "test", """insert into t2 values(1648791213000,0,1,1,1.0); insert into t2 values(1648791213009,1,2,2,2.1);
-                        insert into t2 values(1648791223000,0,9,9,9.0); insert into t2 values(1648791233000,0,9,9,9.0)""",
+                        insert into t2 values(1648791223000,0,9,9,9.0);
+                        insert into t2 values(1648791233000,0,9,9,9.0)""",
          "streams2")
     assert rows(wh, "select c1 from streamt2 order by s") == [(3,), (1,)]
     step(wh, "test", """insert into t3 values(1648791233009,1,2,2,2.1); insert into t3 values(1648791233000,0,1,1,1.0);
@@ -554,7 +570,7 @@ def test_count1_rules_for_count_window_streams(wh):
             (f"{head} IGNORE EXPIRED 1 IGNORE UPDATE 0 {body} t1 count_window(2147483648)", "less than 2147483648")):
         with pytest.raises(StreamDefinitionError, match=words):
             sql(wh, text)
-    sql(wh, f"""create stream streams2 trigger at_once IGNORE EXPIRED 1 IGNORE UPDATE 0 WATERMARK 10s
+    sql(wh, """create stream streams2 trigger at_once IGNORE EXPIRED 1 IGNORE UPDATE 0 WATERMARK 10s
                   into streamt2 as select _wstart as s, count(*) c1, sum(b), max(c) from t1 count_window(2);
                 create stream streams3 trigger at_once IGNORE EXPIRED 1 IGNORE UPDATE 0 into streamt3 as
                   select _wstart as s, count(*) c1, sum(b), max(c) from t1 count_window(2147483647)""")

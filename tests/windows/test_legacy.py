@@ -9,11 +9,10 @@ import random
 from dataclasses import dataclass
 
 import pandas as pd
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.windows.legacy_memory import S, Driver, MemoryTable, legacy_plan
+from tests.windows.legacy_memory import Driver, MemoryTable, S, legacy_plan
 
 COLUMNS = ("ts", "v")
 
