@@ -146,23 +146,25 @@ def stop(warehouse: Warehouse, stmt: m.StopStream, store: StreamStore | None = N
          api: AirflowApi | None = None) -> Result:
     store = store or StreamStore()
     found = _target(warehouse, stmt, store)
+    done = "paused" if stmt.verb == "PAUSE" else "stopped"
     if found is None:
-        return Result(stmt, "nothing to stop")
+        return Result(stmt, f"nothing to {stmt.verb.lower()}")
     db, name, runtime = found
     with store.updating(db, name) as state:
         if state.get("stopped"):
-            return Result(stmt, f"stream {db}.{name} is already stopped")
+            return Result(stmt, f"stream {db}.{name} is already {done}")
         state.update(stopped=True, stopped_at=datetime.now(UTC).isoformat(),
                      stopped_version=runtime.table_version())
-    return Result(stmt, f"stopped stream {db}.{name}" + _set_paused(db, name, True, api))
+    return Result(stmt, f"{done} stream {db}.{name}" + _set_paused(db, name, True, api))
 
 
 def start(warehouse: Warehouse, stmt: m.StartStream, store: StreamStore | None = None,
           api: AirflowApi | None = None) -> Result:
     store = store or StreamStore()
     found = _target(warehouse, stmt, store)
+    done = "resumed" if stmt.verb == "RESUME" else "started"
     if found is None:
-        return Result(stmt, "nothing to start")
+        return Result(stmt, f"nothing to {stmt.verb.lower()}")
     db, name, runtime = found
     note = ""
     with store.updating(db, name) as state:
@@ -178,7 +180,7 @@ def start(warehouse: Warehouse, stmt: m.StartStream, store: StreamStore | None =
             state["last_fired"] = datetime.now(UTC).isoformat()
         for key in ("stopped", "stopped_at", "stopped_version"):
             state.pop(key, None)
-    return Result(stmt, f"started stream {db}.{name}{note}" + _set_paused(db, name, False, api))
+    return Result(stmt, f"{done} stream {db}.{name}{note}" + _set_paused(db, name, False, api))
 
 
 def recalculate_statement(warehouse: Warehouse, stmt: m.RecalculateStream, store: StreamStore | None = None,

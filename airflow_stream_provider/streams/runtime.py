@@ -183,7 +183,7 @@ class StreamRuntime:
             assert self.compute is not None
             schema = self.compute.frame([self.sample()]).schema
             if stmt.legacy is not None:
-                found = self.warehouse.catalog.lookup(stmt.into, self.db)
+                found = self.warehouse.catalog.lookup(stmt.into, (stmt.into.db or self.db).lower())
                 if found is not None and not isinstance(found, TableInfo):
                     raise StreamDefinitionError(f"output table {found.qualified} is a subtable; INTO needs a "
                                                 "supertable", clause="INTO")

@@ -187,18 +187,21 @@ class LegacyGroup:
         open_before = self.provisional()
         kinds = rows["_change_type"]
         pre = {self.key(r): _clean(r) for r in rows[kinds == "update_preimage"].to_dict("records")}
+        post = set(self.keys_of(rows[kinds == "update_postimage"]))
+        # a row rewritten into another group leaves this one: here it is a delete
+        moved = [r for k, r in pre.items() if k not in post]
         resets: list[int] = []  # the windows holding these times count the table's rows again
         late: list[int] = []  # rows counted at or before the decided time
         accepted: list[dict] = []
         touched: list[int] = []
-        for row in rows[kinds == "delete"].to_dict("records"):
+        for row in [*rows[kinds == "delete"].to_dict("records"), *moved]:
             ts = int(row[ts_column])
             self.view.pop(self.key(row), None)
             resets.append(ts)
             touched.append(ts)
         for row in rows[kinds.isin(DATA)].to_dict("records"):
             key, ts, table = self.key(row), int(row[ts_column]), self.table_of(row)
-            update = row["_change_type"] == "update_postimage"
+            update = row["_change_type"] == "update_postimage" and key in pre  # the row was in this group
             row = _clean(row)
             past_mark = policy.delete_mark is not None and self.max_ts is not None and \
                 ts < self.max_ts - policy.delete_mark

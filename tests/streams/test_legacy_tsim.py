@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_stream_provider.exceptions import StreamDefinitionError
+from airflow_stream_provider.exceptions import StreamDefinitionError, StreamError
 from airflow_stream_provider.streams.run import run as run_stream
 from tests.conftest import sql
 
@@ -609,3 +609,211 @@ def test_delete_scalar_removes_output_rows(wh, output):
     assert len(rows(wh, "select * from streamt")) == 6
     step(wh, "test", "delete from t1 where ts <= 1648791213002", "streams0")
     assert rows(wh, "select a from streamt order by ts") == [(0,), (1,), (2,)]
+
+
+def subtables(wh, table: str) -> list[str]:
+    return sorted(r[0] for r in rows(wh, f"select distinct tbname from {table}"))
+
+
+def test_ud_table_and_tag0_subtable_names_and_tags_from_partition_aliases(wh):
+    """udTableAndTag0.sim: SUBTABLE names each group's output subtable; TAGS take the values of the
+    PARTITION BY items of the same name, converted to the tag's type. Since TDengine 3.2.3.0 a
+    named subtable ends with ``_<supertable>_<group id>`` (reference 003); the script predates it."""
+    sql(wh, """create database result; create database test; use test;
+               create stable st(ts timestamp,a int,b int,c int) tags(ta varchar(20),tb int,tc int);
+               create table t1 using st tags('1',1,1); create table t2 using st tags('2',2,2);
+               create table t3 using st tags('3',3,3);
+               create stream streams1 trigger at_once IGNORE EXPIRED 0 IGNORE UPDATE 0 into result.streamt
+                 SUBTABLE(concat('aaa-', tbname)) as
+                 select _wstart, count(*) c1 from st partition by tbname interval(10s);
+               create stream streams2 trigger at_once IGNORE EXPIRED 0 IGNORE UPDATE 0 into result.streamt2
+                 TAGS(cc varchar(100)) as select _wstart, count(*) c1 from st partition by concat('tag-', tbname) as cc
+                 interval(10s);
+               create stream streams4 trigger at_once IGNORE EXPIRED 0 IGNORE UPDATE 0 into result.streamt4
+                 TAGS(dd varchar(100)) SUBTABLE(concat('tbn-', tbname)) as select _wstart, count(*) c1 from st
+                 partition by concat('tag-', tbname) as dd, tbname interval(10s);
+               create stream streams6 trigger at_once IGNORE EXPIRED 0 IGNORE UPDATE 0 into result.streamt6
+                 TAGS(dd int) as select _wstart, count(*) c1 from st partition by concat(ta, '0') as dd, tbname
+                 interval(10s)""")
+    step(wh, "test", "insert into t1 values(1648791213000,1,1,1) t2 values(1648791213000,2,2,2) "
+                     "t3 values(1648791213000,3,3,3)", "streams1", "streams2", "streams4", "streams6")
+    names = subtables(wh, "result.streamt")
+    assert [n.split("_streamt_")[0] for n in names] == ["aaa-t1", "aaa-t2", "aaa-t3"]
+    assert all(n.split("_streamt_")[1].isdigit() for n in names)
+    assert rows(wh, "select cc from result.streamt2 order by cc") == [("tag-t1",), ("tag-t2",), ("tag-t3",)]
+    assert rows(wh, "select c1, dd from result.streamt4 order by dd") == [(1, "tag-t1"), (1, "tag-t2"), (1, "tag-t3")]
+    assert [n.split("_streamt4_")[0] for n in subtables(wh, "result.streamt4")] == ["tbn-t1", "tbn-t2", "tbn-t3"]
+    assert rows(wh, "select dd from result.streamt6 order by dd") == [(10,), (20,), (30,)]
+
+
+def test_ud_table_and_tag1_groups_by_a_column(wh):
+    """udTableAndTag1.sim: PARTITION BY a data column, its value naming subtables and tags."""
+    sql(wh, """create database result; create database test; use test;
+               create stable st(ts timestamp,a int,b int,c int) tags(ta int,tb int,tc int);
+               create table t1 using st tags(1,1,1); create table t2 using st tags(2,2,2);
+               create stream streams1 trigger at_once IGNORE EXPIRED 0 into result.streamt
+                 SUBTABLE(concat('aaa-', cast(a as varchar(10)))) as select _wstart, count(*) c1 from st partition by a
+                 interval(10s);
+               create stream streams2 trigger at_once IGNORE EXPIRED 0 into result.streamt2 TAGS(cc varchar(100)) as
+                 select _wstart, count(*) c1 from st partition by concat('col-', cast(a as varchar(10))) as cc
+                 interval(10s)""")
+    step(wh, "test", "insert into t1 values(1648791213000,1,2,3); insert into t2 values(1648791213000,2,2,3)",
+         "streams1", "streams2")
+    assert [n.split("_streamt_")[0] for n in subtables(wh, "result.streamt")] == ["aaa-1", "aaa-2"]
+    assert rows(wh, "select cc from result.streamt2 order by cc") == [("col-1",), ("col-2",)]
+
+
+def test_ud_table_and_tag2_tags_without_partition_are_null(wh):
+    """udTableAndTag2.sim steps 2 and 3: without PARTITION BY there is one subtable, its TAGS NULL."""
+    sql(wh, """create database result2; create database test2; use test2;
+               create stable st(ts timestamp,a int,b int,c int) tags(ta int,tb int,tc int);
+               create table t1 using st tags(1,1,1); create table t2 using st tags(2,2,2);
+               create stream streams2 trigger at_once IGNORE EXPIRED 0 IGNORE UPDATE 0 into result2.streamt2
+                 TAGS(cc varchar(100)) as select _wstart, count(*) c1 from st interval(10s);
+               create stream streams3 trigger at_once IGNORE EXPIRED 0 IGNORE UPDATE 0 into result2.streamt3
+                 TAGS(dd varchar(100)) SUBTABLE(concat('tbn-', '1')) as
+                 select _wstart, count(*) c1 from st interval(10s)""")
+    step(wh, "test2", "insert into t1 values(1648791213000,1,2,3); insert into t2 values(1648791213000,2,2,3)",
+         "streams2", "streams3")
+    assert rows(wh, "select c1, cc from result2.streamt2") == [(2, None)]
+    assert rows(wh, "select c1, dd from result2.streamt3") == [(2, None)]
+    [name] = subtables(wh, "result2.streamt3")
+    assert name.startswith("tbn-1_streamt3_")
+
+
+def test_check_stream_stable_writes_into_existing_supertables(wh):
+    """checkStreamSTable.sim steps 1 to 4: into an existing supertable by position or by a column
+    list (columns not named stay NULL), TAGS naming existing tags; mismatched counts are refused."""
+    sql(wh, """create database result; create database test; use test;
+               create stable st(ts timestamp,a int,b int,c int) tags(ta int,tb int,tc int);
+               create table t1 using st tags(1,1,1); create table t2 using st tags(2,2,2);
+               create stable result.streamt0(ts timestamp,a int,b int) tags(ta int,tb varchar(100),tc int);
+               create stream streams0 trigger at_once into result.streamt0 tags(tb) as
+                 select _wstart, count(*) c1, max(a) c2 from st partition by tbname tb interval(10s);
+               create stable result.streamt1(ts timestamp,a int,b int,c int) tags(ta varchar(100),tb int,tc int);
+               create stream streams1 trigger at_once into result.streamt1(ts,c,a,b) tags(ta) as
+                 select _wstart, count(*) c1, max(a),min(b) c2 from st partition by tbname as ta interval(10s);
+               create stable result.streamt3(ts timestamp,a int,b int,c int, d int) tags(ta int,tb int,tc int);
+               create stream streams3 trigger at_once into result.streamt3(ts,c,a,b) as
+                 select _wstart, count(*) c1, max(a),min(b) c2 from st interval(10s)""")
+    step(wh, "test", "insert into t1 values(1648791213000,10,20,30); insert into t2 values(1648791213000,40,50,60)",
+         "streams0", "streams1", "streams3")
+    assert rows(wh, "select a, b, ta, tb from result.streamt0 order by tb") == [
+        (1, 10, None, "t1"), (1, 40, None, "t2")]
+    assert rows(wh, "select a, b, c from result.streamt1 order by ta") == [(10, 20, 1), (40, 50, 1)]
+    assert rows(wh, "select a, b, c, d from result.streamt3") == [(40, 20, 2, None)]
+    sql(wh, "create stable result.streamt2(ts timestamp, a int , b int) tags(ta varchar(20))")
+    for bad in ("into result.streamt2 TAGS(aa varchar(100), ta int) as select _wstart, count(*) c1, max(a) from st "
+                "partition by tbname as aa, ta interval(10s)",
+                "into result.streamt2 as select _wstart, count(*) c1, max(a), max(b) from st partition by tbname "
+                "interval(10s)",
+                "into result.streamt2(ts, a, b) as select _wstart, count(*) c1, max(a), max(b) from st "
+                "partition by tbname interval(10s)",
+                "into result.streamt2 as select _wstart, count(*) c1 from st partition by tbname interval(10s)"):
+        with pytest.raises((StreamDefinitionError, StreamError)):
+            sql(wh, f"create stream streams2 trigger at_once {bad}")
+    sql(wh, "create stream streams2 trigger at_once into result.streamt2(ts, a) tags(ta) as "
+            "select _wstart, count(*) c1 from st partition by tbname as ta interval(10s)")
+
+
+def test_check_stream_stable_tags_from_partition_expressions(wh):
+    """checkStreamSTable.sim step 5: TAGS naming existing tags in another order, from PARTITION BY
+    expressions, and SUBTABLE over an alias."""
+    sql(wh, """create database result4; create database test4; use test4;
+               create stable st(ts timestamp,a int,b int,c int) tags(ta int,tb int,tc int);
+               create table t1 using st tags(1,2,3); create table t2 using st tags(4,5,6);
+               create stable result4.streamt4(ts timestamp,a int,b int,c int, d int) tags(tg1 int,tg2 int,tg3 int);
+               create stream streams4 trigger at_once into result4.streamt4(ts,c,a,b) tags(tg2, tg3, tg1)
+                 subtable(concat('tbl-', cast(tg1 as varchar(10)))) as
+                 select _wstart, count(*) c1, max(a),min(b) c2 from st
+                 partition by ta+1 as tg1, cast(tb as bigint) as tg2, tc as tg3 interval(10s)""")
+    step(wh, "test4", "insert into t1 values(1648791213000,10,20,30); insert into t2 values(1648791213000,40,50,60)",
+         "streams4")
+    assert rows(wh, "select a, b, c, d, tg1, tg2, tg3 from result4.streamt4 order by tg1") == [
+        (10, 20, 1, None, 2, 2, 3), (40, 50, 1, None, 5, 5, 6)]
+    assert [n.split("_streamt4_")[0] for n in subtables(wh, "result4.streamt4")] == ["tbl-2", "tbl-5"]
+
+
+def test_pause_and_resume(wh):
+    """pauseAndResume.sim steps 1, 2 and 4: writes while paused are processed on RESUME, or never
+    with RESUME IGNORE UNTREATED; PAUSE and RESUME of an unknown stream fail unless IF EXISTS."""
+    sql(wh, """create database test; use test;
+               create stable st(ts timestamp, a int, b int , c int, d double) tags(ta int,tb int,tc int);
+               create table ts1 using st tags(1,1,1); create table ts2 using st tags(2,2,2);
+               create table ts3 using st tags(3,2,2); create table ts4 using st tags(4,2,2);
+               create stream streams1 trigger at_once IGNORE EXPIRED 0 IGNORE UPDATE 0 watermark 1d into streamt1 as
+                 select _wstart, count(*) c1, sum(a) c3 from st interval(10s);
+               create table t1(ts timestamp, a int, b int , c int, d double);
+               create stream streams2 trigger at_once IGNORE EXPIRED 0 IGNORE UPDATE 0 watermark 1d into streamt2 as
+                 select _wstart, count(*) c1, sum(a) c3 from t1 interval(10s)""")
+    [paused] = sql(wh, "pause stream streams1")
+    assert paused.message.startswith("paused stream test.streams1")
+    sql(wh, ";".join(f"insert into ts{i} values(1648791213001,1,12,3,1.0)" for i in range(1, 5)))
+    with pytest.raises(StreamError, match="stopped"):
+        run_stream(wh, "test", "streams1")
+    assert rows(wh, "select * from streamt1") == []
+    [resumed] = sql(wh, "resume stream streams1")
+    assert resumed.message.startswith("resumed stream test.streams1")
+    step(wh, "test", "select 1", "streams1")
+    assert rows(wh, "select c1 from streamt1") == [(4,)]
+    step(wh, "test", ";".join(f"insert into ts{i} values(1648791223002,{i},2,3,1.1)" for i in range(1, 5)),
+         "streams1")
+    assert rows(wh, "select c1 from streamt1 order by `_wstart`") == [(4,), (4,)]
+
+    sql(wh, "pause stream streams2; insert into t1 values(1648791213001,1,12,3,1.0)")
+    step(wh, "test", "resume stream streams2", "streams2")
+    assert rows(wh, "select c1 from streamt2") == [(1,)]
+    step(wh, "test", "insert into t1 values(1648791223002,2,2,3,1.1)", "streams2")
+    assert rows(wh, "select c1 from streamt2 order by `_wstart`") == [(1,), (1,)]
+    step(wh, "test", """pause stream streams2; insert into t1 values(1648791223003,2,2,3,1.1);
+                        insert into t1 values(1648791233003,2,2,3,1.1); resume stream IGNORE UNTREATED streams2""",
+         "streams2")
+    assert rows(wh, "select c1 from streamt2 order by `_wstart`") == [(1,), (1,)]
+
+    for bad in ("pause stream streams3333333", "resume stream streams5555555"):
+        with pytest.raises(StreamError):
+            sql(wh, bad)
+    sql(wh, "pause stream IF EXISTS streams44444; resume stream IF EXISTS streams66666666")
+
+
+def test_fill_history_basic4_history_then_live_rows(wh):
+    """fillHistoryBasic4.sim step 1: rows written before the stream are its history; then live
+    rewrites recompute their windows as in basic1."""
+    sql(wh, """create database test2; use test2;
+               create table t1(ts timestamp, a int, b int , c int, d double);
+               insert into t1 values(1648791213000,1,2,3,1.0); insert into t1 values(1648791223001,2,2,3,1.1);
+               insert into t1 values(1648791233002,3,2,3,2.1); insert into t1 values(1648791243003,4,2,3,3.1);
+               insert into t1 values(1648791213004,4,2,3,4.1);
+               create stream stream2 trigger at_once fill_history 1 IGNORE EXPIRED 0 IGNORE UPDATE 0 into streamt as
+                 select _wstart, count(*) c1, count(d) c2 , sum(a) c3 , max(b) c4, min(c) c5 from t1 interval(10s)""")
+    run_stream(wh, "test2", "stream2")
+    query = "select c1, c2, c3, c4, c5 from streamt order by `_wstart`"
+    assert rows(wh, query) == [(2, 2, 5, 2, 3), (1, 1, 2, 2, 3), (1, 1, 3, 2, 3), (1, 1, 4, 2, 3)]
+    step(wh, "test2", "insert into t1 values(1648791223001,12,14,13,11.1)", "stream2")
+    assert rows(wh, query)[1] == (1, 1, 12, 14, 13)
+    step(wh, "test2", "insert into t1 values(1648791223002,12,14,13,11.1)", "stream2")
+    assert rows(wh, query)[1] == (2, 2, 24, 14, 13)
+
+
+def test_fill_history_basic3_history_rows_moving_between_groups(wh):
+    """fillHistoryBasic3.sim steps 1 to 4: history with a NULL group key, then rewrites that move
+    its rows into another group, whose old result goes."""
+    sql(wh, """create database test; create database test2; use test2;
+               create stable st(ts timestamp, a int, b int, c int, d double) tags(ta int,tb int,tc int);
+               create table t1 using st tags(1,1,1); create table t2 using st tags(2,2,2);
+               insert into t1 values(1648791213000,NULL,NULL,NULL,NULL);
+               insert into t2 values(1648791213000,NULL,NULL,NULL,NULL);
+               create stream streams2 trigger at_once fill_history 1 IGNORE EXPIRED 0 IGNORE UPDATE 0 into
+                 test.streamt2 as select _wstart c1, count(*) c2, max(a) c3 from st partition by a interval(10s)""")
+    query = "select c2, c3 from test.streamt2 order by c1, c2, c3"
+    run_stream(wh, "test2", "streams2")
+    assert rows(wh, query) == [(2, None)]
+    step(wh, "test2", "insert into t1 values(1648791213000,1,2,3,1.0); "
+                      "insert into t2 values(1648791213000,1,2,3,1.0)", "streams2")
+    assert rows(wh, query) == [(2, 1)]
+    step(wh, "test2", "insert into t1 values(1648791213000,2,2,3,1.0); "
+                      "insert into t2 values(1648791213000,2,2,3,1.0)", "streams2")
+    assert rows(wh, query) == [(2, 2)]
+    step(wh, "test2", ";".join(f"insert into {t} values({ts},{a},2,3,1.0)" for t in ("t1", "t2") for ts, a in (
+        (1648791213000, 2), (1648791213001, 2), (1648791213002, 2), (1648791213002, 1))), "streams2")
+    assert rows(wh, query) == [(2, 1), (4, 2)]

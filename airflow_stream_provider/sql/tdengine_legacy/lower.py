@@ -349,22 +349,21 @@ class _Lowering:
 
     # --- the output -----------------------------------------------------------------------------
 
-    def group_value(self, name: str, clause: str, expr: m.SqlExpression | None, keys: tuple[str, ...],
-                    values: dict[str, exp.Expr], tok_text: str) -> exp.Expr:
+    def group_value(self, name: str, keys: tuple[str, ...], values: dict[str, exp.Expr],
+                    expr: m.SqlExpression) -> exp.Expr:
         found = values.get(name.lower())
         if found is None:
-            where = f"PARTITION BY items ({', '.join(keys)})" if keys else "a PARTITION BY clause"
-            raise (self.fail_in(tok_text, clause, f"{clause}: {name} is not a PARTITION BY item; {clause} takes "
-                                                  f"its values from {where} and their aliases", expr=expr)
-                   if expr is not None else self.fail(clause, f"TAGS: tag {name} has no PARTITION BY item of that "
-                                                             f"name; name one with an alias: PARTITION BY expr AS "
-                                                             f"{name}"))
+            where = f"the PARTITION BY items ({', '.join(keys)})" if keys else "PARTITION BY items"
+            raise self.fail_in(name, "SUBTABLE", f"SUBTABLE: {name} is not a PARTITION BY item; SUBTABLE takes "
+                                                 f"its values from {where} and their aliases", expr=expr)
         return found
 
     def tags(self, keys: tuple[str, ...], values: dict[str, exp.Expr]) -> tuple[m.TagDefinition, ...]:
+        """TAGS take the values of the PARTITION BY items of the same name (an alias, or a column);
+        a tag no item names is NULL, as in TDengine (udTableAndTag2.sim)."""
         out = []
         for tag in self.s.tags:
-            value = self.group_value(tag.name, "TAGS", None, keys, values, tag.name)
+            value = values.get(tag.name.lower(), exp.Null())
             text = value.sql(dialect=TDengine)
             out.append(m.TagDefinition(tag.name, tag.type, m.SqlExpression(text, value.copy()), tag.comment))
         return tuple(out)
@@ -379,7 +378,7 @@ class _Lowering:
 
         def resolve(node: exp.Expr) -> exp.Expr:
             if isinstance(node, exp.Column) and not node.table:
-                return self.group_value(node.name, "SUBTABLE", expr, keys, values, node.name).copy()
+                return self.group_value(node.name, keys, values, expr).copy()
             return node
 
         tree = expr.tree.copy().transform(resolve)
