@@ -461,6 +461,11 @@ def _is_aggregate(node: exp.Expr) -> bool:
     return isinstance(node, exp.Anonymous) and node.name.lower() in AGGREGATES
 
 
+def has_aggregate(item: exp.Expr) -> bool:
+    """Whether a select item aggregates (FILL fills these items of an empty window)."""
+    return any(_is_aggregate(n) for n in item.walk())
+
+
 def _split(items: list[exp.Expr]) -> tuple[list[exp.Expr], list[exp.Expr]]:
     """Select items -> (inside the lateral subquery, beside it).
 

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 
 import pandas as pd
 from deltalake import DeltaTable
+from pyspark.sql import types as T
 
 from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import StreamDefinitionError, StreamError, did_you_mean
@@ -106,6 +107,7 @@ class StreamRuntime:
         self.compute = (Compute(warehouse, stmt.query.tree, self.source, group_types=self.group_types,
                                 also=(self.info,) if self.info else ()) if stmt.query is not None else None)
         self._output: out.OutputPlan | None = None
+        self._schema: T.StructType | None = None
         self.outputs: dict[str, str] = {}  # output subtable -> the trigger subtable it serves
         self.tables: dict[str, str] = {}  # group id -> the output (sub)table it writes
 
@@ -174,14 +176,20 @@ class StreamRuntime:
             values[name] = _SAMPLE.get(kind, 0)
         return Fired(0, values, version=self.table_version(), since_version=self.table_version())
 
+    def result_schema(self) -> T.StructType:
+        """The computation's result columns (``__idx`` first), found once with typed sample values."""
+        if self._schema is None:
+            assert self.compute is not None
+            self._schema = self.compute.frame([self.sample()]).schema
+        return self._schema
+
     def output(self) -> out.OutputPlan | None:
         """The output table plan (None when results are not stored)."""
         stmt = self.stmt
         if stmt.query is None or stmt.into is None or stmt.options.calc_notify_only:
             return None
         if self._output is None:
-            assert self.compute is not None
-            schema = self.compute.frame([self.sample()]).schema
+            schema = self.result_schema()
             if stmt.legacy is not None:
                 found = self.warehouse.catalog.lookup(stmt.into, (stmt.into.db or self.db).lower())
                 if found is not None and not isinstance(found, TableInfo):

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from datetime import datetime
 
 import pandas as pd
 import pyarrow as pa
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 from sqlglot import exp
 
 from airflow_stream_provider import model as m
@@ -17,7 +19,7 @@ from airflow_stream_provider.progress import Progress
 from airflow_stream_provider.sql import to_spark
 from airflow_stream_provider.sql.ast import StreamPlaceholder
 from airflow_stream_provider.streams import output as out
-from airflow_stream_provider.streams.compute import IDX, Fired, column_of, constants
+from airflow_stream_provider.streams.compute import IDX, Fired, column_of, constants, has_aggregate
 from airflow_stream_provider.streams.runtime import BATCH, STEP, RunReport, StreamRuntime
 from airflow_stream_provider.streams.store import StoredStream
 from airflow_stream_provider.warehouse import writer
@@ -67,22 +69,100 @@ def compute_and_write(runtime: StreamRuntime, fired: list[Fired], report: RunRep
                       on_results: OnResults | None = None) -> None:
     compute = runtime.compute
     assert compute is not None
-    frame = compute.frame(fired, batched=batched)
+    legacy = runtime.stmt.legacy
+    fill = legacy.fill if legacy is not None and legacy.fill is not None and legacy.fill.mode != "NONE" else None
+    empty = [f for f in fired if fill is not None and f.values.get("_twrownum") == 0]
+    if empty:
+        fired = [f for f in fired if f.values.get("_twrownum") != 0]
+    frame = compute.frame(fired, batched=batched) if fired else None
     if compute.batched_reason:
         report.per_trigger = compute.batched_reason
+    schema = frame.schema if frame is not None else runtime.result_schema()
     with runtime.warehouse.local_time():
-        results = frame.toArrow()
+        results = frame.toArrow() if frame is not None else None
+    if empty:
+        assert fill is not None
+        filled = fill_windows(runtime, empty, schema, fill, fired, results)
+        if results is not None:  # a filled aggregate may be NULL where a computed one never is (count)
+            nullable = pa.schema([f.with_nullable(True) for f in results.schema])
+            filled = pa.concat_tables([results.cast(nullable), filled.cast(nullable)])
+        results = filled
+        fired = [*fired, *empty]
+    assert results is not None
     report.result_rows += results.num_rows
     if runtime.stmt.options.force_output:
         have = set(results[IDX].to_pylist())
         missing = [f for f in fired if f.idx not in have]
         if missing:
-            forced = constants(compute, missing, frame.schema).toArrow()
+            forced = constants(compute, missing, schema).toArrow()
             report.forced += forced.num_rows
             results = pa.concat_tables([results, forced.cast(results.schema)])
     if on_results is not None:
         on_results(fired, results)
     write_results(runtime, fired, results, report)
+
+
+def fill_windows(runtime: StreamRuntime, empty: list[Fired], schema: T.StructType, fill: m.Fill,
+                 computed: list[Fired], results: pa.Table | None) -> pa.Table:
+    """The results of INTERVAL windows without rows, as FILL says (TDengine before 3.3.7): the items
+    without an aggregate are computed as for any window; the aggregates are NULL, the VALUE
+    constants, or (PREV) the group's previous result, from this batch (``computed`` and their
+    ``results``) or else from the output table."""
+    compute = runtime.compute
+    assert compute is not None
+    table = constants(compute, empty, schema).toArrow()
+    if fill.mode == "NULL":
+        return table
+    items = compute.tree.expressions if isinstance(compute.tree, exp.Select) else []
+    aggregates = [i + 1 for i, item in enumerate(items) if has_aggregate(item)]  # result columns, after __idx
+    columns = {i: table.column(i).to_pylist() for i in aggregates}
+    if fill.mode == "VALUE":
+        for i, value in zip(aggregates, fill.values):
+            columns[i] = [value] * table.num_rows
+    else:  # PREV: in window order, each group carries its latest result forward
+        history: dict[str, list[tuple[datetime, dict[int, object]]]] = {}
+        if results is not None:
+            by_idx = {f.idx: f for f in computed}
+            for row in results.to_pylist():
+                f = by_idx[row[IDX]]
+                values = list(row.values())
+                at = f.values["_twstart"]
+                assert isinstance(at, datetime)  # window triggers have a start
+                history.setdefault(f.group_id, []).append((at, {i: values[i] for i in aggregates}))
+        by_idx = {f.idx: f for f in empty}
+        rows = sorted(range(table.num_rows), key=lambda r: (by_idx[table[IDX][r].as_py()].group_id,
+                                                              by_idx[table[IDX][r].as_py()].values["_twstart"]))
+        for r in rows:
+            f = by_idx[table[IDX][r].as_py()]
+            start = f.values["_twstart"]
+            assert isinstance(start, datetime)
+            if f.group_id not in history:
+                history[f.group_id] = _output_history(runtime, f, aggregates)
+            earlier = [v for at, v in sorted(history[f.group_id], key=lambda e: e[0]) if at < start]
+            for i in aggregates:
+                columns[i][r] = earlier[-1][i] if earlier else None
+            history[f.group_id].append((start, {i: columns[i][r] for i in aggregates}))
+    arrays = [pa.array(columns[i], table.schema.field(i).type) if i in columns else table.column(i)
+              for i in range(table.num_columns)]
+    return pa.table(arrays, schema=table.schema)
+
+
+def _output_history(runtime: StreamRuntime, trigger: Fired, aggregates: list[int]
+                    ) -> list[tuple[datetime, dict[int, object]]]:
+    """The results a group wrote before, from its output subtable: (window start, result columns)."""
+    from deltalake import DeltaTable
+
+    plan = runtime.output()
+    if plan is None:
+        return []
+    info = plan.ensure_table(runtime.warehouse.catalog)
+    names = table_names(runtime, {trigger.group_id: trigger.group})
+    found = DeltaTable(str(info.path)).to_pyarrow_table(
+        filters=[(TBNAME, "=", names[trigger.group_id])] if plan.grouped else None).to_pylist()
+    column_of = {plan.source_of(j): c.name for j, c in enumerate(plan.columns) if plan.source_of(j) is not None}
+    first = plan.columns[0].name
+    return [(row[first], {i: row.get(column_of[i - 1]) if i - 1 in column_of else None for i in aggregates})
+            for row in found]
 
 
 def write_results(runtime: StreamRuntime, fired: list[Fired], results: pa.Table, report: RunReport) -> None:

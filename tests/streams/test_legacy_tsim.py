@@ -817,3 +817,22 @@ def test_fill_history_basic3_history_rows_moving_between_groups(wh):
     step(wh, "test2", ";".join(f"insert into {t} values({ts},{a},2,3,1.0)" for t in ("t1", "t2") for ts, a in (
         (1648791213000, 2), (1648791213001, 2), (1648791213002, 2), (1648791213002, 1))), "streams2")
     assert rows(wh, query) == [(2, 1), (4, 2)]
+
+
+@pytest.mark.parametrize("fill, expected", [
+    # by hand: rows in [10, 20) and [40, 50) only; windows [20, 30) and [30, 40) are empty between them
+    ("fill(null)", [(2, 3), (None, None), (None, None), (1, 7)]),
+    ("fill(value, 100, 200)", [(2, 3), (100, 200), (100, 200), (1, 7)]),
+    ("fill(prev)", [(2, 3), (2, 3), (2, 3), (1, 7)]),
+    ("fill(none)", [(2, 3), (1, 7)]),
+])
+def test_fill_writes_the_empty_windows_between_a_groups_rows(wh, fill, expected):
+    """FILL in a stream's INTERVAL (reference 003; TDengine's fillIntervalValue/Prev scripts): the
+    empty windows between a group's rows are written with NULLs, constants or the previous result."""
+    sql(wh, f"""create database test; use test;
+                create table t1(ts timestamp, a int);
+                create stream s1 trigger at_once into o as select _wstart, count(*) c, sum(a) s from t1
+                  interval(10s) {fill}""")
+    step(wh, "test", "insert into t1 values(1648791211000,1) (1648791212000,2)", "s1")
+    step(wh, "test", "insert into t1 values(1648791241000,7)", "s1")
+    assert rows(wh, "select c, s from o order by `_wstart`") == expected
