@@ -41,6 +41,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
+from airflow_stream_provider.model import TriggerMode
 from airflow_stream_provider.spark.session import setting
 from airflow_stream_provider.windows.clause import TriggerPlan, micros
 from airflow_stream_provider.windows.core import empty_windows, open_windows, scan
@@ -118,10 +119,11 @@ def events_stream(df: DataFrame, plan: TriggerPlan, *, timeouts: bool = True) ->
 
 def waits(plan: TriggerPlan) -> bool:
     """Whether the detector has something to do when no rows come: MAX_DELAY, or a legacy stream's
-    MAX_DELAY and CONTINUOUS_WINDOW_CLOSE recalculation."""
+    MAX_DELAY, CONTINUOUS_WINDOW_CLOSE recalculation and FORCE_WINDOW_CLOSE windows."""
     legacy = plan.legacy
     return plan.max_delay is not None or (legacy is not None and (
-        legacy.max_delay is not None or legacy.recalculate is not None))
+        legacy.max_delay is not None or legacy.recalculate is not None
+        or legacy.mode == TriggerMode.FORCE_WINDOW_CLOSE))
 
 
 def start(spark: SparkSession, plan: TriggerPlan, options: DetectorOptions, *,

@@ -85,6 +85,7 @@ class LegacyGroup:
         self.emitted: dict[str, dict] = dict(saved.get("emitted") or {})
         self.dirty: set[int] = set(saved.get("dirty") or ())
         self.next_recalc: int | None = saved.get("next_recalc")
+        self.next_close: int | None = saved.get("next_close")  # FORCE_WINDOW_CLOSE: the next window end
         self.events: list[pd.DataFrame] = []
         self._touched: list[np.ndarray] = []
         self._closed: set[str] = set()
@@ -129,6 +130,9 @@ class LegacyGroup:
             return
         raw = raw.sort_values("_commit_version", kind="stable").reset_index(drop=True)
         versions = raw["_commit_version"].to_numpy(np.int64)
+        if self.policy.mode == TriggerMode.FORCE_WINDOW_CLOSE:  # windows are read at their wall-clock end
+            self._at(int(versions.max()))
+            return
         if self._in_order(raw, versions):
             self._accept(raw)
             self._at(int(versions.max()))
@@ -312,6 +316,29 @@ class LegacyGroup:
             self._emit_open()
         if self.policy.recalculate is not None:
             self._recalculate_due()
+        if self.policy.mode == TriggerMode.FORCE_WINDOW_CLOSE:
+            self._force_close()
+
+    def _force_close(self) -> None:
+        """FORCE_WINDOW_CLOSE: each INTERVAL window is closed when the wall clock passes its end, once,
+        with the rows the table holds then; the first is the one the clock is in when the group
+        appears. Windows the clock passed while nothing ran (a pause) close on the next call."""
+        spec = self.spec
+        if self.next_close is None:
+            self.next_close = ((self.now - spec.offset) // spec.interval + 1) * spec.interval + spec.offset
+        ends = []
+        while self.next_close <= self.now:
+            ends.append(self.next_close)
+            self.next_close += spec.interval
+        if not ends or self.version is None:
+            return
+        starts = np.array(ends, np.int64) - spec.interval
+        counts = np.array([len(self.plan.prepare(self._read(self.version, s, s + spec.interval - 1, self.view)))
+                           for s in starts.tolist()], np.int64)
+        keep = counts > 0 if not spec.keep_empty else np.ones(len(starts), bool)
+        n = int(keep.sum())
+        self._add(window_frame(starts[keep], starts[keep] + spec.interval, counts[keep], np.ones(n, bool),
+                               np.zeros(n, bool)))
 
     def _emit_open(self) -> None:
         windows = self.provisional()
@@ -347,6 +374,8 @@ class LegacyGroup:
                      for e in self.emitted.values() if e.get("dirty")]
         if self.policy.recalculate is not None and self.dirty and self.next_recalc is not None:
             dues.append(self.next_recalc)
+        if self.next_close is not None:
+            dues.append(self.next_close)
         return max(1, min(dues) - self.now) if dues else None
 
     def _recalculate_due(self) -> None:
@@ -403,7 +432,7 @@ class LegacyGroup:
         return {**self.saved, "carry": self.carry, "decided": self.decided, "max_ts": self.max_ts,
                 "first_ts": self.first_ts, "version": self.version, "latest": self.latest,
                 "pending": _records(self.pending), "view": self.view, "emitted": self.emitted,
-                "dirty": sorted(self.dirty), "next_recalc": self.next_recalc}
+                "dirty": sorted(self.dirty), "next_recalc": self.next_recalc, "next_close": self.next_close}
 
     def all_events(self) -> pd.DataFrame | None:
         found = [e for e in self.events if len(e)]

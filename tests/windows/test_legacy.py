@@ -342,3 +342,23 @@ def test_at_once_equals_window_close_equals_the_oracle(window, ignore_expired, i
     assert outputs[0] == outputs[1]
     expected = oracle(rules, history[:-1], {})
     assert outputs[0] == {s: v for s, v in expected.items() if v[0]}
+
+
+def test_force_window_close_closes_wall_clock_windows_once_with_fill():
+    """FORCE_WINDOW_CLOSE (reference 003; forcewindowclose.sim, streamFwcIntervalFill.sim): each
+    window is written once, when the wall clock passes its end, with the rows there then; an empty
+    one is filled; a row arriving after its window closed changes nothing; windows the clock passed
+    while nothing ran are written at the next call."""
+    d, t = driver("interval(10s) fill(prev)", "trigger force_window_close")
+    write(t, (3, 1))
+    d.run(now=5 * S)  # the clock is in [0, 10): nothing closed yet
+    assert d.output == {}
+    write(t, (7, 2))
+    d.run(now=10 * S)
+    assert output(d) == {0: (2, 3)}
+    write(t, (8, 5))  # too late for [0, 10), which closed at 10
+    d.run(now=20 * S)
+    assert output(d) == {0: (2, 3), 10: (0, 0)}  # [10, 20) is empty (FILL(PREV) fills it in the computation)
+    events = d.run(now=45 * S)  # 20, 30 and 40 passed since
+    assert list(pd.to_datetime(events["window_start"]).map(lambda x: x.value // 1000 // S)) == [20, 30]
+    assert all(events["event_type"] == "WINDOW_CLOSE")
