@@ -1,4 +1,5 @@
-"""Notification messages in the JSON of reference 000, "Notification Mechanism".
+"""Notification messages in the JSON of reference 000, "Notification Mechanism" (and of reference
+003 for streams in TDengine's syntax before 3.3.7).
 
 A message is ``{"messageId", "timestamp", "streams": [{"streamName", "events": [...]}]}``. Each
 event has the common fields (``tableName``, ``eventType``, ``eventTime``, ``triggerId``,
@@ -27,6 +28,10 @@ from airflow_stream_provider.values import epoch_micros
 
 #: default largest message, in bytes of JSON; a larger batch is split into several messages
 MAX_MESSAGE_BYTES = 1 << 20
+#: the ``windowType`` of reference 003 for each trigger type (3.3.7's ``triggerType``)
+WINDOW_TYPES_3_3_6 = {"Interval": "Time"}
+#: the JSON Schema of each message style, shipped with the package
+SCHEMAS = {"3.3.7": "message.schema.json", "3.3.6": "message-3.3.6.schema.json"}
 
 
 @dataclass(frozen=True)
@@ -49,11 +54,20 @@ class NotifyEvent:
     group_id: str
     fields: dict = field(default_factory=dict)
     result: dict | None = None
+    #: "3.3.7" (reference 000) or "3.3.6" (reference 003: ``windowId`` and ``windowType``, with
+    #: ``Time`` for INTERVAL windows, and no ``groupId``), as the stream's language sends
+    style: str = "3.3.7"
 
     def to_json(self) -> dict:
-        body = {"tableName": self.table_name, "eventType": self.event_type, "eventTime": self.event_time,
-                "triggerId": self.trigger_id, "triggerType": self.trigger_type, "groupId": self.group_id,
-                **self.fields}
+        if self.style == "3.3.6":
+            body = {"tableName": self.table_name, "eventType": self.event_type, "eventTime": self.event_time,
+                    "windowId": self.trigger_id, "windowType": WINDOW_TYPES_3_3_6.get(self.trigger_type,
+                                                                                       self.trigger_type),
+                    **self.fields}
+        else:
+            body = {"tableName": self.table_name, "eventType": self.event_type, "eventTime": self.event_time,
+                    "triggerId": self.trigger_id, "triggerType": self.trigger_type, "groupId": self.group_id,
+                    **self.fields}
         if self.result is not None:
             body["result"] = self.result
         return body
@@ -157,17 +171,18 @@ def json_value(value: object, precision: str) -> object:
 # --- schema ---------------------------------------------------------------------------------
 
 
-def schema() -> dict:
-    """The JSON Schema of a message, shipped with the package (``notify/message.schema.json``)."""
-    text = resources.files("airflow_stream_provider.notify").joinpath("message.schema.json").read_text("utf-8")
+def schema(style: str = "3.3.7") -> dict:
+    """The JSON Schema of a message of ``style``, shipped with the package (``notify/message.schema.json``,
+    ``notify/message-3.3.6.schema.json``)."""
+    text = resources.files("airflow_stream_provider.notify").joinpath(SCHEMAS[style]).read_text("utf-8")
     return json.loads(text)
 
 
-def validate(body: dict | str) -> None:
-    """Raise ``jsonschema.ValidationError`` unless ``body`` is a valid message."""
+def validate(body: dict | str, style: str = "3.3.7") -> None:
+    """Raise ``jsonschema.ValidationError`` unless ``body`` is a valid message of ``style``."""
     import jsonschema
 
-    jsonschema.validate(json.loads(body) if isinstance(body, str) else body, schema())
+    jsonschema.validate(json.loads(body) if isinstance(body, str) else body, schema(style))
 
 
 # --- events from the detector and from scheduled triggers -----------------------------------

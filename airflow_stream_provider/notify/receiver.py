@@ -50,7 +50,8 @@ def describe(text: str) -> str:
             if "windowEnd" in ev:
                 span = f"{span}..{_when(ev['windowEnd'])}"
             extra = f" result={json.dumps(ev['result'])}" if "result" in ev else ""
-            lines.append(f"{stream.get('streamName')}: {ev.get('eventType')} {ev.get('triggerType')} "
+            kind = ev.get("triggerType", ev.get("windowType"))  # the 3.3.7 format, or 3.3.6's
+            lines.append(f"{stream.get('streamName')}: {ev.get('eventType')} {kind} "
                          f"{ev.get('tableName')} [{span}]{extra}")
     return "\n".join(lines) or f"(no events) {text[:200]}"
 

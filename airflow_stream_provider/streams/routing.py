@@ -157,7 +157,8 @@ class RunNotifications:
              fields: dict, rows: list[dict | None]) -> None:
         for r, result in enumerate(rows):
             self.events.append(NotifyEvent(self.stream, key if r == 0 else f"{key}#{r}", table, kind, when,
-                                           trigger_id, trigger_type, group_id, fields, result))
+                                           trigger_id, trigger_type, group_id, fields, result,
+                                           style=self.notify.message_format))
 
 
 def _now_ms() -> int:

@@ -242,3 +242,25 @@ def test_session_and_sliding_streams(wh, receivers):
     assert {e["eventType"] for e in ticks} == {"ON_TIME"} and {e["triggerType"] for e in ticks} == {"Sliding"}
     counts = {(e["eventTime"] - MS0) // MIN: e["result"]["n"] for e in ticks}
     assert counts[1] == 1 and counts[2] == 1 and counts[6] == 1 and counts[7] == 1 and sum(counts.values()) == 4
+
+
+def test_a_legacy_stream_notifies_in_the_3_3_6_format(wh, receivers):
+    """A stream in TDengine's syntax before 3.3.7 sends the messages of reference 003: ``windowId``
+    and ``windowType`` (``Time`` for INTERVAL), no ``groupId``; closes carry the result."""
+    rec = receivers()
+    sql(wh, f"""CREATE TABLE m (ts TIMESTAMP, v INT);
+                CREATE STREAM s INTO o AS SELECT _wstart, count(*) c, sum(v) total FROM m INTERVAL(1m)
+                  NOTIFY ('{rec.url}') ON ('WINDOW_OPEN', 'WINDOW_CLOSE') ON_FAILURE DROP""")
+    sql(wh, f"INSERT INTO m VALUES ({MS0}, 1) ({MS0 + 10_000}, 2) ({MS0 + MIN + 5_000}, 4)")
+    run_stream(wh, "d", "s")
+    messages = rec.messages()
+    for msg in messages:
+        validate(msg, "3.3.6")
+    events = events_of(messages)
+    # by hand: [T0, T0+1m) opens and closes (2 rows, 3); [T0+1m, ...) opens
+    assert [(e["eventType"], e["windowType"], e["windowStart"]) for e in events] == [
+        ("WINDOW_OPEN", "Time", MS0), ("WINDOW_CLOSE", "Time", MS0), ("WINDOW_OPEN", "Time", MS0 + MIN)]
+    close = events[1]
+    assert close["windowEnd"] == MS0 + MIN and close["result"]["c"] == 2 and close["result"]["total"] == 3
+    assert all("groupId" not in e and "triggerId" not in e and e["windowId"] for e in events)
+    assert close["windowId"] == events[0]["windowId"]
