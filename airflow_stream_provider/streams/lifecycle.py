@@ -211,6 +211,10 @@ def create_recalculation(stored: StoredStream, start_at: datetime, end_at: datet
     if isinstance(stored.statement.trigger, m.PeriodTrigger):
         raise StreamError(f"RECALCULATE STREAM: {stored.qualified} has a PERIOD trigger; scheduled triggers "
                           "are not recalculated (reference: manual recalculation is not supported for PERIOD)")
+    if stored.statement.legacy is not None:
+        raise StreamError(f"RECALCULATE STREAM: {stored.qualified} is written in TDengine's syntax before 3.3.7, "
+                          "which has no RECALCULATE: its windows are recalculated as its options say (IGNORE "
+                          "EXPIRED 0, IGNORE UPDATE 0, CONTINUOUS_WINDOW_CLOSE RECALCULATE, and on every delete)")
     if end_at <= start_at:
         raise StreamError(f"RECALCULATE STREAM: TO ({end_at.isoformat()}) must be after FROM ({start_at.isoformat()})")
     dag_id = stream_dag_ids(stored.db, stored.name)[1]

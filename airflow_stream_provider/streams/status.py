@@ -19,7 +19,7 @@ from deltalake.exceptions import TableNotFoundError
 from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import StreamError
 from airflow_stream_provider.model.events import EventType
-from airflow_stream_provider.plan.ids import stream_dag_ids
+from airflow_stream_provider.plan.stream import StreamKind, plan_stream
 from airflow_stream_provider.streams.probes import max_event_time, progress_time
 from airflow_stream_provider.streams.routing import outbox_of
 from airflow_stream_provider.streams.store import StoredStream, StreamStore
@@ -30,8 +30,9 @@ from airflow_stream_provider.warehouse.catalog import SubTable
 COLUMNS = (
     ("stream_name", pa.string()),
     ("db_name", pa.string()),
-    ("status", pa.string()),  # running, stopped, history, failed
+    ("status", pa.string()),  # running, stopped, history, failed (before 3.3.7: ready, paused, init, failed)
     ("trigger", pa.string()),
+    ("language", pa.string()),  # the syntax it was written in: TDengine 3.3.7, TDengine 3.3.6
     ("create_time", pa.timestamp("us", tz="UTC")),
     ("progress", pa.timestamp("us", tz="UTC")),  # event time processed up to (PERIOD: last instant fired)
     ("lag_s", pa.float64()),  # the trigger table's latest event time minus progress
@@ -49,6 +50,15 @@ COLUMNS = (
 
 #: the key of :func:`_event_counts` for windows closed again (recalculated live after late rows)
 RECLOSED = "reclosed"
+#: the statuses of a stream in TDengine's syntax before 3.3.7, as TDengine 3.3.6 reports them
+LEGACY_STATUS = {"running": "ready", "stopped": "paused", "history": "init", "failed": "failed"}
+
+
+def language(stmt: m.CreateStream) -> str:
+    """The stream language a stream was written in."""
+    if stmt.legacy is None:
+        return "TDengine 3.3.7"
+    return f"TDengine 3.3.6 ({stmt.legacy.trigger})" if stmt.trigger.kind == "window" else "TDengine 3.3.6"
 
 
 def _event_counts(stored: StoredStream) -> dict[str, int]:
@@ -159,15 +169,18 @@ def stream_status(warehouse: Warehouse, stored: StoredStream, store: StreamStore
     elif detector.get("status") == "failed" or state.get("failed"):
         status = "failed"
     elif stmt.options.fill_history is not None and state.get("consumed_batch") is None and \
-            stmt.trigger.kind == "window":
+            stmt.trigger.kind in ("window", "row"):
         status = "history"
     else:
         status = "running"
+    if stmt.legacy is not None:  # the words of TDengine 3.3.6's SHOW STREAMS
+        status = LEGACY_STATUS[status]
     computed = int(state.get("computed", 0))
     reclosed = counts.get(RECLOSED, 0)
     recalculated = int(state.get("recalculated_triggers", 0)) + reclosed
     return {
         "stream_name": stored.name, "db_name": stored.db, "status": status, "trigger": str(stmt.trigger),
+        "language": language(stmt),
         "create_time": datetime.fromisoformat(state["created"]) if state.get("created") else None,
         "progress": progress, "lag_s": lag,
         "windows_opened": counts.get(EventType.WINDOW_OPEN, 0), "windows_closed": counts.get(EventType.WINDOW_CLOSE, 0),
@@ -228,17 +241,19 @@ def ins_stream_tasks(warehouse: Warehouse, store: StreamStore | None = None) -> 
         except StreamError as err:  # listed, with the reason, rather than failing the whole view
             rows.append((name, db, "stream", "nowhere", "failed", str(err)))
             continue
-        main, recalc = stream_dag_ids(db, name)
-        if stored.statement.trigger.kind == "window":
+        plan = plan_stream(stored.statement, db, store.load_state(db, name))
+        main, recalc = plan.dag_id, plan.recalc_dag_id
+        if plan.kind.detected:
             det = _detector(stored)
             hosted = det.get("host") == "node" and det.get("status") == "running"
             progress = det.get("last_progress") or {}
             detail = det.get("error") if det.get("status") == "failed" else (
                 f"batch {progress.get('batchId')}, {progress.get('numInputRows')} rows" if progress else None)
-            rows.append((name, db, "detector", "stream node" if hosted else "compute task",
+            rows.append((name, db, "detector" if plan.kind is StreamKind.WINDOW else "row query",
+                         "stream node" if hosted else "compute task",
                          "stopped" if stopped else det.get("status") or "on demand", detail))
         rows.append((name, db, "dag", "Airflow", "paused" if stopped else "active", main))
-        if not isinstance(stored.statement.trigger, m.PeriodTrigger):
+        if recalc is not None:
             rows.append((name, db, "recalc_dag", "Airflow", "paused" if stopped else "active", recalc))
     return pa.table({col: pa.array([r[i] for r in rows], kind) for i, (col, kind) in enumerate(TASK_COLUMNS)})
 

@@ -26,13 +26,13 @@ from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import FileResponse, JSONResponse
 from pydantic import BaseModel
 
-from airflow_stream_provider import model as m
 from airflow_stream_provider import progress
 from airflow_stream_provider.airflow_api import AirflowApi, AirflowApiError
 from airflow_stream_provider.exceptions import StreamError
 from airflow_stream_provider.hooks import bind
 from airflow_stream_provider.model.names import DATABASE, STREAM, InvalidName, check_name, name_problem
 from airflow_stream_provider.plan.ids import stream_dag_ids
+from airflow_stream_provider.plan.stream import plan_stream
 from airflow_stream_provider.streams.store import StoredStream, StreamNotFound, StreamStore
 
 STATIC = Path(__file__).with_name("static")
@@ -179,14 +179,14 @@ def create_app() -> FastAPI:
         from airflow_stream_provider.warehouse import Warehouse
 
         store, stored = _stream(*_visible(user, db, name))
-        main, recalc = stream_dag_ids(stored.db, stored.name)
+        plan = plan_stream(stored.statement, stored.db, store.load_state(stored.db, stored.name))
         row = await asyncio.to_thread(stream_status, Warehouse(), stored, store)
         recent, windows = await asyncio.to_thread(_events, stored)
         return JSONResponse({
             "stream": {k: _json(v) for k, v in row.items()},
             "sql": stored.text,
-            "dag_id": main,
-            "recalc_dag_id": None if isinstance(stored.statement.trigger, m.PeriodTrigger) else recalc,
+            "dag_id": plan.dag_id,
+            "recalc_dag_id": plan.recalc_dag_id,
             "events": recent,
             "windows": windows,
             "lag": await asyncio.to_thread(samples, stored),

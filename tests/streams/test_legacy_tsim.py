@@ -836,3 +836,27 @@ def test_fill_writes_the_empty_windows_between_a_groups_rows(wh, fill, expected)
     step(wh, "test", "insert into t1 values(1648791211000,1) (1648791212000,2)", "s1")
     step(wh, "test", "insert into t1 values(1648791241000,7)", "s1")
     assert rows(wh, "select c, s from o order by `_wstart`") == expected
+
+
+def test_show_streams_lists_legacy_streams_in_the_words_of_3_3_6(wh):
+    """SHOW STREAMS says which syntax a stream is written in; a legacy stream is ``init`` while its
+    history waits (FILL_HISTORY 1 ASYNC returns at once), then ``ready``, and ``paused`` after PAUSE
+    (reference 003). RECALCULATE STREAM does not exist in that syntax."""
+    sql(wh, """create database test; use test;
+               create table t1(ts timestamp, a int);
+               insert into t1 values(1648791213000,1);
+               create stream s1 trigger at_once fill_history 1 async into o as select _wstart, count(*) c from t1
+                 interval(10s);
+               create stream s2 interval(10s) sliding(10s) from t1 into o2 as select _twstart, count(*) c from %%trows""")
+
+    def show() -> dict:
+        return {r["stream_name"]: (r["status"], r["language"]) for r in sql(wh, "show streams")[-1].table.to_pylist()}
+
+    assert show() == {"s1": ("init", "TDengine 3.3.6 (AT_ONCE)"), "s2": ("running", "TDengine 3.3.7")}
+    run_stream(wh, "test", "s1")
+    assert show()["s1"] == ("ready", "TDengine 3.3.6 (AT_ONCE)")
+    assert rows(wh, "select c from o") == [(1,)]
+    sql(wh, "pause stream s1")
+    assert show()["s1"][0] == "paused"
+    with pytest.raises(StreamError, match="no RECALCULATE"):
+        sql(wh, "recalculate stream s1 from '2022-04-01 00:00:00'")

@@ -59,6 +59,7 @@ async function renderList() {
       <td><a href="#/${encodeURIComponent(s.db_name)}/${encodeURIComponent(s.stream_name)}">${esc(s.db_name)}.${esc(s.stream_name)}</a></td>
       <td><span class="status ${esc(s.status)}">${esc(s.status)}</span></td>
       <td>${esc(s.trigger)}</td>
+      <td>${esc(s.language)}</td>
       <td>${time(s.progress)}</td>
       <td class="num">${secs(s.lag_s)}</td>
       <td class="num">${num(s.windows_opened)} / ${num(s.windows_closed)}</td>
@@ -81,6 +82,7 @@ async function renderStream(db, name) {
   $("#cards").innerHTML = [
     card("status", `<span class="status ${esc(s.status)}">${esc(s.status)}</span>`),
     card("trigger", esc(s.trigger)),
+    card("language", esc(s.language)),
     card("created", time(s.create_time)),
     card("progress", time(s.progress)),
     card("lag", secs(s.lag_s)),
@@ -101,7 +103,7 @@ async function renderStream(db, name) {
   form.hidden = !data.recalc_dag_id;
   $("#recalc-note").textContent = data.recalc_dag_id
     ? `Creates a backfill of ${data.recalc_dag_id} over [from, to): the windows that start in it are computed again from the table as it is now.`
-    : "PERIOD streams are not recalculated.";
+    : "PERIOD streams, and streams in TDengine's syntax before 3.3.7 (which has no RECALCULATE), are not recalculated.";
   form.dataset.db = db;
   form.dataset.name = name;
 }
