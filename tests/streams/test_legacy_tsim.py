@@ -847,7 +847,8 @@ def test_show_streams_lists_legacy_streams_in_the_words_of_3_3_6(wh):
                insert into t1 values(1648791213000,1);
                create stream s1 trigger at_once fill_history 1 async into o as select _wstart, count(*) c from t1
                  interval(10s);
-               create stream s2 interval(10s) sliding(10s) from t1 into o2 as select _twstart, count(*) c from %%trows""")
+               create stream s2 interval(10s) sliding(10s) from t1 into o2 as
+                 select _twstart, count(*) c from %%trows""")
 
     def show() -> dict:
         return {r["stream_name"]: (r["status"], r["language"]) for r in sql(wh, "show streams")[-1].table.to_pylist()}
