@@ -18,6 +18,7 @@ from airflow_stream_provider.notify import receiver
 from airflow_stream_provider.progress import Console
 from airflow_stream_provider.spark.session import DeltaJarsMissing, delta_round_trip
 from airflow_stream_provider.sql import parse
+from airflow_stream_provider.sql.tdengine_legacy.migrate import to_3_3_7
 
 
 def _read_input(args: argparse.Namespace) -> tuple[str, str]:
@@ -63,8 +64,27 @@ def cmd_check(args: argparse.Namespace) -> int:
     if not statements:
         print("error: no statement found", file=sys.stderr)
         return 2
+    if args.to:
+        return _print_migrations(statements)
     for stmt in statements:
         print(f"ok: {stmt.kind} {stmt.subject}".rstrip())
+    return 0
+
+
+def _print_migrations(statements: list[m.Statement]) -> int:
+    """``check --to 3.3.7``: each statement in TDengine 3.3.7's syntax, and what it cannot reproduce."""
+    for stmt in statements:
+        found = to_3_3_7(stmt)
+        legacy = isinstance(stmt, m.CreateStream) and stmt.legacy is not None
+        if legacy:
+            state = "exact" if found.exact else "nearest" if found.statement else "no"
+            print(f"-- {stmt.subject}: {state} TDengine 3.3.7 form")
+        if found.statement is not None:
+            print(found.statement.rstrip(";") + ";")
+        if found.differences:
+            print(f"-- what {stmt.subject} does that {'it' if found.statement else '3.3.7'} does not:")
+            for difference in found.differences:
+                print(f"--   * {difference}")
     return 0
 
 
@@ -256,6 +276,8 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="parse and validate statements without starting Spark")
     check.add_argument("-f", "--file", help="read statements from FILE ('-' for standard input)")
     check.add_argument("statement", nargs="?", help="statements to check")
+    check.add_argument("--to", choices=("3.3.7",), help="print each statement in TDengine 3.3.7's stream syntax, "
+                       "and what a legacy stream does that the 3.3.7 form does not")
     check.set_defaults(func=cmd_check)
     selfcheck = sub.add_parser("selfcheck", help="create, write and read back a Delta table on local Spark")
     selfcheck.set_defaults(func=cmd_selfcheck)
