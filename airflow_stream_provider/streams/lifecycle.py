@@ -82,10 +82,10 @@ def _check_legacy(runtime: StreamRuntime, store: StreamStore) -> None:
         ts = runtime.info.timestamp_column
         if not (isinstance(body, exp.Column) and body.name.lower() == ts.lower()
                 or isinstance(body, PseudoColumn) and body.name in ("_c0", "_rowts")):
+            at = stmt.query.position
             raise StreamDefinitionError(f"a stream without a window writes a row per row of {runtime.info.qualified}, "
-                                        f"keyed by its timestamp: select {ts} first", line=stmt.query.position.line
-                                        if stmt.query.position else None, column=stmt.query.position.column
-                                        if stmt.query.position else None, clause="AS")
+                                        f"keyed by its timestamp: select {ts} first", line=at.line if at else None,
+                                        column=at.column if at else None, clause="AS")
     if stmt.into is None:
         return
     target = stmt.into.key(runtime.db)

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import copy
 import json
+import warnings
 from collections.abc import Callable, Iterator
 
 import numpy as np
@@ -464,7 +465,12 @@ def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
     found = [f for f in frames if len(f)]
     if not found:
         return frames[0]
-    return found[0].reset_index(drop=True) if len(found) == 1 else pd.concat(found, ignore_index=True)
+    if len(found) == 1:
+        return found[0].reset_index(drop=True)
+    with warnings.catch_warnings():
+        # rows of the view may hold only NULLs in a column: their dtype must not decide the result's
+        warnings.filterwarnings("ignore", "The behavior of DataFrame concatenation", FutureWarning)
+        return pd.concat(found, ignore_index=True)
 
 
 def _records(frame: pd.DataFrame) -> dict | None:

@@ -2,7 +2,9 @@
 triggerer; LocalExecutor, parallelism 4), real Spark and Delta.
 
 A PERIOD stream counts rows every 10 s; an INTERVAL(1m) stream averages meter values and notifies
-a real WebSocket receiver of each closed window. The test feeds rows, waits for the outputs and
+a real WebSocket receiver of each closed window; two streams in TDengine's syntax before 3.3.7
+run beside them, a window stream that recalculates expired rows (IGNORE EXPIRED 0) and a stream
+without a window that writes each row at once. The test feeds rows, waits for the outputs and
 the notifications, stops and starts the window stream through SQL (its DAGs paused and unpaused
 through Airflow's API), then recalculates late rows through two backfills of the recalculation
 DAG: RECALCULATE STREAM and `airflow backfill create`. Expected values are worked by hand from the
@@ -49,6 +51,9 @@ def test_streams_run_as_airflow_dags(spark, tmp_path, monkeypatch):
           AS SELECT _twstart ts, avg(v) AS a, count(*) AS n FROM %%trows;
         CREATE STREAM tick PERIOD(10s) INTO tick_out
           AS SELECT cast(_tlocaltime / 1000000 AS timestamp) ts, count(*) AS c FROM meters;
+        CREATE STREAM legacy_avg IGNORE EXPIRED 0 IGNORE UPDATE 0 INTO legacy_avg_out
+          AS SELECT _wstart, avg(v) a, count(*) n FROM m1 INTERVAL(1m);
+        CREATE STREAM doubled INTO doubled_out AS SELECT ts, v * 2 d FROM m1 WHERE v > 2;
     """))
     airflow = LocalAirflow(tmp_path / "airflow", stream_home)
     monkeypatch.setenv("AIRFLOW_STREAM_API_URL", airflow.url)
@@ -68,6 +73,13 @@ def test_streams_run_as_airflow_dags(spark, tmp_path, monkeypatch):
             validate(msg)
         assert [(e["eventType"], e["windowStart"] % 3_600_000, e["result"]["a"]) for e in closes] == [
             ("WINDOW_CLOSE", 0, 2.0), ("WINDOW_CLOSE", 60_000, 8.0)]
+        # the legacy streams, run by their DAGs like any stream: the same closed windows; each row
+        # passing WHERE once, doubled
+        wait_for(lambda: len(rows(wh, "SELECT * FROM legacy_avg_out")) >= 2, 180, "the legacy window stream")
+        legacy = {r["_wstart"].strftime("%H:%M"): (r["a"], r["n"]) for r in rows(wh, "SELECT * FROM legacy_avg_out")}
+        assert legacy == {"00:00": (2.0, 2), "00:01": (8.0, 1)}
+        wait_for(lambda: len(rows(wh, "SELECT * FROM doubled_out")) >= 3, 180, "the legacy stream without a window")
+        assert sorted(r["d"] for r in rows(wh, "SELECT * FROM doubled_out")) == [6.0, 8.0, 16.0]
         ticks = wait_for(lambda: rows(wh, "SELECT * FROM tick_out"), 120, "the PERIOD stream's output")
         assert all(r["ts"].second % 10 == 0 for r in ticks)  # instants of PERIOD(10s)
 
@@ -104,6 +116,12 @@ def test_streams_run_as_airflow_dags(spark, tmp_path, monkeypatch):
                  == expected, 300, "the recalculation backfills\n" + airflow.log("scheduler"))
         runs = airflow.api("/api/v2/dags/stream__power__avg1m__recalc/dagRuns")["dag_runs"]
         assert sorted((r["run_type"], r["state"]) for r in runs) == [("backfill", "success")] * 2
+        # the legacy window stream recalculated the same late rows live (IGNORE EXPIRED 0), and the
+        # stream without a window wrote the one of them passing WHERE
+        wait_for(lambda: {r["_wstart"].strftime("%H:%M"): (r["a"], r["n"])
+                          for r in rows(wh, "SELECT * FROM legacy_avg_out")} == expected, 180,
+                 "the legacy stream's recalculation")
+        assert sorted(r["d"] for r in rows(wh, "SELECT * FROM doubled_out")) == [6.0, 8.0, 12.0, 16.0, 22.0]
 
     finally:
         airflow.stop()

@@ -861,3 +861,35 @@ def test_show_streams_lists_legacy_streams_in_the_words_of_3_3_6(wh):
     assert show()["s1"][0] == "paused"
     with pytest.raises(StreamError, match="no RECALCULATE"):
         sql(wh, "recalculate stream s1 from '2022-04-01 00:00:00'")
+
+
+def test_delete_session_splits_and_removes_sessions(wh):
+    """deleteSession.sim steps 3 and 4: deleting the rows that bridged sessions splits one session
+    into several; deleting rows of one subtable's sessions removes them."""
+    sql(wh, """create database test3; create database test; use test3;
+               create stable st(ts timestamp, a int, b int, c int, d double) tags(ta int,tb int,tc int);
+               create table t1 using st tags(1,1,1); create table t2 using st tags(2,2,2);
+               create stream streams3 trigger at_once IGNORE EXPIRED 0 IGNORE UPDATE 0 into test.streamt3 as
+                 select _wstart c1, count(*) c2, max(a) c3 from st session(ts,5s)""")
+    writes = [("t1", 1648791210000, 1), ("t1", 1648791210001, 2), ("t2", 1648791213001, 3), ("t2", 1648791213003, 4),
+              ("t1", 1648791216000, 5), ("t1", 1648791216002, 6), ("t1", 1648791216004, 7), ("t2", 1648791218001, 8),
+              ("t2", 1648791218003, 9), ("t1", 1648791222000, 10), ("t1", 1648791222003, 11),
+              ("t1", 1648791222005, 12), ("t1", 1648791232005, 13), ("t2", 1648791242005, 14)]
+    step(wh, "test3", ";".join(f"insert into {t} values({ts},{a},{a},{a},NULL)" for t, ts, a in writes), "streams3")
+    query = "select c2, c3 from test.streamt3 order by c1, c2, c3"
+    assert len(rows(wh, query)) == 3
+    step(wh, "test3", "delete from t2 where ts >= 1648791213001 and ts <= 1648791218003", "streams3")
+    assert rows(wh, query) == [(2, 2), (3, 7), (3, 12), (1, 13), (1, 14)]
+
+    sql(wh, """create database test4; use test4;
+               create stable st(ts timestamp,a int,b int,c int) tags(ta int,tb int,tc int);
+               create table t1 using st tags(1,1,1); create table t2 using st tags(2,2,2);
+               create stream streams4 trigger at_once IGNORE EXPIRED 0 IGNORE UPDATE 0 into streamt4 as
+                 select _wstart, count(*) c1 from st partition by tbname session(ts, 2s)""")
+    stamps = {"t1": (1648791210000, 1648791220000, 1648791221000, 1648791222000, 1648791223000, 1648791231000),
+              "t2": (1648791210000, 1648791220000, 1648791221000, 1648791231000)}
+    step(wh, "test4", ";".join(f"insert into {t} values({ts},2,2,3)" for t, times in stamps.items() for ts in times),
+         "streams4")
+    assert rows(wh, "select c1 from streamt4 order by c1 desc") == [(4,), (2,), (1,), (1,), (1,), (1,)]
+    step(wh, "test4", "delete from st where ts >= 1648791220000 and ts <=1648791223000", "streams4")
+    assert rows(wh, "select c1 from streamt4 order by c1 desc") == [(1,), (1,), (1,), (1,)]
