@@ -66,8 +66,8 @@ class StreamComputeOperator(StreamTask, BaseOperator):
         stored = self.stream_store().get(*self.stream_names())
         if computed_live(stored.statement) and detector_hosted(stored.state_dir):
             raise AirflowSkipException("the live query on the stream node computes, writes and notifies each "
-                                       "batch itself (LOW_LATENCY_CALC, or a legacy AT_ONCE, MAX_DELAY or "
-                                       "window-less stream); this run only supervises")
+                                       "batch itself (LOW_LATENCY_CALC, or a legacy AT_ONCE, MAX_DELAY, "
+                                       "FORCE_WINDOW_CLOSE or window-less stream); this run only supervises")
 
     def _compute(self, context: Any, event: dict | None) -> dict:
         from airflow_stream_provider.streams.run import run as run_stream

@@ -116,13 +116,19 @@ def kind_of(stmt: m.CreateStream) -> StreamKind:
     return StreamKind.WINDOW
 
 
+#: the trigger modes of TDengine before 3.3.7 whose windows are written as processing time or each
+#: write decides, so where the live query runs
+LIVE_MODES = (m.TriggerMode.AT_ONCE, m.TriggerMode.MAX_DELAY, m.TriggerMode.FORCE_WINDOW_CLOSE)
+
+
 def computed_live(stmt: m.CreateStream) -> bool:
     """Whether the streaming query computes, writes and notifies each batch itself, where it runs
     (the stream node), leaving the DAG to supervise: LOW_LATENCY_CALC, and the streams of TDengine
-    before 3.3.7 that write at every change (AT_ONCE, MAX_DELAY, no window)."""
+    before 3.3.7 that write at every change or on the wall clock (AT_ONCE, MAX_DELAY,
+    FORCE_WINDOW_CLOSE, no window)."""
     legacy = stmt.legacy
     return stmt.options.low_latency_calc or (legacy is not None and (
-        isinstance(stmt.trigger, m.RowTrigger) or legacy.trigger in (m.TriggerMode.AT_ONCE, m.TriggerMode.MAX_DELAY)))
+        isinstance(stmt.trigger, m.RowTrigger) or legacy.trigger in LIVE_MODES))
 
 
 def plan_stream(stmt: m.CreateStream, db: str, state: Mapping[str, Any], *, home: str = "") -> StreamPlan:

@@ -243,6 +243,50 @@ def test_low_latency_calc_computes_and_notifies_inside_the_node_detector(running
         receiver.stop()
 
 
+def test_the_node_computes_legacy_streams_as_their_rows_come(running_node, spark, monkeypatch):
+    """Streams in TDengine's syntax before 3.3.7, with no run and no Airflow: AT_ONCE writes an open
+    window as its rows come, a stream without a window writes each row, MAX_DELAY writes an open
+    session once after its delay (and not again without rows), FORCE_WINDOW_CLOSE writes a row per
+    5 s wall-clock window, an empty one filled with NULLs."""
+    home, _ = running_node
+    monkeypatch.setenv("AIRFLOW_STREAM_HOME", str(home))
+    monkeypatch.setenv("AIRFLOW_STREAM_API_URL", "http://127.0.0.1:9")
+    wh = Warehouse(home / "warehouse", spark=spark)
+
+    def rows(query: str) -> list[dict]:
+        return list(statements.run(wh, query))[-1].table.to_pylist()
+
+    def wait(check, what: str, timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and not check():
+            time.sleep(0.5)
+        assert check(), f"{what}\n" + (home / "node" / "node.log").read_text()[-3000:]
+
+    list(statements.run(wh, """CREATE DATABASE old; USE old; CREATE TABLE m (ts TIMESTAMP, v INT);
+        CREATE STREAM at_once TRIGGER AT_ONCE INTO at_once_out AS SELECT _wstart, count(*) c FROM m INTERVAL(1m);
+        CREATE STREAM each_row INTO each_row_out AS SELECT ts, v * 10 v10 FROM m WHERE v > 1;
+        CREATE STREAM delayed TRIGGER MAX_DELAY 5s INTO delayed_out AS SELECT _wstart, count(*) c, now() at
+          FROM m SESSION(ts, 1h);
+        CREATE STREAM clock TRIGGER FORCE_WINDOW_CLOSE INTO clock_out AS SELECT _wstart, count(*) c FROM m
+          INTERVAL(5s) FILL(NULL)"""))
+    list(statements.run(wh, "INSERT INTO m VALUES ('2025-01-01 00:00:10', 1) ('2025-01-01 00:00:50', 3)"))
+    wait(lambda: [r["c"] for r in rows("SELECT c FROM at_once_out")] == [2], "AT_ONCE's open window")
+    wait(lambda: [r["v10"] for r in rows("SELECT v10 FROM each_row_out")] == [30], "the stream without a window")
+    wait(lambda: [r["c"] for r in rows("SELECT c FROM delayed_out")] == [2], "MAX_DELAY's open session")
+    first = rows("SELECT at FROM delayed_out")[0]["at"]
+    time.sleep(8)  # more than the delay, no new rows: not written again
+    assert rows("SELECT at FROM delayed_out")[0]["at"] == first
+    list(statements.run(wh, "INSERT INTO m VALUES ('2025-01-01 00:00:55', 5)"))
+    wait(lambda: [r["c"] for r in rows("SELECT c FROM at_once_out")] == [3], "AT_ONCE's window again")
+    wait(lambda: rows("SELECT c FROM delayed_out")[0]["c"] == 3, "MAX_DELAY after new rows")
+    # the wall-clock windows: the group appears with the rows above, then each 5 s window closes,
+    # empty ones with NULL
+    wait(lambda: len(rows("SELECT c FROM clock_out")) >= 3, "FORCE_WINDOW_CLOSE's windows", timeout=90)
+    assert None in [r["c"] for r in rows("SELECT c FROM clock_out")]
+    starts = sorted(r["_wstart"] for r in rows("SELECT _wstart FROM clock_out"))
+    assert all(s.timestamp() % 5 == 0 for s in starts) and len(set(starts)) == len(starts)
+
+
 def test_status_and_stop_without_a_node(tmp_path):
     shown = cli(tmp_path, "node", "status")
     assert shown.returncode == 3 and shown.stdout.strip() == "stream node: not running"
