@@ -132,7 +132,7 @@ class DetectorHost:
             fast = computed_live(stored.statement)
             interval = "250 milliseconds" if fast else "1 second"
             if isinstance(stored.statement.trigger, m.RowTrigger):
-                query = rows.start(runtime, stored, state, options.checkpoint, available_now=False, interval=interval,
+                query = rows.start(runtime, stored, options, available_now=False, interval=interval,
                                    after_batch=self._consumed(stored))
             else:
                 with in_database(self.warehouse, stored.db):

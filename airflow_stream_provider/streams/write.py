@@ -132,12 +132,14 @@ def fill_windows(runtime: StreamRuntime, empty: list[Fired], schema: T.StructTyp
         by_idx = {f.idx: f for f in empty}
         rows = sorted(range(table.num_rows), key=lambda r: (by_idx[table[IDX][r].as_py()].group_id,
                                                               by_idx[table[IDX][r].as_py()].values["_twstart"]))
+        read: set[str] = set()  # groups whose earlier results were read from the output table
         for r in rows:
             f = by_idx[table[IDX][r].as_py()]
             start = f.values["_twstart"]
             assert isinstance(start, datetime)
-            if f.group_id not in history:
-                history[f.group_id] = _output_history(runtime, f, aggregates)
+            if f.group_id not in read:
+                history.setdefault(f.group_id, []).extend(_output_history(runtime, f, aggregates))
+                read.add(f.group_id)
             earlier = [v for at, v in sorted(history[f.group_id], key=lambda e: e[0]) if at < start]
             for i in aggregates:
                 columns[i][r] = earlier[-1][i] if earlier else None

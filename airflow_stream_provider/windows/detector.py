@@ -77,26 +77,34 @@ class DetectorOptions:
     skip_versions: tuple[tuple[int, int], ...] = ()
 
 
-def source(spark: SparkSession, plan: TriggerPlan, options: DetectorOptions) -> DataFrame:
-    """The trigger table's change feed: new row values, the old values of updates, and deletes
-    under DELETE_RECALC."""
+def change_feed(spark: SparkSession, path: str, options: DetectorOptions, *, history: bool,
+                subtable: str | None = None) -> DataFrame:
+    """A trigger table's change feed from the stream's creation (with ``history``, from its
+    snapshot), without the versions START ... IGNORE UNTREATED skipped, of one subtable if given."""
     reader = spark.readStream.format("delta").option("readChangeFeed", "true")
-    if plan.history:
+    if history:
         reader = reader.option("maxFilesPerTrigger", _HISTORY_FILES)
     else:
         start = options.created_version if options.created_version is not None else options.starting_version
         reader = reader.option("startingVersion", str(start))
         if options.max_files_per_trigger:
             reader = reader.option("maxFilesPerTrigger", options.max_files_per_trigger)
-    df = reader.load(plan.path)
-    kinds = [*DATA_CHANGES, "update_preimage"] + (["delete"] if plan.reads_deletes else [])
-    df = df.where(F.col("_change_type").isin(*kinds))
-    if not plan.history and options.created_version is not None:
+    df = reader.load(path)
+    if not history and options.created_version is not None:
         df = df.where(F.col("_commit_version") > options.created_version)
     for lo, hi in options.skip_versions:
         df = df.where(~F.col("_commit_version").between(lo, hi))
-    if plan.subtable is not None:
-        df = df.where(F.col("tbname") == plan.subtable)
+    if subtable is not None:
+        df = df.where(F.col("tbname") == subtable)
+    return df
+
+
+def source(spark: SparkSession, plan: TriggerPlan, options: DetectorOptions) -> DataFrame:
+    """The trigger table's change feed: new row values, the old values of updates, and deletes
+    under DELETE_RECALC (always for a legacy stream)."""
+    df = change_feed(spark, plan.path, options, history=plan.history, subtable=plan.subtable)
+    kinds = [*DATA_CHANGES, "update_preimage"] + (["delete"] if plan.reads_deletes else [])
+    df = df.where(F.col("_change_type").isin(*kinds))
     if plan.since is not None:
         df = df.where(F.col(plan.ts_column) >= F.timestamp_micros(F.lit(plan.since)))
     return df.select(*plan.columns, "_change_type", "_commit_version")

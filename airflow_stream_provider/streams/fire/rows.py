@@ -14,11 +14,10 @@ from __future__ import annotations
 import functools
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 import pandas as pd
 import pyarrow as pa
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.streaming import StreamingQuery
@@ -27,6 +26,8 @@ from sqlglot import exp
 from airflow_stream_provider.exceptions import StreamError
 from airflow_stream_provider.sql.ast import TriggerTable
 from airflow_stream_provider.streams.compute import IDX, Fired, named
+from airflow_stream_provider.streams.fire.windows import detector_options
+from airflow_stream_provider.streams.probes import checkpoint_id, last_commit
 from airflow_stream_provider.streams.runtime import RunReport, StreamRuntime, group_id
 from airflow_stream_provider.streams.store import StoredStream, detector_lock
 from airflow_stream_provider.streams.write import table_names, write_results
@@ -34,25 +35,13 @@ from airflow_stream_provider.warehouse import writer
 from airflow_stream_provider.warehouse.catalog import TBNAME
 from airflow_stream_provider.warehouse.types import arrow_type
 from airflow_stream_provider.windows.core import plain
-
-_HISTORY_FILES = 1 << 30  # FILL_HISTORY: the table's snapshot in one micro-batch
-
-
-@dataclass
-class RowProgress:
-    """What a row stream's batches did: rows computed and written, results removed."""
-
-    report: RunReport
-    batches: list[int] = field(default_factory=list)
+from airflow_stream_provider.windows.detector import DetectorOptions, change_feed
 
 
 def pending_rows(runtime: StreamRuntime, stored: StoredStream, state: dict, say: Callable[[str], None],
                  report: RunReport, *, detect: bool = True) -> dict:
     """Run the row query until it has read the trigger table as it is now, unless the stream node
     runs it; the progress to record."""
-    from airflow_stream_provider.streams.fire.windows import detector_options
-    from airflow_stream_provider.streams.probes import checkpoint_id, last_commit
-
     update: dict = {}
     if not detect:
         return update
@@ -62,8 +51,7 @@ def pending_rows(runtime: StreamRuntime, stored: StoredStream, state: dict, say:
             return update
         options = detector_options(stored, state)  # refuses a lost checkpoint
         say(f"writing the rows of {runtime.found.qualified if runtime.found else runtime.qualified}")
-        progress = RowProgress(report)
-        query = start(runtime, stored, state, options.checkpoint, available_now=True, progress=progress)
+        query = start(runtime, stored, options, available_now=True, report=report)
         query.awaitTermination()
         if query.exception() is not None:
             raise StreamError(f"the row query of {runtime.qualified} failed: {query.exception()}")
@@ -76,43 +64,26 @@ def pending_rows(runtime: StreamRuntime, stored: StoredStream, state: dict, say:
     return update
 
 
-def source(spark: SparkSession, runtime: StreamRuntime, state: dict, *, history: bool) -> DataFrame:
-    """The trigger table's change feed from the stream's creation (or its snapshot, with FILL_HISTORY)."""
-    assert runtime.info is not None, "a row trigger has a trigger table"
-    reader = spark.readStream.format("delta").option("readChangeFeed", "true")
-    created = state.get("created_version")
-    if history:
-        reader = reader.option("maxFilesPerTrigger", _HISTORY_FILES)
-    else:
-        reader = reader.option("startingVersion", str(created if created is not None else "latest"))
-    df = reader.load(str(runtime.info.path))
-    if not history and created is not None:
-        df = df.where(F.col("_commit_version") > created)
-    for lo, hi in state.get("skip_versions", ()):
-        df = df.where(~F.col("_commit_version").between(lo, hi))
-    if runtime.source is not None and runtime.source.subtable is not None:
-        df = df.where(F.col(TBNAME) == runtime.source.subtable)
-    return df.drop("_commit_timestamp")
-
-
-def start(runtime: StreamRuntime, stored: StoredStream, state: dict, checkpoint: str, *, available_now: bool,
-          interval: str = "1 second", progress: RowProgress | None = None,
+def start(runtime: StreamRuntime, stored: StoredStream, options: DetectorOptions, *, available_now: bool,
+          interval: str = "1 second", report: RunReport | None = None,
           after_batch: Callable[[int], None] | None = None) -> StreamingQuery:
-    """Start the stream's row query; with ``available_now`` it stops once caught up."""
-    spark = runtime.warehouse.spark
-    history = runtime.stmt.options.fill_history is not None
-    progress = progress or RowProgress(RunReport(stored.qualified))
+    """Start the stream's row query over the trigger table's change feed (the detector's options:
+    checkpoint, start, skipped versions); with ``available_now`` it stops once caught up."""
+    assert runtime.info is not None, "a row trigger has a trigger table"
+    report = report or RunReport(stored.qualified)
+    subtable = runtime.source.subtable if runtime.source is not None else None
+    changes = change_feed(runtime.warehouse.spark, str(runtime.info.path), options,
+                          history=runtime.stmt.options.fill_history is not None, subtable=subtable)
 
-    def batch(changes: DataFrame, batch_id: int) -> None:
-        process(runtime, changes, progress.report)
-        progress.batches.append(batch_id)
+    def batch(rows: DataFrame, batch_id: int) -> None:
+        process(runtime, rows.drop("_commit_timestamp"), report)
         if after_batch is not None:
             after_batch(batch_id)
 
-    writer_ = (source(spark, runtime, state, history=history).writeStream
-               .queryName(f"rows:{stored.qualified}").option("checkpointLocation", checkpoint).foreachBatch(batch))
-    writer_ = writer_.trigger(availableNow=True) if available_now else writer_.trigger(processingTime=interval)
-    return writer_.start()
+    query = (changes.writeStream.queryName(f"rows:{stored.qualified}")
+             .option("checkpointLocation", options.checkpoint).foreachBatch(batch))
+    query = query.trigger(availableNow=True) if available_now else query.trigger(processingTime=interval)
+    return query.start()
 
 
 def process(runtime: StreamRuntime, changes: DataFrame, report: RunReport) -> None:
