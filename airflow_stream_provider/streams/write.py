@@ -9,6 +9,7 @@ from datetime import datetime
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from sqlglot import exp
@@ -180,12 +181,14 @@ def write_results(runtime: StreamRuntime, fired: list[Fired], results: pa.Table,
         source = plan.source_of(i)
         data[column.name] = results.column(source + 1) if source is not None else pa.nulls(results.num_rows)
     if plan.grouped:
-        groups = _output_groups(runtime, plan, info, [by_idx[i] for i in sorted(set(results[IDX].to_pylist()))])
-        idx = results[IDX].to_pylist()
-        data[TBNAME] = pa.array([groups[by_idx[i].group_id][0] for i in idx], pa.string())
+        present = sorted(pc.unique(results[IDX]).to_pylist())
+        groups = _output_groups(runtime, plan, info, [by_idx[i] for i in present])
+        # each row's subtable and tags: one value per trigger, taken by the row's trigger
+        position = pc.index_in(results[IDX], value_set=pa.array(present, results.schema.field(IDX).type))
+        data[TBNAME] = pa.array([groups[by_idx[i].group_id][0] for i in present], pa.string()).take(position)
         for j, tag in enumerate(plan.tags):
-            data[tag.name] = pa.array([groups[by_idx[i].group_id][1][j] for i in idx],
-                                      arrow_type(tag.dtype))
+            data[tag.name] = pa.array([groups[by_idx[i].group_id][1][j] for i in present],
+                                      arrow_type(tag.dtype)).take(position)
     written, discarded = out.write(info, pa.table(data))
     report.written += written
     report.discarded += discarded

@@ -11,15 +11,14 @@ are by key, so a batch replayed after a crash writes the same rows once.
 
 from __future__ import annotations
 
-import functools
 import uuid
 from collections.abc import Callable
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 from pyspark.sql.streaming import StreamingQuery
 from sqlglot import exp
 
@@ -90,21 +89,26 @@ def process(runtime: StreamRuntime, changes: DataFrame, report: RunReport) -> No
     """One micro-batch of the change feed: remove the outputs of rows as they were, write those of
     rows as they are."""
     assert runtime.info is not None
-    key = list(runtime.info.key_columns)
-    version = F.col("_commit_version")
-    # within a version, the old row (pre-image, delete) comes before the new one
-    order = F.when(F.col("_change_type").isin("update_preimage", "delete"), 0).otherwise(1)
-    ordered = changes.withColumn("__first", F.row_number().over(Window.partitionBy(*key).orderBy(version, order)))
-    ordered = ordered.withColumn("__last", F.row_number().over(
-        Window.partitionBy(*key).orderBy(version.desc(), order.desc())))
-    ordered = ordered.persist()
+    changes = changes.persist()
     try:
+        kinds = {row[0] for row in changes.select("_change_type").distinct().collect()}
+        if kinds <= {"insert"}:  # new rows only: each key once, no earlier output to remove
+            compute_rows(runtime, changes.drop("_change_type", "_commit_version"), report)
+            return
+        key = list(runtime.info.key_columns)
+        version = F.col("_commit_version")
+        # within a version, the old row (pre-image, delete) comes before the new one
+        order = F.when(F.col("_change_type").isin("update_preimage", "delete"), 0).otherwise(1)
+        ordered = changes.withColumn("__first", F.row_number().over(
+            Window.partitionBy(*key).orderBy(version, order)))
+        ordered = ordered.withColumn("__last", F.row_number().over(
+            Window.partitionBy(*key).orderBy(version.desc(), order.desc())))
         before = ordered.where((F.col("__first") == 1) & F.col("_change_type").isin("update_preimage", "delete"))
         retract_rows(runtime, before, report)
         after = ordered.where((F.col("__last") == 1) & F.col("_change_type").isin("insert", "update_postimage"))
         compute_rows(runtime, after.drop("__first", "__last", "_change_type", "_commit_version"), report)
     finally:
-        ordered.unpersist()
+        changes.unpersist()
 
 
 def retract_rows(runtime: StreamRuntime, before: DataFrame, report: RunReport) -> None:
@@ -137,31 +141,16 @@ def retract_rows(runtime: StreamRuntime, before: DataFrame, report: RunReport) -
 
 
 def compute_rows(runtime: StreamRuntime, after: DataFrame, report: RunReport) -> None:
-    """Compute the select list over ``after`` (rows as they are, before WHERE) and write the results."""
+    """Compute the select list over ``after`` (rows as they are, before WHERE) and write the results,
+    each into its group's output subtable."""
     source, query = runtime.source, runtime.stmt.query
     assert source is not None and query is not None
     if source.pre_filter:
         after = after.where(F.expr(source.pre_filter))
     keys = [c.name for c in runtime.group_columns]
     spark = after.sparkSession  # a micro-batch's rows live in its own session, with its temporary views
-    if keys:
-        found: pd.DataFrame = after.select(*[F.col(f"`{k}`") for k in keys]).distinct().toPandas()
-        groups = [tuple(None if pd.isna(v) else plain(v) for v in values)
-                  for values in found.itertuples(index=False, name=None)]
-    else:
-        groups = [()]
-    if not groups:
-        return
-    fired = [Fired(i, runtime.group_values(g), group=g, group_id=group_id(runtime, g)) for i, g in enumerate(groups)]
-    if keys:
-        schema = T.StructType([T.StructField(IDX, T.LongType(), False), *[after.schema[k] for k in keys]])
-        index = spark.createDataFrame([(f.idx, *f.group) for f in fired], schema=schema)
-        condition = functools.reduce(lambda a, b: a & b, [after[f"`{k}`"].eqNullSafe(index[f"`{k}`"]) for k in keys])
-        rows = after.join(index, condition).select(after["*"], index[IDX])
-    else:
-        rows = after.withColumn(IDX, F.lit(0).cast("bigint"))
     view = f"_rows_{uuid.uuid4().hex[:12]}"
-    rows.createOrReplaceTempView(view)
+    after.createOrReplaceTempView(view)
 
     def from_view(node: exp.Expr) -> exp.Expr:
         if not isinstance(node, TriggerTable):
@@ -171,10 +160,44 @@ def compute_rows(runtime: StreamRuntime, after: DataFrame, report: RunReport) ->
 
     tree = named(query.tree).transform(from_view)
     assert isinstance(tree, exp.Select)
-    tree.set("expressions", [exp.column(IDX, quoted=True), *tree.expressions])
+    # the group's columns ride along, hidden, so each row finds its group without a join
+    hidden = [exp.alias_(exp.column(k, quoted=True), f"__g{i}", quoted=True) for i, k in enumerate(keys)]
+    tree.set("expressions", [*tree.expressions, *hidden])
     translate, _, _ = runtime.warehouse.translator(tree, also=(runtime.info,) if runtime.info else ())
     with runtime.warehouse.local_time():
         results = spark.sql(translate(tree)).toArrow()
+    if results.num_rows == 0:
+        return
+    width = results.num_columns - len(keys)
+    codes, firsts = _groups(results.columns[width:], results.num_rows)
+    groups = list(zip(*[_values(results.column(width + i).take(firsts)) for i in range(len(keys))])) \
+        if keys else [()]
+    fired = [Fired(i, runtime.group_values(g), group=g, group_id=group_id(runtime, g)) for i, g in enumerate(groups)]
+    results = pa.table([pa.array(codes, pa.int64()), *results.columns[:width]],
+                       names=[IDX, *results.column_names[:width]])
     report.triggers += results.num_rows
     report.result_rows += results.num_rows
     write_results(runtime, fired, results, report)
+
+
+def _values(column: pa.ChunkedArray) -> list:
+    """A key column's values as group values: timestamps in epoch microseconds, as elsewhere."""
+    if pa.types.is_timestamp(column.type):
+        column = column.cast(pa.timestamp("us", column.type.tz)).cast(pa.int64())
+    return [plain(v) for v in column.to_pylist()]
+
+
+def _groups(keys: list[pa.ChunkedArray], rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's group number, and for each group the first row that has it. A group is one
+    combination of the key columns' values, NULL a value of its own; groups are numbered in the
+    order they first appear."""
+    codes = np.zeros(rows, np.int64)
+    for column in keys:
+        values, uniques = pd.factorize(column.to_pandas(), use_na_sentinel=False)
+        # compact after each column, so the combined code stays below rows * distinct values
+        codes = np.unique(codes * max(len(uniques), 1) + values, return_inverse=True)[1]
+    _, firsts, inverse = np.unique(codes, return_index=True, return_inverse=True)
+    order = np.argsort(firsts)  # number the groups as they first appear
+    number = np.empty(len(order), np.int64)
+    number[order] = np.arange(len(order))
+    return number[inverse], firsts[order]
