@@ -10,6 +10,7 @@ import time
 from typing import TYPE_CHECKING
 
 import pytest
+from hypothesis import settings
 
 from airflow_stream_provider.hooks import bind
 
@@ -25,6 +26,10 @@ time.tzset()
 # the test process reads Airflow connections through the hooks, as the CLI, the node and the tasks do
 bind()
 
+
+# this machine is shared: a property test is judged by its examples, never by how long one took
+settings.register_profile("shared-machine", deadline=None)
+settings.load_profile("shared-machine")
 
 # py4j logs from object finalizers at interpreter exit, after pytest has closed its streams.
 logging.getLogger("py4j").setLevel(logging.WARNING)

@@ -17,6 +17,7 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
@@ -89,26 +90,25 @@ def process(runtime: StreamRuntime, changes: DataFrame, report: RunReport) -> No
     """One micro-batch of the change feed: remove the outputs of rows as they were, write those of
     rows as they are."""
     assert runtime.info is not None
-    changes = changes.persist()
+    if changes.where(F.col("_change_type") != "insert").isEmpty():
+        # new rows only: each key once, no earlier output to remove (a cheap scan of the change kind)
+        compute_rows(runtime, changes.drop("_change_type", "_commit_version"), report)
+        return
+    key = list(runtime.info.key_columns)
+    version = F.col("_commit_version")
+    # within a version, the old row (pre-image, delete) comes before the new one
+    order = F.when(F.col("_change_type").isin("update_preimage", "delete"), 0).otherwise(1)
+    ordered = changes.withColumn("__first", F.row_number().over(Window.partitionBy(*key).orderBy(version, order)))
+    ordered = ordered.withColumn("__last", F.row_number().over(
+        Window.partitionBy(*key).orderBy(version.desc(), order.desc())))
+    ordered = ordered.persist()
     try:
-        kinds = {row[0] for row in changes.select("_change_type").distinct().collect()}
-        if kinds <= {"insert"}:  # new rows only: each key once, no earlier output to remove
-            compute_rows(runtime, changes.drop("_change_type", "_commit_version"), report)
-            return
-        key = list(runtime.info.key_columns)
-        version = F.col("_commit_version")
-        # within a version, the old row (pre-image, delete) comes before the new one
-        order = F.when(F.col("_change_type").isin("update_preimage", "delete"), 0).otherwise(1)
-        ordered = changes.withColumn("__first", F.row_number().over(
-            Window.partitionBy(*key).orderBy(version, order)))
-        ordered = ordered.withColumn("__last", F.row_number().over(
-            Window.partitionBy(*key).orderBy(version.desc(), order.desc())))
         before = ordered.where((F.col("__first") == 1) & F.col("_change_type").isin("update_preimage", "delete"))
         retract_rows(runtime, before, report)
         after = ordered.where((F.col("__last") == 1) & F.col("_change_type").isin("insert", "update_postimage"))
         compute_rows(runtime, after.drop("__first", "__last", "_change_type", "_commit_version"), report)
     finally:
-        changes.unpersist()
+        ordered.unpersist()
 
 
 def retract_rows(runtime: StreamRuntime, before: DataFrame, report: RunReport) -> None:
@@ -193,9 +193,10 @@ def _groups(keys: list[pa.ChunkedArray], rows: int) -> tuple[np.ndarray, np.ndar
     order they first appear."""
     codes = np.zeros(rows, np.int64)
     for column in keys:
-        values, uniques = pd.factorize(column.to_pandas(), use_na_sentinel=False)
+        encoded = pc.dictionary_encode(column.combine_chunks(), null_encoding="encode")
+        values = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
         # compact after each column, so the combined code stays below rows * distinct values
-        codes = np.unique(codes * max(len(uniques), 1) + values, return_inverse=True)[1]
+        codes = np.unique(codes * max(len(encoded.dictionary), 1) + values, return_inverse=True)[1]
     _, firsts, inverse = np.unique(codes, return_index=True, return_inverse=True)
     order = np.argsort(firsts)  # number the groups as they first appear
     number = np.empty(len(order), np.int64)
