@@ -26,9 +26,11 @@ Time semantics (reference 000, "Atypical Data Ingestion Scenarios"):
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -232,6 +234,13 @@ def _commit_arrow(table: pa.Table, path: str, app_id: str, batch_id: int) -> Non
                     commit_properties=CommitProperties(app_transactions=[Transaction(app_id, batch_id)]))
 
 
+@functools.cache
+def _quiet_state_serializer() -> None:
+    """In the Python worker, once: pyspark's state serializer pads each batch's frames with empty
+    rows, and pandas warns of that concatenation on every batch (a deprecation of pandas' own)."""
+    warnings.filterwarnings("ignore", "The behavior of DataFrame concatenation with empty", FutureWarning)
+
+
 class _Step:
     """The per-group state function.
 
@@ -247,6 +256,7 @@ class _Step:
         self.timeouts = timeouts
 
     def __call__(self, key: tuple, chunks: Iterator[pd.DataFrame], state) -> Iterator[pd.DataFrame]:
+        _quiet_state_serializer()
         plan, spec, ts = self.plan, self.plan.spec, self.plan.ts_column
         saved = json.loads(state.get[0]) if state.exists else {}
         frames = [] if state.hasTimedOut else [f for f in chunks if len(f)]
@@ -329,6 +339,7 @@ class _LegacyStep:
         self.timeouts = timeouts
 
     def __call__(self, key: tuple, chunks: Iterator[pd.DataFrame], state) -> Iterator[pd.DataFrame]:
+        _quiet_state_serializer()
         plan = self.plan
         saved = json.loads(state.get[0]) if state.exists else {}
         values = tuple(key) if plan.keys else ()
