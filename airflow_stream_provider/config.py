@@ -54,3 +54,16 @@ def settings() -> dict:
         return {}
     except tomllib.TOMLDecodeError as err:
         raise ValueError(f"{path}: {err}") from None
+
+
+def cq_min_every_micros() -> int:
+    """The smallest EVERY of a continuous query, in microseconds (``AIRFLOW_STREAM_CQ_MIN_EVERY``
+    in milliseconds, IoTDB's ``continuous_query_min_every_interval_in_ms``; default 1000)."""
+    raw = os.environ.get("AIRFLOW_STREAM_CQ_MIN_EVERY", "1000")
+    try:
+        millis = int(raw)
+    except ValueError:
+        raise ValueError(f"AIRFLOW_STREAM_CQ_MIN_EVERY={raw!r} is not a whole number of milliseconds") from None
+    if millis < 1:
+        raise ValueError(f"AIRFLOW_STREAM_CQ_MIN_EVERY={raw!r} must be at least 1 millisecond")
+    return millis * 1000

@@ -38,3 +38,5 @@ class TriggerKind(StrEnum):
     #: no window: every row written to the trigger table fires (the window-less streams of TDengine
     #: before 3.3.7); it has no keyword of its own
     ROW = "ROW"
+    #: IoTDB's continuous query: instants BOUNDARY + k * EVERY, each computing a range before it
+    RESAMPLE = "RESAMPLE"

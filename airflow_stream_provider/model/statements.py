@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from airflow_stream_provider.model.options import LegacyOptions, Notify, StreamOptions
+from airflow_stream_provider.model.series import SeriesCompute
 from airflow_stream_provider.model.time import TimePoint
 from airflow_stream_provider.model.triggers import Trigger
 from airflow_stream_provider.model.types import DataType, Position, SqlExpression, TableName, Value
@@ -53,6 +54,8 @@ class CreateStream(Statement):
     query: SqlExpression | None = None
     #: a stream of TDengine's engine before 3.3.7, with that engine's behaviour (None: 3.3.7)
     legacy: LegacyOptions | None = None
+    #: an IoTDB continuous query: what it computes and writes at each instant
+    series: SeriesCompute | None = None
     kind = "CREATE STREAM"
 
     @property

@@ -134,5 +134,27 @@ class RowTrigger:
         return "every row"
 
 
+@dataclass(frozen=True)
+class ResampleTrigger:
+    """IoTDB's ``RESAMPLE EVERY e BOUNDARY b RANGE s[, t]``: instants ``b + k * e`` on the wall
+    clock, with no daily restart; the instant ``i`` computes over ``[i - s, i - t)``, from the
+    scheduled instant even when it runs late. ``boundary`` is epoch microseconds (``BOUNDARY 0``:
+    multiples of EVERY from the epoch). BLOCKED runs every missed instant, one at a time; DISCARD
+    skips to the first instant at or after now."""
+
+    every: Duration
+    start_offset: Duration
+    end_offset: Duration
+    boundary: int = 0
+    policy: str = "BLOCKED"
+    keyword = TriggerKind.RESAMPLE
+    kind = "resample"
+    notify_type = "Resample"
+
+    def __str__(self) -> str:
+        return (f"RESAMPLE EVERY {self.every} BOUNDARY {self.boundary}u RANGE {self.start_offset}, "
+                f"{self.end_offset} TIMEOUT POLICY {self.policy}")
+
+
 Trigger = (PeriodTrigger | SlidingTrigger | IntervalWindow | SessionWindow | StateWindow | EventWindow | CountWindow
-           | RowTrigger)
+           | RowTrigger | ResampleTrigger)

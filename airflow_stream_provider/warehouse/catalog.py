@@ -206,10 +206,11 @@ class Catalog:
             raise WarehouseError(
                 f"database {db} does not exist", hint=did_you_mean(db, self.databases())) from None
 
-    def create_database(self, name: str, precision: str, if_not_exists: bool) -> bool:
+    def create_database(self, name: str, precision: str, if_not_exists: bool, extra: dict | None = None) -> bool:
+        """:param extra: more facts recorded with the database (an IoTDB database's path)."""
         name = _check_name(name, DATABASE)
         created = _write_new(self.database_path(name) / ".database.json",
-                             {"precision": precision, "created": datetime.now(UTC).isoformat()})
+                             {**(extra or {}), "precision": precision, "created": datetime.now(UTC).isoformat()})
         if not created and not if_not_exists:
             raise WarehouseError(f"database {name} already exists")
         return created
@@ -272,6 +273,10 @@ class Catalog:
         info = TableInfo(db.lower(), name, path, columns, self.precision(db))
         self._tables[path] = info
         return info
+
+    def forget(self, path: Path) -> None:
+        """Read the table at ``path`` again on its next lookup (its schema changed)."""
+        self._tables.pop(path, None)
 
     def create_table(self, db: str, name: str, columns: tuple[Column, ...], if_not_exists: bool) -> bool:
         from deltalake import DeltaTable

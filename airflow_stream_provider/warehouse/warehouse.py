@@ -26,7 +26,7 @@ from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import did_you_mean
 from airflow_stream_provider.spark.session import setting, spark_session
 from airflow_stream_provider.sql import to_spark
-from airflow_stream_provider.warehouse import writer
+from airflow_stream_provider.warehouse import iotdb, writer
 from airflow_stream_provider.warehouse.catalog import (
     TBNAME,
     Catalog,
@@ -498,6 +498,16 @@ INFORMATION_SCHEMA = "information_schema"
 
 #: the statements the warehouse runs, by type
 TABLE_STATEMENTS: dict[type, Callable[[Warehouse, Any], Result]] = {
+    m.CreateSeriesDatabase: iotdb.create_database,
+    m.DropSeriesDatabases: iotdb.drop_databases,
+    m.ShowSeriesDatabases: iotdb.show_databases,
+    m.CreateTimeseries: iotdb.create_timeseries,
+    m.DropTimeseries: iotdb.drop_timeseries,
+    m.ShowTimeseries: iotdb.show_timeseries,
+    m.ShowDevices: iotdb.show_devices,
+    m.InsertPoints: iotdb.insert,
+    m.DeletePoints: iotdb.delete,
+    m.QuerySeries: iotdb.select,
     m.CreateDatabase: Warehouse._create_database,
     m.UseDatabase: Warehouse._use,
     m.DropDatabase: Warehouse._drop_database,

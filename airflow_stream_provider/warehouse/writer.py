@@ -59,7 +59,7 @@ def _is_conflict(err: Exception) -> bool:
     return isinstance(err, CommitFailedError) or "concurrent" in text or "version already exists" in text
 
 
-def _retrying(path: Path, action: Callable[[DeltaTable], object]) -> Commit:
+def retrying(path: Path, action: Callable[[DeltaTable], object]) -> Commit:
     """Run ``action(table)`` on a fresh snapshot until it commits; conflicts are retried with backoff."""
     from deltalake import DeltaTable
 
@@ -94,7 +94,7 @@ def upsert(path: Path, rows: pa.Table, keys: Sequence[str]) -> Commit:
             .execute()
         )
 
-    return _retrying(path, merge)
+    return retrying(path, merge)
 
 
 def delete_matching(path: Path, rows: pa.Table) -> Commit:
@@ -103,13 +103,13 @@ def delete_matching(path: Path, rows: pa.Table) -> Commit:
     keys = rows.column_names
     rows = dedupe_last(rows, keys)
     predicate = " AND ".join(f"t.{_quote(k)} = s.{_quote(k)}" for k in keys)
-    return _retrying(path, lambda table: table.merge(rows, predicate, source_alias="s", target_alias="t")
+    return retrying(path, lambda table: table.merge(rows, predicate, source_alias="s", target_alias="t")
                      .when_matched_delete().execute())
 
 
 def delete_rows(path: Path, predicate: str) -> Commit:
     """Delete the rows matching a SQL ``predicate`` (the kernel's SQL, column names double-quoted)."""
-    return _retrying(path, lambda table: table.delete(predicate))
+    return retrying(path, lambda table: table.delete(predicate))
 
 
 def string_equals(column: str, value: str) -> str:

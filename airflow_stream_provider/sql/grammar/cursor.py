@@ -16,10 +16,15 @@ from airflow_stream_provider.sql.grammar.lexer import Kind, Lexer, Token
 
 
 class TokenCursor:
-    def __init__(self, text: str) -> None:
+    #: the lexer of the language
+    LEXER: type[Lexer] = Lexer
+
+    def __init__(self, text: str, span: tuple[int, int] | None = None) -> None:
+        """:param span: the part of ``text`` to read (its statements), positions staying those of
+            the whole text; all of it by default."""
         self.text = text
-        self.lexer = Lexer(text)
-        self.toks = self.lexer.tokens()
+        self.lexer = self.LEXER(text)
+        self.toks = self.lexer.tokens(*(span or (0, None)))
         self.i = 0
 
     # --- tokens --------------------------------------------------------------------------------

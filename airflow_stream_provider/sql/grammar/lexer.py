@@ -15,6 +15,7 @@ class Kind(Enum):
     STRING = "string"
     NUMBER = "number"
     DURATION = "duration"
+    DATETIME = "date and time"  # an unquoted ISO 8601 timestamp (IoTDB)
     REF = "%% reference"
     OP = "symbol"
     EOF = "end of input"
@@ -75,8 +76,11 @@ class Lexer:
         line, column = self.position(offset)
         return StreamSyntaxError(message, line=line, column=column)
 
-    def tokens(self) -> list[Token]:
-        text, out, i, n = self.text, [], 0, len(self.text)
+    def tokens(self, start: int = 0, end: int | None = None) -> list[Token]:
+        """The tokens of ``text[start:end]`` (all of it by default), positioned in the whole text,
+        then an end-of-input token at ``end``."""
+        text, out, i = self.text, [], start
+        n = len(text) if end is None else end
         while i < n:
             ch = text[i]
             if ch.isspace():
@@ -100,16 +104,7 @@ class Lexer:
                 i = self._scan_quoted(i, "`")
                 kind = Kind.QUOTED_IDENT
             elif ch in _DIGITS or (ch == "." and i + 1 < n and text[i + 1] in _DIGITS):
-                m = _NUMBER.match(text, i)
-                assert m is not None  # a digit, or a dot before a digit, always starts a number
-                i = m.end()
-                kind = Kind.NUMBER
-                unit = _IDENT.match(text, i)
-                if unit:
-                    if not re.fullmatch(r"[0-9]+[a-zA-Z]", text[start : unit.end()]):
-                        raise self._error(f"malformed number or duration {text[start:unit.end()]!r}", start)
-                    i = unit.end()
-                    kind = Kind.DURATION
+                i, kind = self.number(i)
             elif ch == "%" and text.startswith("%%", i):
                 m = _REF.match(text, i)
                 if not m:
@@ -128,6 +123,19 @@ class Lexer:
         line, column = self.position(n)
         out.append(Token(Kind.EOF, "", n, n, line, column))
         return out
+
+    def number(self, i: int) -> tuple[int, Kind]:
+        """The end and kind of the number or duration (``10s``) starting at ``i``."""
+        text, start = self.text, i
+        m = _NUMBER.match(text, i)
+        assert m is not None  # a digit, or a dot before a digit, always starts a number
+        i = m.end()
+        unit = _IDENT.match(text, i)
+        if not unit:
+            return i, Kind.NUMBER
+        if not re.fullmatch(r"[0-9]+[a-zA-Z]", text[start : unit.end()]):
+            raise self._error(f"malformed number or duration {text[start:unit.end()]!r}", start)
+        return unit.end(), Kind.DURATION
 
     def _scan_quoted(self, i: int, quote: str) -> int:
         text, n, j = self.text, len(self.text), i + 1

@@ -63,6 +63,6 @@ class Parser(LegacyStreamStatements, tdengine.Parser):
                          hint=hint, syntax=True)
 
 
-def parse(text: str) -> list[m.Statement]:
+def parse(text: str, span: tuple[int, int] | None = None) -> list[m.Statement]:
     """Parse and validate every statement of ``text``, in either TDengine stream syntax."""
-    return Parser(text).parse()
+    return Parser(text, span).parse()
