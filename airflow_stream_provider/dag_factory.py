@@ -32,16 +32,18 @@ from typing import Any
 from airflow.sdk import DAG, BaseOperator
 
 from airflow_stream_provider import config
+from airflow_stream_provider import model as m
 from airflow_stream_provider.operators import (
     StreamCommitOperator,
     StreamComputeOperator,
     StreamNotifyOperator,
     StreamRecalculateOperator,
 )
+from airflow_stream_provider.plan.schedule import ResampleSchedule
 from airflow_stream_provider.plan.stream import StreamKind, StreamPlan, TaskRole, TaskSpec, plan_stream
 from airflow_stream_provider.sensors import StreamEventTimeSensor
 from airflow_stream_provider.streams.store import StoredStream, StreamStore
-from airflow_stream_provider.timetables import PeriodTimetable, RecalcTimetable, SlidingTimetable
+from airflow_stream_provider.timetables import PeriodTimetable, RecalcTimetable, ResampleTimetable, SlidingTimetable
 
 log = logging.getLogger(__name__)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -85,11 +87,26 @@ def _tasks(specs: tuple[TaskSpec, ...]) -> None:
             made[spec.task_id] >> made[after]
 
 
-def _timetable(plan: StreamPlan) -> PeriodTimetable | SlidingTimetable | str:
-    if plan.schedule is None:
+def _timetable(plan: StreamPlan) -> PeriodTimetable | SlidingTimetable | ResampleTimetable | str:
+    schedule = plan.schedule
+    if schedule is None:
         return "@continuous"
+    if isinstance(schedule, ResampleSchedule):
+        trig = plan.statement.trigger
+        assert isinstance(trig, m.ResampleTrigger)
+        return ResampleTimetable(schedule.every, schedule.boundary, trig.start_offset.to_timedelta(),
+                                 trig.end_offset.to_timedelta(), trig.policy, schedule.created)
     kind = PeriodTimetable if plan.kind is StreamKind.PERIOD else SlidingTimetable
-    return kind(plan.schedule.period, plan.schedule.offset, config.timezone_name(), plan.schedule.created)
+    return kind(schedule.period, schedule.offset, config.timezone_name(), schedule.created)
+
+
+def _start(plan: StreamPlan) -> tuple[datetime, bool]:
+    """The DAG's start date and catch-up: a continuous query starts at its first range and, under
+    TIMEOUT POLICY BLOCKED, catches up every instant it missed."""
+    schedule, trig = plan.schedule, plan.statement.trigger
+    if isinstance(schedule, ResampleSchedule) and isinstance(trig, m.ResampleTrigger):
+        return schedule.first - trig.start_offset.to_timedelta(), trig.policy == "BLOCKED"
+    return plan.created, False
 
 
 def stream_dags(stored: StoredStream, state: dict, home: Path) -> list[DAG]:
@@ -99,7 +116,8 @@ def stream_dags(stored: StoredStream, state: dict, home: Path) -> list[DAG]:
     retry = {"retries": RETRIES, "retry_delay": timedelta(seconds=5), "retry_exponential_backoff": True,
              "max_retry_delay": timedelta(minutes=5)}
     dags = []
-    with DAG(plan.dag_id, schedule=_timetable(plan), start_date=plan.created, catchup=False, max_active_runs=1,
+    start_date, catchup = _start(plan)
+    with DAG(plan.dag_id, schedule=_timetable(plan), start_date=start_date, catchup=catchup, max_active_runs=1,
              is_paused_upon_creation=plan.paused, doc_md=_doc(stored, str(plan.kind), state), tags=_tags(stored),
              description=f"{trig} stream {stored.qualified}", default_args=retry) as dag:
         _tasks(plan.tasks)

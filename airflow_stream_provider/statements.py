@@ -13,7 +13,7 @@ from typing import Any
 
 from airflow_stream_provider import model as m
 from airflow_stream_provider.sql import parse
-from airflow_stream_provider.streams import lifecycle, status
+from airflow_stream_provider.streams import cq, lifecycle, status
 from airflow_stream_provider.warehouse import Result, SystemView, Warehouse, WarehouseError
 from airflow_stream_provider.warehouse.warehouse import TABLE_STATEMENTS
 from airflow_stream_provider.windows import query as window_query
@@ -23,6 +23,11 @@ SYSTEM_VIEWS: Mapping[str, SystemView] = {
     "ins_streams": status.ins_streams,
     "ins_stream_tasks": status.ins_stream_tasks,
 }
+
+
+def _create_stream(warehouse: Warehouse, stmt: m.CreateStream) -> Result:
+    """CREATE STREAM, or CREATE CQ (a stream whose computation is an IoTDB query)."""
+    return cq.create(warehouse, stmt) if stmt.series is not None else lifecycle.create(warehouse, stmt)
 
 
 def _select(warehouse: Warehouse, stmt: m.Select) -> Result:
@@ -35,7 +40,9 @@ def _select(warehouse: Warehouse, stmt: m.Select) -> Result:
 HANDLERS: dict[type, Callable[[Warehouse, Any], Result]] = {
     **TABLE_STATEMENTS,
     m.Select: _select,
-    m.CreateStream: lifecycle.create,
+    m.CreateStream: _create_stream,
+    m.DropContinuousQuery: cq.drop,
+    m.ShowContinuousQueries: cq.show,
     m.DropStream: lifecycle.drop,
     m.StopStream: lifecycle.stop,
     m.StartStream: lifecycle.start,

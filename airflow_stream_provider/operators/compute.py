@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowSkipException
 
+from airflow_stream_provider import model as m
 from airflow_stream_provider.operators.base import StreamTask
 from airflow_stream_provider.timetables.values import utc_datetime
 from airflow_stream_provider.triggers.checkpoint import CheckpointCommitTrigger
@@ -28,8 +30,8 @@ class StreamComputeOperator(StreamTask, BaseOperator):
     def __init__(self, *, stream: str, kind: str, home: str | None = None, wait_task: str | None = None,
                  wait: bool = False, table: str | None = None, poll_interval: float = 0.5, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        if kind not in ("window", "row", "period", "sliding"):
-            raise ValueError(f"kind must be window, row, period or sliding, not {kind!r}")
+        if kind not in ("window", "row", "period", "sliding", "resample"):
+            raise ValueError(f"kind must be window, row, period, sliding or resample, not {kind!r}")
         if wait and (kind not in ("window", "row") or wait_task):
             raise ValueError("wait=True is for window and row streams without a wait_task")
         self.init_stream(stream, home)
@@ -81,6 +83,10 @@ class StreamComputeOperator(StreamTask, BaseOperator):
             arguments = {"upto_batch": event.get("to_batch"), "detect": event.get("status") == "detect"}
         elif self.kind == "period":
             arguments = {"at": utc_datetime(context["data_interval_end"])}
+        elif self.kind == "resample":  # a continuous query: the data interval is its range, the instant after it
+            trig = store.get(db, name).statement.trigger
+            end_offset = trig.end_offset.to_timedelta() if isinstance(trig, m.ResampleTrigger) else timedelta(0)
+            arguments = {"at": utc_datetime(context["data_interval_end"]) + end_offset}
         try:
             report = run_stream(Warehouse(), db, name, store=store, commit=False, progress=self.log.info, **arguments)
         except StreamStopped as err:

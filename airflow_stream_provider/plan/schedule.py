@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime, time, timedelta, tzinfo
+from datetime import UTC, datetime, time, timedelta, tzinfo
 
 from airflow_stream_provider import model as m
 
@@ -103,6 +103,65 @@ class Schedule:
         return origin + k * step if k >= 1 else None
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class ResampleSchedule:
+    """The instants of an IoTDB continuous query (reference 004, IoTDB's ``CQScheduleTask``):
+    ``boundary + k * every`` with no daily restart. The first is the boundary when the query was
+    created at or before it, else the first ``boundary + k * every`` at or after the creation."""
+
+    every: timedelta
+    boundary: datetime
+    created: datetime
+
+    def __post_init__(self) -> None:
+        if self.every <= timedelta(0):
+            raise ValueError(f"EVERY must be positive, not {self.every}")
+        if self.created.tzinfo is None or self.boundary.tzinfo is None:
+            raise ValueError("the boundary and creation time of a schedule need a time zone")
+
+    @property
+    def period(self) -> timedelta:
+        return self.every
+
+    @property
+    def first(self) -> datetime:
+        if self.created <= self.boundary:
+            return self.boundary
+        return self.boundary + -(-(self.created - self.boundary) // self.every) * self.every
+
+    def at_or_after(self, at: datetime) -> datetime:
+        """The first instant at or after ``at`` (not before the first)."""
+        if at <= self.first:
+            return self.first
+        return self.boundary + -(-(at - self.boundary) // self.every) * self.every
+
+    def instants(self, after: datetime, until: datetime | None = None) -> Iterator[datetime]:
+        """Instants strictly after ``after``, up to ``until`` inclusive."""
+        at = self.at_or_after(after)
+        if at <= after:
+            at += self.every
+        while until is None or at <= until:
+            yield at
+            at += self.every
+
+    def next_after(self, at: datetime) -> datetime:
+        return next(self.instants(at))
+
+    def previous(self, at: datetime) -> datetime | None:
+        """The instant before ``at``, or None when ``at`` is at or before the first."""
+        if at <= self.first:
+            return None
+        return self.at_or_after(at) - self.every
+
+
+def resample_schedule(trigger: m.ResampleTrigger, created: datetime) -> ResampleSchedule:
+    return ResampleSchedule(trigger.every.to_timedelta(), _EPOCH + timedelta(microseconds=trigger.boundary),
+                            created)
+
+
 def recalc_step(stmt: m.CreateStream) -> timedelta:
     """The event-time slice of one recalculation run: the window's step for INTERVAL and
     SLIDING, an hour for the data-driven windows."""
@@ -114,11 +173,13 @@ def recalc_step(stmt: m.CreateStream) -> timedelta:
     return timedelta(hours=1)
 
 
-def schedule_of(stmt: m.CreateStream, anchor: datetime, tz: tzinfo) -> Schedule | None:
+def schedule_of(stmt: m.CreateStream, anchor: datetime, tz: tzinfo) -> Schedule | ResampleSchedule | None:
     """The instants of a PERIOD or SLIDING trigger, none at or before ``anchor`` (the stream's
-    creation, or for SLIDING the start of a group's or a recalculation's event time); None for
-    window triggers, which a detector fires."""
+    creation, or for SLIDING the start of a group's or a recalculation's event time), or of a
+    continuous query's RESAMPLE; None for window triggers, which a detector fires."""
     trig = stmt.trigger
+    if isinstance(trig, m.ResampleTrigger):
+        return resample_schedule(trig, anchor)
     if isinstance(trig, m.PeriodTrigger):
         step = trig.period
     elif isinstance(trig, m.SlidingTrigger):

@@ -19,7 +19,7 @@ from typing import Any
 from airflow_stream_provider import config
 from airflow_stream_provider import model as m
 from airflow_stream_provider.plan import ids
-from airflow_stream_provider.plan.schedule import Schedule, recalc_step, schedule_of
+from airflow_stream_provider.plan.schedule import ResampleSchedule, Schedule, recalc_step, schedule_of
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -33,6 +33,8 @@ class StreamKind(StrEnum):
     #: every row written fires at once (a row trigger); a query over the change feed drives it, as
     #: the detector drives a window stream
     ROW = "row"
+    #: an IoTDB continuous query: the wall clock, at BOUNDARY + k * EVERY
+    RESAMPLE = "resample"
 
     @property
     def detected(self) -> bool:
@@ -85,8 +87,8 @@ class StreamPlan:
     statement: m.CreateStream
     kind: StreamKind
     created: datetime
-    #: the instants of a PERIOD or SLIDING stream (None for window streams)
-    schedule: Schedule | None
+    #: the instants of a PERIOD or SLIDING stream or of a continuous query (None for window streams)
+    schedule: Schedule | ResampleSchedule | None
     trigger_table: TriggerTable | None
     dag_id: str
     tasks: tuple[TaskSpec, ...]
@@ -107,6 +109,8 @@ class StreamPlan:
 
 
 def kind_of(stmt: m.CreateStream) -> StreamKind:
+    if isinstance(stmt.trigger, m.ResampleTrigger):
+        return StreamKind.RESAMPLE
     if isinstance(stmt.trigger, m.PeriodTrigger):
         return StreamKind.PERIOD
     if isinstance(stmt.trigger, m.SlidingTrigger):

@@ -20,8 +20,9 @@ import pandas as pd
 
 from airflow_stream_provider import config
 from airflow_stream_provider.notify.delivery import Settings
+from airflow_stream_provider.plan.schedule import Schedule
 from airflow_stream_provider.plan.stream import StreamKind, plan_stream
-from airflow_stream_provider.streams import routing, status
+from airflow_stream_provider.streams import cq, routing, status
 from airflow_stream_provider.streams.compute import Fired
 from airflow_stream_provider.streams.fire import rows, schedules, windows
 from airflow_stream_provider.streams.routing import RunNotifications, outbox_of
@@ -64,9 +65,15 @@ def run(warehouse: Warehouse, db: str, name: str, *, store: StreamStore | None =
 def _run(warehouse: Warehouse, stored: StoredStream, state: dict, store: StreamStore, *, now: datetime | None,
          batched: bool, progress: Callable[[str], None] | None, at: datetime | None, upto_batch: int | None,
          detect: bool, commit: bool) -> RunReport:
-    runtime = StreamRuntime(warehouse, stored.statement, stored.db, state.get("skip_versions", ()))
     report = RunReport(stored.qualified)
     say = progress or (lambda _msg: None)
+    if stored.statement.series is not None:  # an IoTDB continuous query: its instants, its query
+        report.progress = cq.run(warehouse, stored, state, store, report, now=now or datetime.now(UTC), at=at,
+                                 say=say, commit=commit)
+        if commit and report.progress:
+            commit_progress(stored.db, stored.name, report.progress, store=store)
+        return report
+    runtime = StreamRuntime(warehouse, stored.statement, stored.db, state.get("skip_versions", ()))
     plan = plan_stream(stored.statement, stored.db, state)
     notes = RunNotifications(runtime, state) if stored.statement.notify is not None else None
     events = None
@@ -77,7 +84,7 @@ def _run(warehouse: Warehouse, stored: StoredStream, state: dict, store: StreamS
         fired, update, events = windows.pending_windows(runtime, stored, state, say, detect=detect,
                                                         upto_batch=upto_batch)
     elif plan.kind is StreamKind.PERIOD:
-        assert plan.schedule is not None, "a PERIOD stream's plan has its schedule"
+        assert isinstance(plan.schedule, Schedule), "a PERIOD stream's plan has its schedule"
         fired, update = schedules.period_triggers(runtime, plan.schedule, state, now or datetime.now(UTC), report,
                                                   at=at)
     else:

@@ -35,7 +35,8 @@ COLUMNS = (
     ("language", pa.string()),  # the syntax it was written in: TDengine 3.3.7, TDengine 3.3.6
     ("create_time", pa.timestamp("us", tz="UTC")),
     ("progress", pa.timestamp("us", tz="UTC")),  # event time processed up to (PERIOD: last instant fired)
-    ("lag_s", pa.float64()),  # the trigger table's latest event time minus progress
+    ("lag_s", pa.float64()),  # the trigger table's latest event time minus progress; for a CQ, how late it runs
+    ("next_instant", pa.timestamp("us", tz="UTC")),  # PERIOD and continuous queries: the next run
     ("windows_opened", pa.int64()),
     ("windows_closed", pa.int64()),
     ("computations", pa.int64()),
@@ -56,6 +57,8 @@ LEGACY_STATUS = {"running": "ready", "stopped": "paused", "history": "init", "fa
 
 def language(stmt: m.CreateStream) -> str:
     """The stream language a stream was written in."""
+    if stmt.series is not None:
+        return "IoTDB (continuous query)"
     if stmt.legacy is None:
         return "TDengine 3.3.7"
     return f"TDengine 3.3.6 ({stmt.legacy.trigger})" if stmt.trigger.kind == "window" else "TDengine 3.3.6"
@@ -104,7 +107,7 @@ def record_sample(catalog: Catalog, stored: StoredStream, state: dict) -> None:
     Progress comes from the event table's file statistics, so a sample costs two reads of Delta
     logs, not of data."""
     trigger = stored.statement.trigger
-    if isinstance(trigger, m.PeriodTrigger):
+    if isinstance(trigger, (m.PeriodTrigger, m.ResampleTrigger)):
         return
     path = stored.state_dir / "samples.jsonl"
     try:
@@ -152,7 +155,8 @@ def stream_status(warehouse: Warehouse, stored: StoredStream, store: StreamStore
     box = outbox_of(stored)
     notes = box.stats() if box is not None else {"sent": 0, "dropped": 0, "pending": 0, "last_error": None}
     counts = _event_counts(stored)
-    if isinstance(stmt.trigger, m.PeriodTrigger):
+    scheduled = isinstance(stmt.trigger, (m.PeriodTrigger, m.ResampleTrigger))
+    if scheduled:
         progress = datetime.fromisoformat(state["last_fired"]) if state.get("last_fired") else None
     elif isinstance(stmt.trigger, m.SlidingTrigger):
         marks = [datetime.fromisoformat(g["last"]) for g in state.get("sliding", {}).values() if g.get("last")]
@@ -160,7 +164,14 @@ def stream_status(warehouse: Warehouse, stored: StoredStream, store: StreamStore
     else:
         progress = progress_time(stored)
     lag = None
-    if progress is not None and not isinstance(stmt.trigger, m.PeriodTrigger):
+    next_instant = None
+    if scheduled and state.get("created"):
+        schedule = plan_stream(stmt, stored.db, state).schedule
+        assert schedule is not None  # PERIOD and RESAMPLE have one
+        next_instant = schedule.next_after(progress or datetime.fromisoformat(state["created"]))
+        if isinstance(stmt.trigger, m.ResampleTrigger):  # how long its next instant has been due
+            lag = max(0.0, (datetime.now(UTC) - next_instant).total_seconds())
+    elif progress is not None:
         latest = _trigger_latest(warehouse.catalog, stored)
         if latest is not None:
             lag = max(0.0, (latest - progress).total_seconds())
@@ -182,7 +193,7 @@ def stream_status(warehouse: Warehouse, stored: StoredStream, store: StreamStore
         "stream_name": stored.name, "db_name": stored.db, "status": status, "trigger": str(stmt.trigger),
         "language": language(stmt),
         "create_time": datetime.fromisoformat(state["created"]) if state.get("created") else None,
-        "progress": progress, "lag_s": lag,
+        "progress": progress, "lag_s": lag, "next_instant": next_instant,
         "windows_opened": counts.get(EventType.WINDOW_OPEN, 0), "windows_closed": counts.get(EventType.WINDOW_CLOSE, 0),
         "computations": computed, "recalculations": int(state.get("recalculations", 0)) + reclosed,
         "recalc_ratio": recalculated / computed if computed else None,

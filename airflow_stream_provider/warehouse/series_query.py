@@ -169,9 +169,8 @@ class QueryRunner:
         end: int | None = None
         group = self.query.group_by
         if group is not None and group.start is not None and group.end is not None:
+            # for ((start, end], ...) these bound the time less 1 microsecond, which is then [start, end)
             start, end = time_micros(group.start, self.now), time_micros(group.end, self.now)
-            if group.left_open:
-                start, end = start + 1, end + 1
         if self.forced is not None:
             start = _max(start, self.forced.start)
             end = _min(end, self.forced.end)
@@ -307,9 +306,9 @@ class QueryRunner:
         shift = 1 if window is not None and window.left_open else 0
         micros = f"(unix_micros({TS}) - {shift})" if shift else f"unix_micros({TS})"
         if span.start is not None:
-            conditions.append(f"{micros} >= {span.start - shift}")
+            conditions.append(f"{micros} >= {span.start}")
         if span.end is not None:
-            conditions.append(f"{micros} < {span.end - shift}")
+            conditions.append(f"{micros} < {span.end}")
         if self.query.where is not None:
             time_where = _time_part(self.query.where, self.now)
             if time_where is not None:
@@ -541,9 +540,11 @@ def _complete_windows(df: pd.DataFrame, window: _Windows, values: list[str], cou
 
 
 def _times(keys: pd.Series, window: _Windows | None) -> pa.Array:
+    """The Time column: a window's start, or for ``((start, end], ...)`` its end (the range's end
+    for a window the range cuts short)."""
     micros = keys.to_numpy(dtype=np.int64)
     if window is not None and window.left_open:
-        micros = micros + window.interval
+        micros = np.minimum(micros + window.interval, window.end)
     return pa.array(micros, pa.int64()).cast(pa.timestamp("us", tz="UTC"))
 
 

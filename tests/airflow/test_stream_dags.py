@@ -171,12 +171,14 @@ def test_dag_file_renders_every_stream_without_import_errors(wh, tmp_path, monke
     sql(wh, "CREATE STREAM p1 PERIOD(330m, 1m) FROM t1 INTO p1_out AS SELECT "
             "cast(_tlocaltime/1000000 as timestamp) ts, count(*) c FROM t1")
     sql(wh, "CREATE STREAM s1 SLIDING(1m) FROM t1 INTO s1_out AS SELECT _tcurrent_ts ts, count(*) c FROM %%trows")
+    sql(wh, "CREATE CQ cq1 RESAMPLE EVERY 20s RANGE 40s TIMEOUT POLICY DISCARD BEGIN SELECT max_value(s1) "
+            "INTO root.sg.d(s1_max) FROM root.sg.d GROUP BY(10s) END")
     monkeypatch.setenv("AIRFLOW_HOME", str(tmp_path / "airflow"))
     folder = Path(airflow_stream_provider.__file__).parent / "dags"
     bag = DagBag(dag_folder=str(folder))
     assert bag.import_errors == {}
     assert set(bag.dag_ids) == {"stream__d__avg5", "stream__d__avg5__recalc", "stream__d__p1",
-                                "stream__d__s1", "stream__d__s1__recalc"}
+                                "stream__d__s1", "stream__d__s1__recalc", "stream__root__cq1"}
     window = bag.dags["stream__d__avg5"]
     assert [t.task_id for t in window.topological_sort()] == ["compute", "commit"]
     assert window.get_task("compute").wait  # compute itself defers until the detector commits
@@ -185,6 +187,11 @@ def test_dag_file_renders_every_stream_without_import_errors(wh, tmp_path, monke
     assert bag.dags["stream__d__p1"].timetable.summary == "PERIOD(5h30m, 1m)"
     assert bag.dags["stream__d__s1"].timetable.summary == "SLIDING(1m)"
     assert bag.dags["stream__d__avg5__recalc"].timetable.summary == "RECALCULATE(5m) on backfill"
+    # a continuous query: its own timetable, no recalculation DAG (a backfill recomputes its ranges)
+    cq = bag.dags["stream__root__cq1"]
+    assert cq.timetable.summary == "RESAMPLE EVERY 20s" and cq.timetable.policy == "DISCARD"
+    assert [t.task_id for t in cq.topological_sort()] == ["compute", "commit"]
+    assert cq.get_task("compute").kind == "resample" and not cq.catchup
     # a stopped stream's DAGs are created paused
     sql(wh, "STOP STREAM p1")
     again = DagBag(dag_folder=str(folder))

@@ -143,7 +143,7 @@ def sliding_triggers(runtime: StreamRuntime, state: dict, report: RunReport) -> 
         entry = groups_state.get(gid) or {"origin": (lo - timedelta(microseconds=1)).isoformat()}
         origin = datetime.fromisoformat(entry["origin"])
         schedule = schedule_of(runtime.stmt, origin, config.timezone())
-        assert schedule is not None
+        assert isinstance(schedule, Schedule)
         last = datetime.fromisoformat(entry["last"]) if entry.get("last") else origin
         due = sliding_instants(schedule, last, hi - watermark, origin)
         candidates.extend((group, gid, prev, t, nxt) for prev, t, nxt in due)
@@ -200,7 +200,7 @@ def sliding_in_range(runtime: StreamRuntime, rows: DataFrame, start: datetime, e
     watermark = opts.watermark.to_timedelta() if opts.watermark else timedelta(0)
     before = start - timedelta(microseconds=1)
     schedule = schedule_of(runtime.stmt, before, config.timezone())
-    assert schedule is not None
+    assert isinstance(schedule, Schedule)
     fired: list[Fired] = []
     for row in spans:
         group = tuple(row[:-1])

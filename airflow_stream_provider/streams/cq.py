@@ -1,0 +1,131 @@
+"""IoTDB continuous queries as streams: CREATE, DROP and SHOW CQ, and the execution of due instants
+(reference 004; ``shared/reference/iotdb-semantics.md`` C1-C19).
+
+A continuous query is stored as a stream of the ``root`` namespace (``streams/root/<id>.sql``
+holds the CREATE CQ text as written, which SHOW CQS prints): its DAG, SHOW STREAMS row, STOP and
+START are those of any stream. Each instant ``i`` executes the query over ``[i - start_offset,
+i - end_offset)``, from the scheduled instant even when it runs late, and writes its results into
+the INTO series (column-wise: an execution that covers a time again overwrites it). Progress
+(``last_fired``) is recorded after each instant, so a killed run repeats at most one execution,
+which writes the same points again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+import pyarrow as pa
+
+from airflow_stream_provider import model as m
+from airflow_stream_provider.plan.schedule import ResampleSchedule, resample_schedule
+from airflow_stream_provider.sql.iotdb import CQ_NAMESPACE
+from airflow_stream_provider.streams.runtime import RunReport
+from airflow_stream_provider.streams.store import StoredStream, StreamStore
+from airflow_stream_provider.warehouse import Result, Warehouse, WarehouseError
+from airflow_stream_provider.warehouse.iotdb import run_query
+from airflow_stream_provider.warehouse.series import SeriesStore
+from airflow_stream_provider.warehouse.series_query import now_micros
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _micros(at: datetime) -> int:
+    delta = at - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def schedule_of(stored: StoredStream, state: dict) -> ResampleSchedule:
+    trig = stored.statement.trigger
+    assert isinstance(trig, m.ResampleTrigger)
+    return resample_schedule(trig, datetime.fromisoformat(state["created"]))
+
+
+def create(warehouse: Warehouse, stmt: m.CreateStream, store: StreamStore | None = None) -> Result:
+    """CREATE CQ: refused when the id is taken (ids compare without case here, as the files that
+    hold them do); nothing else is checked against the data, as in IoTDB."""
+    store = store or StreamStore()
+    assert stmt.series is not None and isinstance(stmt.trigger, m.ResampleTrigger)
+    cq_id = stmt.series.cq_id
+    name = stmt.name.name.lower()
+    if store.exists(CQ_NAMESPACE, name):
+        other = store.get(CQ_NAMESPACE, name).statement.series
+        shown = other.cq_id if other is not None else name
+        raise WarehouseError(f"CQ {cq_id} has already been created" + ("" if shown == cq_id else f" (as {shown})"))
+    now = datetime.now(UTC)
+    store.create(CQ_NAMESPACE, stmt, stmt.text, {"created": now.isoformat()})
+    schedule = resample_schedule(stmt.trigger, now)
+    trig = stmt.trigger
+    return Result(stmt, f"created continuous query {cq_id}: every {trig.every}, each over [instant - "
+                        f"{trig.start_offset}, instant - {trig.end_offset}), first at {schedule.first.isoformat()}")
+
+
+def drop(warehouse: Warehouse, stmt: m.DropContinuousQuery, store: StreamStore | None = None) -> Result:
+    """DROP CQ: the definition and progress go; the series it wrote stay."""
+    store = store or StreamStore()
+    name = stmt.cq_id.lower()
+    if not store.exists(CQ_NAMESPACE, name) or store.get(CQ_NAMESPACE, name).statement.series is None:
+        raise WarehouseError(f"CQ {stmt.cq_id} doesn't exist")
+    store.drop(CQ_NAMESPACE, name)
+    return Result(stmt, f"dropped continuous query {stmt.cq_id}")
+
+
+def show(warehouse: Warehouse, stmt: m.ShowContinuousQueries, store: StreamStore | None = None) -> Result:
+    """SHOW CQS: ``cq_id | query | state`` by id; the query as it was written, the state ACTIVE
+    (STOPPED after STOP STREAM root.<id>)."""
+    store = store or StreamStore()
+    rows = []
+    for db, name in store.names():
+        if db != CQ_NAMESPACE:
+            continue
+        stored = store.get(db, name)
+        if stored.statement.series is None:
+            continue
+        state = store.load_state(db, name)
+        rows.append((stored.statement.series.cq_id, stored.text.strip(), "STOPPED" if state.get("stopped")
+                     else "ACTIVE"))
+    rows.sort()
+    table = pa.table({"cq_id": [r[0] for r in rows], "query": [r[1] for r in rows], "state": [r[2] for r in rows]})
+    return Result(stmt, f"{len(rows)} continuous quer{'y' if len(rows) == 1 else 'ies'}", table=table)
+
+
+def run(warehouse: Warehouse, stored: StoredStream, state: dict, store: StreamStore, report: RunReport, *,
+        now: datetime, at: datetime | None, say: Callable[[str], None], commit: bool) -> dict:
+    """Execute the due instants (or the one instant ``at`` of an Airflow run); the progress.
+
+    BLOCKED executes every due instant in order; DISCARD only the latest, the others counted
+    as discarded. Without Airflow each instant's progress is committed when it is written."""
+    series = stored.statement.series
+    trig = stored.statement.trigger
+    assert series is not None and isinstance(trig, m.ResampleTrigger)
+    schedule = schedule_of(stored, state)
+    if at is not None:
+        due = [at]
+    else:
+        last = datetime.fromisoformat(state["last_fired"]) if state.get("last_fired") else None
+        due = list(schedule.instants(last if last is not None else schedule.first - timedelta(microseconds=1), now))
+        if trig.policy == "DISCARD" and len(due) > 1:
+            report.discarded_instants += len(due) - 1
+            due = due[-1:]
+    spark = warehouse.spark
+    points = SeriesStore(warehouse.catalog)
+    update: dict = {}
+    for instant in due:
+        start = _micros(instant - trig.start_offset.to_timedelta())
+        end = _micros(instant - trig.end_offset.to_timedelta())
+        say(f"{series.cq_id}: executing at {instant.isoformat()} over [{_iso(start)}, {_iso(end)})")
+        summary = run_query(points, spark, series.query, start, end, now_micros())
+        written = sum(summary["written"].to_pylist()) if summary.num_rows else 0
+        report.triggers += 1
+        report.written += written
+        report.result_rows += written
+        update = {"last_fired": instant.isoformat()}
+        if commit and at is None:
+            with store.updating(stored.db, stored.name) as saved:
+                if not saved.get("last_fired") or datetime.fromisoformat(saved["last_fired"]) < instant:
+                    saved["last_fired"] = instant.isoformat()
+    return update
+
+
+def _iso(micros: int) -> str:
+    return (_EPOCH + timedelta(microseconds=micros)).isoformat()
