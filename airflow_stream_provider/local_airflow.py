@@ -62,6 +62,9 @@ class LocalAirflow:
             "AIRFLOW_HOME": str(home), "AIRFLOW_STREAM_HOME": str(stream_home),
             "AIRFLOW__CORE__DAGS_FOLDER": str(Path(airflow_stream_provider.__file__).parent / "dags"),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False", "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+            # SQLite lets one writer in at a time: a CLI command waits for the scheduler's write
+            # instead of failing with "database is locked" after SQLite's default 5 s
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{(Path(home) / 'airflow.db').resolve()}?timeout=60",
             "AIRFLOW__CORE__PARALLELISM": str(parallelism),
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
             "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.url}/execution/",

@@ -82,7 +82,7 @@ def show(warehouse: Warehouse, stmt: m.ShowContinuousQueries, store: StreamStore
         if stored.statement.series is None:
             continue
         state = store.load_state(db, name)
-        rows.append((stored.statement.series.cq_id, stored.text.strip(), "STOPPED" if state.get("stopped")
+        rows.append((stored.statement.series.cq_id, stored.statement.text, "STOPPED" if state.get("stopped")
                      else "ACTIVE"))
     rows.sort()
     table = pa.table({"cq_id": [r[0] for r in rows], "query": [r[1] for r in rows], "state": [r[2] for r in rows]})

@@ -126,7 +126,8 @@ def insert(warehouse: Warehouse, stmt: m.InsertPoints) -> Result:
     store = store_of(warehouse)
     now = datetime.now(UTC)
     db = store.database_of(stmt.device)
-    known = {s.measurement: s.type for s in store.series(db) if s.device == stmt.device} if db else {}
+    # a measurement has one type in a database: a new series of a known measurement takes it
+    known = {name: m.SeriesType(c["type"]) for name, c in store.registry(db).columns.items()} if db else {}
     columns: dict[str, m.SeriesType] = {}
     for i, name in enumerate(stmt.measurements):
         if name in known:

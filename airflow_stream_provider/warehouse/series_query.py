@@ -614,12 +614,11 @@ def _slimit(table: pa.Table, query: m.SeriesQuery, fixed: int) -> pa.Table:
 
 
 def _arrow(values: pd.Series, dtype: pa.DataType | None) -> pa.Array:
-    if dtype is not None and pa.types.is_integer(dtype) and values.isna().any():
-        return pa.array([None if pd.isna(v) else int(v) for v in values], dtype)
+    """A shaped column back in Arrow, in its query type; pandas' NaN for a missing value is NULL."""
     try:
-        return pa.array(values.tolist(), dtype) if dtype is not None else pa.array(values.tolist())
-    except (pa.ArrowInvalid, pa.ArrowTypeError):
-        return pa.array([None if pd.isna(v) else v for v in values.tolist()])
+        return pa.array(values, type=dtype, from_pandas=True)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):  # an integer column holding NaN as floats
+        return pa.array([None if pd.isna(v) else v for v in values.tolist()], type=dtype)
 
 
 def _unique(names: list[str]) -> list[str]:

@@ -148,7 +148,7 @@ BEGIN
         INTO root.sg_count.d(count_s1)
         FROM root.sg.d
         GROUP BY(30m)
-END""", "s1_count_cq", datetime.fromisoformat("2024-01-01T00:00:00+00:00"))
+END""", "s1_count_cq", datetime.fromisoformat("2024-01-01T00:00:01+00:00"))  # first instant: 00:30
     run(wh, "root", "s1_count_cq", now=datetime.fromisoformat("2024-01-01T01:30:00+00:00"))
     counts = table(wh, "SELECT count_s1 FROM root.sg_count.d")
     assert [c for _, c in counts] == [2, 1, 3]  # [0:00, 0:30), [0:30, 1:00), [1:00, 1:30)
