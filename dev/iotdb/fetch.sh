@@ -12,6 +12,8 @@ set -euo pipefail
 VERSION="${IOTDB_VERSION:-2.0.1-beta}"
 HOME_DIR="${AIRFLOW_STREAM_HOME:-$HOME/airflow-stream}"
 LIB="${1:-$HOME_DIR/iotdb/lib}"
+mkdir -p "$LIB"
+LIB="$(cd "$LIB" && pwd)"  # absolute: Maven resolves a relative output directory against its pom's folder
 MARKER="$LIB/.complete-$VERSION"
 
 die() { echo "fetch.sh: error: $*" >&2; exit 1; }
