@@ -134,8 +134,11 @@ class ResampleSchedule:
 
     def at_or_after(self, at: datetime) -> datetime:
         """The first instant at or after ``at`` (not before the first)."""
-        if at <= self.first:
-            return self.first
+        return max(self.first, self.on_grid(at))
+
+    def on_grid(self, at: datetime) -> datetime:
+        """The first ``boundary + k * every`` at or after ``at``, even before the query was created
+        (a backfill recomputes such ranges)."""
         return self.boundary + -(-(at - self.boundary) // self.every) * self.every
 
     def instants(self, after: datetime, until: datetime | None = None) -> Iterator[datetime]:

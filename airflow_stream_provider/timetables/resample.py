@@ -4,7 +4,8 @@ Runs at the instants ``boundary + k * every`` (no daily restart; the first is th
 the query was created at or before it, else the first instant at or after the creation). The run
 at instant ``i`` has the data interval ``[i - start_offset, i - end_offset)``: the range the query
 computes, taken from the scheduled instant even when the run starts late. Its logical date is the
-interval's start, so ``airflow backfill create --from-date --to-date`` recomputes past ranges.
+interval's start, so ``airflow backfill create --from-date --to-date`` recomputes past ranges, also
+those before the query was created. The DAG's start date is its first range's start.
 
 TIMEOUT POLICY:
 
@@ -119,7 +120,12 @@ class ResampleTimetable(Timetable):
     def next_instant_info(self, last: DataInterval | None, restriction: TimeRestriction,
                           now: datetime) -> DagRunInfo | None:
         """:meth:`next_dagrun_info` at the wall-clock time ``now``."""
-        at = self.schedule.first if last is None else self.schedule.next_after(self.instant(last))
+        if last is not None:
+            at = self.instant(last) + self.every  # on the grid, also before the first (a backfill)
+        elif restriction.earliest is not None:  # the first range starting at the DAG's start date or a backfill's
+            at = self.schedule.on_grid(utc_datetime(restriction.earliest) + self.start_offset)
+        else:
+            at = self.schedule.first
         if self.policy == "DISCARD" and not restriction.catchup and at < now:
             at = self.schedule.at_or_after(now)  # the missed instants are discarded
         if restriction.earliest is not None:

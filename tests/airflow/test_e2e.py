@@ -4,7 +4,8 @@ triggerer; LocalExecutor, parallelism 4), real Spark and Delta.
 A PERIOD stream counts rows every 10 s; an INTERVAL(1m) stream averages meter values and notifies
 a real WebSocket receiver of each closed window; two streams in TDengine's syntax before 3.3.7
 run beside them, a window stream that recalculates expired rows (IGNORE EXPIRED 0) and a stream
-without a window that writes each row at once. The test feeds rows, waits for the outputs and
+without a window that writes each row at once; an IoTDB continuous query recomputes a past range
+through `airflow backfill create`. The test feeds rows, waits for the outputs and
 the notifications, stops and starts the window stream through SQL (its DAGs paused and unpaused
 through Airflow's API), then recalculates late rows through two backfills of the recalculation
 DAG: RECALCULATE STREAM and `airflow backfill create`. Expected values are worked by hand from the
@@ -54,6 +55,11 @@ def test_streams_run_as_airflow_dags(spark, tmp_path, monkeypatch):
         CREATE STREAM legacy_avg IGNORE EXPIRED 0 IGNORE UPDATE 0 INTO legacy_avg_out
           AS SELECT _wstart, avg(v) a, count(*) n FROM m1 INTERVAL(1m);
         CREATE STREAM doubled INTO doubled_out AS SELECT ts, v * 2 d FROM m1 WHERE v > 2;
+        INSERT INTO root.farm.t1(time, temp) VALUES (2025-01-01T00:00:10Z, 1), (2025-01-01T00:00:40Z, 5),
+          (2025-01-01T00:01:30Z, 9);
+        CREATE CQ cq_e2e RESAMPLE EVERY 1h BEGIN
+          SELECT max_value(temp) INTO root.farm.t1(temp_max) FROM root.farm.t1 GROUP BY(1m)
+        END;
     """))
     airflow = LocalAirflow(tmp_path / "airflow", stream_home)
     monkeypatch.setenv("AIRFLOW_STREAM_API_URL", airflow.url)
@@ -122,6 +128,20 @@ def test_streams_run_as_airflow_dags(spark, tmp_path, monkeypatch):
                           for r in rows(wh, "SELECT * FROM legacy_avg_out")} == expected, 180,
                  "the legacy stream's recalculation")
         assert sorted(r["d"] for r in rows(wh, "SELECT * FROM doubled_out")) == [6.0, 8.0, 12.0, 16.0, 22.0]
+
+        # an IoTDB continuous query is a DAG of its own timetable; a backfill recomputes a past range:
+        # the run whose range starts at 00:00 (its instant 01:00, EVERY 1h, RANGE 1h) writes the
+        # maxima of the 1-minute windows with rows, 5 at 00:00 and 9 at 00:01
+        cli = subprocess.run([str(AIRFLOW), "backfill", "create", "--dag-id", "stream__root__cq_e2e",
+                              "--from-date", "2025-01-01T00:00:00+00:00", "--to-date", "2025-01-01T00:00:00+00:00"],
+                             env=airflow.env, capture_output=True, text=True, timeout=120)
+        assert cli.returncode == 0, cli.stderr[-2000:]
+        maxima = wait_for(lambda: rows(wh, "SELECT temp_max FROM root.farm.t1"), 240, "the continuous query's backfill")
+        assert [(r["Time"].strftime("%H:%M"), r["root.farm.t1.temp_max"]) for r in maxima] == [
+            ("00:00", 5.0), ("00:01", 9.0)]
+        (run,) = airflow.api("/api/v2/dags/stream__root__cq_e2e/dagRuns")["dag_runs"]
+        assert (run["run_type"], run["data_interval_start"][:19], run["data_interval_end"][:19]) == (
+            "backfill", "2025-01-01T00:00:00", "2025-01-01T01:00:00")
 
     finally:
         airflow.stop()

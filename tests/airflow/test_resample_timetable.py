@@ -104,6 +104,23 @@ def test_a_backfill_runs_every_instant_of_its_range_whatever_the_policy():
     assert got == ["00:11:00", "00:12:00", "00:13:00"]
 
 
+def test_a_backfill_recomputes_ranges_from_before_the_query_existed():
+    tt = ResampleTimetable("20s", EPOCH, "40s", created=DAY + timedelta(hours=1))
+    window = TimeRestriction(earliest=DAY, latest=DAY + timedelta(seconds=20), catchup=True)
+    infos = []
+    info = None
+    while (info := tt.next_instant_info(info and info.data_interval, window, DAY + timedelta(hours=2))) is not None:
+        infos.append((hms(info.data_interval.start), hms(info.data_interval.end)))
+    assert infos == [("00:00:00", "00:00:40"), ("00:00:20", "00:01:00")]
+
+
+def test_the_scheduler_starts_at_the_first_instant_from_the_dags_start_date():
+    """The DAG's start date is the first range's start: the first run is the first instant."""
+    tt = ResampleTimetable("20s", EPOCH, "40s", created=DAY + timedelta(seconds=5))
+    start = TimeRestriction(earliest=tt.schedule.first - timedelta(seconds=40), latest=None, catchup=True)
+    assert hms(tt.next_instant_info(None, start, DAY).run_after) == "00:00:20"
+
+
 def test_manual_runs_cover_the_latest_instant():
     tt = ResampleTimetable("20s", EPOCH, "40s", created=DAY)
     interval = tt.infer_manual_data_interval(run_after=DAY + timedelta(seconds=45))
