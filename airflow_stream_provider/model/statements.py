@@ -56,11 +56,14 @@ class CreateStream(Statement):
     legacy: LegacyOptions | None = None
     #: an IoTDB continuous query: what it computes and writes at each instant
     series: SeriesCompute | None = None
-    kind = "CREATE STREAM"
+
+    @property
+    def kind(self) -> str:  # type: ignore[override]  # a continuous query names itself as IoTDB does
+        return "CREATE STREAM" if self.series is None else "CREATE CONTINUOUS QUERY"
 
     @property
     def subject(self) -> str:
-        return str(self.name)
+        return str(self.name) if self.series is None else self.series.cq_id
 
     @property
     def placeholders(self) -> frozenset[str]:

@@ -47,7 +47,7 @@ def _result(stmt: m.Statement, message: str, table: pa.Table | None = None, rows
 
 
 def _plural(count: int, word: str) -> str:
-    return f"{count} {word}{'' if count == 1 else 's'}"
+    return f"{count} {word}{'' if count == 1 or word.endswith('s') else 's'}"
 
 
 def store_of(warehouse: Warehouse) -> SeriesStore:

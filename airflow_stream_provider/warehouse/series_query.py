@@ -217,11 +217,12 @@ class QueryRunner:
         query = self.query
         items = self._device_items()
         measurements = {n.path.nodes[0] for _, e in items for n in walk(e) if isinstance(n, m.Ref)}
-        devices: list[tuple[SeriesDatabase, m.SeriesPath]] = []
+        found: dict[tuple[SeriesDatabase, m.SeriesPath], None] = {}  # in creation order
         for s in self.all_series:
-            if s.measurement in measurements and (s.database, s.device) not in devices and \
+            if s.measurement in measurements and (s.database, s.device) not in found and \
                     any(src.child(s.measurement).matches(s.path) or src.matches(s.device) for src in query.sources):
-                devices.append((s.database, s.device))
+                found[(s.database, s.device)] = None
+        devices = list(found)
         headers = [h for h, _ in items]
         if not devices:
             return Result(_empty_by_device(headers, query.aggregated and query.group_by is None),
@@ -231,12 +232,7 @@ class QueryRunner:
         for db in dict.fromkeys(d for d, _ in devices):
             names = [str(dev) for d, dev in devices if d == db]
             parts.append(self._device_sql(db, names, items, window))
-        sql = " UNION ALL ".join(f"({p})" for p in parts)
-        order = f"ORDER BY __order, __key {'DESC' if query.descending else 'ASC'}"
-        device_order = "CASE " + " ".join(f"WHEN {TBNAME} = {_lit(str(dev))} THEN {i}"
-                                          for i, (_, dev) in enumerate(devices)) + " END"
-        sql = f"SELECT *, {device_order} AS __order FROM ({sql}) {order}"
-        frame = self.spark.sql(sql).toArrow()
+        frame = self.spark.sql(" UNION ALL ".join(f"({p})" for p in parts)).toArrow()
         return self._shape_by_device(frame, headers, window, [str(dev) for _, dev in devices])
 
     def _device_sql(self, db: SeriesDatabase, devices: list[str], items: list[tuple[str, m.SeriesExpr]],
@@ -266,6 +262,8 @@ class QueryRunner:
                          devices: list[str]) -> Result:
         query = self.query
         df = frame.to_pandas()
+        df["__order"] = df[TBNAME].map({d: i for i, d in enumerate(devices)})  # devices in creation order
+        df = df.sort_values(["__order", "__key"], kind="stable")  # FILL reads each device's rows in time order
         values = [f"v{i}" for i in range(len(headers))]
         if query.aggregated and window is not None:
             df = _complete_windows(df, window, values, self._count_items(), devices=devices)
