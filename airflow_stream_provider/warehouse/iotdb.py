@@ -13,6 +13,7 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -272,8 +273,8 @@ def _into_by_time(store: SeriesStore, query: m.SeriesQuery, result, times: pa.Ar
 def _into_by_device(store: SeriesStore, query: m.SeriesQuery, result, times: pa.Array) -> pa.Table:
     table = result.table
     headers = result.item_names
-    devices = table[DEVICE].to_pylist()
-    order = list(dict.fromkeys(devices))
+    runs = _device_runs(table[DEVICE].combine_chunks())  # a device's rows are together, devices in order
+    order = [source for source, _, _ in runs]
     if len(query.into) == 1 and _has_device_placeholder(query.into[0].device):
         items = [query.into[0]] * len(order)
     elif len(query.into) != len(order):
@@ -283,23 +284,36 @@ def _into_by_device(store: SeriesStore, query: m.SeriesQuery, result, times: pa.
         items = list(query.into)
     batches = []
     rows = []
-    for source, item in zip(order, items, strict=True):
+    for (source, start, stop), item in zip(runs, items, strict=True):
         if len(item.measurements) != len(headers):
             raise WarehouseError(f"select into: the number of source columns ({len(headers)}) and the number of "
                                  f"target paths ({len(item.measurements)}) should be the same")
         source_path = m.SeriesPath(tuple(_split(source)))
         device = _substitute_device(item.device, source_path, source)
-        mask = pc.equal(table[DEVICE], source)
+        rows_of_device = table.slice(start, stop - start)
         arrays = {}
         for header, name, select_item in zip(headers, item.measurements, query.items, strict=False):
             raw = isinstance(select_item.expr, m.Ref)
             target = _substitute_measurement(name, m.SeriesPath((header,)) if raw else None, header)
-            arrays[target] = table[header].filter(mask).combine_chunks()
+            arrays[target] = rows_of_device[header].combine_chunks()
             rows.append((source, header, str(device.child(target)), len(arrays[target]) - arrays[target].null_count))
-        batches.append((device, times.filter(mask), arrays))
+        batches.append((device, times.slice(start, stop - start), arrays))
     store.write_points(batches, aligned=any(i.aligned for i in query.into))
     return pa.table({"source device": [r[0] for r in rows], "source column": [r[1] for r in rows],
                      "target timeseries": [r[2] for r in rows], "written": pa.array([r[3] for r in rows], pa.int64())})
+
+
+def _device_runs(devices: pa.Array) -> list[tuple[str, int, int]]:
+    """(device, start, stop) of each run of equal values in ``devices``; each device once."""
+    if len(devices) == 0:
+        return []
+    changes = pc.not_equal(devices.slice(1), devices.slice(0, len(devices) - 1)).to_numpy(zero_copy_only=False)
+    starts = [0, *(np.flatnonzero(changes) + 1).tolist()]
+    stops = [*starts[1:], len(devices)]
+    runs = [(devices[start].as_py(), start, stop) for start, stop in zip(starts, stops, strict=True)]
+    if len({name for name, _, _ in runs}) != len(runs):
+        raise AssertionError("ALIGN BY DEVICE rows come device by device")
+    return runs
 
 
 def _split(path: str) -> list[str]:

@@ -248,9 +248,10 @@ class SeriesStore:
         when two writers create it at once); its column added when the database has none for its
         measurement."""
         created: list[Series] = []
+        homes = self.databases_of({d.path.parent for d in definitions})
         by_db: dict[str, tuple[SeriesDatabase, list[m.TimeseriesDefinition]]] = {}
         for definition in definitions:
-            db = self.ensure_database(definition.path.parent)
+            db = homes[definition.path.parent]
             by_db.setdefault(db.name, (db, []))[1].append(definition)
         for db, group in by_db.values():
             with self._locked(db) as registry:
@@ -320,25 +321,39 @@ class SeriesStore:
                       ) -> dict[tuple[m.SeriesPath, str], Series]:
         """The series of each device and measurement of ``wanted``; the missing ones created with
         the given type (schema-less writing), or with the type the database already has for the
-        measurement. Keyed by (device, measurement)."""
+        measurement. Keyed by (device, measurement). Each database's registry is read once."""
+        homes = self.databases_of(wanted)
         missing: list[m.TimeseriesDefinition] = []
-        for device, measurements in wanted.items():
-            db = self.ensure_database(device)
-            if len(device.nodes) <= len(db.path.nodes):
-                raise WarehouseError(f"{device} is the database itself: write to a device under it")
+        for db in set(homes.values()):
             registry = self.registry(db)
-            entry = registry.devices.get(str(device))
-            known = {s["name"] for s in entry["series"]} if entry else set()
-            missing.extend(m.TimeseriesDefinition(device.child(name), _declared(registry, name, dtype))
-                           for name, dtype in measurements.items() if name not in known)
+            for device in (d for d, home in homes.items() if home == db):
+                if len(device.nodes) <= len(db.path.nodes):
+                    raise WarehouseError(f"{device} is the database itself: write to a device under it")
+                entry = registry.devices.get(str(device))
+                known = {s["name"] for s in entry["series"]} if entry else set()
+                missing.extend(m.TimeseriesDefinition(device.child(name), _declared(registry, name, dtype))
+                               for name, dtype in wanted[device].items() if name not in known)
         if missing:
             self.create_series(missing, aligned, existing_ok=True)
         found: dict[tuple[m.SeriesPath, str], Series] = {}
-        for db in {self.ensure_database(d) for d in wanted}:
+        for db in set(homes.values()):
             for series in self.series(db):
                 if series.device in wanted and series.measurement in wanted[series.device]:
                     found[(series.device, series.measurement)] = series
         return found
+
+    def databases_of(self, devices: Iterable[m.SeriesPath]) -> dict[m.SeriesPath, SeriesDatabase]:
+        """The database of each device, created at ``root.<first node>`` when there is none; the
+        databases are listed once."""
+        known = self.databases()
+        out: dict[m.SeriesPath, SeriesDatabase] = {}
+        for device in devices:
+            db = next((d for d in known if d.contains(device)), None)
+            if db is None:
+                db = self.create_database(m.SeriesPath(device.nodes[:2]))
+                known.append(db)
+            out[device] = db
+        return out
 
     def write_points(self, batches: Sequence[tuple[m.SeriesPath, pa.Array, dict[str, pa.Array]]],
                      aligned: bool = False) -> int:
@@ -355,12 +370,15 @@ class SeriesStore:
             return 0
         known = self.ensure_series(wanted, aligned)
         tables: dict[SeriesDatabase, list[pa.Table]] = {}
+        schemas: dict[SeriesDatabase, pa.Schema] = {}
         for device, times, values in batches:
             columns = {name: array for name, array in values.items() if (device, name) in known}
             if not columns:
                 continue
             db = known[(device, next(iter(columns)))].database
-            schema = self.info(db).arrow_schema()
+            if db not in schemas:
+                schemas[db] = self.info(db).arrow_schema()
+            schema = schemas[db]
             arrays = {known[(device, name)].column: _column_values(array, known[(device, name)],
                                                                   schema.field(known[(device, name)].column).type)
                       for name, array in columns.items()}

@@ -62,6 +62,7 @@ async function renderList() {
       <td>${esc(s.language)}</td>
       <td>${time(s.progress)}</td>
       <td class="num">${secs(s.lag_s)}</td>
+      <td data-col="next-instant">${time(s.next_instant)}</td>
       <td class="num">${num(s.windows_opened)} / ${num(s.windows_closed)}</td>
       <td class="num" data-col="computations">${num(s.computations)}</td>
       <td class="num">${num(s.recalculations)}${s.recalc_ratio !== null ? ` (${(s.recalc_ratio * 100).toFixed(1)}%)` : ""}</td>
@@ -86,6 +87,7 @@ async function renderStream(db, name) {
     card("created", time(s.create_time)),
     card("progress", time(s.progress)),
     card("lag", secs(s.lag_s)),
+    card("next instant", time(s.next_instant)),
     card("windows opened / closed", `${num(s.windows_opened)} / ${num(s.windows_closed)}`),
     card("computations", num(s.computations)),
     card("recalculations", num(s.recalculations)),
@@ -103,7 +105,9 @@ async function renderStream(db, name) {
   form.hidden = !data.recalc_dag_id;
   $("#recalc-note").textContent = data.recalc_dag_id
     ? `Creates a backfill of ${data.recalc_dag_id} over [from, to): the windows that start in it are computed again from the table as it is now.`
-    : "PERIOD streams, and streams in TDengine's syntax before 3.3.7 (which has no RECALCULATE), are not recalculated.";
+    : s.language.startsWith("IoTDB")
+      ? `A continuous query recomputes past ranges with a backfill of its own DAG: airflow backfill create --dag-id ${data.dag_id} --from-date ... --to-date ...`
+      : "PERIOD streams, and streams in TDengine's syntax before 3.3.7 (which has no RECALCULATE), are not recalculated.";
   form.dataset.db = db;
   form.dataset.name = name;
 }
