@@ -85,6 +85,27 @@ class TokenCursor:
     def position(self, tok: Token) -> m.Position:
         return m.Position(tok.line, tok.column)
 
+    # --- statements --------------------------------------------------------------------------
+
+    def statements(self, read: Callable[[], list[m.Statement]]) -> list[m.Statement]:
+        """Every statement to the end of the text, ``;`` between them: ``read`` parses the one at
+        the cursor (into one or more model statements), which then get its text."""
+        out: list[m.Statement] = []
+        while True:
+            while self.accept_op(";"):
+                pass
+            if self.at_end():
+                return out
+            first = self.tok
+            found = read()
+            if not self.at_end():
+                raise self.error(f"unexpected {self.tok.describe()}: expected ';' or the end of the statement",
+                                 syntax=True)
+            text = self.text[first.start : self.toks[self.i - 1].end]
+            for stmt in found:
+                object.__setattr__(stmt, "text", text)
+            out.extend(found)
+
     # --- names and numbers ---------------------------------------------------------------------
 
     def ident(self, what: str = "name", clause: str | None = None, kind: names.NameKind | None = None) -> str:

@@ -57,23 +57,15 @@ class Parser(Expressions):
              "DROP CQ, SHOW DATABASES/TIMESERIES/DEVICES/CQS, INSERT, DELETE or SELECT")
 
     def parse(self) -> list[m.Statement]:
-        out: list[m.Statement] = []
-        while True:
-            while self.accept_op(";"):
-                pass
-            if self.at_end():
-                return out
-            first = self.tok
-            method = next((self.STATEMENTS[w] for w in sorted(self.STATEMENTS, key=len, reverse=True)
-                           if self.at(*w)), None)
-            if method is None:
-                raise self.error(f"unknown IoTDB statement {first.describe()}: expected {self.KNOWN}", syntax=True)
-            stmt = method(self, self.position(first))
-            if not self.at_end():
-                raise self.error(f"unexpected {self.tok.describe()}: expected ';' or the end of the statement",
-                                 syntax=True)
-            object.__setattr__(stmt, "text", self.text[first.start : self.toks[self.i - 1].end])
-            out.append(stmt)
+        return self.statements(lambda: [self.statement()])
+
+    def statement(self) -> m.Statement:
+        first = self.tok
+        method = next((self.STATEMENTS[w] for w in sorted(self.STATEMENTS, key=len, reverse=True) if self.at(*w)),
+                      None)
+        if method is None:
+            raise self.error(f"unknown IoTDB statement {first.describe()}: expected {self.KNOWN}", syntax=True)
+        return method(self, self.position(first))
 
     # --- databases and series --------------------------------------------------------------------
 

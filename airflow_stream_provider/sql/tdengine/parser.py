@@ -71,21 +71,7 @@ class Parser(StreamStatements, TableStatements):
     KNOWN = "CREATE, DROP, SHOW, START, STOP, RECALCULATE, USE, INSERT, DELETE or SELECT"
 
     def parse(self) -> list[m.Statement]:
-        out: list[m.Statement] = []
-        while True:
-            while self.accept_op(";"):
-                pass
-            if self.at_end():
-                return out
-            first = self.tok
-            statements = self.statement()
-            if not self.at_end():
-                raise self.error(f"unexpected {self.tok.describe()}: expected ';' or the end of the statement",
-                                 syntax=True)
-            text = self.text[first.start : self.toks[self.i - 1].end]
-            for stmt in statements:
-                object.__setattr__(stmt, "text", text)
-            out.extend(statements)
+        return self.statements(self.statement)
 
     def statement(self) -> list[m.Statement]:
         tok = self.tok
