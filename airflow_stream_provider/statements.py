@@ -8,13 +8,14 @@ all execute SQL through :func:`run` or :func:`execute`. It also supplies the sys
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from airflow_stream_provider import model as m
 from airflow_stream_provider.sql import parse
-from airflow_stream_provider.streams import cq, lifecycle, status
-from airflow_stream_provider.warehouse import Result, SystemView, Warehouse, WarehouseError
+from airflow_stream_provider.streams import callbacks, cq, lifecycle, status
+from airflow_stream_provider.warehouse import Result, SystemView, Warehouse, WarehouseError, listeners
 from airflow_stream_provider.warehouse.warehouse import TABLE_STATEMENTS
 from airflow_stream_provider.windows import query as window_query
 
@@ -36,6 +37,20 @@ def _select(warehouse: Warehouse, stmt: m.Select) -> Result:
     return Result(stmt, f"{table.num_rows} row{'s' if table.num_rows != 1 else ''}", table=table)
 
 
+def _create_trigger(warehouse: Warehouse, stmt: m.CreateInsertTrigger) -> Result:
+    return Result(stmt, callbacks.create(stmt))
+
+
+def _drop_trigger(warehouse: Warehouse, stmt: m.DropInsertTrigger) -> Result:
+    message, notices = callbacks.drop(stmt)
+    return Result(stmt, message, notices=tuple(notices))
+
+
+def _show_triggers(warehouse: Warehouse, stmt: m.ShowInsertTriggers) -> Result:
+    table = callbacks.show()
+    return Result(stmt, f"{table.num_rows} trigger{'s' if table.num_rows != 1 else ''}", table=table)
+
+
 #: every statement type the project runs, and what runs it
 HANDLERS: dict[type, Callable[[Warehouse, Any], Result]] = {
     **TABLE_STATEMENTS,
@@ -43,6 +58,9 @@ HANDLERS: dict[type, Callable[[Warehouse, Any], Result]] = {
     m.CreateStream: _create_stream,
     m.DropContinuousQuery: cq.drop,
     m.ShowContinuousQueries: cq.show,
+    m.CreateInsertTrigger: _create_trigger,
+    m.DropInsertTrigger: _drop_trigger,
+    m.ShowInsertTriggers: _show_triggers,
     m.DropStream: lifecycle.drop,
     m.StopStream: lifecycle.stop,
     m.StartStream: lifecycle.start,
@@ -59,7 +77,10 @@ def execute(warehouse: Warehouse, statement: m.Statement) -> Result:
             f"{statement.kind} is not run by `airflow-stream sql` yet; it runs table statements, queries "
             "and CREATE/DROP/START/STOP/RECALCULATE STREAM and SHOW STREAMS (CREATE DATABASE/STABLE/TABLE, "
             "INSERT, DELETE, DROP, SELECT, USE)")
-    return handler(warehouse, statement)
+    listeners.take_notices()  # what an earlier, failed statement left
+    result = handler(warehouse, statement)
+    notices = listeners.take_notices()
+    return dataclasses.replace(result, notices=result.notices + tuple(notices)) if notices else result
 
 
 def run(warehouse: Warehouse, text: str) -> Iterator[Result]:

@@ -20,6 +20,9 @@ from airflow_stream_provider.spark.session import DeltaJarsMissing, delta_round_
 from airflow_stream_provider.sql import parse
 from airflow_stream_provider.sql.tdengine_legacy.migrate import to_3_3_7
 
+#: the data is written, but an insert trigger failed on it (reference 004's "the insertion itself is completed")
+EXIT_TRIGGER_FAILED = 3
+
 
 def _read_input(args: argparse.Namespace) -> tuple[str, str]:
     if args.file and args.statement:
@@ -131,6 +134,7 @@ def cmd_sql(args: argparse.Namespace) -> int:
         return 2
     warehouse = Warehouse(database=args.database)
     notes = sys.stdout if args.format == "table" else sys.stderr
+    status = 0
     for index, stmt in enumerate(statements, start=1):
         try:
             result = run_statements.execute(warehouse, stmt)
@@ -149,7 +153,15 @@ def cmd_sql(args: argparse.Namespace) -> int:
                 print(f"({result.message})")
         else:
             print(f"ok: {result.message}", file=notes)
-    return 0
+        status = max(status, _report_notices(index, stmt, result.notices))
+    return status
+
+
+def _report_notices(index: int, stmt: m.Statement, notices: Sequence[str]) -> int:
+    """A statement that was done but an insert trigger failed: its warnings; exit status 3."""
+    for notice in notices:
+        print(f"warning: statement {index} ({stmt.kind}): {notice}", file=sys.stderr)
+    return EXIT_TRIGGER_FAILED if notices else 0
 
 
 def _is_spark_error(err: Exception) -> bool:
@@ -161,7 +173,8 @@ def _is_spark_error(err: Exception) -> bool:
 
 
 def cmd_load(args: argparse.Namespace) -> int:
-    from airflow_stream_provider.warehouse import Warehouse
+    from airflow_stream_provider import streams  # noqa: F401  (insert triggers fire on the load)
+    from airflow_stream_provider.warehouse import Warehouse, listeners
     from airflow_stream_provider.warehouse.load import load
 
     if args.into.upper() != "INTO":
@@ -183,7 +196,10 @@ def cmd_load(args: argparse.Namespace) -> int:
     print(f"ok: {report.rows} rows loaded into {report.table} in {report.seconds:.1f} s "
           f"({report.rows / max(report.seconds, 1e-9):,.0f} rows/s, {report.commits} commit"
           f"{'s' if report.commits != 1 else ''})")
-    return 0
+    notices = listeners.take_notices()
+    for notice in notices:
+        print(f"warning: {notice}", file=sys.stderr)
+    return EXIT_TRIGGER_FAILED if notices else 0
 
 
 def cmd_node(args: argparse.Namespace) -> int:

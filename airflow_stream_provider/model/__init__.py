@@ -13,11 +13,24 @@ where it is built.
   TDengine's engine before 3.3.7 (:class:`LegacyOptions`)
 - :mod:`.statements`: ``CreateStream`` and the other statements
 - :mod:`.series`, :mod:`.series_statements`: IoTDB's paths, queries and statements (reference 004)
+- :mod:`.callbacks`: insert triggers, user classes fired on writes (IoTDB's triggers), and their statements
 - :mod:`.names`: the rule for database, table, stream and column names, and names to paths
 """
 
 from __future__ import annotations
 
+from airflow_stream_provider.model.callbacks import (
+    CreateInsertTrigger,
+    DropInsertTrigger,
+    FailureStrategy,
+    InsertTrigger,
+    Measurement,
+    ShowInsertTriggers,
+    Tablet,
+    TriggerAttributes,
+    TriggerEvent,
+    TriggerType,
+)
 from airflow_stream_provider.model.events import EventType, TriggerKind
 from airflow_stream_provider.model.options import (
     DEFAULT_RECALCULATE,
@@ -116,6 +129,7 @@ __all__ = [
     "ColumnDefinition",
     "CountWindow",
     "CreateDatabase",
+    "CreateInsertTrigger",
     "CreateSeriesDatabase",
     "CreateStream",
     "CreateSubTable",
@@ -127,6 +141,7 @@ __all__ = [
     "DeletePoints",
     "DropContinuousQuery",
     "DropDatabase",
+    "DropInsertTrigger",
     "DropSeriesDatabases",
     "DropStream",
     "DropTable",
@@ -135,6 +150,7 @@ __all__ = [
     "EmitPolicy",
     "EventType",
     "EventWindow",
+    "FailureStrategy",
     "Fill",
     "FillHistory",
     "GroupByTime",
@@ -142,10 +158,12 @@ __all__ = [
     "Insert",
     "InsertPoints",
     "InsertTarget",
+    "InsertTrigger",
     "IntervalWindow",
     "IntoItem",
     "LegacyOptions",
     "Literal",
+    "Measurement",
     "Notify",
     "OutputColumn",
     "PeriodTrigger",
@@ -166,6 +184,7 @@ __all__ = [
     "SessionWindow",
     "ShowContinuousQueries",
     "ShowDevices",
+    "ShowInsertTriggers",
     "ShowSeriesDatabases",
     "ShowStreams",
     "ShowTimeseries",
@@ -177,14 +196,18 @@ __all__ = [
     "StopStream",
     "StreamOptions",
     "TableName",
+    "Tablet",
     "TagDefinition",
     "TimePoint",
     "TimeRef",
     "TimeoutPolicy",
     "TimeseriesDefinition",
     "Trigger",
+    "TriggerAttributes",
+    "TriggerEvent",
     "TriggerKind",
     "TriggerMode",
+    "TriggerType",
     "TrueFor",
     "Unary",
     "UseDatabase",

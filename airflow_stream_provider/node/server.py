@@ -225,8 +225,11 @@ def serve(port: int, memory: str | None = None) -> int:
     _write_json(node_dir / "node.json", {"pid": os.getpid(), "port": port, "started": started.isoformat()})
     print(f"stream node serving Spark Connect on sc://{HOST}:{port}", flush=True)
     from airflow_stream_provider.node.detectors import DetectorHost
+    from airflow_stream_provider.node.triggers import StatefulHost
 
     host = DetectorHost(session, log=lambda message: print(message, flush=True))
+    triggers = StatefulHost(log=lambda message: print(message, flush=True))
+    triggers.start()
     try:
         while not stopping:
             host.reconcile()
@@ -240,6 +243,7 @@ def serve(port: int, memory: str | None = None) -> int:
                 time.sleep(0.1)
     finally:
         print("stream node stopping", flush=True)
+        triggers.stop()
         host.stop_all()
         for query in session.streams.active:
             query.stop()

@@ -28,7 +28,7 @@ from sqlglot import exp
 from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import StreamDefinitionError, did_you_mean
 from airflow_stream_provider.model import names
-from airflow_stream_provider.warehouse import writer
+from airflow_stream_provider.warehouse import listeners, writer
 from airflow_stream_provider.warehouse.catalog import (
     TBNAME,
     Catalog,
@@ -306,5 +306,9 @@ def write(info: TableInfo, rows: pa.Table) -> tuple[int, int]:
     if rows.num_rows:
         schema = info.arrow_schema()
         rows = pa.table([rows[f.name].cast(f.type) for f in schema], schema=schema)
+        listening = listeners.active()
+        writes = listeners.table_writes(info, rows, per_row=False) if listening else []
+        listeners.before(listening, writes)
         writer.upsert(info.path, rows, info.key_columns)
+        listeners.after(listening, writes)
     return rows.num_rows, discarded

@@ -145,7 +145,7 @@ def insert(warehouse: Warehouse, stmt: m.InsertPoints) -> Result:
         label = str(stmt.device.child(name))
         arrays[name] = pa.array([coerce(values[i], columns[name], label) for _, values in stmt.rows],
                                 arrow_of(columns[name]))
-    written = store.write_points([(stmt.device, times, arrays)], aligned=stmt.aligned) if arrays else 0
+    written = store.write_points([(stmt.device, times, arrays)], aligned=stmt.aligned, per_row=True) if arrays else 0
     return _result(stmt, f"{_plural(written, 'row')} written to {stmt.device}", rows=written)
 
 

@@ -22,7 +22,7 @@ from airflow_stream_provider.exceptions import did_you_mean
 from airflow_stream_provider.model import TableName
 from airflow_stream_provider.progress import Progress
 from airflow_stream_provider.sql.grammar.timestamps import parse_timestamp
-from airflow_stream_provider.warehouse import writer
+from airflow_stream_provider.warehouse import listeners, writer
 from airflow_stream_provider.warehouse.catalog import (
     TBNAME,
     Catalog,
@@ -216,7 +216,11 @@ def load(
         rows = pa.concat_tables(pending)
         if subtables:
             rows = _with_registered_tags(rows, info, subtables)
+        listening = listeners.active()
+        writes = listeners.table_writes(info, rows, per_row=False) if listening else []
+        listeners.before(listening, writes)  # a refusing trigger stops the load here: earlier commits stay
         writer.upsert(info.path, rows, info.key_columns)
+        listeners.after(listening, writes)
         written += rows.num_rows
         commits += 1
         pending, pending_rows = [], 0

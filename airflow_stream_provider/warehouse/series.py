@@ -39,7 +39,7 @@ import pyarrow.compute as pc
 from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import did_you_mean, read_json_object
 from airflow_stream_provider.model.names import TBNAME
-from airflow_stream_provider.warehouse import writer
+from airflow_stream_provider.warehouse import listeners, writer
 from airflow_stream_provider.warehouse.catalog import Catalog, Column, TableInfo, WarehouseError
 from airflow_stream_provider.warehouse.types import arrow_type
 
@@ -356,10 +356,11 @@ class SeriesStore:
         return out
 
     def write_points(self, batches: Sequence[tuple[m.SeriesPath, pa.Array, dict[str, pa.Array]]],
-                     aligned: bool = False) -> int:
+                     aligned: bool = False, *, per_row: bool = False) -> int:
         """Write points of many devices: each batch is (device, times, {measurement: values}), a
         None value being no point. The series are created when new (typed by their values), and
-        each database gets one commit; the number of rows written."""
+        each database gets one commit; the number of rows written. Insert listeners see each
+        device's points (each row's, with ``per_row``: an SQL INSERT) before and after the commits."""
         wanted: dict[m.SeriesPath, dict[str, m.SeriesType]] = {}
         for device, _, values in batches:
             for name, array in values.items():
@@ -368,6 +369,15 @@ class SeriesStore:
                 wanted.setdefault(device, {})[name] = series_type(array.type)
         if not wanted:
             return 0
+        listening = listeners.active()
+        writes: list[listeners.Write] = []
+        if listening:
+            for device, times, values in batches:
+                columns = {n: a for n, a in values.items() if n in wanted.get(device, {})}
+                if columns:
+                    write = listeners.series_write(device, times, columns, wanted[device].__getitem__)
+                    writes.extend(listeners.split_rows(write) if per_row else [write])
+            listeners.before(listening, writes)
         known = self.ensure_series(wanted, aligned)
         tables: dict[SeriesDatabase, list[pa.Table]] = {}
         schemas: dict[SeriesDatabase, pa.Schema] = {}
@@ -396,6 +406,7 @@ class SeriesStore:
         written = 0
         for db, parts in tables.items():
             written += self.merge(db, pa.concat_tables(parts, promote_options="default"))
+        listeners.after(listening, writes)
         return written
 
     def drop_series(self, patterns: Sequence[m.SeriesPath]) -> list[Series]:

@@ -26,7 +26,7 @@ from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import did_you_mean
 from airflow_stream_provider.spark.session import setting, spark_session
 from airflow_stream_provider.sql import to_spark
-from airflow_stream_provider.warehouse import iotdb, writer
+from airflow_stream_provider.warehouse import iotdb, listeners, writer
 from airflow_stream_provider.warehouse.catalog import (
     TBNAME,
     Catalog,
@@ -55,6 +55,8 @@ class Result:
     message: str
     table: pa.Table | None = None  # the rows of a SELECT
     rows: int = 0  # rows written or deleted
+    #: what went wrong without stopping the statement: an insert trigger that failed after its write
+    notices: tuple[str, ...] = ()
 
 
 @dataclass
@@ -256,6 +258,13 @@ class Warehouse:
             for values in target.rows:
                 batch.rows.append(self._row(info, target, values, tbname, label, ctx, new_subtables, known))
 
+        listening = listeners.active()
+        writes: list[listeners.Write] = []
+        if listening:  # insert triggers see each row, before anything is registered or committed
+            for batch in batches.values():
+                rows = pa.Table.from_pylist(batch.rows, schema=_row_schema(batch.info))
+                writes.extend(listeners.table_writes(batch.info, rows, per_row=True))
+            listeners.before(listening, writes)
         for sub in new_subtables.values():
             registered = self.catalog.create_subtable(sub.stable, sub.name, sub.tags, if_not_exists=True)
             known[(sub.db, sub.name)] = registered
@@ -268,6 +277,8 @@ class Warehouse:
             except Exception as err:
                 self._undo(commits, batch, err)
             total += rows.num_rows
+        if listening:
+            listeners.after(listening, writes)
         targets = ", ".join(sorted(set().union(*(b.labels for b in batches.values()))))
         return Result(stmt, f"{total} row{'s' if total != 1 else ''} written to {targets}", rows=total)
 
@@ -468,6 +479,14 @@ class Warehouse:
             yield
         finally:
             spark.conf.set("spark.sql.session.timeZone", previous)
+
+
+def _row_schema(info: TableInfo) -> pa.Schema:
+    """The schema of an INSERT's rows before their tags are added: the data columns (and tbname)."""
+    fields = [c.arrow_field() for c in info.data_columns]
+    if info.is_super:
+        fields.append(pa.field(TBNAME, pa.string()))
+    return pa.schema(fields)
 
 
 def delta_table(path: Path | str) -> exp.Table:

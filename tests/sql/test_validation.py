@@ -154,8 +154,8 @@ def test_iotdb_statements_are_rejected_by_the_tdengine_language(text, clause, co
     assert (info.value.clause, info.value.line, info.value.column) == (clause, 1, column)
 
 
-def test_iotdb_triggers_are_refused_with_the_reason():
+def test_iotdb_triggers_are_refused_by_the_tdengine_language():
     with pytest.raises(StreamDefinitionError) as info:
-        parse("CREATE STATEFUL TRIGGER t1 AFTER INSERT ON root.sg.** AS 'org.Foo'")
-    assert "IoTDB triggers (CREATE TRIGGER) are not supported" in str(info.value)
+        parse("CREATE STATEFUL TRIGGER t1 AFTER INSERT ON root.sg.** AS 'org.Foo'", language="tdengine")
+    assert "CREATE TRIGGER is an IoTDB trigger" in str(info.value)
     assert (info.value.clause, info.value.line, info.value.column) == ("CREATE TRIGGER", 1, 1)

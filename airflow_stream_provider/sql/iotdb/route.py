@@ -2,7 +2,7 @@
 ``sql`` argument) can hold TDengine and IoTDB statements with no flag.
 
 A statement is IoTDB's when it starts with a statement only IoTDB has (``CREATE TIMESERIES``,
-``CREATE CQ``, ``SHOW DEVICES``...), or names a path under ``root`` where TDengine names a
+``CREATE CQ``, ``CREATE TRIGGER``, ``SHOW DEVICES``...), or names a path under ``root`` where TDengine names a
 database or table: ``CREATE DATABASE root.ln``, ``INSERT INTO root.ln.wf01(...)``, ``DELETE FROM
 root...``, ``SELECT ... FROM root...``; and ``SHOW DATABASES`` (the project runs no TDengine one).
 A TDengine database called ``root`` is written with backquotes (`` `root`.t ``) to keep its
@@ -17,8 +17,9 @@ from collections.abc import Iterator
 _ROOT = r"root\s*\."
 _IOTDB_HEAD = re.compile(
     r"(?:(?:CREATE\s+(?:ALIGNED\s+)?TIMESERIES|CREATE\s+(?:CQ|CONTINUOUS\s+QUERY)|CREATE\s+STORAGE\s+GROUP"
+    r"|CREATE\s+(?:(?:STATELESS|STATEFUL)\s+)?TRIGGER|DROP\s+TRIGGER"
     r"|(?:DROP|DELETE)\s+(?:TIMESERIES|CQ|CONTINUOUS\s+QUERY)|DELETE\s+DATABASE"
-    r"|SHOW\s+(?:TIMESERIES|DEVICES|DATABASES|CQS|CONTINUOUS\s+QUERIES|STORAGE\s+GROUP))\b"
+    r"|SHOW\s+(?:TIMESERIES|DEVICES|DATABASES|CQS|CONTINUOUS\s+QUERIES|STORAGE\s+GROUP|TRIGGERS))\b"
     rf"|(?:CREATE|DROP|DELETE)\s+DATABASE\s+{_ROOT}"
     rf"|INSERT\s+INTO\s+{_ROOT}|DELETE\s+FROM\s+{_ROOT})",
     re.IGNORECASE)

@@ -31,9 +31,8 @@ def _iotdb_continuous_query(p: Parser, pos: dict) -> Parsed:
 
 
 def _iotdb_trigger(p: Parser, pos: dict) -> Parsed:
-    raise p.error("IoTDB triggers (CREATE TRIGGER) are not supported: they run Java classes on "
-                  "each insert; a stream with NOTIFY ... ON (WINDOW_OPEN | WINDOW_CLOSE) sends events "
-                  "to a WebSocket instead", clause="CREATE TRIGGER")
+    raise p.error("CREATE TRIGGER is an IoTDB trigger: the TDengine language does not read it; the default "
+                  "language recognises IoTDB's statements by their shape", clause="CREATE TRIGGER")
 
 
 def _legacy_pause_resume(p: Parser, pos: dict) -> Parsed:
