@@ -75,7 +75,7 @@ def start(port: int | None = None, timeout: float = 180.0, memory: str | None = 
         raise NodeError(f"port {port} on {HOST} is in use; choose another with --port or AIRFLOW_STREAM_NODE_PORT")
     node_dir = folder()
     node_dir.mkdir(parents=True, exist_ok=True)
-    for name in ("node.json", "status.json"):
+    for name in ("node.json", "status.json", "triggers.json"):
         (node_dir / name).unlink(missing_ok=True)
     new_token()  # a new token each start: clients of an earlier node lose access
     log_path = node_dir / "node.log"
@@ -222,14 +222,15 @@ def serve(port: int, memory: str | None = None) -> int:
     signal.signal(signal.SIGINT, request_stop)
     node_dir = folder()
     started = datetime.now(UTC)
+    from airflow_stream_provider.node.triggers import StatefulHost
+
+    triggers = StatefulHost(log=lambda message: print(message, flush=True))
+    triggers.start()  # before node.json: a started node serves its stateful triggers
     _write_json(node_dir / "node.json", {"pid": os.getpid(), "port": port, "started": started.isoformat()})
     print(f"stream node serving Spark Connect on sc://{HOST}:{port}", flush=True)
     from airflow_stream_provider.node.detectors import DetectorHost
-    from airflow_stream_provider.node.triggers import StatefulHost
 
     host = DetectorHost(session, log=lambda message: print(message, flush=True))
-    triggers = StatefulHost(log=lambda message: print(message, flush=True))
-    triggers.start()
     try:
         while not stopping:
             host.reconcile()

@@ -349,6 +349,10 @@ def _address_path() -> Path:
     return endpoint.folder() / "triggers.json"
 
 
+class NodeDown(ConnectionError):
+    """No stream node runs for this home."""
+
+
 class NodeClient:
     """A writer's line to the stateful triggers the stream node holds: one JSON request per line,
     answered by one JSON line, the first carrying the node's token."""
@@ -369,7 +373,7 @@ class NodeClient:
                 if not line:
                     raise ConnectionError("the stream node closed the connection")
                 return json.loads(line)
-            except TimeoutError:
+            except (TimeoutError, NodeDown):
                 self.close()
                 raise
             except (OSError, ConnectionError, json.JSONDecodeError) as err:
@@ -383,8 +387,7 @@ class NodeClient:
             port = json.loads(_address_path().read_text(encoding="utf-8"))["port"]
         except (FileNotFoundError, json.JSONDecodeError, KeyError):
             self.close()
-            raise ConnectionError("the stream node is not running (start it with `airflow-stream node start`)") \
-                from None
+            raise NodeDown("the stream node is not running (start it with `airflow-stream node start`)") from None
         if self._sock is not None and port == self._port:
             return self._sock
         self.close()

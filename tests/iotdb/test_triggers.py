@@ -36,8 +36,10 @@ def log(name: str) -> list[str]:
     return path.read_text(encoding="utf-8").splitlines() if path.exists() else []
 
 
-def fires(name: str) -> list[dict]:
-    return [json.loads(line.removeprefix("fire ")) for line in log(name) if line.startswith("fire ")]
+def fires(name: str, *, pids: bool = False) -> list[dict]:
+    """The tablets ``name`` was fired with (with ``pids``, also the process that fired it)."""
+    out = [json.loads(line.removeprefix("fire ")) for line in log(name) if line.startswith("fire ")]
+    return out if pids else [{k: v for k, v in f.items() if k != "pid"} for f in out]
 
 
 def rows_seen(name: str) -> int:

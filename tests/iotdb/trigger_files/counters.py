@@ -4,6 +4,7 @@ can be checked. Loaded with USING URI, as IoTDB's tests load TriggerFireTimesCou
 
 import fcntl
 import json
+import os
 import time
 from pathlib import Path
 
@@ -38,7 +39,7 @@ class Recorder(InsertTrigger):
         self._log("on_drop")
 
     def fire(self, tablet):
-        self._log("fire " + json.dumps({"device": tablet.device, "rows": tablet.row_size,
+        self._log("fire " + json.dumps({"device": tablet.device, "rows": tablet.row_size, "pid": os.getpid(),
                                         "schemas": [[s.name, s.type.value] for s in tablet.schemas],
                                         "timestamps": list(tablet.timestamps),
                                         "values": [list(v) for v in tablet.values]}))
