@@ -12,7 +12,6 @@ import json
 import os
 import signal
 import socket
-import sqlite3
 import subprocess
 import sys
 import time
@@ -47,20 +46,6 @@ def wait_for(check: Callable[[], Any], timeout: float, what: str, every: float =
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
-def write_ahead_log(database: Path) -> None:
-    """Switch the SQLite database to write-ahead logging (a setting kept in the file). In SQLite's
-    default rollback journal a writer must wait for every reader to finish before it commits, and a
-    connection still reading when it starts to write fails at once with "database is locked",
-    whatever the busy timeout: with four Airflow processes reading all the time, an ``airflow
-    backfill create`` meets that under load. With the log, readers and the one writer go on side
-    by side and writers queue for the busy timeout."""
-    with sqlite3.connect(database, timeout=60) as connection:
-        mode = connection.execute("PRAGMA journal_mode=WAL").fetchone()[0]
-    connection.close()
-    if mode.lower() != "wal":
-        raise RuntimeError(f"{database}: SQLite kept journal mode {mode!r} instead of write-ahead logging")
-
-
 class LocalAirflow:
     """Airflow for ``stream_home``: its components as four processes, or with ``standalone`` as
     ``airflow standalone`` (one process that starts them all), on ``port`` (a free one by default)."""
@@ -78,8 +63,7 @@ class LocalAirflow:
             "AIRFLOW__CORE__DAGS_FOLDER": str(Path(airflow_stream_provider.__file__).parent / "dags"),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False", "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
             # SQLite lets one writer in at a time: a CLI command waits for the scheduler's write
-            # instead of failing with "database is locked" after SQLite's default 5 s (and see
-            # write_ahead_log below)
+            # instead of failing with "database is locked" after SQLite's default 5 s
             "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{(Path(home) / 'airflow.db').resolve()}?timeout=60",
             "AIRFLOW__CORE__PARALLELISM": str(parallelism),
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
@@ -110,7 +94,6 @@ class LocalAirflow:
         if self.users:
             (self.home / "passwords.json").write_text(json.dumps({n: p for n, (_r, p) in self.users.items()}))
         subprocess.run([str(AIRFLOW), "db", "migrate"], env=self.env, check=True, capture_output=True, timeout=300)
-        write_ahead_log(self.home / "airflow.db")
         for name in ("standalone",) if self.standalone else COMPONENTS:
             log = (self.home / f"{name}.log").open("wb")
             args = [str(AIRFLOW), name] + (["--port", str(self.port)] if name == "api-server" else [])
