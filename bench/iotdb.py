@@ -1,7 +1,8 @@
-"""IoTDB on the warehouse: INSERT throughput, and one continuous query execution against the same
-query written by hand in Spark SQL.
+"""IoTDB on the warehouse: INSERT throughput, one continuous query execution against the same
+query written by hand in Spark SQL, and the cost of insert triggers on loads.
 
     .venv/bin/python bench/iotdb.py [--devices 1000] [--seconds 3600] [--statements 20] [--repeat 3]
+                                    [--load-rows 10000] [--loads 5]
 
 In one process:
 
@@ -12,9 +13,14 @@ In one process:
   ``SELECT avg(s1), max_value(s2), count(s3) INTO root.agg.::(s1_avg, s2_max, s3_count) FROM
   root.bench.** GROUP BY(1m) ALIGN BY DEVICE`` executed once over the hour, against the same
   aggregation written by hand (``GROUP BY tbname, window``) and saved with Spark's Delta writer.
-  Each side is the fastest of ``repeat`` runs after a warm-up.
+  Each side is the fastest of ``repeat`` runs after a warm-up;
+- insert triggers: ``loads`` loads of ``load-rows`` rows (3 DOUBLE columns, one batch each) into a
+  table with no trigger, with 1 and with 10 STATELESS AFTER INSERT triggers that do nothing, and
+  with 1 STATEFUL one (in a stream node this benchmark starts); the loads of the four tables take
+  turns, and each case is its median, as rows/s and the ratio to no trigger.
 
-Target: the CQ execution within 1.5x of the hand-written Spark job.
+Targets: the CQ execution within 1.5x of the hand-written Spark job; 10 no-op stateless triggers
+cost under 20% of the load throughput (a ratio of at least 0.8).
 """
 
 from __future__ import annotations
@@ -30,8 +36,10 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 TARGET_RATIO = 1.5
+TRIGGER_TARGET = 0.8  # 10 no-op triggers keep at least 80% of the throughput
 START = datetime(2025, 1, 1, tzinfo=UTC)
 
 
@@ -41,6 +49,9 @@ def main() -> int:
     parser.add_argument("--seconds", type=int, default=3600)
     parser.add_argument("--statements", type=int, default=20)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--load-rows", type=int, default=10_000)
+    parser.add_argument("--loads", type=int, default=5)
+    parser.add_argument("--only-triggers", action="store_true", help="run the insert-trigger cases only")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-iotdb-"))
     os.environ["AIRFLOW_STREAM_HOME"] = str(work / "home")
@@ -53,6 +64,10 @@ def main() -> int:
     spark.sparkContext.setLogLevel("ERROR")
     warehouse = Warehouse(work / "home" / "warehouse", spark=spark)
     try:
+        triggers = trigger_rates(warehouse, work, args)
+        if args.only_triggers:
+            print_triggers(triggers, args)
+            return 0
         inserts = insert_rates(warehouse, args)
         cq, hand, rows = cq_seconds(warehouse, spark, work, args)
     finally:
@@ -73,7 +88,66 @@ def main() -> int:
           f"{1:>12.2f}x")
     verdict = "meets" if cq / hand <= TARGET_RATIO else "MISSES"
     print(f"\nthe CQ execution {verdict} the target of {TARGET_RATIO}x the hand-written Spark job ({cq / hand:.2f}x)")
+    print_triggers(triggers, args)
     return 0
+
+
+TRIGGER_CASES = (("none", "no trigger (baseline)"), ("one", "1 stateless no-op AFTER trigger"),
+                 ("ten", "10 stateless no-op AFTER triggers"), ("stateful", "1 stateful no-op AFTER trigger"))
+
+
+def print_triggers(rates: dict[str, float], args) -> None:
+    print()
+    print(f"{'load of ' + format(args.load_rows, ',') + ' rows x 3 columns':<52}{'rows/s':>12}{'vs baseline':>13}")
+    for key, label in TRIGGER_CASES:
+        print(f"{label:<52}{rates[key]:>12,.0f}{rates[key] / rates['none']:>12.2f}x")
+    ratio = rates["ten"] / rates["none"]
+    verdict = "meet" if ratio >= TRIGGER_TARGET else "MISS"
+    print(f"\n10 no-op triggers {verdict} the target of at most {1 - TRIGGER_TARGET:.0%} of the load throughput "
+          f"({1 - ratio:.1%})")
+
+
+def trigger_rates(warehouse, work: Path, args) -> dict[str, float]:
+    """rows/s of loads into tables with 0, 1 and 10 stateless no-op triggers and 1 stateful one."""
+    from airflow_stream_provider import model as m
+    from airflow_stream_provider import statements
+    from airflow_stream_provider.node import server as node
+    from airflow_stream_provider.warehouse.load import load
+
+    noop = work / "noop.py"
+    noop.write_text("from airflow_stream_provider.model.callbacks import InsertTrigger\n\n\n"
+                    "class NoOp(InsertTrigger):\n    pass\n")
+    list(statements.run(warehouse, "CREATE DATABASE tr; USE tr; " + " ".join(
+        f"CREATE TABLE {key} (ts TIMESTAMP, s1 DOUBLE, s2 DOUBLE, s3 DOUBLE);" for key, _ in TRIGGER_CASES)))
+    node.start()
+    try:
+        plan = {"one": [("STATELESS", "one_0")], "ten": [("STATELESS", f"ten_{i}") for i in range(10)],
+                "stateful": [("STATEFUL", "stateful_0")]}
+        for key, triggers in plan.items():
+            for kind, name in triggers:
+                list(statements.run(warehouse, f"CREATE {kind} TRIGGER {name} AFTER INSERT ON root.tr.{key}.** "
+                                               f"AS 'noop.NoOp' USING URI '{noop}'"))
+        rng = np.random.default_rng(11)
+        seconds: dict[str, list[float]] = {key: [] for key, _ in TRIGGER_CASES}
+        for round_ in range(args.loads + 1):  # the first round warms up
+            path = work / f"load-{round_}.parquet"
+            times = pa.array(START + timedelta(seconds=round_ * args.load_rows + i) for i in range(args.load_rows))
+            values = rng.uniform(0, 100, (3, args.load_rows))
+            pq.write_table(pa.table({"ts": times, "s1": values[0], "s2": values[1], "s3": values[2]}), path)
+            for key, _ in TRIGGER_CASES:
+                started = time.perf_counter()
+                load(warehouse, path, m.TableName(key, "tr"))
+                if round_:
+                    seconds[key].append(time.perf_counter() - started)
+            print(f"trigger round {round_}: " + ", ".join(f"{k} {v[-1]:.3f} s" for k, v in seconds.items() if v),
+                  file=sys.stderr)
+        (shown,) = statements.run(warehouse, "SHOW TRIGGERS")
+        fired = dict(zip(shown.table.column("TriggerName").to_pylist(), shown.table.column("Fired").to_pylist(),
+                         strict=True))
+        assert all(count == args.loads + 1 for count in fired.values()), fired  # every trigger fired per load
+    finally:
+        node.stop()
+    return {key: args.load_rows / float(np.median(v)) for key, v in seconds.items()}
 
 
 def insert_rates(warehouse, args) -> tuple[float, float, int]:

@@ -42,6 +42,16 @@ class StreamTask:
         db, _, name = self.stream.partition(".")
         return db, name
 
+    def report_trigger_failures(self, log: Any) -> int:
+        """Log the insert triggers that failed on this task's writes (the data is written: the
+        task does not fail for them, as ``airflow-stream sql`` exits 3, not 2); how many."""
+        from airflow_stream_provider.warehouse import listeners
+
+        notices = listeners.take_notices()
+        for notice in notices:
+            log.warning("insert trigger: %s", notice)
+        return len(notices)
+
     def raise_on_error(self, event: dict[str, Any]) -> None:
         """Raise the error a trigger reported as its event (``{"status": "error", "message": ...}``)."""
         if event.get("status") == "error":

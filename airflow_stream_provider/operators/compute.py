@@ -92,6 +92,7 @@ class StreamComputeOperator(StreamTask, BaseOperator):
         except StreamStopped as err:
             raise AirflowSkipException(str(err)) from None
         self.log.info("%s", report.summary())
+        self.report_trigger_failures(self.log)
         if report.per_trigger:
             self.log.info("computed trigger by trigger: %s", report.per_trigger)
         if report.triggers == 0 and report.skipped:

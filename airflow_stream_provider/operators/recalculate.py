@@ -28,4 +28,5 @@ class StreamRecalculateOperator(StreamTask, BaseOperator):
         start, end = utc_datetime(context["data_interval_start"]), utc_datetime(context["data_interval_end"])
         report = recalculate(Warehouse(), *self.stream_names(), start, end, store=store, progress=self.log.info)
         self.log.info("recalculated [%s, %s): %s", start.isoformat(), end.isoformat(), report.summary())
+        self.report_trigger_failures(self.log)
         return {"triggers": report.triggers, "written": report.written}

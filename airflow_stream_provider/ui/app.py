@@ -173,6 +173,14 @@ def create_app() -> FastAPI:
             visible.append(row)
         return JSONResponse({"streams": visible, "at": datetime.now(UTC).isoformat()})
 
+    @app.get("/api/triggers")
+    async def triggers(user: User) -> JSONResponse:
+        """The insert triggers (SHOW TRIGGERS) with their fire and failure counts."""
+        from airflow_stream_provider.streams import callbacks
+
+        table = await asyncio.to_thread(callbacks.show)
+        return JSONResponse({"triggers": table.to_pylist(), "at": datetime.now(UTC).isoformat()})
+
     @app.get("/api/streams/{db}/{name}")
     async def stream(db: str, name: str, user: User) -> JSONResponse:
         from airflow_stream_provider.streams.status import samples, stream_status

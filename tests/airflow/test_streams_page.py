@@ -23,6 +23,7 @@ from airflow_stream_provider.progress import Progress
 from airflow_stream_provider.streams.run import run as run_stream
 from airflow_stream_provider.streams.store import StreamStore
 from airflow_stream_provider.warehouse import Warehouse
+from tests.iotdb.test_triggers import FILES as TRIGGER_FILES
 
 if TYPE_CHECKING:
     from selenium.webdriver.chrome.webdriver import WebDriver
@@ -72,7 +73,7 @@ def test_streams_page(spark, tmp_path, monkeypatch):
     stream_home = tmp_path / "stream"
     monkeypatch.setenv("AIRFLOW_STREAM_HOME", str(stream_home))
     wh = Warehouse(stream_home / "warehouse", spark=spark)
-    list(statements.run(wh, """
+    list(statements.run(wh, f"""
         CREATE DATABASE power; USE power;
         CREATE STABLE meters (ts TIMESTAMP, v DOUBLE) TAGS (site VARCHAR(16));
         CREATE TABLE m1 USING meters TAGS ('north');
@@ -80,6 +81,9 @@ def test_streams_page(spark, tmp_path, monkeypatch):
           AS SELECT _twstart ts, avg(v) AS a FROM %%trows;
         CREATE STREAM max1m INTERVAL(1m) SLIDING(1m) FROM m1 INTO max1m_out
           AS SELECT _twstart ts, max(v) AS mx FROM %%trows;
+        CREATE TRIGGER meter_values AFTER INSERT ON root.power.m1.v AS 'counters.Refuser'
+          USING URI '{TRIGGER_FILES / "counters.py"}' WITH ("dir" = "{stream_home}", "name" = "meter_values",
+          "bad" = "3");
         INSERT INTO m1 VALUES ('2025-01-01 00:00:10', 1) ('2025-01-01 00:01:10', 2) ('2025-01-01 00:02:10', 3)
           ('2025-01-01 00:03:10', 4);
     """))
@@ -125,6 +129,11 @@ def test_streams_page(spark, tmp_path, monkeypatch):
         assert cell[0].text == "3"
         row_text = driver.find_element(By.CSS_SELECTOR, 'tr[data-stream="power.avg1m"]').text
         assert "running" in row_text and "INTERVAL(1m) SLIDING(1m)" in row_text
+        # the insert trigger, fired once per row of the INSERT, failed on the value 3
+        trigger = driver.find_element(By.CSS_SELECTOR, 'tr[data-trigger="meter_values"]')
+        assert trigger.find_element(By.CSS_SELECTOR, 'td[data-col="fires"]').text == "4 / 1"
+        assert "AFTER_INSERT" in trigger.text and "root.power.m1.v" in trigger.text
+        assert "fire returned False" in trigger.text
         driver.save_screenshot(str(tmp_path / "streams.png"))
         assert (tmp_path / "streams.png").stat().st_size > 10_000
 

@@ -368,3 +368,58 @@ def test_a_continuous_querys_output_fires_the_triggers_on_its_target(wh):
         ("root.ln.wf01.wt01", [["temperature_avg", "DOUBLE"]], [1717243200000], [[15.0]]),
         ("root.ln.wf01.wt01", [["temperature_avg", "DOUBLE"]], [1717243200000, 1717243210000], [[15.0, 40.0]])]
     assert fires("raw") == []
+
+
+# --- reference 004's alerting example, ported (examples/triggers/alerting.py) ----------------------
+
+
+def test_the_alerting_example_posts_alerts_to_a_receiver(wh):
+    import http.server
+    import threading
+
+    received: list = []
+
+    class Receiver(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            received.extend(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    example = Path(__file__).parents[2] / "examples" / "triggers" / "alerting.py"
+    try:
+        sql(wh, "CREATE DATABASE root.ln")
+        with pytest.raises(StreamError, match='the attribute "url" must be an http'):
+            sql(wh, f"CREATE TRIGGER alert AFTER INSERT ON root.ln.** AS 'alerting.ClusterAlertingExample' "
+                    f"USING URI '{example}'")
+        sql(wh, f"CREATE TRIGGER alert AFTER INSERT ON root.ln.**.temperature AS 'alerting.ClusterAlertingExample' "
+                f"USING URI '{example}' WITH (\"url\" = \"http://127.0.0.1:{server.server_port}/api/v2/alerts\")")
+        (result,) = sql(wh, "INSERT INTO root.ln.wf01.wt01(time, temperature, humidity) VALUES "
+                            "(1, 40.0, 90.0), (2, 75.5, 91.0), (3, 120.25, 92.0)")
+        assert result.notices == ()
+    finally:
+        server.shutdown()
+        server.server_close()
+    # 40 is no alert, 75.5 a warning, 120.25 critical; humidity is not listened to
+    assert [(a["labels"]["series"], a["labels"]["value"], a["labels"]["severity"]) for a in received] == [
+        ("root.ln.wf01.wt01.temperature", "75.5", "warning"), ("root.ln.wf01.wt01.temperature", "120.25", "critical")]
+    assert received[1]["annotations"] == {"summary": "high temperature",
+                                          "description": "alert_test: root.ln.wf01.wt01.temperature is 120.25"}
+
+
+def test_a_refused_tdengine_insert_creates_no_subtable_and_writes_no_row(wh):
+    create(wh, "guard", "counters.Refuser", "root.power.**", event="BEFORE", bad="9", strategy="PESSIMISTIC")
+    sql(wh, "CREATE DATABASE power; USE power;"
+            "CREATE STABLE meters (ts TIMESTAMP, current FLOAT) TAGS (location VARCHAR(24));"
+            "INSERT INTO d1 USING meters TAGS ('SF') VALUES ('2025-01-01 00:00:01', 1.5)")
+    with pytest.raises(StreamError, match="Failed to complete the insertion because trigger error before the "
+                                          "insertion: trigger guard failed on root.power.d9"):
+        sql(wh, "INSERT INTO d1 VALUES ('2025-01-01 00:00:02', 2.5) "
+                "d9 USING meters TAGS ('LA') VALUES ('2025-01-01 00:00:03', 9)")
+    assert points(wh, "SELECT tbname, current FROM power.meters") == [("d1", 1.5)]
+    with pytest.raises(StreamError, match="table power.d9 does not exist"):
+        sql(wh, "INSERT INTO d9 VALUES ('2025-01-01 00:00:04', 1)")

@@ -246,6 +246,57 @@ def test_the_minimum_every_is_configurable(monkeypatch):
     assert stmt.trigger.every.micros == 500_000
 
 
+# --- triggers --------------------------------------------------------------------------------------
+
+
+def test_create_trigger_with_every_clause_and_its_defaults():
+    # reference 004's example statement
+    stmt = one("""CREATE STATELESS TRIGGER triggerTest
+        BEFORE INSERT
+        ON root.sg.**
+        AS 'org.apache.iotdb.trigger.ClusterAlertingExample'
+        USING URI '/jar/ClusterAlertingExample.jar'
+        WITH (
+            "name" = "trigger",
+            "limit" = "100"
+        )""")
+    assert stmt == m.CreateInsertTrigger(
+        "triggerTest", m.TriggerType.STATELESS, m.TriggerEvent.BEFORE_INSERT, m.SeriesPath(("root", "sg", "**")),
+        "org.apache.iotdb.trigger.ClusterAlertingExample", "/jar/ClusterAlertingExample.jar",
+        (("name", "trigger"), ("limit", "100")), position=stmt.position, text="")
+    bare = one("create trigger `Tr` after insert on root.ln.*.s1 as 'pkg.Cls'")
+    assert (bare.name, bare.type, bare.event, bare.uri, bare.attributes) == (
+        "Tr", m.TriggerType.STATELESS, m.TriggerEvent.AFTER_INSERT, None, ())
+    assert one("CREATE STATEFUL TRIGGER t AFTER INSERT ON root.ln.** AS 'a.B'").type is m.TriggerType.STATEFUL
+    assert one("DROP TRIGGER Tr") == m.DropInsertTrigger("Tr", position=m.Position(1, 1), text="")
+    assert isinstance(one("show triggers"), m.ShowInsertTriggers)
+
+
+@pytest.mark.parametrize("text", ["CREATE TRIGGER t AFTER INSERT ON root.ln.** AS 'a.B'",
+                                  "create stateful trigger t before insert on root.ln.** as 'a.B'",
+                                  "DROP TRIGGER t", "SHOW TRIGGERS"])
+def test_trigger_statements_are_recognised_without_a_flag(text):
+    assert recognises(text)
+
+
+@pytest.mark.parametrize(("text", "message", "at"), [
+    ("CREATE TRIGGER t INSERT ON root.ln.** AS 'a.B'", "expected BEFORE or AFTER INSERT", "INSERT"),
+    ("CREATE TRIGGER t AFTER DELETE ON root.ln.** AS 'a.B'", "a trigger listens to INSERT only", "DELETE"),
+    ("CREATE TRIGGER t AFTER INSERT ON root AS 'a.B'", "a path pattern under root", "root"),
+    ("CREATE TRIGGER t AFTER INSERT ON root.ln.** AS 'NoModule'", "is not a Python class name", "'NoModule'"),
+    ("CREATE TRIGGER t AFTER INSERT ON root.ln.** AS a.B", "expected the trigger's class", "a.B"),
+    ("CREATE TRIGGER t AFTER INSERT ON root.ln.** AS 'a.B' USING URI ''", "USING URI needs a file path", "''"),
+    ("CREATE TRIGGER t AFTER INSERT ON root.ln.** AS 'a.B' WITH (\"k\" = \"1\", \"k\" = \"2\")",
+     "attribute 'k' is given twice", "\"k\" = \"2"),
+    ("CREATE TRIGGER `a.b` AFTER INSERT ON root.ln.** AS 'a.B'", "a trigger name is one name", "`a.b`"),
+])
+def test_trigger_rules_are_positioned_errors(text, message, at):
+    with pytest.raises(StreamDefinitionError) as err:
+        parse(text)
+    assert message in str(err.value)
+    assert (err.value.line, err.value.column) == (1, text.index(at) + 1)
+
+
 # --- IoTDB text never escapes except as the project's errors -------------------------------------
 
 _WORDS = ["SELECT", "INTO", "FROM", "WHERE", "GROUP", "BY", "LEVEL", "=", "(", ")", "[", "]", ",", ".", "root", "ln",
@@ -253,7 +304,8 @@ _WORDS = ["SELECT", "INTO", "FROM", "WHERE", "GROUP", "BY", "LEVEL", "=", "(", "
           "LIMIT", "1", "-1", "2021-05-11T22:18:00+08:00", "ALIGN", "DEVICE", "CREATE", "CQ", "RESAMPLE", "EVERY",
           "RANGE", "BOUNDARY", "BEGIN", "END", "INSERT", "VALUES", "TIMESERIES", "DATABASE", "DELETE", "::",
           "${1}", "'x'", "true", "null", "AND", "OR", "NOT", "HAVING", "SHOW", "DEVICES", "CQS", "DROP", "+", "/",
-          "WITH", "DATATYPE", "FLOAT", "ALIGNED", "ORDER", "DESC", "SLIMIT", "OFFSET", ";", "`a.b`"]
+          "WITH", "DATATYPE", "FLOAT", "ALIGNED", "ORDER", "DESC", "SLIMIT", "OFFSET", ";", "`a.b`", "TRIGGER",
+          "TRIGGERS", "STATEFUL", "BEFORE", "AFTER", "ON", "AS", "'a.B'", "USING", "URI", '"k"']
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -71,6 +71,20 @@ async function renderList() {
     </tr>`);
   $("#streams tbody").innerHTML = rows.join("");
   $("#empty").hidden = data.streams.length > 0;
+  await renderTriggers();
+}
+
+async function renderTriggers() {
+  const data = await getJson("api/triggers");
+  const rows = data.triggers.map((t) => `
+    <tr data-trigger="${esc(t.TriggerName)}">
+      <td>${esc(t.TriggerName)}</td><td>${esc(t.Event)}</td><td>${esc(t.Type)}</td><td>${esc(t.State)}</td>
+      <td><code>${esc(t.PathPattern)}</code></td><td><code>${esc(t.ClassName)}</code></td><td>${esc(t.NodeId)}</td>
+      <td class="num" data-col="fires">${num(t.Fired)} / ${num(t.Failed)}</td>
+      <td class="error">${esc(t.LastError)}</td>
+    </tr>`);
+  $("#triggers tbody").innerHTML = rows.join("");
+  $("#no-triggers").hidden = data.triggers.length > 0;
 }
 
 function card(key, value) {
