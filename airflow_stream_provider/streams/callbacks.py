@@ -31,7 +31,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import pyarrow as pa
 
@@ -359,7 +359,7 @@ class NodeClient:
 
     def __init__(self) -> None:
         self._sock: socket.socket | None = None
-        self._reader = None
+        self._reader: TextIO | None = None
         self._port: int | None = None
 
     def call(self, request: dict, timeout: float) -> dict:
@@ -369,6 +369,7 @@ class NodeClient:
                 sock = self._connect()
                 sock.settimeout(timeout)
                 sock.sendall((json.dumps(request) + "\n").encode())
+                assert self._reader is not None  # made with the socket
                 line = self._reader.readline()
                 if not line:
                     raise ConnectionError("the stream node closed the connection")
@@ -392,9 +393,10 @@ class NodeClient:
             return self._sock
         self.close()
         sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-        self._sock, self._port, self._reader = sock, port, sock.makefile("r", encoding="utf-8")
+        reader = sock.makefile("r", encoding="utf-8")
+        self._sock, self._port, self._reader = sock, port, reader
         sock.sendall((json.dumps({"token": endpoint.token() or ""}) + "\n").encode())
-        answer = json.loads(self._reader.readline() or "{}")
+        answer = json.loads(reader.readline() or "{}")
         if not answer.get("ok"):
             self.close()
             raise ConnectionError(answer.get("error") or "the stream node refused the connection")
@@ -541,14 +543,12 @@ def create(stmt: m.CreateInsertTrigger) -> str:
         if any(e.name == stmt.name for e in entries):
             raise TriggerError(f"Failed to create trigger [{stmt.name}], the same name trigger has been created")
         trigger_id = uuid.uuid4().hex
-        install_dir = None
-        if stmt.uri:
-            install_dir = f"{_folder_name(stmt.name)}-{trigger_id[:8]}"
+        install_dir = f"{_folder_name(stmt.name)}-{trigger_id[:8]}" if stmt.uri else None
         entry = Entry(trigger_id, stmt.name, stmt.type, stmt.event, stmt.pattern, stmt.class_name, stmt.uri,
                       install_dir, stmt.attributes, m.FailureStrategy.OPTIMISTIC,
                       datetime.now(UTC).isoformat(timespec="seconds"))
         try:
-            if stmt.uri:
+            if stmt.uri and install_dir:
                 install(stmt.uri, home.root / "install" / install_dir)
             if entry.stateful:
                 entry = _create_in_node(home, entry)
@@ -623,7 +623,7 @@ def show() -> pa.Table:
     home = LISTENER.home()
     entries = home.registry.entries()
     stats = home.registry.stats()
-    rows = {c: [] for c in SHOW_COLUMNS}
+    rows: dict[str, list] = {c: [] for c in SHOW_COLUMNS}
     for e in entries:
         s = stats.get(e.id, {})
         for column, value in zip(SHOW_COLUMNS, (

@@ -180,9 +180,9 @@ def series_write(device: m.SeriesPath, times: pa.Array, columns: dict[str, pa.Ar
     micros = _micros(times)
     keep = [i for i in range(len(micros)) if any(column[i] is not None for _, _, column in values)]
     if len(keep) < len(micros):
-        micros = [micros[i] for i in keep]
+        micros = tuple(micros[i] for i in keep)
         values = [(name, kind, tuple(column[i] for i in keep)) for name, kind, column in values]
-    return Write(device, tuple(micros), tuple(values))
+    return Write(device, micros, tuple(values))
 
 
 def split_rows(write: Write) -> list[Write]:
