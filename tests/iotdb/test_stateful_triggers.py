@@ -6,25 +6,19 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from airflow_stream_provider.local_airflow import free_port
 from tests.iotdb.test_triggers import FILES, four_inserts_per_row
 
 pytestmark = pytest.mark.spark
 
 SCRIPT = Path(sys.executable).with_name("airflow-stream")
 NAMES = ("stateful_before_all", "stateful_before_a", "stateful_after_all", "stateful_after_a")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def cli(home: Path, *args: str, timeout: int = 240) -> subprocess.CompletedProcess:
