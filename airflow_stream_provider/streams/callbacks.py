@@ -361,9 +361,14 @@ class NodeClient:
         self._sock: socket.socket | None = None
         self._reader: TextIO | None = None
         self._port: int | None = None
+        self._lock = threading.Lock()  # one request at a time on the connection
 
     def call(self, request: dict, timeout: float) -> dict:
         """The node's answer; raises ``ConnectionError`` when the node cannot be reached."""
+        with self._lock:
+            return self._call(request, timeout)
+
+    def _call(self, request: dict, timeout: float) -> dict:
         for attempt in (1, 2):  # a connection the node closed (a restart) is opened again once
             try:
                 sock = self._connect()
@@ -421,14 +426,16 @@ class _Home:
         self.instances: dict[str, Instance] = {}  # stateless, by trigger id
         self.node = NodeClient()
         self._matches: dict[tuple[str, m.SeriesPath, str], bool] = {}
+        self._lock = threading.RLock()  # writers of one process may run on several threads (the node's)
 
     def entries(self) -> list[Entry]:
-        entries = self.registry.entries()
-        if self.instances:
-            live = {e.id for e in entries}
-            for trigger_id in [i for i in self.instances if i not in live]:
-                self.instances.pop(trigger_id).drop()  # dropped by another process: this instance ends too
-        return entries
+        with self._lock:
+            entries = self.registry.entries()
+            if self.instances:
+                live = {e.id for e in entries}
+                for trigger_id in [i for i in self.instances if i not in live]:
+                    self.instances.pop(trigger_id).drop()  # dropped by another process: this instance ends too
+            return entries
 
     def matched(self, entry: Entry, write: Write, millis: tuple[int, ...]) -> m.Tablet | None:
         schemas, values = [], []
@@ -445,10 +452,11 @@ class _Home:
         return m.Tablet(str(write.device), tuple(schemas), millis, tuple(values), write.micros)
 
     def instance(self, entry: Entry) -> Instance:
-        found = self.instances.get(entry.id)
-        if found is None or found.hung:
-            found = self.instances[entry.id] = Instance.create(entry, self.root)
-        return found
+        with self._lock:
+            found = self.instances.get(entry.id)
+            if found is None or found.hung:
+                found = self.instances[entry.id] = Instance.create(entry, self.root)
+            return found
 
     def fire(self, entry: Entry, tablet: m.Tablet, timeout: float) -> tuple[str | None, m.FailureStrategy]:
         """(None, _) when the fire succeeded, else (why, the strategy that applies)."""

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_stream_provider import config
-from airflow_stream_provider.exceptions import did_you_mean
+from airflow_stream_provider.exceptions import StreamError, did_you_mean
 from airflow_stream_provider.model import TableName
 from airflow_stream_provider.progress import Progress
 from airflow_stream_provider.sql.grammar.timestamps import parse_timestamp
@@ -218,7 +218,11 @@ def load(
             rows = _with_registered_tags(rows, info, subtables)
         listening = listeners.active()
         writes = listeners.table_writes(info, rows, per_row=False) if listening else []
-        listeners.before(listening, writes)  # a refusing trigger stops the load here: earlier commits stay
+        try:
+            listeners.before(listening, writes)
+        except StreamError as err:  # a refusing trigger stops the load here: the earlier commits stay
+            raise WarehouseError(f"{err}; the load stopped after {written:,} rows in {commits} commit"
+                                 f"{'s' if commits != 1 else ''}") from err
         writer.upsert(info.path, rows, info.key_columns)
         listeners.after(listening, writes)
         written += rows.num_rows

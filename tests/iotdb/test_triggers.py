@@ -423,3 +423,17 @@ def test_a_refused_tdengine_insert_creates_no_subtable_and_writes_no_row(wh):
     assert points(wh, "SELECT tbname, current FROM power.meters") == [("d1", 1.5)]
     with pytest.raises(StreamError, match="table power.d9 does not exist"):
         sql(wh, "INSERT INTO d9 VALUES ('2025-01-01 00:00:04', 1)")
+
+
+def test_a_load_refused_by_a_trigger_keeps_its_earlier_batches_and_says_so(wh, tmp_path):
+    from airflow_stream_provider import model as m
+    from airflow_stream_provider.warehouse.load import load
+
+    sql(wh, "CREATE DATABASE power; USE power; CREATE TABLE m1 (ts TIMESTAMP, v DOUBLE)")
+    create(wh, "guard", "counters.Refuser", "root.power.m1.v", event="BEFORE", bad="3.5", strategy="PESSIMISTIC")
+    csv = tmp_path / "m1.csv"
+    csv.write_text("ts,v\n" + "".join(f"2025-01-01 00:00:{i:02d},{i}.5\n" for i in range(6)))
+    with pytest.raises(StreamError, match=r"trigger guard failed on root.power.m1: fire returned False .*; the load "
+                                          r"stopped after 2 rows in 1 commit$"):
+        load(wh, csv, m.TableName("m1", "power"), batch_rows=2)
+    assert [v for _, v in points(wh, "SELECT * FROM power.m1")] == [0.5, 1.5]
