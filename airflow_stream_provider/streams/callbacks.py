@@ -510,6 +510,8 @@ class InsertTriggers:
         counts: dict[str, _Counts] = {}
         try:
             for write in writes:
+                if not write.micros:
+                    continue  # nothing was written (a CQ window without points)
                 millis = tuple(t // 1000 for t in write.micros)
                 for entry in entries:
                     tablet = home.matched(entry, write, millis)

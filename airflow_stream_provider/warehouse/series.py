@@ -376,7 +376,8 @@ class SeriesStore:
                 columns = {n: a for n, a in values.items() if n in wanted.get(device, {})}
                 if columns:
                     write = listeners.series_write(device, times, columns, wanted[device].__getitem__)
-                    writes.extend(listeners.split_rows(write) if per_row else [write])
+                    if write.rows:
+                        writes.extend(listeners.split_rows(write) if per_row else [write])
             listeners.before(listening, writes)
         known = self.ensure_series(wanted, aligned)
         tables: dict[SeriesDatabase, list[pa.Table]] = {}
