@@ -442,3 +442,19 @@ def test_a_load_refused_by_a_trigger_keeps_its_earlier_batches_and_says_so(wh, t
                                           r"stopped after 2 rows in 1 commit$"):
         load(wh, csv, m.TableName("m1", "power"), batch_rows=2)
     assert [v for _, v in points(wh, "SELECT * FROM power.m1")] == [0.5, 1.5]
+
+
+def test_a_streams_output_fires_the_triggers_on_its_table(wh):
+    from airflow_stream_provider.streams.run import run
+
+    sql(wh, "CREATE DATABASE power; USE power;"
+            "CREATE TABLE m1 (ts TIMESTAMP, v DOUBLE);"
+            "CREATE STREAM avg1m INTERVAL(1m) SLIDING(1m) FROM m1 INTO avg1m_out "
+            "AS SELECT _twstart ts, avg(v) AS a, count(*) AS n FROM %%trows")
+    create(wh, "outputs", "counters.Recorder", "root.power.avg1m_out.a")
+    sql(wh, "INSERT INTO m1 VALUES ('2025-01-01 00:00:10', 1) ('2025-01-01 00:00:50', 3) ('2025-01-01 00:01:30', 8) "
+            "('2025-01-01 00:02:05', 4)")
+    run(wh, "power", "avg1m")
+    # [00:00, 00:01) averages 1 and 3, [00:01, 00:02) is 8; [00:02, 00:03) is still open; one write
+    assert [(f["device"], f["schemas"], f["timestamps"], f["values"]) for f in fires("outputs")] == [
+        ("root.power.avg1m_out", [["a", "DOUBLE"]], [1735689600000, 1735689660000], [[2.0, 8.0]])]
