@@ -64,3 +64,17 @@ def test_readme_example_file_checks():
     result = run("check", "-f", str(example))
     assert result.returncode == 0, result.stderr
     assert sum(line.startswith("ok: CREATE STREAM") for line in result.stdout.splitlines()) == 4
+
+
+@pytest.mark.parametrize(("content", "words"), [
+    (None, "cannot be read: No such file or directory"),
+    (b"CREATE DATABASE d; SELECT '\xff\xfe';", "is not UTF-8 text (byte 27: invalid start byte)"),
+])
+def test_a_file_that_cannot_be_read_is_a_clear_error(tmp_path, content, words):
+    path = tmp_path / "statements.sql"
+    if content is not None:
+        path.write_bytes(content)
+    for command in ("check", "sql"):
+        result = run(command, "-f", str(path))
+        assert result.returncode == 2, result.stderr
+        assert result.stderr == f"error: {path} {words}\n  nothing was executed\n"

@@ -9,6 +9,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import StreamDefinitionError, StreamError
@@ -30,13 +31,24 @@ def _read_input(args: argparse.Namespace) -> tuple[str, str]:
     if args.file:
         if args.file == "-":
             return sys.stdin.read(), "<stdin>"
-        with open(args.file, encoding="utf-8") as handle:
-            return handle.read(), args.file
+        try:
+            with open(args.file, encoding="utf-8") as handle:
+                return handle.read(), args.file
+        except UnicodeDecodeError as err:
+            _input_error(f"{args.file} is not UTF-8 text (byte {err.start}: {err.reason})")
+        except OSError as err:
+            _input_error(f"{args.file} cannot be read: {err.strerror or err}")
     if args.statement:
         return args.statement, "<statement>"
     if not sys.stdin.isatty():
         return sys.stdin.read(), "<stdin>"
     raise SystemExit("airflow-stream: give a STATEMENT, -f FILE, or statements on standard input")
+
+
+def _input_error(message: str) -> NoReturn:
+    """A bad ``-f`` file: nothing ran; exit status 2, as for a statement that does not parse."""
+    print(f"error: {message}\n  nothing was executed", file=sys.stderr)
+    raise SystemExit(2)
 
 
 def _quote_source(lines: list[str], text: str, line: int | None, source: str, column: int | None = None) -> str:

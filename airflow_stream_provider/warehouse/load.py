@@ -88,8 +88,12 @@ class _Converter:
         for name in schema.names:
             column = self.allowed.get(name.lower())
             if column is None:
+                hint = did_you_mean(name, list(self.allowed))
+                if hint is None and self.source.lower().endswith(".csv"):
+                    hint = (f"the first line of a CSV file names its columns ({', '.join(self.allowed)}); "
+                            "is the header line missing?")
                 raise WarehouseError(f"{self.label}: {self.source} has column {name!r}, which {self.info.qualified} "
-                                     "does not have", hint=did_you_mean(name, list(self.allowed)))
+                                     "does not have", hint=hint)
             mapping[name] = column
         self.mapped = {c.name for c in mapping.values()}
         required = [c.name for c in self.info.columns if c.role in ("ts", "key")]

@@ -82,12 +82,14 @@ def _reject(message: str, clause: str = "window clause") -> StreamDefinitionErro
     return StreamDefinitionError(message, clause=clause)
 
 
-def _micros(node: exp.Expr, clause: str) -> int:
+def _micros(node: exp.Expr, clause: str, *, positive: bool = True) -> int:
     if not isinstance(node, DurationLiteral):
         raise _reject(f"{clause} needs a duration such as 10s, not {node.sql(dialect=TDengine)}", clause)
     duration = m.Duration(node.count, node.unit)
     if duration.is_calendar or duration.unit == "b":
         raise _reject(f"{clause}({duration}) needs a fixed length in u, a, s, m, h, d or w", clause)
+    if positive and duration.micros <= 0:
+        raise _reject(f"{clause} must be positive, found {duration}", clause)
     return duration.micros
 
 
@@ -121,7 +123,7 @@ def plan_of(select: exp.Select, *, columns: list[str], ts_column: str) -> tuple[
         if kind != TriggerKind.INTERVAL:
             raise _reject("FILL applies to INTERVAL windows only", "FILL")
     true_for = clause.args.get("true_for")
-    true_for_duration = _micros(true_for, "TRUE_FOR") if true_for is not None else None
+    true_for_duration = _micros(true_for, "TRUE_FOR", positive=False) if true_for is not None else None
     texts: dict = {}
     reads: list[str] = []
 
@@ -133,10 +135,12 @@ def plan_of(select: exp.Select, *, columns: list[str], ts_column: str) -> tuple[
 
     if kind == TriggerKind.INTERVAL:
         interval = _micros(args[0], "INTERVAL")
-        offset = _micros(args[1], "INTERVAL offset") if len(args) > 1 else 0
+        offset = _micros(args[1], "INTERVAL offset", positive=False) if len(args) > 1 else 0
         sliding = _micros(clause.args["sliding"], "SLIDING") if clause.args.get("sliding") else interval
         if sliding > interval:
             raise _reject("SLIDING is longer than INTERVAL", "SLIDING")
+        if offset >= interval:
+            raise _reject("the INTERVAL offset must be shorter than the interval", "INTERVAL")
         spec = WindowSpec("interval", interval=interval, sliding=sliding, offset=offset,
                           keep_empty=fill_mode != "NONE")
     elif kind == TriggerKind.SESSION:

@@ -70,6 +70,14 @@ RULES = [
      "TRUE_FOR COUNT must be at least 1", "TRUE_FOR"),
     (W + " STREAM_OPTIONS(WATERMARK(10)) NOTIFY('ws://h:1') ON (WINDOW_CLOSE)", "needs a unit", "WATERMARK"),
     (W + " STREAM_OPTIONS(WATERMARK(10b)) NOTIFY('ws://h:1') ON (WINDOW_CLOSE)", "PRECISION 'ns'", "WATERMARK"),
+    # out of range: TDengine's largest lengths, COUNT_WINDOW's count, epoch numbers past the year 9999
+    ("CREATE TABLE t (ts TIMESTAMP, s VARCHAR(99999999999))", "VARCHAR length must be between 1 and 65517",
+     "CREATE TABLE"),
+    ("CREATE TABLE t (ts TIMESTAMP, s NCHAR(16380))", "NCHAR length must be between 1 and 16379", "CREATE TABLE"),
+    ("CREATE STREAM s COUNT_WINDOW(2147483648) FROM t NOTIFY('ws://h:1') ON (WINDOW_CLOSE)",
+     "less than 2147483648, found 2147483648", "COUNT_WINDOW"),
+    (W + " STREAM_OPTIONS(FILL_HISTORY(99999999999999999)) NOTIFY('ws://h:1') ON (WINDOW_CLOSE)",
+     "is not a time between the years 1 and 9999", "FILL_HISTORY"),
 ]
 
 

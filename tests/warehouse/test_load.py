@@ -57,3 +57,14 @@ def test_unknown_file_types_and_tables_are_refused(wh, tmp_path):
         load(wh, path, TableName("readings", "fine"))
     with pytest.raises(WarehouseError, match="table fine.nosuch does not exist"):
         load(wh, path, TableName("nosuch", "fine"))
+
+
+def test_a_csv_without_its_header_line_is_refused_with_the_reason(wh, tmp_path):
+    path = tmp_path / "r.csv"
+    path.write_text("10,1\n11,2\n")  # the first row would be read as the column names
+    before = DeltaTable(str(wh.catalog.root / "fine" / "readings")).version()
+    with pytest.raises(WarehouseError) as info:
+        load(wh, path, TableName("readings", "fine"))
+    assert "r.csv has column '10', which fine.readings does not have" in str(info.value)
+    assert "the first line of a CSV file names its columns (ts, v); is the header line missing?" in str(info.value)
+    assert DeltaTable(str(wh.catalog.root / "fine" / "readings")).version() == before

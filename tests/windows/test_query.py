@@ -140,3 +140,10 @@ def test_window_clause_errors_name_the_clause(wh):
         select(wh, "SELECT _wstart, count(*) FROM power.d9 EVENT_WINDOW START WITH colour > 1 END WITH voltage < 2")
     with pytest.raises(StreamDefinitionError, match="SESSION needs the timestamp column"):
         select(wh, "SELECT _wstart, count(*) FROM power.d9 SESSION(voltage, 10s)")
+    # windows of no length would divide by zero
+    with pytest.raises(StreamDefinitionError, match="INTERVAL must be positive, found 0s"):
+        select(wh, "SELECT _wstart, count(*) FROM power.d9 INTERVAL(0s)")
+    with pytest.raises(StreamDefinitionError, match="SESSION must be positive, found 0s"):
+        select(wh, "SELECT _wstart, count(*) FROM power.d9 SESSION(ts, 0s)")
+    with pytest.raises(StreamDefinitionError, match="the INTERVAL offset must be shorter than the interval"):
+        select(wh, "SELECT _wstart, count(*) FROM power.d9 INTERVAL(10s, 10s)")

@@ -143,8 +143,9 @@ class StreamStatements(ValueParser):
             self.expect_op("(", "COUNT_WINDOW")
             count_tok = self.tok
             count = self.integer("COUNT_WINDOW count", "COUNT_WINDOW")
-            if count < 1:
-                raise self.error(f"COUNT_WINDOW count must be at least 1, found {count}", count_tok, "COUNT_WINDOW")
+            if not 1 <= count < 2**31:
+                raise self.error(f"COUNT_WINDOW count must be at least 1 and less than 2147483648, found {count}",
+                                 count_tok, "COUNT_WINDOW")
             count_sliding: int | None = None
             columns: list[str] = []
             while self.accept_op(","):

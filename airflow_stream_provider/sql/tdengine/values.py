@@ -21,6 +21,8 @@ from airflow_stream_provider.sql.grammar.timestamps import parse_timestamp
 from airflow_stream_provider.sql.tdengine.dialect import parse_fragment
 
 TYPES_WITH_LENGTH = {"BINARY", "VARCHAR", "NCHAR", "VARBINARY"}
+#: TDengine's largest lengths: bytes of BINARY/VARCHAR/VARBINARY, characters of NCHAR (4 bytes each)
+MAX_LENGTH = {"BINARY": 65517, "VARCHAR": 65517, "VARBINARY": 65517, "NCHAR": 16379}
 SCALAR_TYPES = {
     "TIMESTAMP",
     "BOOL",
@@ -72,7 +74,11 @@ class ValueParser(TokenCursor):
                 raise self.error(str(err), tok, clause) from None
         if tok.kind is Kind.NUMBER and tok.text.isdigit():
             self.advance()
-            return m.TimePoint(at=datetime.fromtimestamp(int(tok.text) / 1000, tz=UTC))
+            try:
+                return m.TimePoint(at=datetime.fromtimestamp(int(tok.text) / 1000, tz=UTC))
+            except (ValueError, OverflowError, OSError):
+                raise self.error(f"{tok.text} epoch milliseconds is not a time between the years 1 and 9999", tok,
+                                 clause) from None
         if tok.upper == "NOW":
             self.advance()
             if self.accept_op("("):
@@ -136,8 +142,8 @@ class ValueParser(TokenCursor):
             self.expect_op("(", clause)
             size = self.integer(f"{word} length", clause)
             self.expect_op(")", clause)
-            if size < 1:
-                raise self.error(f"{word} length must be at least 1", tok, clause)
+            if not 1 <= size <= MAX_LENGTH[word]:
+                raise self.error(f"{word} length must be between 1 and {MAX_LENGTH[word]}, found {size}", tok, clause)
             return m.DataType(word, (size,))
         if word in SCALAR_TYPES:
             if word in UNSIGNED_TYPES and self.accept("UNSIGNED"):
