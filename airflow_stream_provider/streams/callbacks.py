@@ -113,7 +113,7 @@ class Registry:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.path = root / "registry.json"
-        self._seen: tuple[int, int] | None = None
+        self._seen: tuple[int, int, int] | None = None
         self._entries: list[Entry] = []
 
     def entries(self) -> list[Entry]:
@@ -122,7 +122,7 @@ class Registry:
         except FileNotFoundError:
             self._seen, self._entries = None, []
             return []
-        seen = (stat.st_mtime_ns, stat.st_size)
+        seen = (stat.st_ino, stat.st_mtime_ns, stat.st_size)  # each save is a new file: a new inode
         if seen != self._seen:
             self._entries = self._read()
             self._seen = seen
