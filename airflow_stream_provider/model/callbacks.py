@@ -21,13 +21,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from enum import StrEnum
 
 from airflow_stream_provider.model.series import SeriesPath, SeriesType
 from airflow_stream_provider.model.statements import Statement
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+from airflow_stream_provider.values import EPOCH
 
 
 class FailureStrategy(StrEnum):
@@ -142,7 +141,7 @@ class Tablet:
     @property
     def times(self) -> tuple[datetime, ...]:
         micros = self.micros or tuple(t * 1000 for t in self.timestamps)
-        return tuple(_EPOCH + timedelta(microseconds=t) for t in micros)
+        return tuple(EPOCH + timedelta(microseconds=t) for t in micros)
 
     def columns(self) -> Iterator[tuple[Measurement, tuple[object, ...]]]:
         """Each matched series with its values."""

@@ -37,6 +37,7 @@ from airflow_stream_provider.spark.endpoint import (
     serving_token,
 )
 from airflow_stream_provider.spark.session import child_environ, local_session
+from airflow_stream_provider.values import write_json
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -192,12 +193,6 @@ def _queries(session: SparkSession) -> list[dict]:
     return out
 
 
-def _write_json(path: Path, payload: dict) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(payload), encoding="utf-8")
-    tmp.replace(path)
-
-
 def serve(port: int, memory: str | None = None) -> int:
     bind()  # LOW_LATENCY_CALC detectors deliver notifications with Airflow's connections
     extra = {
@@ -226,7 +221,7 @@ def serve(port: int, memory: str | None = None) -> int:
 
     triggers = StatefulHost(log=lambda message: print(message, flush=True))
     triggers.start()  # before node.json: a started node serves its stateful triggers
-    _write_json(node_dir / "node.json", {"pid": os.getpid(), "port": port, "started": started.isoformat()})
+    write_json(node_dir / "node.json", {"pid": os.getpid(), "port": port, "started": started.isoformat()})
     print(f"stream node serving Spark Connect on sc://{HOST}:{port}", flush=True)
     from airflow_stream_provider.node.detectors import DetectorHost
 
@@ -234,7 +229,7 @@ def serve(port: int, memory: str | None = None) -> int:
     try:
         while not stopping:
             host.reconcile()
-            _write_json(node_dir / "status.json", {
+            write_json(node_dir / "status.json", {
                 "reported": datetime.now(UTC).isoformat(),
                 "spark_version": session.version,
                 "queries": _queries(session),

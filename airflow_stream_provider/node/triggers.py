@@ -15,17 +15,17 @@ import json
 import socketserver
 import threading
 from collections.abc import Callable
-from pathlib import Path
 
 from airflow_stream_provider.spark import endpoint
 from airflow_stream_provider.streams import callbacks
 from airflow_stream_provider.streams.callbacks import Entry, Instance, TriggerError
+from airflow_stream_provider.values import write_json
 
 
 class StatefulHost:
     def __init__(self, log: Callable[[str], None]) -> None:
         self.log = log
-        self.root = callbacks.folder().resolve()
+        self.root = callbacks.folder().absolute()
         self.instances: dict[str, Instance] = {}
         self.broken: dict[str, str] = {}  # id -> why the instance could not be restored
         self._lock = threading.Lock()
@@ -55,7 +55,7 @@ class StatefulHost:
         self._server.daemon_threads = True
         port = self._server.server_address[1]
         threading.Thread(target=self._server.serve_forever, name="stateful-triggers", daemon=True).start()
-        _write(endpoint.folder() / "triggers.json", {"port": port})
+        write_json(endpoint.folder() / "triggers.json", {"port": port})
         return port
 
     def stop(self) -> None:
@@ -146,10 +146,4 @@ def _send(wfile, payload: dict) -> None:
     with contextlib.suppress(OSError):
         wfile.write((json.dumps(payload) + "\n").encode())
         wfile.flush()
-
-
-def _write(path: Path, payload: dict) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(payload), encoding="utf-8")
-    tmp.replace(path)
 

@@ -31,14 +31,15 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 import pyarrow as pa
 
 from airflow_stream_provider import config
 from airflow_stream_provider import model as m
-from airflow_stream_provider.exceptions import StreamError
+from airflow_stream_provider.exceptions import CorruptStateError, StreamError, read_json_object
 from airflow_stream_provider.spark import endpoint
+from airflow_stream_provider.values import write_json
 from airflow_stream_provider.warehouse import listeners
 from airflow_stream_provider.warehouse.listeners import Write
 
@@ -130,12 +131,10 @@ class Registry:
 
     def _read(self) -> list[Entry]:
         try:
-            payload = json.loads(self.path.read_text(encoding="utf-8"))
+            payload = read_json_object(self.path, ("triggers",))
         except FileNotFoundError:
             return []
-        except json.JSONDecodeError as err:
-            raise StreamError(f"{self.path} is not valid JSON ({err}): fix or remove it") from None
-        return [Entry.from_json(e) for e in payload.get("triggers", [])]
+        return [Entry.from_json(e) for e in payload["triggers"]]
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[list[Entry]]:
@@ -146,7 +145,7 @@ class Registry:
             fcntl.flock(fd, fcntl.LOCK_EX)
             entries = self._read()
             yield entries
-            _write_json(self.path, {"triggers": [e.to_json() for e in entries]})
+            write_json(self.path, {"triggers": [e.to_json() for e in entries]})
         finally:
             os.close(fd)
 
@@ -154,8 +153,8 @@ class Registry:
 
     def stats(self) -> dict[str, dict]:
         try:
-            return json.loads((self.root / "stats.json").read_text(encoding="utf-8"))
-        except (FileNotFoundError, json.JSONDecodeError):
+            return read_json_object(self.root / "stats.json")
+        except (FileNotFoundError, CorruptStateError):  # counts only: a damaged file starts them again
             return {}
 
     def add_counts(self, counts: dict[str, _Counts]) -> None:
@@ -171,15 +170,9 @@ class Registry:
                 row["failed"] += c.failed
                 if c.last_error is not None:
                     row["last_error"], row["last_error_at"] = c.last_error, c.last_error_at
-            _write_json(self.root / "stats.json", stats)
+            write_json(self.root / "stats.json", stats)
         finally:
             os.close(fd)
-
-
-def _write_json(path: Path, payload: Any) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(payload, indent=1), encoding="utf-8")
-    tmp.replace(path)
 
 
 @dataclass
@@ -484,7 +477,7 @@ class InsertTriggers:
         self._lock = threading.Lock()
 
     def home(self, root: Path | None = None) -> _Home:
-        root = (root or folder()).resolve()
+        root = (root or folder()).absolute()  # on every write: no file system call
         with self._lock:
             found = self._homes.get(root)
             if found is None:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from decimal import Decimal
 from typing import Protocol
 
 import pyarrow as pa
@@ -124,10 +123,7 @@ def _python(array: pa.Array, kind: m.SeriesType) -> tuple[object, ...]:
         return tuple(None if v is None else int(v) if kind is m.SeriesType.INT64 else float(v) for v in values)
     elif pa.types.is_binary(array.type) or pa.types.is_large_binary(array.type):
         return tuple(None if v is None else v.hex() for v in array.to_pylist())
-    values = array.to_pylist()
-    if values and isinstance(next((v for v in values if v is not None), None), Decimal):
-        return tuple(None if v is None else float(v) for v in values)
-    return tuple(values)
+    return tuple(array.to_pylist())
 
 
 def _micros(array: pa.Array) -> tuple[int, ...]:
