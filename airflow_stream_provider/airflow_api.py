@@ -29,11 +29,16 @@ class AirflowApiError(RuntimeError):
         self.status = status
 
 
+def configured_url() -> str | None:
+    """The API's address as configured for this provider (environment, then ``airflow-stream.toml``)."""
+    return os.environ.get("AIRFLOW_STREAM_API_URL") or config.settings().get("airflow", {}).get("url")
+
+
 class AirflowApi:
     def __init__(self, url: str | None = None, username: str | None = None, password: str | None = None,
                  timeout: float = 10.0, token: str | None = None) -> None:
         section = config.settings().get("airflow", {})
-        self.url = (url or os.environ.get("AIRFLOW_STREAM_API_URL") or section.get("url") or DEFAULT_URL).rstrip("/")
+        self.url = (url or configured_url() or DEFAULT_URL).rstrip("/")
         self.username = username or os.environ.get("AIRFLOW_STREAM_API_USER") or section.get("username")
         self.password = password or os.environ.get("AIRFLOW_STREAM_API_PASSWORD") or section.get("password")
         self.timeout = timeout

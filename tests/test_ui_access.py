@@ -93,3 +93,66 @@ def test_a_reader_gets_no_hint_either_and_a_broken_stream_still_answers(client):
 def test_the_listing_refuses_a_bad_database_name(client):
     http = client(User("nobody", set(), set()))
     assert http.get("/api/streams", params={"db": ".."}).status_code == 404
+
+
+class _Recorder:
+    """An HTTP server on 127.0.0.1 that records each request and answers as Airflow's backfill API does."""
+
+    def __init__(self) -> None:
+        import http.server
+        import threading
+
+        self.requests: list[tuple[str, str, str]] = []
+        recorder = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                recorder.requests.append(("POST", self.path, self.headers.get("Authorization", "")))
+                body = b'{"id": 7}'
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+WINDOW = ("CREATE STREAM power.avg1m INTERVAL(1m) SLIDING(1m) FROM power.m1 INTO avg1m_out "
+          "AS SELECT _twstart, avg(v) FROM %%trows")
+
+
+@pytest.mark.parametrize("setting", ["provider", "airflow"])
+def test_recalculate_calls_the_configured_api_never_the_request_host(client, tmp_path, monkeypatch, setting):
+    (stmt,) = parse(WINDOW)
+    StreamStore(tmp_path).create("power", stmt, WINDOW, {"created": "2025-01-01T00:00:00+00:00"})
+    configured, elsewhere = _Recorder(), _Recorder()
+    try:
+        if setting == "provider":
+            monkeypatch.setenv("AIRFLOW_STREAM_API_URL", configured.url)
+        else:  # Airflow's own [api] base_url, with a path prefix
+            monkeypatch.delenv("AIRFLOW_STREAM_API_URL", raising=False)
+            monkeypatch.setenv("AIRFLOW__API__BASE_URL", configured.url + "/airflow")
+        main, recalc = stream_dag_ids("power", "avg1m")
+        http = client(User("operator", {main, recalc}, {recalc}))
+        host = elsewhere.url.removeprefix("http://")
+        answer = http.post("/api/streams/power/avg1m/recalculate", json=BODY,
+                           headers={"Host": host, "Authorization": "Bearer caller-token"})
+        assert answer.status_code == 200, answer.text
+        assert "backfill 7 of " + recalc in answer.json()["message"]
+        prefix = "" if setting == "provider" else "/airflow"
+        assert configured.requests == [("POST", prefix + "/api/v2/backfills", "Bearer caller-token")]
+        assert elsewhere.requests == []  # the Host header named it: it gets neither the request nor the token
+    finally:
+        configured.close()
+        elsewhere.close()

@@ -27,7 +27,7 @@ from fastapi.responses import FileResponse, JSONResponse
 from pydantic import BaseModel
 
 from airflow_stream_provider import progress
-from airflow_stream_provider.airflow_api import AirflowApi, AirflowApiError
+from airflow_stream_provider.airflow_api import AirflowApi, AirflowApiError, configured_url
 from airflow_stream_provider.exceptions import StreamError
 from airflow_stream_provider.hooks import bind
 from airflow_stream_provider.model.names import DATABASE, STREAM, InvalidName, check_name, name_problem
@@ -210,7 +210,7 @@ def create_app() -> FastAPI:
         _store, stored = _stream(db, name)
         start, end = (t if t.tzinfo else t.replace(tzinfo=UTC) for t in (body.start, body.end))
         token = _token(request)
-        api = AirflowApi(url=f"{request.url.scheme}://{request.url.netloc}", token=token)  # this api-server
+        api = AirflowApi(url=_api_url(), token=token)  # this api-server, as configured
         try:
             message = await asyncio.to_thread(create_recalculation, stored, start, end, api)
         except StreamError as err:
@@ -220,6 +220,16 @@ def create_app() -> FastAPI:
         return JSONResponse({"message": message})
 
     return app
+
+
+def _api_url() -> str:
+    """This api-server's API, for calls made with the caller's token: the provider's configured URL,
+    else Airflow's ``[api] base_url``, else ``[api] port`` on 127.0.0.1; never an address taken from
+    the request, whose Host header the caller chooses."""
+    from airflow.configuration import conf
+
+    url = configured_url() or conf.get("api", "base_url", fallback=None)
+    return (url or f"http://127.0.0.1:{conf.get('api', 'port', fallback='8080')}").rstrip("/")
 
 
 def _token(request: Request) -> str:
