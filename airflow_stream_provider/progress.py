@@ -16,13 +16,14 @@ Where it goes depends on who listens:
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
+
+from airflow_stream_provider.values import write_json
 
 
 def _duration(seconds: float) -> str:
@@ -108,10 +109,7 @@ class Progress:
     def _record(self) -> None:
         if self.path is None:
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}")
-        tmp.write_text(json.dumps(self.as_dict()), encoding="utf-8")
-        os.replace(tmp, self.path)
+        write_json(self.path, self.as_dict())
 
 
 def read(path: Path) -> dict | None:

@@ -1,13 +1,28 @@
-"""Small value helpers every layer uses: instants as integers since the Unix epoch, and JSON
-files replaced whole."""
+"""Small value helpers every layer uses: instants as integers since the Unix epoch, and the files
+the project writes under its home, replaced whole, with one mode policy.
+
+The mode policy: every file the project writes is created ``0640`` and every folder ``0750``
+(owner read-write, the owner's group read, no one else), with the process's umask applied on top;
+the node's token is ``0600``. A deployment whose readers (the DAG processor, the api-server) run as
+another user gives them the home owner's group. Delta data files are written by Spark and delta-rs
+with the umask alone; the ``0750`` folders above them keep other users out.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import secrets
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+
+#: the mode of the files the project writes (the umask applies too)
+FILE_MODE = 0o640
+#: the mode of the folders the project creates (the umask applies too)
+DIR_MODE = 0o750
 
 #: the Unix epoch, aware
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -20,9 +35,61 @@ def epoch_micros(at: datetime) -> int:
     return (at - EPOCH) // timedelta(microseconds=1)
 
 
-def write_json(path: Path, payload: Any) -> None:
-    """Replace ``path`` with ``payload`` as JSON in one step: a reader sees the old file or the new
-    one, never a part (each writing process writes its own temporary file beside it)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(payload), encoding="utf-8")
-    tmp.replace(path)
+def make_dirs(path: Path) -> Path:
+    """Create ``path`` and its missing parents with :data:`DIR_MODE`; return it."""
+    missing = []
+    folder = Path(path)
+    while not folder.is_dir():
+        missing.append(folder)
+        folder = folder.parent
+    for each in reversed(missing):
+        with contextlib.suppress(FileExistsError):  # another process made it meanwhile
+            each.mkdir(mode=DIR_MODE)
+    return path
+
+
+def _temporary(path: Path, text: str, durable: bool) -> Path:
+    """A new file beside ``path`` holding ``text``, created with :data:`FILE_MODE`."""
+    make_dirs(path.parent)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+        if durable:
+            handle.flush()
+            os.fsync(handle.fileno())
+    return tmp
+
+
+def write_text(path: Path, text: str, *, durable: bool = False) -> None:
+    """Replace ``path`` with ``text`` in one step: a reader sees the old file or the new one, never a
+    part. ``durable`` also syncs the data to disk before the replacement."""
+    _temporary(path, text, durable).replace(path)
+
+
+def create_text(path: Path, text: str) -> bool:
+    """Create ``path`` holding ``text`` unless it exists, in one step; True when this call created it."""
+    tmp = _temporary(path, text, durable=False)
+    try:
+        os.link(tmp, path)  # fails when the name exists: an atomic create-if-absent with full content
+        return True
+    except FileExistsError:
+        return False
+    finally:
+        tmp.unlink()
+
+
+def write_json(path: Path, payload: Any, *, durable: bool = False, default: Callable[[Any], Any] | None = None) -> None:
+    """Replace ``path`` with ``payload`` as JSON in one step (:func:`write_text`); ``default`` turns
+    values JSON does not know into ones it does."""
+    write_text(path, json.dumps(payload, default=default), durable=durable)
+
+
+def append_file(path: Path) -> int:
+    """A descriptor to append to ``path`` (created with :data:`FILE_MODE`)."""
+    return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, FILE_MODE)
+
+
+def lock_file(path: Path) -> int:
+    """A descriptor of the lock file ``path`` (created with :data:`FILE_MODE`), to ``flock``."""
+    return os.open(path, os.O_RDWR | os.O_CREAT, FILE_MODE)

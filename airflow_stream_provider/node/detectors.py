@@ -16,7 +16,6 @@ last error. A failed query is reported there and started again after a pause, fr
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import time
 import traceback
@@ -36,6 +35,7 @@ from airflow_stream_provider.streams.run import commit_progress
 from airflow_stream_provider.streams.run import run as run_stream
 from airflow_stream_provider.streams.runtime import StreamRuntime, StreamStopped, in_database
 from airflow_stream_provider.streams.store import StoredStream, StreamStore
+from airflow_stream_provider.values import lock_file, make_dirs, write_json
 from airflow_stream_provider.warehouse import Warehouse
 from airflow_stream_provider.windows import detector
 
@@ -53,8 +53,8 @@ class Hosted:
 
 def _take_lock(stored: StoredStream) -> int | None:
     """The stream's detector lock, held until the returned descriptor is closed (None: held elsewhere)."""
-    stored.state_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(stored.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    make_dirs(stored.state_dir)
+    fd = lock_file(stored.lock_path)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -66,9 +66,7 @@ def _take_lock(stored: StoredStream) -> int | None:
 def _report(path: Path, payload: dict) -> None:
     if not path.parent.exists():  # the stream was dropped
         return
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(payload, default=str), encoding="utf-8")
-    tmp.replace(path)
+    write_json(path, payload, default=str)
 
 
 class DetectorHost:

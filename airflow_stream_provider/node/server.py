@@ -2,7 +2,9 @@
 that hold its token.
 
 ``airflow-stream node start`` spawns ``python -m airflow_stream_provider.node.server`` detached,
-with its log, pid and state under ``$AIRFLOW_STREAM_HOME/node/``. Every few seconds the node
+with its log and state under ``$AIRFLOW_STREAM_HOME/node/``. The node holds an exclusive ``flock``
+on ``node/node.lock`` while it runs, so a home has one node; ``node start`` and ``node stop`` take
+``node/control.lock`` in turn, and find the node by the lock, its pid and its instance id. Every few seconds the node
 starts or stops the live detectors of the window streams (:mod:`.detectors`) and writes
 ``status.json`` with the streaming queries it runs (its own and those started over Connect) and
 their last progress, which ``node status`` prints.
@@ -12,8 +14,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import fcntl
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -30,14 +34,18 @@ from airflow_stream_provider.spark.endpoint import (
     NODE_MODULE,
     NodeInfo,
     alive,
+    control,
     default_port,
     folder,
+    held,
+    home_key,
+    lock_path,
     new_token,
     running,
     serving_token,
 )
 from airflow_stream_provider.spark.session import child_environ, local_session
-from airflow_stream_provider.values import write_json
+from airflow_stream_provider.values import append_file, lock_file, make_dirs, write_json
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -68,6 +76,11 @@ class NodeError(RuntimeError):
 
 def start(port: int | None = None, timeout: float = 180.0, memory: str | None = None) -> NodeInfo:
     """Start the node and wait until Spark Connect accepts connections; return it when already running."""
+    with control():
+        return _start(port, timeout, memory)
+
+
+def _start(port: int | None, timeout: float, memory: str | None) -> NodeInfo:
     current = running()
     if current is not None:
         return current
@@ -75,21 +88,23 @@ def start(port: int | None = None, timeout: float = 180.0, memory: str | None = 
     if not _port_free(port):
         raise NodeError(f"port {port} on {HOST} is in use; choose another with --port or AIRFLOW_STREAM_NODE_PORT")
     node_dir = folder()
-    node_dir.mkdir(parents=True, exist_ok=True)
-    for name in ("node.json", "status.json", "triggers.json"):
+    make_dirs(node_dir)
+    for name in ("node.json", "status.json", "triggers.json", "node.pid"):
         (node_dir / name).unlink(missing_ok=True)
     new_token()  # a new token each start: clients of an earlier node lose access
     log_path = node_dir / "node.log"
-    command = [sys.executable, "-m", NODE_MODULE, "--port", str(port)]
+    instance = secrets.token_hex(8)
+    command = [sys.executable, "-m", NODE_MODULE, "--port", str(port), "--instance", instance]
     if memory:
         command += ["--memory", memory]
-    with log_path.open("ab") as log:
+    with os.fdopen(append_file(log_path), "ab") as log:
         log.write(f"--- starting {' '.join(command)} at {datetime.now(UTC).isoformat()}\n".encode())
         log.flush()
-        process = subprocess.Popen(command, env=child_environ(), stdout=log, stderr=subprocess.STDOUT,
+        # the home as an absolute path: the node runs in node/, where a relative one means another folder
+        env = child_environ() | {"AIRFLOW_STREAM_HOME": home_key()}
+        process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT,
                                    stdin=subprocess.DEVNULL,
                                    cwd=node_dir, start_new_session=True)
-    (node_dir / "node.pid").write_text(str(process.pid), encoding="utf-8")
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         code = process.poll()
@@ -99,34 +114,32 @@ def start(port: int | None = None, timeout: float = 180.0, memory: str | None = 
         if info is not None and info.pid == process.pid and _accepts(port):
             return info
         time.sleep(0.25)
-    _terminate(process.pid, 10.0)
+    _terminate(process.pid, instance, 10.0)
     raise NodeError(f"the stream node did not accept connections on {HOST}:{port} within {timeout:.0f} s:\n"
                     f"{_tail(log_path)}")
 
 
 def stop(timeout: float = 60.0) -> int | None:
-    """Stop the node; return the pid stopped, or None when none ran."""
-    node_dir = folder()
-    try:
-        pid = int((node_dir / "node.pid").read_text(encoding="utf-8"))
-    except (FileNotFoundError, ValueError):
-        return None
-    stopped = pid if alive(pid) else None
-    if stopped:
-        _terminate(pid, timeout)
-    for name in ("node.pid", "node.json", "status.json"):
-        (node_dir / name).unlink(missing_ok=True)
-    return stopped
+    """Stop this home's node; return the pid stopped, or None when none ran. Only the process that
+    holds the home's node lock with the recorded instance id is signalled."""
+    with control():
+        info = running()
+        if info is not None:
+            _terminate(info.pid, info.instance, timeout)
+        if not held():  # no node of this home is left: its files describe nothing
+            for name in ("node.pid", "node.json", "status.json"):
+                (folder() / name).unlink(missing_ok=True)
+        return info.pid if info else None
 
 
-def _terminate(pid: int, timeout: float) -> None:
+def _terminate(pid: int, instance: str, timeout: float) -> None:
     try:
         os.kill(pid, signal.SIGTERM)
     except ProcessLookupError:
         return
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if not alive(pid):
+        if not alive(pid, instance):
             return
         time.sleep(0.2)
     with contextlib.suppress(ProcessLookupError):
@@ -193,7 +206,31 @@ def _queries(session: SparkSession) -> list[dict]:
     return out
 
 
-def serve(port: int, memory: str | None = None) -> int:
+def _hold_lock(wait_s: float = 10.0) -> int:
+    """Take this home's node lock for the life of the process; NodeError when another node holds it.
+    A checker's shared lock lasts an instant, so a busy lock is retried for ``wait_s`` seconds."""
+    make_dirs(folder())
+    fd = lock_file(lock_path())
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            other = running()
+            if other is not None or time.monotonic() >= deadline:
+                os.close(fd)
+                holder = f" (pid {other.pid})" if other else ""
+                raise NodeError(f"another stream node of this home runs{holder}; one home has one node") from None
+            time.sleep(0.05)
+
+
+def serve(port: int, instance: str, memory: str | None = None) -> int:
+    try:
+        _hold_lock()  # its descriptor stays open until the process ends; the kernel releases it even on SIGKILL
+    except NodeError as err:
+        print(f"error: {err}", file=sys.stderr, flush=True)
+        return 1
     bind()  # LOW_LATENCY_CALC detectors deliver notifications with Airflow's connections
     extra = {
         "spark.plugins": "org.apache.spark.sql.connect.SparkConnectPlugin",
@@ -221,7 +258,8 @@ def serve(port: int, memory: str | None = None) -> int:
 
     triggers = StatefulHost(log=lambda message: print(message, flush=True))
     triggers.start()  # before node.json: a started node serves its stateful triggers
-    write_json(node_dir / "node.json", {"pid": os.getpid(), "port": port, "started": started.isoformat()})
+    write_json(node_dir / "node.json", {"pid": os.getpid(), "port": port, "started": started.isoformat(),
+                                        "instance": instance, "home": home_key()})
     print(f"stream node serving Spark Connect on sc://{HOST}:{port}", flush=True)
     from airflow_stream_provider.node.detectors import DetectorHost
 
@@ -251,9 +289,11 @@ def serve(port: int, memory: str | None = None) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog=f"python -m {NODE_MODULE}")
     parser.add_argument("--port", type=int, default=default_port())
+    parser.add_argument("--instance", default=secrets.token_hex(8),
+                        help="the random id node.json records, which tells this process from any other")
     parser.add_argument("--memory", help="driver memory, such as 2g")
     args = parser.parse_args(argv)
-    return serve(args.port, args.memory)
+    return serve(args.port, args.instance, args.memory)
 
 
 if __name__ == "__main__":

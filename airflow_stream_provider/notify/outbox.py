@@ -28,6 +28,7 @@ from pathlib import Path
 
 from airflow_stream_provider.exceptions import CorruptStateError, read_json_object
 from airflow_stream_provider.notify.message import MAX_MESSAGE_BYTES, NotifyEvent, pack
+from airflow_stream_provider.values import lock_file, make_dirs, write_text
 
 log = logging.getLogger(__name__)
 
@@ -44,12 +45,7 @@ class Queued:
 
 
 def _write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".tmp-{path.name}")
-    with open(tmp, "w", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    write_text(path, text, durable=True)
 
 
 class Outbox:
@@ -61,8 +57,8 @@ class Outbox:
 
     @contextmanager
     def _locked(self, name: str = "outbox.lock") -> Iterator[None]:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.directory / name, os.O_RDWR | os.O_CREAT, 0o644)
+        make_dirs(self.directory)
+        fd = lock_file(self.directory / name)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield
@@ -116,7 +112,7 @@ class Outbox:
 
     def _quarantine(self, bad: list[tuple[Path, CorruptStateError]]) -> None:
         folder = self.directory / "quarantine"
-        folder.mkdir(exist_ok=True)
+        make_dirs(folder)
         for path, err in bad:
             os.replace(path, folder / path.name)
             log.warning("unreadable outbox message moved to %s: %s", folder / path.name, err.problem)

@@ -4,19 +4,27 @@ The node program (:mod:`airflow_stream_provider.node.server`) writes ``node.json
 :func:`folder`; anything that submits Spark work reads it here without importing the node.
 The node's Spark Connect refuses clients without the pre-shared token kept in ``node/token``
 (mode 0600: only the node's user may read it, and so connect).
+
+A node is this home's node only while it holds the ``flock`` on ``node/node.lock`` and runs with
+the random instance id that ``node.json`` records: a copy of the home (its lock held by no one),
+a stale ``node.json`` or a recycled pid never count as a running node, so nothing stops them.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import secrets
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from urllib.parse import quote
 
 from airflow_stream_provider import config
+from airflow_stream_provider.values import lock_file, make_dirs
 
 DEFAULT_PORT = 15002
 HOST = "127.0.0.1"
@@ -30,6 +38,27 @@ def folder() -> Path:
     return config.home() / "node"
 
 
+def lock_path() -> Path:
+    """The file the node holds an exclusive ``flock`` on for as long as it runs."""
+    return folder() / "node.lock"
+
+
+def held() -> bool:
+    """True when a process holds this home's node lock. The check takes a shared lock for an instant:
+    checkers never block each other, and a starting node retries."""
+    try:
+        fd = os.open(lock_path(), os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # also releases the shared lock
+    return False
+
+
 def token_path() -> Path:
     return folder() / "token"
 
@@ -40,7 +69,7 @@ def new_token() -> str:
     that way, as ``docker/compose.yaml`` does)."""
     value = os.environ.get(TOKEN_ENV) or secrets.token_urlsafe(32)
     path = token_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_dirs(path.parent)
     path.unlink(missing_ok=True)  # a new file, created 0600, whatever mode an old one had
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as out:
@@ -81,6 +110,7 @@ class NodeInfo:
     pid: int
     port: int
     started: datetime
+    instance: str
 
     @property
     def url(self) -> str:
@@ -93,25 +123,50 @@ class NodeInfo:
         return with_token(self.url, token())
 
 
-def alive(pid: int) -> bool:
-    """True when ``pid`` runs this module (a recycled pid running something else does not count)."""
+def alive(pid: int, instance: str) -> bool:
+    """True when ``pid`` is the node process started as ``instance`` (its command line says both):
+    a recycled pid, or another program that merely names the module, does not count."""
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        if Path(f"/proc/{pid}/stat").read_text().split(") ")[-1].startswith("Z"):
+            return False
     except OSError:
         return False
-    if Path(f"/proc/{pid}/stat").read_text().split(") ")[-1].startswith("Z"):
+    if NODE_MODULE.encode() not in cmdline or b"--instance" not in cmdline:
         return False
-    return NODE_MODULE.encode() in cmdline
+    at = cmdline.index(b"--instance")
+    return at + 1 < len(cmdline) and cmdline[at + 1] == instance.encode()
+
+
+def home_key() -> str:
+    """This home, as ``node.json`` records it."""
+    return str(config.home().resolve())
 
 
 def running() -> NodeInfo | None:
-    """The node of this home when it runs."""
+    """The node of this home when it runs: ``node.json`` names this home, the lock is held, and its
+    pid runs the node with the recorded instance id."""
     try:
         data = json.loads((folder() / "node.json").read_text(encoding="utf-8"))
-    except (FileNotFoundError, json.JSONDecodeError):
+        info = NodeInfo(int(data["pid"]), int(data["port"]), datetime.fromisoformat(data["started"]),
+                        str(data["instance"]))
+        home = data["home"]
+    except (OSError, ValueError, KeyError, TypeError):  # absent, being replaced, or not the node's
         return None
-    info = NodeInfo(int(data["pid"]), int(data["port"]), datetime.fromisoformat(data["started"]))
-    return info if alive(info.pid) else None
+    if home != home_key() or not held() or not alive(info.pid, info.instance):
+        return None
+    return info
+
+
+@contextlib.contextmanager
+def control() -> Iterator[None]:
+    """Serialize starting and stopping this home's node (``node/control.lock``)."""
+    fd = lock_file(make_dirs(folder()) / "control.lock")
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def running_url() -> str | None:

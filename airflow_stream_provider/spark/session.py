@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, cast
 from airflow_stream_provider import config
 from airflow_stream_provider.exceptions import StreamError
 from airflow_stream_provider.spark import endpoint
+from airflow_stream_provider.values import make_dirs
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -85,7 +86,7 @@ def local_session(
     conf = spark_conf() | (extra or {})
     home = config.home()
     for sub in ("spark/local", "spark/tmp"):
-        (home / sub).mkdir(parents=True, exist_ok=True)
+        make_dirs(home / sub)
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in conf.items():
         builder = builder.config(key, value)
@@ -115,7 +116,7 @@ def delta_round_trip() -> int:
 
     session = local_session("airflow-stream-selfcheck")
     root = config.home() / "spark"
-    root.mkdir(parents=True, exist_ok=True)
+    make_dirs(root)
     path = Path(tempfile.mkdtemp(prefix="selfcheck-", dir=root)) / "table"
     try:
         session.sql("SELECT id, id * 10 AS value FROM range(5)").write.format("delta").save(str(path))

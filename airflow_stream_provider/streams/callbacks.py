@@ -39,7 +39,7 @@ from airflow_stream_provider import config
 from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import CorruptStateError, StreamError, read_json_object
 from airflow_stream_provider.spark import endpoint
-from airflow_stream_provider.values import write_json
+from airflow_stream_provider.values import lock_file, make_dirs, write_json
 from airflow_stream_provider.warehouse import listeners
 from airflow_stream_provider.warehouse.listeners import Write
 
@@ -139,8 +139,8 @@ class Registry:
     @contextlib.contextmanager
     def locked(self) -> Iterator[list[Entry]]:
         """The entries to change, under the folder's lock; saved when the body ends without an error."""
-        self.root.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.root / "registry.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        make_dirs(self.root)
+        fd = lock_file(self.root / "registry.lock")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             entries = self._read()
@@ -160,7 +160,7 @@ class Registry:
     def add_counts(self, counts: dict[str, _Counts]) -> None:
         if not counts:
             return
-        fd = os.open(self.root / "stats.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        fd = lock_file(self.root / "stats.lock")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             stats = self.stats()

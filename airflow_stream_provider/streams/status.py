@@ -9,6 +9,7 @@ latest event time from Delta's file statistics for the lag. Nothing here starts 
 from __future__ import annotations
 
 import json
+import os
 import time
 from datetime import UTC, datetime
 
@@ -23,6 +24,7 @@ from airflow_stream_provider.plan.stream import StreamKind, plan_stream
 from airflow_stream_provider.streams.probes import max_event_time, progress_time
 from airflow_stream_provider.streams.routing import outbox_of
 from airflow_stream_provider.streams.store import StoredStream, StreamStore
+from airflow_stream_provider.values import append_file, write_text
 from airflow_stream_provider.warehouse import Catalog, Result, Warehouse
 from airflow_stream_provider.warehouse.catalog import SubTable
 
@@ -124,13 +126,11 @@ def record_sample(catalog: Catalog, stored: StoredStream, state: dict) -> None:
     lag = max(0.0, (latest - progress).total_seconds()) if latest and progress else None
     line = json.dumps({"at": datetime.now(UTC).isoformat(), "progress": progress.isoformat() if progress else None,
                        "lag_s": lag, "computed": int(state.get("computed", 0))})
-    with path.open("a", encoding="utf-8") as handle:
+    with os.fdopen(append_file(path), "a", encoding="utf-8") as handle:
         handle.write(line + "\n")
     if path.stat().st_size > SAMPLES_KEPT * 2 * len(line):
         kept = path.read_text(encoding="utf-8").splitlines()[-SAMPLES_KEPT:]
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text("\n".join(kept) + "\n", encoding="utf-8")
-        tmp.replace(path)
+        write_text(path, "\n".join(kept) + "\n")
 
 
 def samples(stored: StoredStream, limit: int = 500) -> list[dict]:

@@ -18,7 +18,6 @@ import fcntl
 import json
 import os
 import shutil
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import StreamError, did_you_mean, read_json_object
 from airflow_stream_provider.model.names import DATABASE, STREAM, check_name, path_under
 from airflow_stream_provider.sql import parse
+from airflow_stream_provider.values import lock_file, make_dirs, write_text
 
 
 class StreamNotFound(StreamError):
@@ -76,8 +76,8 @@ def detector_lock(stream: StoredStream) -> Iterator[bool]:
     """Hold the stream's detector lock while the body runs the detector; yields False (holding
     nothing) when another process holds it, such as the stream node hosting the live detector.
     One detector at a time writes a checkpoint; the lock goes with the process that held it."""
-    stream.state_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(stream.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    make_dirs(stream.state_dir)
+    fd = lock_file(stream.lock_path)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -108,13 +108,7 @@ def detector_hosted(state_dir: Path) -> bool:
 
 
 def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    write_text(path, text, durable=True)
 
 
 class StreamStore:
@@ -185,8 +179,8 @@ class StreamStore:
         """Read, change and save a stream's state under a lock, so concurrent updates (a task
         committing progress, STOP STREAM) do not lose each other's keys."""
         state_dir = self.state_dir(db, name)
-        state_dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(state_dir / "stream.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        make_dirs(state_dir)
+        fd = lock_file(state_dir / "stream.lock")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             state = self.load_state(db, name)

@@ -17,9 +17,7 @@ creation and removal, and every path must resolve to a place inside the warehous
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -30,6 +28,7 @@ import pyarrow as pa
 from airflow_stream_provider.exceptions import StreamError, did_you_mean, read_json_object
 from airflow_stream_provider.model import ColumnDefinition, DataType, TableName
 from airflow_stream_provider.model.names import DATABASE, TABLE, TBNAME, InvalidName, NameKind, check_name, path_under
+from airflow_stream_provider.values import create_text
 from airflow_stream_provider.warehouse.types import arrow_type, from_json_value, parse_type, to_json_value
 
 ROLE = "tdengine.role"
@@ -149,17 +148,7 @@ def _new_table_name(name: str) -> str:
 
 def _write_new(path: Path, payload: dict) -> bool:
     """Create ``path`` holding ``payload`` unless it exists; True when this call created it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(payload, handle)
-        os.link(tmp, path)  # fails when the name exists: an atomic create-if-absent with full content
-        return True
-    except FileExistsError:
-        return False
-    finally:
-        os.unlink(tmp)
+    return create_text(path, json.dumps(payload))
 
 
 class Catalog:

@@ -24,10 +24,8 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
-import json
 import os
 import re
-import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -39,6 +37,7 @@ import pyarrow.compute as pc
 from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import did_you_mean, read_json_object
 from airflow_stream_provider.model.names import TBNAME
+from airflow_stream_provider.values import lock_file, write_json
 from airflow_stream_provider.warehouse import listeners, writer
 from airflow_stream_provider.warehouse.catalog import Catalog, Column, TableInfo, WarehouseError
 from airflow_stream_provider.warehouse.types import arrow_type
@@ -196,17 +195,13 @@ class SeriesStore:
         return self.catalog.database_path(db.name) / ".series.json"
 
     def _save(self, db: SeriesDatabase, registry: Registry) -> None:
-        target = self._registry_path(db)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-series-")
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(registry.to_json(), handle)
-        os.replace(tmp, target)
+        write_json(self._registry_path(db), registry.to_json())
 
     @contextlib.contextmanager
     def _locked(self, db: SeriesDatabase) -> Iterator[Registry]:
         """The registry of ``db`` to change; saved when the body ends without an error."""
         lock = self.catalog.database_path(db.name) / ".series.lock"
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+        fd = lock_file(lock)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             registry = self.registry(db)
