@@ -101,7 +101,14 @@ from airflow_stream_provider.model.statements import (
     TagDefinition,
     UseDatabase,
 )
-from airflow_stream_provider.model.time import ALL_UNITS, CALENDAR_UNITS, UNIT_MICROS, Duration, TimePoint
+from airflow_stream_provider.model.time import (
+    ALL_UNITS,
+    CALENDAR_UNITS,
+    TIMESTAMP_SPAN_MICROS,
+    UNIT_MICROS,
+    Duration,
+    TimePoint,
+)
 from airflow_stream_provider.model.triggers import (
     CountWindow,
     EventWindow,
@@ -122,6 +129,7 @@ __all__ = [
     "ALL_UNITS",
     "CALENDAR_UNITS",
     "DEFAULT_RECALCULATE",
+    "TIMESTAMP_SPAN_MICROS",
     "UNIT_MICROS",
     "Between",
     "Binary",

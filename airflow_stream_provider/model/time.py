@@ -17,6 +17,9 @@ UNIT_MICROS = {
     "w": 604_800_000_000,
 }
 CALENDAR_UNITS = {"n": "MONTH", "y": "YEAR"}
+#: the span of the timestamps a table can hold (the years 1 to 9999), in microseconds: no longer
+#: duration means anything
+TIMESTAMP_SPAN_MICROS = (datetime(9999, 12, 31, 23, 59, 59, 999999) - datetime(1, 1, 1)) // timedelta(microseconds=1)
 ALL_UNITS = set(UNIT_MICROS) | set(CALENDAR_UNITS) | {"b"}
 
 

@@ -242,7 +242,13 @@ def position_in(name: str, text: str, position) -> tuple[int | None, int | None]
 
 
 def check_functions(tree: exp.Expr, text: str = "", position=None, clause: str | None = None) -> None:
-    """Reject unknown functions, functions Spark cannot express, and wrong argument counts."""
+    """Reject unknown functions, functions Spark cannot express, wrong argument counts, and casts to
+    GEOMETRY (a type TDengine has and the tables here cannot hold)."""
+    for cast in tree.find_all(exp.Cast):
+        if cast.to.this in (exp.DataType.Type.GEOMETRY, exp.DataType.Type.GEOGRAPHY):
+            line, column = position_in(cast.to.this.value, text, position)
+            raise StreamDefinitionError(f"CAST to {cast.to.this.value} is not supported: Spark tables here hold no "
+                                        "geometry type", line=line, column=column, clause=clause)
     for call in tree.find_all(exp.Anonymous):
         name = call.name.lower()
         fn = REGISTRY.get(name)
@@ -259,6 +265,18 @@ def check_functions(tree: exp.Expr, text: str = "", position=None, clause: str |
                 f"{fn.min_args} or more" if fn.max_args is None else f"{fn.min_args} to {fn.max_args}")
             raise StreamDefinitionError(f"{call.name.upper()} takes {expected} argument(s), found {count}",
                                         line=line, column=column, clause=clause)
+
+
+def reject_subqueries(tree: exp.Expr, text: str = "", position=None, clause: str | None = None) -> None:
+    """Refuse a subquery in an expression evaluated for each row or group (a filter, a trigger
+    condition, a tag or a subtable name), at the subquery's SELECT."""
+    if tree.find(exp.Query) is None:
+        return
+    line, column = position_in("select", text, position)
+    raise StreamDefinitionError(f"{clause or 'this clause'} is computed for each row or group and cannot hold a "
+                                "subquery", line=line, column=column, clause=clause,
+                                hint="compute the value in the AS query, or filter the trigger table with a "
+                                     "plain condition")
 
 
 def translate_call(call: exp.Anonymous) -> exp.Expr:

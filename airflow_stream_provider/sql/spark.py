@@ -166,6 +166,8 @@ def to_spark(
             return _duration(node)
         if isinstance(node, StreamPlaceholder):
             if node.name not in bindings:
+                if not node.name.startswith("%%"):  # outside a stream: a column of that name, as in an output table
+                    return exp.column(node.name, quoted=True)
                 raise StreamDefinitionError(f"placeholder {node.name} is not bound")
             return _literal(node.name, bindings[node.name])
         if isinstance(node, TriggerTable):

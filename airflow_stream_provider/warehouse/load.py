@@ -50,9 +50,14 @@ class LoadReport:
 def _batches(path: Path, label: str) -> Iterator[pa.RecordBatch]:
     """The file's record batches; a malformed file raises an error naming the load and the file."""
     try:
-        yield from _read(path)
+        for batch in _read(path):
+            _ = batch.schema.names  # decodes the names: text that is not UTF-8 fails here
+            yield batch
     except (pa.ArrowInvalid, OSError) as err:
         raise WarehouseError(f"{label}: {path.name} cannot be read: {err}") from None
+    except UnicodeDecodeError as err:
+        raise WarehouseError(f"{label}: {path.name} cannot be read: its text is not UTF-8 ({err.reason} at byte "
+                             f"{err.start} of a name or value)", hint="save the file as UTF-8") from None
 
 
 def _read(path: Path) -> Iterator[pa.RecordBatch]:

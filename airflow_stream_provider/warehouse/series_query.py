@@ -115,7 +115,7 @@ def time_micros(value: object, now: int) -> int:
         if value.at is not None:
             return _micros(value.at)
         return now + (value.now_offset_micros or 0)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise WarehouseError(f"{value!r} is not a time")
     return int(value * 1000)
 

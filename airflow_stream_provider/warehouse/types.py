@@ -107,7 +107,10 @@ def _timestamp(value: Value, ctx: TimeContext) -> datetime:
         raise BadValue(f"{value!r} is not a timestamp")
     if isinstance(value, int):
         unit = 1000 if ctx.precision == "ms" else 1
-        return _EPOCH + timedelta(microseconds=value * unit)
+        try:
+            return _EPOCH + timedelta(microseconds=value * unit)
+        except OverflowError:
+            raise BadValue(f"{value} ({ctx.precision} since 1970) is outside the years 1 to 9999") from None
     if isinstance(value, str):
         try:
             return ctx.truncate(parse_timestamp(value).astimezone(UTC))

@@ -90,6 +90,9 @@ def _micros(node: exp.Expr, clause: str, *, positive: bool = True) -> int:
         raise _reject(f"{clause}({duration}) needs a fixed length in u, a, s, m, h, d or w", clause)
     if positive and duration.micros <= 0:
         raise _reject(f"{clause} must be positive, found {duration}", clause)
+    if duration.micros > m.TIMESTAMP_SPAN_MICROS:
+        raise _reject(f"{clause}({duration}) is longer than the whole range of timestamps (the years 1 to 9999)",
+                      clause)
     return duration.micros
 
 

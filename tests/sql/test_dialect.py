@@ -77,7 +77,7 @@ def test_window_clauses_parse_and_print_back(tdengine):
 @pytest.mark.parametrize(
     "tdengine, words",
     [
-        ("SELECT _twstart FROM t", "placeholder _twstart is not bound"),
+        ("SELECT %%1 FROM t", "placeholder %%1 is not bound"),
         ("SELECT interp(v) FROM t", "INTERP is not supported"),
         ("SELECT unknown_fn(v) FROM t", "unknown function UNKNOWN_FN"),
         ("SELECT avg(v, 2) FROM t", "AVG takes 1 argument(s), found 2"),

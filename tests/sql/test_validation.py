@@ -167,3 +167,58 @@ def test_iotdb_triggers_are_refused_by_the_tdengine_language():
         parse("CREATE STATEFUL TRIGGER t1 AFTER INSERT ON root.sg.** AS 'org.Foo'", language="tdengine")
     assert "CREATE TRIGGER is an IoTDB trigger" in str(info.value)
     assert (info.value.clause, info.value.line, info.value.column) == ("CREATE TRIGGER", 1, 1)
+
+
+Q = "AS SELECT _twstart, count(*) FROM %%trows"
+
+
+@pytest.mark.parametrize(("text", "clause", "after"), [
+    # the review's inputs: a filter, a subtable name and a tag are computed for each row or group;
+    # TDengine evaluates them without a query, and a subquery there would run once per row
+    (f"CREATE STREAM s INTERVAL(1m) SLIDING(1m) FROM t STREAM_OPTIONS(PRE_FILTER((SELECT 1) = 1)) INTO o {Q}",
+     "PRE_FILTER", "PRE_FILTER"),
+    (f"CREATE STREAM s INTERVAL(1m) SLIDING(1m) FROM t PARTITION BY tbname INTO o "
+     f"OUTPUT_SUBTABLE(concat('x', tbname, (SELECT 1))) {Q}", "OUTPUT_SUBTABLE", "OUTPUT_SUBTABLE"),
+    (f"CREATE STREAM s INTERVAL(1m) SLIDING(1m) FROM t PARTITION BY tbname INTO o "
+     f"TAGS (g VARCHAR(8) AS concat(tbname, (SELECT 'x'))) {Q}", "TAGS", "TAGS"),
+    (f"CREATE STREAM s EVENT_WINDOW(START WITH v > (SELECT max(v) FROM u) END WITH v < 0) FROM t INTO o {Q}",
+     "EVENT_WINDOW START WITH", "START WITH"),
+    ("CREATE STREAM s PERIOD(1m) NOTIFY('ws://h:1/') ON (ON_TIME) WHERE n > (SELECT 1) "
+     "AS SELECT cast(_tlocaltime / 1000 AS timestamp) ts, count(*) n FROM t", "NOTIFY WHERE", "WHERE"),
+    # before 3.3.7: the subquery's WHERE becomes the trigger's filter
+    ("CREATE STREAM s INTO o AS SELECT _wstart, count(*) FROM t WHERE v IN (SELECT v FROM u) INTERVAL(1m)",
+     "WHERE", "WHERE"),
+])
+def test_a_subquery_in_a_clause_computed_per_row_is_refused_at_its_select(text, clause, after):
+    with pytest.raises(StreamDefinitionError) as info:
+        parse(text)
+    assert "cannot hold a subquery" in str(info.value)
+    column = text.upper().index("SELECT", text.index(after)) + 1  # the subquery's SELECT
+    assert (info.value.clause, info.value.line, info.value.column) == (clause, 1, column)
+
+
+@pytest.mark.parametrize("text", [
+    f"CREATE STREAM s INTERVAL(999999999999999999999d) SLIDING(1s) FROM t INTO o {Q}",
+    f"CREATE STREAM s INTERVAL(1d) SLIDING(1d) FROM t STREAM_OPTIONS(WATERMARK(3652059d)) INTO o {Q}",
+    f"CREATE STREAM s SESSION(ts, 87700000h) FROM t INTO o {Q}",
+])
+def test_a_duration_longer_than_all_timestamps_is_refused(text):
+    # 3,652,059 days is one more than the days from 0001-01-01 to 9999-12-31
+    with pytest.raises(StreamDefinitionError, match="longer than the whole range of timestamps") as info:
+        parse(text)
+    assert info.value.line == 1
+
+
+def test_the_longest_duration_that_fits_is_accepted():
+    (stmt,) = parse(f"CREATE STREAM s INTERVAL(3652058d) SLIDING(1d) FROM t INTO o {Q}")
+    assert stmt.trigger.interval.count == 3652058
+
+
+@pytest.mark.parametrize("text", ["SELECT cast(1 AS GEOMETRY(10))",
+                                  "CREATE STREAM s INTERVAL(1m) SLIDING(1m) FROM t INTO o "
+                                  "AS SELECT _twstart, cast(count(*) AS GEOMETRY(64)) FROM %%trows"])
+def test_a_cast_to_geometry_is_refused_as_the_type_is(text):
+    # README: the Geometry type is rejected, in a query as in CREATE STABLE
+    with pytest.raises(StreamDefinitionError, match="CAST to GEOMETRY is not supported") as info:
+        parse(text)
+    assert info.value.column == text.index("GEOMETRY") + 1

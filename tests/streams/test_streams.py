@@ -76,6 +76,11 @@ def test_sm1_interval_per_subtable_with_tbname(wh):
     assert all(len(n) == 1 for n in names.values()) and names["t1"] != names["t2"]
     sub = names["t1"].pop()
     assert select(wh, f"SELECT count(*) AS n FROM {sub}") == [{"n": 2}]
+    # the output's key column is named _twstart, as the query's first column: a query outside a
+    # stream reads it as that column
+    assert select(wh, "SELECT tag_tbname, avg_col1 FROM stb2 WHERE _twstart = '2025-01-01 00:05:00' "
+                      "ORDER BY tag_tbname") == [{"tag_tbname": "t1", "avg_col1": 10.0},
+                                                 {"tag_tbname": "t2", "avg_col1": 8.0}]
     # nothing pending: a second run fires nothing
     assert run(wh, "sm1").triggers == 0
 

@@ -26,6 +26,9 @@ CLAUSE_WORDS = frozenset({
 })
 
 
+#: the epoch numbers (milliseconds, the precision of IoTDB's times here) of the years 1 to 9999
+EPOCH_MS_RANGE = (-62135596800000, 253402300799999)
+
 class Expressions(TokenCursor):
     """The expression and path reader of the IoTDB parser."""
 
@@ -108,7 +111,11 @@ class Expressions(TokenCursor):
             if not tok.text.isdigit():
                 raise self.error(f"{what}: an epoch time is a whole number, found {tok.text}", tok, clause)
             self.advance()
-            return -int(tok.text) if negative else int(tok.text)
+            value = -int(tok.text) if negative else int(tok.text)
+            if not EPOCH_MS_RANGE[0] <= value <= EPOCH_MS_RANGE[1]:
+                raise self.error(f"{what}: {value} milliseconds since 1970 is outside the years 1 to 9999, the "
+                                 "times a series can hold", tok, clause)
+            return value
         point = self._time_point(what, clause)
         if point is None:
             raise self.error(f"{what} must be a time: a timestamp such as 2021-05-11T22:18:40+08:00, an "
@@ -140,7 +147,11 @@ class Expressions(TokenCursor):
         if not offset:
             return point
         if point.at is not None:
-            return m.TimePoint(at=point.at + timedelta(microseconds=offset))
+            try:
+                return m.TimePoint(at=point.at + timedelta(microseconds=offset))
+            except OverflowError:
+                raise self.error(f"{what}: {point.at.isoformat()} shifted by {offset} microseconds is outside the "
+                                 "years 1 to 9999", clause=clause) from None
         return m.TimePoint(now_offset_micros=(point.now_offset_micros or 0) + offset)
 
     # --- expressions -----------------------------------------------------------------------------

@@ -6,11 +6,13 @@ subclasses :class:`StreamStatements` and overrides those only.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from urllib.parse import urlsplit
 
 from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import did_you_mean
 from airflow_stream_provider.model import names
+from airflow_stream_provider.sql.functions import reject_subqueries
 from airflow_stream_provider.sql.grammar.lexer import Kind, Token
 from airflow_stream_provider.sql.tdengine.validate import validate_create_stream
 from airflow_stream_provider.sql.tdengine.values import ValueParser
@@ -44,6 +46,13 @@ LEGACY_STREAM_WORDS = frozenset({"TRIGGER", "WATERMARK", "IGNORE", "FILL_HISTORY
 class StreamStatements(ValueParser):
     """CREATE STREAM, and START, STOP, RECALCULATE and SHOW of streams."""
 
+    def row_expression(self, clause: str, stop: Callable[[], bool] = lambda: False) -> m.SqlExpression:
+        """An expression computed for each row or group (a trigger condition, a filter, a tag, a
+        subtable name): no subquery."""
+        expr = self.expression(clause, stop)
+        reject_subqueries(expr.tree, expr.text, expr.position, clause)
+        return expr
+
     def create_stream(self, pos: dict) -> m.CreateStream:
         self.expect("CREATE", "STREAM")
         if_not_exists = self.accept("IF", "NOT", "EXISTS")
@@ -74,7 +83,7 @@ class StreamStatements(ValueParser):
         if self.at("OUTPUT_SUBTABLE"):
             where["OUTPUT_SUBTABLE"] = self.advance()
             self.expect_op("(", "OUTPUT_SUBTABLE")
-            args["output_subtable"] = self.expression("OUTPUT_SUBTABLE")
+            args["output_subtable"] = self.row_expression("OUTPUT_SUBTABLE")
             self.expect_op(")", "OUTPUT_SUBTABLE")
         if self.at_op("("):
             where["columns"] = self.tok
@@ -126,16 +135,16 @@ class StreamStatements(ValueParser):
         if word == m.TriggerKind.STATE_WINDOW:
             self.advance()
             self.expect_op("(", "STATE_WINDOW")
-            state = self.expression("STATE_WINDOW")
+            state = self.row_expression("STATE_WINDOW")
             self.expect_op(")", "STATE_WINDOW")
             return m.StateWindow(state, self.true_for())
         if word == m.TriggerKind.EVENT_WINDOW:
             self.advance()
             self.expect_op("(", "EVENT_WINDOW")
             self.expect("START", "WITH", clause="EVENT_WINDOW")
-            start = self.expression("EVENT_WINDOW START WITH", lambda: self.at("END", "WITH"))
+            start = self.row_expression("EVENT_WINDOW START WITH", lambda: self.at("END", "WITH"))
             self.expect("END", "WITH", clause="EVENT_WINDOW")
-            end = self.expression("EVENT_WINDOW END WITH")
+            end = self.row_expression("EVENT_WINDOW END WITH")
             self.expect_op(")", "EVENT_WINDOW")
             return m.EventWindow(start, end, self.true_for())
         if word == m.TriggerKind.COUNT_WINDOW:
@@ -260,7 +269,7 @@ class StreamStatements(ValueParser):
                 values["fill_history"] = m.FillHistory(start, first=name == "FILL_HISTORY_FIRST")
             elif name == "PRE_FILTER":
                 self.expect_op("(", name)
-                values["pre_filter"] = self.expression(name)
+                values["pre_filter"] = self.row_expression(name)
                 self.expect_op(")", name)
             elif name == "EVENT_TYPE":
                 values["event_types"] = self.event_types(name, (m.EventType.WINDOW_OPEN, m.EventType.WINDOW_CLOSE))
@@ -295,7 +304,7 @@ class StreamStatements(ValueParser):
         if self.at("WHERE"):
             where["NOTIFY WHERE"] = self.advance()
             stops = ("NOTIFY_OPTIONS", "INTO", "OUTPUT_SUBTABLE", "TAGS", "AS")
-            where_expr = self.expression("NOTIFY WHERE", lambda: self.tok.upper in stops)
+            where_expr = self.row_expression("NOTIFY WHERE", lambda: self.tok.upper in stops)
         flags: list[str] = []
         if self.at("NOTIFY_OPTIONS"):
             self.advance()
@@ -358,7 +367,7 @@ class StreamStatements(ValueParser):
                     raise self.error("COMMENT takes a quoted string", clause="TAGS", syntax=True)
                 comment = self.advance().value
             self.expect("AS", clause="TAGS")
-            tags.append(m.TagDefinition(name, dtype, self.expression("TAGS"), comment))
+            tags.append(m.TagDefinition(name, dtype, self.row_expression("TAGS"), comment))
             if not self.accept_op(","):
                 break
         self.expect_op(")", "TAGS")

@@ -62,6 +62,9 @@ class ValueParser(TokenCursor):
             raise self.error(f"{what} {tok.text} has an unknown unit {unit!r}; use u, a, s, m, h, d or w", tok, clause)
         if count <= 0:
             raise self.error(f"{what} must be positive, found {tok.text}", tok, clause)
+        if count * UNIT_MICROS[unit] > m.TIMESTAMP_SPAN_MICROS:
+            raise self.error(f"{what} {tok.text} is longer than the whole range of timestamps (the years 1 to "
+                             "9999): no window or delay can be that long", tok, clause)
         return m.Duration(count, unit)
 
     def time_point(self, clause: str) -> m.TimePoint:

@@ -31,7 +31,7 @@ from airflow_stream_provider.sql.ast import (
     WindowClause,
     placeholders,
 )
-from airflow_stream_provider.sql.functions import AGGREGATES, check_functions, position_in
+from airflow_stream_provider.sql.functions import AGGREGATES, check_functions, position_in, reject_subqueries
 from airflow_stream_provider.sql.tdengine.dialect import TDengine, result_name
 from airflow_stream_provider.sql.tdengine_legacy.streams import LegacySyntax
 
@@ -178,9 +178,10 @@ class _Lowering:
         if kind == m.TriggerKind.STATE_WINDOW:
             if len(args) != 1:
                 raise self.fail_in("STATE_WINDOW", "STATE_WINDOW", "STATE_WINDOW takes one column or expression")
-            return m.StateWindow(self.expression(args[0]))
+            return m.StateWindow(self.expression(args[0], "STATE_WINDOW"))
         if kind == m.TriggerKind.EVENT_WINDOW:
-            return m.EventWindow(self.expression(window.args["start"]), self.expression(window.args["end"]))
+            return m.EventWindow(self.expression(window.args["start"], "EVENT_WINDOW"),
+                                 self.expression(window.args["end"], "EVENT_WINDOW"))
         if not 1 <= len(args) <= 2:
             raise self.fail_in("COUNT_WINDOW", "COUNT_WINDOW", "COUNT_WINDOW takes (count[, sliding])")
         count = self.whole(args[0], "COUNT_WINDOW")
@@ -208,10 +209,12 @@ class _Lowering:
             raise self.fail_in(clause, clause, f"{clause} needs a whole number, not {node.sql(dialect=TDengine)}")
         return int(node.this)
 
-    def expression(self, node: exp.Expr) -> m.SqlExpression:
+    def expression(self, node: exp.Expr, clause: str) -> m.SqlExpression:
+        """The trigger's condition or filter at ``node``: computed for each row, so no subquery."""
         text = node.sql(dialect=TDengine)
         line, column = position_in(text, self.query.text, self.query.position)
         at = m.Position(line, column) if line is not None and column is not None else self.query.position
+        reject_subqueries(node, text, at, clause)
         return m.SqlExpression(text, node.copy(), at, frozenset(placeholders(node)))
 
     # --- options --------------------------------------------------------------------------------
@@ -231,7 +234,7 @@ class _Lowering:
             fill_history_async=bool(history.get("async")), fill=fill, given=frozenset(given))
         self.check_mode(legacy, trigger, window, history)
         where = select.args.get("where")
-        pre_filter = self.expression(where.this) if where is not None else None
+        pre_filter = self.expression(where.this, "WHERE") if where is not None else None
         options = m.StreamOptions(
             watermark=given.get("WATERMARK"),
             fill_history=m.FillHistory() if history["on"] else None, pre_filter=pre_filter,

@@ -78,7 +78,7 @@ class LegacyStreamStatements(StreamStatements):
             if self.at("SUBTABLE"):
                 where["SUBTABLE"] = self.advance()
                 self.expect_op("(", "SUBTABLE")
-                subtable = self.expression("SUBTABLE")
+                subtable = self.row_expression("SUBTABLE")
                 self.expect_op(")", "SUBTABLE")
         if not self.at("AS"):
             tok = self.tok
