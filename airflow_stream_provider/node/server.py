@@ -4,8 +4,8 @@ that hold its token.
 ``airflow-stream node start`` spawns ``python -m airflow_stream_provider.node.server`` detached,
 with its log and state under ``$AIRFLOW_STREAM_HOME/node/``. The node holds an exclusive ``flock``
 on ``node/node.lock`` while it runs, so a home has one node; ``node start`` and ``node stop`` take
-``node/control.lock`` in turn, and find the node by the lock, its pid and its instance id. Every few seconds the node
-starts or stops the live detectors of the window streams (:mod:`.detectors`) and writes
+``node/control.lock`` in turn, and find the node by the lock, its pid and its instance id. Every
+few seconds the node starts or stops the live detectors of the window streams (:mod:`.detectors`) and writes
 ``status.json`` with the streaming queries it runs (its own and those started over Connect) and
 their last progress, which ``node status`` prints.
 """

@@ -87,11 +87,17 @@ class _Converter:
         self.allowed = {c.name: c for c in allowed}
         self.rows_seen = 0
         self.mapped: set[str] = set()
+        self.tag_names = [c.name for c in info.columns if c.role == "tag"]
 
     def columns_of(self, schema: pa.Schema) -> dict[str, Column]:
         mapping: dict[str, Column] = {}
         for name in schema.names:
             column = self.allowed.get(name.lower())
+            if column is None and self.sub is not None and name.lower() in (TBNAME, *self.tag_names):
+                raise WarehouseError(
+                    f"{self.label}: {self.source} has column {name!r}, but {self.sub.qualified} is one subtable of "
+                    f"{self.info.qualified}, whose {name} it fixes", hint=f"load the file into {self.info.qualified}, "
+                    f"which takes each row's subtable from its {TBNAME}, or drop the column {name!r}")
             if column is None:
                 hint = did_you_mean(name, list(self.allowed))
                 if hint is None and self.source.lower().endswith(".csv"):

@@ -68,3 +68,17 @@ def test_a_csv_without_its_header_line_is_refused_with_the_reason(wh, tmp_path):
     assert "r.csv has column '10', which fine.readings does not have" in str(info.value)
     assert "the first line of a CSV file names its columns (ts, v); is the header line missing?" in str(info.value)
     assert DeltaTable(str(wh.catalog.root / "fine" / "readings")).version() == before
+
+
+def test_a_file_with_tbname_loaded_into_a_subtable_says_where_it_belongs(wh, tmp_path):
+    sql(wh, "CREATE STABLE fine.meters (ts TIMESTAMP, v INT) TAGS (site VARCHAR(8));"
+            "INSERT INTO fine.d1 USING fine.meters TAGS ('a') VALUES (1, 1)")
+    path = tmp_path / "m.parquet"
+    pq.write_table(pa.table({"tbname": ["d1"], "ts": pa.array([2], pa.int64()), "v": pa.array([2], pa.int32())}),
+                   path)
+    with pytest.raises(WarehouseError) as info:
+        load(wh, path, TableName("d1", "fine"))
+    # the supertable has a tbname: the subtable fixes it (the review found "which fine.meters does not have")
+    assert "m.parquet has column 'tbname', but fine.d1 is one subtable of fine.meters" in str(info.value)
+    assert "load the file into fine.meters" in str(info.value)
+    assert read(wh, "fine", "meters", "SELECT count(*) AS n FROM t") == [{"n": 1}]
