@@ -174,6 +174,11 @@ def write_results(runtime: StreamRuntime, fired: list[Fired], results: pa.Table,
     plan = runtime.output()
     if plan is None or results.num_rows == 0:
         return
+    # A run can fire one window more than once: its close, then from a later detector batch its
+    # invalidation and new close (late rows, updates, deletes). The upsert keeps the last row of a
+    # key, and Spark returns rows in no particular order, so the rows go in the order the triggers
+    # fired (a stable sort keeps a trigger's own rows in order): the latest close is what stays.
+    results = results.sort_by([(IDX, "ascending")])
     info = plan.ensure_table(runtime.warehouse.catalog)
     by_idx = {f.idx: f for f in fired}
     data = {}

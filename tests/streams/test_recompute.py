@@ -12,12 +12,16 @@ import shutil
 from datetime import UTC, datetime, timedelta
 
 import pandas as pd
+import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
 from airflow_stream_provider.exceptions import StreamError
+from airflow_stream_provider.streams.fire.windows import pending_windows
 from airflow_stream_provider.streams.run import run as run_stream
+from airflow_stream_provider.streams.runtime import RunReport, StreamRuntime
 from airflow_stream_provider.streams.store import StreamStore
+from airflow_stream_provider.streams.write import write_results
 from tests.conftest import sql
 
 pytestmark = pytest.mark.spark
@@ -199,3 +203,39 @@ def test_lost_checkpoint_stops_the_stream_until_it_is_back(wh, capsys):
     again = closes[closes.duplicated("trigger_id", keep=False)]
     assert set(again["trigger_id"]) <= invalidated  # a window closes twice only when recalculated
     assert output(wh, "s") == fresh(wh, "s", trigger, op)
+
+
+#: late rows that extend every closed window of T1 and T2 by 30 s, each keeping its start
+EXTENDING = {
+    "session": {"t1": [(2.5, 40, 2), (7.5, 41, 2), (13.5, 42, 2)], "t2": [(3.5, 43, 2), (9.5, 44, 2)]},
+    "state": {"t1": [(1.5, 40, 1), (2.5, 41, 2), (6.5, 42, 1), (7.5, 43, 2), (12.5, 44, 1), (13.5, 45, 2)],
+              "t2": [(0.5, 46, 1), (3.5, 47, 2), (8.5, 48, 1), (9.5, 49, 2)]},
+}
+
+
+@pytest.mark.parametrize("kind", sorted(EXTENDING))
+def test_a_run_over_closes_and_their_recalculations_keeps_the_latest(wh, kind):
+    """One run can consume a window's close and, from a later detector batch, its invalidation and
+    new close (an Airflow run whose commit was lost to a kill, or one that takes several batches):
+    both closes fire, and the output keeps the result of the latest, in whatever order Spark
+    returns the computed rows (here: reversed)."""
+    trigger, op = TRIGGERS[kind]
+    create(wh, "s", trigger, op)
+    insert(wh, "t1", T1)
+    insert(wh, "t2", T2)
+    run_stream(wh, "d", "s", commit=False)  # computed and written, its progress not recorded
+    before = output(wh, "s")
+    for table, rows in EXTENDING[kind].items():
+        insert(wh, table, rows)
+    store = StreamStore()
+    stored, state = store.get("d", "s"), store.load_state("d", "s")
+    runtime = StreamRuntime(wh, stored.statement, "d", ())
+    fired, _update, _events = pending_windows(runtime, stored, state, lambda _message: None)
+    assert len(fired) == len(before) + sum(map(len, EXTENDING[kind].values()))  # both closes fire
+    assert runtime.compute is not None
+    results = runtime.compute.frame(fired, batched=True).toArrow()
+    write_results(runtime, fired, results.take(pa.array(range(results.num_rows - 1, -1, -1))), RunReport("d.s"))
+    after = output(wh, "s")
+    assert set(after) == set(before)
+    assert after == fresh(wh, "s", trigger, op)
+    by_hand(wh, after, end_inclusive=True)

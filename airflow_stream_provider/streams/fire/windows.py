@@ -83,7 +83,10 @@ def pending_windows(runtime: StreamRuntime, stored: StoredStream, state: dict, s
     if events.empty:
         return [], update, events
     update["consumed_batch"] = max(update.get("consumed_batch", -1), int(events["batch_id"].max()))
-    return fired_windows(runtime, events, version), update, events
+    # %%trows is read at a version taken after the events: the detector read the versions written
+    # while it started (and the node's may have committed batches since), so an earlier version can
+    # miss the rows of the windows it found
+    return fired_windows(runtime, events, runtime.table_version()), update, events
 
 
 def detect_windows(runtime: StreamRuntime, stored: StoredStream, state: dict, say: Callable[[str], None]) -> None:
