@@ -8,6 +8,7 @@ so every stream of ``AIRFLOW_STREAM_HOME`` is a DAG.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -75,6 +76,8 @@ class LocalAirflow:
             "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "1",
             "AIRFLOW__TRIGGERER__JOB_HEARTBEAT_SEC": "1",
             "AIRFLOW_STREAM_API_URL": self.url,
+            # marks every process of this Airflow, so that stop() finds what outlived its parent
+            "AIRFLOW_STREAM_LOCAL_AIRFLOW": os.urandom(8).hex(),
             "PATH": f"{AIRFLOW.parent}{os.pathsep}{os.environ.get('PATH', '')}",  # standalone runs `airflow ...`
         }
         self.users = users or {}
@@ -88,6 +91,9 @@ class LocalAirflow:
                 "AIRFLOW_STREAM_API_PASSWORD": next(iter(self.users.values()))[1],
             }
         self.processes: dict[str, subprocess.Popen] = {}
+        #: (component, pid) of every component process started, killed or restarted ones included;
+        #: each is the leader of its own process group
+        self.started: list[tuple[str, int]] = []
 
     def start(self, timeout: float = 180) -> None:
         self.home.mkdir(parents=True, exist_ok=True)
@@ -95,11 +101,33 @@ class LocalAirflow:
             (self.home / "passwords.json").write_text(json.dumps({n: p for n, (_r, p) in self.users.items()}))
         subprocess.run([str(AIRFLOW), "db", "migrate"], env=self.env, check=True, capture_output=True, timeout=300)
         for name in ("standalone",) if self.standalone else COMPONENTS:
-            log = (self.home / f"{name}.log").open("wb")
-            args = [str(AIRFLOW), name] + (["--port", str(self.port)] if name == "api-server" else [])
+            self._spawn(name)
+        wait_for(self._up, timeout, "the api-server to answer")
+
+    def _spawn(self, name: str) -> None:
+        """Start component ``name`` in a process group of its own, appending to its log."""
+        args = [str(AIRFLOW), name] + (["--port", str(self.port)] if name == "api-server" else [])
+        with (self.home / f"{name}.log").open("ab") as log:
             self.processes[name] = subprocess.Popen(args, env=self.env, stdout=log, stderr=subprocess.STDOUT,
                                                     start_new_session=True, cwd=self.home)
-        wait_for(self._up, timeout, "the api-server to answer")
+        self.started.append((name, self.processes[name].pid))
+
+    def kill(self, name: str, sig: int = signal.SIGKILL) -> int:
+        """Send ``sig`` to component ``name``'s process alone (its children live on, as after a crash of
+        that process) and wait for it to end; return its pid."""
+        proc = self.processes[name]
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, sig)
+        proc.wait(30)
+        return proc.pid
+
+    def restart(self, name: str) -> int:
+        """Start component ``name`` again, as a supervisor restarts a process that ended; return its pid.
+        A component still running is left as it is."""
+        if self.processes[name].poll() is None:
+            return self.processes[name].pid
+        self._spawn(name)
+        return self.processes[name].pid
 
     def _up(self) -> bool:
         for name, proc in self.processes.items():
@@ -126,6 +154,29 @@ class LocalAirflow:
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(10)
+        # what outlived a killed component (say, the executor's workers of a killed scheduler) is
+        # still in that component's process group; a task process leads a group of its own, and
+        # carries this Airflow's mark in its environment
+        for _name, group in self.started:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(group, signal.SIGKILL)
+        for pid in self._leftovers():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+    def _leftovers(self) -> list[int]:
+        """The processes whose environment holds this Airflow's mark."""
+        marker = f"AIRFLOW_STREAM_LOCAL_AIRFLOW={self.env['AIRFLOW_STREAM_LOCAL_AIRFLOW']}".encode()
+        found = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                if marker in (entry / "environ").read_bytes().split(b"\0"):
+                    found.append(int(entry.name))
+            except OSError:  # gone meanwhile, or not ours to read
+                continue
+        return found
 
     def client(self, user: str | None = None) -> AirflowApi:
         """An API client of ``user`` (by default the first user; anyone without users)."""
