@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
 
-from airflow_stream_provider.values import write_json
+from airflow_stream_provider.values import make_dirs, write_json
 
 
 def _duration(seconds: float) -> str:
@@ -109,6 +109,7 @@ class Progress:
     def _record(self) -> None:
         if self.path is None:
             return
+        make_dirs(self.path.parent)
         write_json(self.path, self.as_dict())
 
 

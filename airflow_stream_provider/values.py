@@ -28,11 +28,28 @@ DIR_MODE = 0o750
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
+#: the first and the last instant a timestamp can hold: the years 1 to 9999
+FIRST_INSTANT = datetime(1, 1, 1, tzinfo=UTC)
+LAST_INSTANT = datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)
+
+
 def epoch_micros(at: datetime) -> int:
     """Microseconds since the epoch of an aware datetime (a naive one is read as UTC)."""
     if at.tzinfo is None:
         at = at.replace(tzinfo=UTC)
     return (at - EPOCH) // timedelta(microseconds=1)
+
+
+#: :data:`FIRST_INSTANT` and :data:`LAST_INSTANT` in microseconds since the epoch
+FIRST_MICROS, LAST_MICROS = epoch_micros(FIRST_INSTANT), epoch_micros(LAST_INSTANT)
+
+
+def instant(micros: int) -> datetime:
+    """The instant ``micros`` microseconds after the epoch; ValueError when it is outside the years 1
+    to 9999, the instants a timestamp can hold."""
+    if not FIRST_MICROS <= micros <= LAST_MICROS:
+        raise ValueError(f"{micros} microseconds since 1970 is outside the years 1 to 9999")
+    return EPOCH + timedelta(microseconds=micros)
 
 
 def make_dirs(path: Path) -> Path:
@@ -49,8 +66,7 @@ def make_dirs(path: Path) -> Path:
 
 
 def _temporary(path: Path, text: str, durable: bool) -> Path:
-    """A new file beside ``path`` holding ``text``, created with :data:`FILE_MODE`."""
-    make_dirs(path.parent)
+    """A new file beside ``path`` (its folder exists) holding ``text``, created with :data:`FILE_MODE`."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
@@ -63,7 +79,9 @@ def _temporary(path: Path, text: str, durable: bool) -> Path:
 
 def write_text(path: Path, text: str, *, durable: bool = False) -> None:
     """Replace ``path`` with ``text`` in one step: a reader sees the old file or the new one, never a
-    part. ``durable`` also syncs the data to disk before the replacement."""
+    part. ``durable`` also syncs the data to disk before the replacement. The folder must exist: a
+    writer that may create it calls :func:`make_dirs` (a writer whose folder was removed, as a
+    dropped stream's, fails rather than making it again)."""
     _temporary(path, text, durable).replace(path)
 
 

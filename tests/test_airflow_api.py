@@ -18,11 +18,16 @@ BUSY = {"detail": "Database is locked. Backfill creation is not supported on SQL
                   "Please use PostgreSQL or MySQL."}
 
 
-def server(answers: list[tuple[int, dict]]) -> tuple[ThreadingHTTPServer, list[dict]]:
+def server(answers: list[tuple[int, dict]],
+           requests: list[tuple[str, str, str]] | None = None) -> tuple[ThreadingHTTPServer, list[dict]]:
+    """An HTTP server on 127.0.0.1 answering each POST with the next of ``answers``; the bodies it
+    received, and in ``requests`` each request's method, path and Authorization header."""
     received: list[dict] = []
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
+            if requests is not None:
+                requests.append(("POST", self.path, self.headers.get("Authorization", "")))
             received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
             status, body = answers.pop(0)
             data = json.dumps(body).encode()

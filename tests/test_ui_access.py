@@ -18,6 +18,7 @@ from airflow_stream_provider.plan.ids import stream_dag_ids
 from airflow_stream_provider.sql import parse
 from airflow_stream_provider.streams.store import StreamStore
 from airflow_stream_provider.ui import app as ui
+from tests.test_airflow_api import server
 
 SECRET = "CREATE STREAM power.secret_stream PERIOD(10s) NOTIFY('ws://127.0.0.1:9/')"
 
@@ -95,39 +96,6 @@ def test_the_listing_refuses_a_bad_database_name(client):
     assert http.get("/api/streams", params={"db": ".."}).status_code == 404
 
 
-class _Recorder:
-    """An HTTP server on 127.0.0.1 that records each request and answers as Airflow's backfill API does."""
-
-    def __init__(self) -> None:
-        import http.server
-        import threading
-
-        self.requests: list[tuple[str, str, str]] = []
-        recorder = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                recorder.requests.append(("POST", self.path, self.headers.get("Authorization", "")))
-                body = b'{"id": 7}'
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
 WINDOW = ("CREATE STREAM power.avg1m INTERVAL(1m) SLIDING(1m) FROM power.m1 INTO avg1m_out "
           "AS SELECT _twstart, avg(v) FROM %%trows")
 
@@ -136,23 +104,27 @@ WINDOW = ("CREATE STREAM power.avg1m INTERVAL(1m) SLIDING(1m) FROM power.m1 INTO
 def test_recalculate_calls_the_configured_api_never_the_request_host(client, tmp_path, monkeypatch, setting):
     (stmt,) = parse(WINDOW)
     StreamStore(tmp_path).create("power", stmt, WINDOW, {"created": "2025-01-01T00:00:00+00:00"})
-    configured, elsewhere = _Recorder(), _Recorder()
+    configured_requests: list[tuple[str, str, str]] = []
+    elsewhere_requests: list[tuple[str, str, str]] = []
+    configured, _ = server([(200, {"id": 7})], configured_requests)
+    elsewhere, _ = server([], elsewhere_requests)
+    configured_url = f"http://127.0.0.1:{configured.server_port}"
     try:
         if setting == "provider":
-            monkeypatch.setenv("AIRFLOW_STREAM_API_URL", configured.url)
+            monkeypatch.setenv("AIRFLOW_STREAM_API_URL", configured_url)
         else:  # Airflow's own [api] base_url, with a path prefix
             monkeypatch.delenv("AIRFLOW_STREAM_API_URL", raising=False)
-            monkeypatch.setenv("AIRFLOW__API__BASE_URL", configured.url + "/airflow")
+            monkeypatch.setenv("AIRFLOW__API__BASE_URL", configured_url + "/airflow")
         main, recalc = stream_dag_ids("power", "avg1m")
         http = client(User("operator", {main, recalc}, {recalc}))
-        host = elsewhere.url.removeprefix("http://")
+        host = f"127.0.0.1:{elsewhere.server_port}"
         answer = http.post("/api/streams/power/avg1m/recalculate", json=BODY,
                            headers={"Host": host, "Authorization": "Bearer caller-token"})
         assert answer.status_code == 200, answer.text
         assert "backfill 7 of " + recalc in answer.json()["message"]
         prefix = "" if setting == "provider" else "/airflow"
-        assert configured.requests == [("POST", prefix + "/api/v2/backfills", "Bearer caller-token")]
-        assert elsewhere.requests == []  # the Host header named it: it gets neither the request nor the token
+        assert configured_requests == [("POST", prefix + "/api/v2/backfills", "Bearer caller-token")]
+        assert elsewhere_requests == []  # the Host header named it: it gets neither the request nor the token
     finally:
-        configured.close()
-        elsewhere.close()
+        configured.shutdown()
+        elsewhere.shutdown()

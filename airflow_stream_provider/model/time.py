@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from airflow_stream_provider.values import FIRST_MICROS, LAST_MICROS
+
 #: microseconds per unit; ``b`` (nanoseconds) has no exact value at Spark's microsecond precision,
 #: and ``n``/``y`` (calendar month/year) have no fixed length.
 UNIT_MICROS = {
@@ -17,9 +19,8 @@ UNIT_MICROS = {
     "w": 604_800_000_000,
 }
 CALENDAR_UNITS = {"n": "MONTH", "y": "YEAR"}
-#: the span of the timestamps a table can hold (the years 1 to 9999), in microseconds: no longer
-#: duration means anything
-TIMESTAMP_SPAN_MICROS = (datetime(9999, 12, 31, 23, 59, 59, 999999) - datetime(1, 1, 1)) // timedelta(microseconds=1)
+#: the span of the timestamps a table can hold, in microseconds: no longer duration means anything
+TIMESTAMP_SPAN_MICROS = LAST_MICROS - FIRST_MICROS
 ALL_UNITS = set(UNIT_MICROS) | set(CALENDAR_UNITS) | {"b"}
 
 

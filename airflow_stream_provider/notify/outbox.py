@@ -44,10 +44,6 @@ class Queued:
     text: str
 
 
-def _write(path: Path, text: str) -> None:
-    write_text(path, text, durable=True)
-
-
 class Outbox:
     def __init__(self, directory: Path, targets: Sequence[str]) -> None:
         self.directory = Path(directory)
@@ -85,7 +81,7 @@ class Outbox:
         return state
 
     def _save(self, state: dict) -> None:
-        _write(self.directory / "outbox.json", json.dumps(state, indent=1))
+        write_text(self.directory / "outbox.json", json.dumps(state, indent=1), durable=True)
 
     def _files(self) -> list[Path]:
         return sorted(p for p in self.directory.glob("*.json") if p.stem.isdigit())
@@ -145,7 +141,7 @@ class Outbox:
             for msg in pack(fresh, stamp, max_bytes):
                 record = {"seq": seq, "messageId": msg.message_id, "keys": list(msg.keys), "events": msg.events,
                           "text": msg.text}
-                _write(self.directory / f"{seq:012d}.json", json.dumps(record))
+                write_text(self.directory / f"{seq:012d}.json", json.dumps(record), durable=True)
                 added.append(Queued(seq, msg.message_id, msg.events, msg.text))
                 seq += 1
             state["next_seq"] = seq

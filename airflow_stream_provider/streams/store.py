@@ -108,7 +108,8 @@ def detector_hosted(state_dir: Path) -> bool:
 
 
 def _atomic_write(path: Path, text: str) -> None:
-    write_text(path, text, durable=True)
+    """Replace ``path`` with ``text``, durably, creating its folder (a new stream's) when needed."""
+    write_text(make_dirs(path.parent) / path.name, text, durable=True)
 
 
 class StreamStore:

@@ -28,7 +28,7 @@ import pyarrow as pa
 from airflow_stream_provider.exceptions import StreamError, did_you_mean, read_json_object
 from airflow_stream_provider.model import ColumnDefinition, DataType, TableName
 from airflow_stream_provider.model.names import DATABASE, TABLE, TBNAME, InvalidName, NameKind, check_name, path_under
-from airflow_stream_provider.values import create_text
+from airflow_stream_provider.values import create_text, make_dirs
 from airflow_stream_provider.warehouse.types import arrow_type, from_json_value, parse_type, to_json_value
 
 ROLE = "tdengine.role"
@@ -148,6 +148,7 @@ def _new_table_name(name: str) -> str:
 
 def _write_new(path: Path, payload: dict) -> bool:
     """Create ``path`` holding ``payload`` unless it exists; True when this call created it."""
+    make_dirs(path.parent)
     return create_text(path, json.dumps(payload))
 
 

@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_stream_provider import model as m
+from airflow_stream_provider.values import FIRST_MICROS, LAST_MICROS, instant
 from airflow_stream_provider.warehouse.catalog import WarehouseError
 from airflow_stream_provider.warehouse.series import (
     SeriesStore,
@@ -38,9 +39,6 @@ if TYPE_CHECKING:
     from airflow_stream_provider.warehouse.warehouse import Result, Warehouse
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-#: the first and the last instant a series can hold (the years 1 to 9999), in microseconds since the epoch
-_FIRST_MICROS = (datetime(1, 1, 1, tzinfo=UTC) - _EPOCH) // timedelta(microseconds=1)
-_LAST_MICROS = (datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC) - _EPOCH) // timedelta(microseconds=1)
 _PLACEHOLDER = re.compile(r"\$\{(\d+)\}")
 
 
@@ -176,7 +174,7 @@ def _at(micros: int | None) -> datetime | None:
     them (``time <= 99999999999999999999``) is the end of those times."""
     if micros is None:
         return None
-    return _EPOCH + timedelta(microseconds=min(max(micros, _FIRST_MICROS), _LAST_MICROS))
+    return instant(min(max(micros, FIRST_MICROS), LAST_MICROS))
 
 
 def _delete_range(where: m.SeriesExpr | None, now: int) -> tuple[int | None, int | None]:

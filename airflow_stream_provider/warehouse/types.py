@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 
 import pyarrow as pa
 
 from airflow_stream_provider.model import DataType, TimePoint, Value
 from airflow_stream_provider.sql.grammar.timestamps import parse_timestamp
+from airflow_stream_provider.values import instant
 
 _INT_RANGES = {
     "TINYINT": (-(2**7), 2**7 - 1),
@@ -108,8 +109,8 @@ def _timestamp(value: Value, ctx: TimeContext) -> datetime:
     if isinstance(value, int):
         unit = 1000 if ctx.precision == "ms" else 1
         try:
-            return _EPOCH + timedelta(microseconds=value * unit)
-        except OverflowError:
+            return instant(value * unit)
+        except ValueError:
             raise BadValue(f"{value} ({ctx.precision} since 1970) is outside the years 1 to 9999") from None
     if isinstance(value, str):
         try:

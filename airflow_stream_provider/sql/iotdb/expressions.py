@@ -16,6 +16,7 @@ from airflow_stream_provider.sql.grammar.cursor import TokenCursor
 from airflow_stream_provider.sql.grammar.lexer import Kind, Token
 from airflow_stream_provider.sql.grammar.timestamps import parse_timestamp
 from airflow_stream_provider.sql.iotdb.lexer import DurationError, IotdbLexer, duration_micros
+from airflow_stream_provider.values import FIRST_MICROS, LAST_MICROS
 
 _COMPARISONS = {"=": "=", "==": "=", "!=": "!=", "<>": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 #: words that end an expression where a path node could otherwise be read
@@ -25,9 +26,6 @@ CLAUSE_WORDS = frozenset({
     "ALIGNED", "LEVEL",
 })
 
-
-#: the epoch numbers (milliseconds, the precision of IoTDB's times here) of the years 1 to 9999
-EPOCH_MS_RANGE = (-62135596800000, 253402300799999)
 
 class Expressions(TokenCursor):
     """The expression and path reader of the IoTDB parser."""
@@ -112,7 +110,7 @@ class Expressions(TokenCursor):
                 raise self.error(f"{what}: an epoch time is a whole number, found {tok.text}", tok, clause)
             self.advance()
             value = -int(tok.text) if negative else int(tok.text)
-            if not EPOCH_MS_RANGE[0] <= value <= EPOCH_MS_RANGE[1]:
+            if not FIRST_MICROS <= value * 1000 <= LAST_MICROS:  # an epoch number is milliseconds
                 raise self.error(f"{what}: {value} milliseconds since 1970 is outside the years 1 to 9999, the "
                                  "times a series can hold", tok, clause)
             return value

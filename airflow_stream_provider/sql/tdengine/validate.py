@@ -14,7 +14,7 @@ from airflow_stream_provider.sql.ast import (
     StreamPlaceholder,
     TriggerTable,
 )
-from airflow_stream_provider.sql.functions import check_functions, position_in, reject_subqueries
+from airflow_stream_provider.sql.functions import check_functions, position_in
 from airflow_stream_provider.sql.grammar.lexer import Token
 
 DAY_MICROS = 86_400_000_000
@@ -176,7 +176,6 @@ def _check_group_refs(c: _Checker, expr: m.SqlExpression, clause: str) -> None:
 
 def _reject_in_tree(c: _Checker, expr: m.SqlExpression, clause: str, placeholders: bool) -> None:
     check_functions(expr.tree, expr.text, expr.position, clause)
-    reject_subqueries(expr.tree, expr.text, expr.position, clause)
     if placeholders:
         for node in expr.tree.find_all(StreamPlaceholder, TriggerTable):
             c.fail(clause, f"{clause} cannot use the placeholder {node.name}")

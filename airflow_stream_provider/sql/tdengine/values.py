@@ -7,7 +7,6 @@ handed, with its absolute position, to the TDengine dialect on sqlglot (:mod:`.d
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime
 
 from sqlglot import exp
 
@@ -19,6 +18,7 @@ from airflow_stream_provider.sql.grammar.cursor import TokenCursor
 from airflow_stream_provider.sql.grammar.lexer import Kind, Token
 from airflow_stream_provider.sql.grammar.timestamps import parse_timestamp
 from airflow_stream_provider.sql.tdengine.dialect import parse_fragment
+from airflow_stream_provider.values import instant
 
 TYPES_WITH_LENGTH = {"BINARY", "VARCHAR", "NCHAR", "VARBINARY"}
 #: TDengine's largest lengths: bytes of BINARY/VARCHAR/VARBINARY, characters of NCHAR (4 bytes each)
@@ -78,8 +78,8 @@ class ValueParser(TokenCursor):
         if tok.kind is Kind.NUMBER and tok.text.isdigit():
             self.advance()
             try:
-                return m.TimePoint(at=datetime.fromtimestamp(int(tok.text) / 1000, tz=UTC))
-            except (ValueError, OverflowError, OSError):
+                return m.TimePoint(at=instant(int(tok.text) * 1000))
+            except ValueError:
                 raise self.error(f"{tok.text} epoch milliseconds is not a time between the years 1 and 9999", tok,
                                  clause) from None
         if tok.upper == "NOW":
