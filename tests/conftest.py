@@ -39,7 +39,9 @@ logging.getLogger("py4j").setLevel(logging.WARNING)
 def spark():
     from airflow_stream_provider.spark.session import local_session
 
-    session = local_session("airflow-stream-tests")
+    # one JVM serves the whole suite, which creates thousands of Delta tables: Delta keeps a log
+    # (and its snapshot) per table it has read, so the driver gets more than Spark's default 1g
+    session = local_session("airflow-stream-tests", extra={"spark.driver.memory": "2g"})
     yield session
     session.stop()
 

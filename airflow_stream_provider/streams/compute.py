@@ -28,7 +28,6 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -158,7 +157,9 @@ class Compute:
     # --- entry point ----------------------------------------------------------------------------
 
     def frame(self, fired: Sequence[Fired], *, batched: bool = True) -> DataFrame:
-        """The results of ``fired``: column ``__idx`` (the trigger) then the query's columns."""
+        """The results of ``fired``: column ``__idx`` (the trigger) then the query's columns.
+
+        It reads temporary views: run it inside the warehouse's :meth:`~Warehouse.scratch`."""
         if not fired:
             raise ValueError("no triggers to compute")
         views: dict[object, str] = {}
@@ -207,6 +208,7 @@ class Compute:
             else:
                 if trigger.version is not None:
                     reader = reader.option("versionAsOf", trigger.version)
+                log.info("%%%%trows of %s at version %s, read by Spark", src.path, trigger.version)
                 df = self._without_skipped(reader.load(src.path), trigger.version)
                 if bounds is not None:
                     df = df.where(F.col(src.ts_column).between(F.lit(bounds[0]), F.lit(bounds[1])))
@@ -218,8 +220,7 @@ class Compute:
             df = df.where(F.expr(src.pre_filter))
         if src.count_columns:
             df = df.where(functools.reduce(lambda a, b: a | b, [F.col(c).isNotNull() for c in src.count_columns]))
-        name = f"_trows_{uuid.uuid4().hex[:12]}"
-        df.createOrReplaceTempView(name)
+        name = self.warehouse.temp_view(df, "_trows_")
         views[key] = name
         return name
 
@@ -272,6 +273,8 @@ class Compute:
         if files.num_rows and (pc.sum(files["num_records"]).as_py() or 0) > FEW_ROWS:
             return None
         rows = dataset.to_table(filter=(pds.field(ts) >= lo) & (pds.field(ts) <= hi))
+        log.info("%%%%trows of %s at version %s in [%s, %s]: %d rows of %d files, read by delta-rs",
+                 src.path, table.version(), bounds[0], bounds[1], rows.num_rows, len(dataset.files))
         schema = T.StructType.fromJson(json.loads(table.schema().to_json()))
         columns = [rows[name] for name in schema.fieldNames()]
         columns = [c.cast(c.type.value_type) if pa.types.is_dictionary(c.type) else c for c in columns]  # partitions
@@ -421,10 +424,7 @@ class Compute:
         for name in names:
             if self._type_of(name) == "timestamp":
                 frame[column_of(name)] = pd.to_datetime(frame[column_of(name)], utc=True).astype("datetime64[us, UTC]")
-        df = self.spark.createDataFrame(frame, schema=schema)
-        view = f"_triggers_{uuid.uuid4().hex[:12]}"
-        df.createOrReplaceTempView(view)
-        return view
+        return self.warehouse.temp_view(self.spark.createDataFrame(frame, schema=schema), "_triggers_")
 
     def _type_of(self, name: str) -> str:
         if name in TIMESTAMPS:

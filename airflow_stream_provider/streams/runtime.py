@@ -184,7 +184,8 @@ class StreamRuntime:
         """The computation's result columns (``__idx`` first), found once with typed sample values."""
         if self._schema is None:
             assert self.compute is not None
-            self._schema = self.compute.frame([self.sample()]).schema
+            with self.warehouse.scratch():
+                self._schema = self.compute.frame([self.sample()]).schema
         return self._schema
 
     def output(self) -> out.OutputPlan | None:

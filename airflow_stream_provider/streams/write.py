@@ -68,6 +68,17 @@ def compute_all(runtime: StreamRuntime, fired: list[Fired], report: RunReport, *
 
 def compute_and_write(runtime: StreamRuntime, fired: list[Fired], report: RunReport, *, batched: bool,
                       on_results: OnResults | None = None) -> None:
+    with runtime.warehouse.scratch():  # the views the computation reads go with it
+        results, fired = _compute(runtime, fired, report, batched=batched)
+    if on_results is not None:
+        on_results(fired, results)
+    write_results(runtime, fired, results, report)
+
+
+def _compute(runtime: StreamRuntime, fired: list[Fired], report: RunReport, *,
+             batched: bool) -> tuple[pa.Table, list[Fired]]:
+    """The result rows of ``fired`` (empty windows filled, FORCE_OUTPUT rows added), and the
+    triggers they belong to."""
     compute = runtime.compute
     assert compute is not None
     legacy = runtime.stmt.legacy
@@ -98,9 +109,7 @@ def compute_and_write(runtime: StreamRuntime, fired: list[Fired], report: RunRep
             forced = constants(compute, missing, schema).toArrow()
             report.forced += forced.num_rows
             results = pa.concat_tables([results, forced.cast(results.schema)])
-    if on_results is not None:
-        on_results(fired, results)
-    write_results(runtime, fired, results, report)
+    return results, fired
 
 
 def fill_windows(runtime: StreamRuntime, empty: list[Fired], schema: T.StructType, fill: m.Fill,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -91,6 +92,8 @@ class Warehouse:
         self.catalog = Catalog(root or config.warehouse())
         self.database = database.lower() if database else None
         self._spark = spark
+        #: the temporary views made by :meth:`temp_view`, dropped when their :meth:`scratch` ends
+        self._temp_views: list[str] = []
 
     # --- entry points ----------------------------------------------------------------------------
 
@@ -464,6 +467,29 @@ class Warehouse:
         view = f"__information_schema_{name}"
         self.spark.createDataFrame(views[name](self)).createOrReplaceTempView(view)
         return view
+
+    def temp_view(self, df: DataFrame, prefix: str) -> str:
+        """Register ``df`` as a temporary view with a new name starting with ``prefix``; the
+        innermost :meth:`scratch` around the call drops it."""
+        name = f"{prefix}{uuid.uuid4().hex[:12]}"
+        df.createOrReplaceTempView(name)
+        self._temp_views.append(name)
+        return name
+
+    @contextlib.contextmanager
+    def scratch(self) -> Iterator[None]:
+        """Drop the temporary views made inside when leaving (after the queries reading them ran).
+
+        A session lives long (the stream node's, for days): each view keeps its plan, and with
+        local data its rows, so views left behind fill the driver's memory run by run."""
+        mark = len(self._temp_views)
+        try:
+            yield
+        finally:
+            made, self._temp_views[mark:] = self._temp_views[mark:], []
+            for name in made:
+                with contextlib.suppress(Exception):  # the session is gone: so are its views
+                    self.spark.catalog.dropTempView(name)
 
     @contextlib.contextmanager
     def local_time(self) -> Iterator[None]:

@@ -15,14 +15,13 @@ others (``_wstart``, group columns, constants) are computed for every window.
 from __future__ import annotations
 
 import functools
-import uuid
 from collections.abc import Callable, Mapping
 from typing import TypeGuard
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from sqlglot import exp
@@ -67,14 +66,14 @@ def frame(warehouse: Warehouse, query: m.SqlExpression | exp.Expr, *, bindings: 
     source = exp.select("*").from_(tree.args["from_"].copy())
     if tree.args.get("where") is not None:
         source.set("where", tree.args["where"].copy())
-    return run(warehouse.spark, tree, source=warehouse.spark.sql(translate(source)), ts_column=ts_column,
+    return run(warehouse, tree, source=warehouse.spark.sql(translate(source)), ts_column=ts_column,
                precision=precision, translate=translate)
 
 
 def table(warehouse: Warehouse, query: m.SqlExpression, *,
           views: Mapping[str, SystemView] | None = None) -> pa.Table:
     """The rows of a TDengine query, with timestamp strings read in ``AIRFLOW_STREAM_TIMEZONE``."""
-    with warehouse.local_time():
+    with warehouse.local_time(), warehouse.scratch():
         return frame(warehouse, query, views=views).toArrow()
 
 
@@ -232,7 +231,7 @@ def _assign_group(plan: TriggerPlan, raw: pd.DataFrame, columns: list[str], unit
     return out[[*columns, "_wstart", "_wend", "_wduration", "_wid", "_empty"]]
 
 
-def run(spark: SparkSession, select: exp.Select, *, source: DataFrame, ts_column: str, precision: str,
+def run(warehouse: Warehouse, select: exp.Select, *, source: DataFrame, ts_column: str, precision: str,
         translate: Callable[[exp.Expr], str]) -> DataFrame:
     """The result of a SELECT with a window clause over ``source`` (its FROM with WHERE applied).
 
@@ -243,8 +242,8 @@ def run(spark: SparkSession, select: exp.Select, *, source: DataFrame, ts_column
             raise _reject(f"{arg.upper()} cannot be combined with a window clause")
     plan, (fill_mode, fill_values) = plan_of(select, columns=source.columns, ts_column=ts_column)
     assigned = assign(source, plan, precision=precision)
-    view = f"_window_rows_{uuid.uuid4().hex[:12]}"
-    assigned.createOrReplaceTempView(view)
+    spark = warehouse.spark
+    view = warehouse.temp_view(assigned, "_window_rows_")
     keys = [exp.column(k, quoted=True) for k in plan.keys]
     window_cols = [exp.column(c) for c in ("_wid", "_wstart", "_wend", "_wduration")]
     # result columns are named as TDengine names them: the item's alias, or its text (``count(*)``)
@@ -258,7 +257,7 @@ def run(spark: SparkSession, select: exp.Select, *, source: DataFrame, ts_column
         if order is None:
             query = query.order_by(*keys, exp.column("_wstart"))
         return spark.sql(translate(_finish(query, order, limit)))
-    return _filled(spark, view, items, keys, window_cols, fill_mode, fill_values, order, limit, translate)
+    return _filled(warehouse, view, items, keys, window_cols, fill_mode, fill_values, order, limit, translate)
 
 
 def _finish(query: exp.Select, order: exp.Expr | None, limit: exp.Expr | None) -> exp.Select:
@@ -273,13 +272,14 @@ def _is_aggregate(node: exp.Expr) -> bool:
     return any(isinstance(n, exp.Anonymous) and n.name.lower() in AGGREGATES for n in node.walk())
 
 
-def _filled(spark: SparkSession, view: str, items: list[exp.Expr], keys: list[exp.Column],
+def _filled(warehouse: Warehouse, view: str, items: list[exp.Expr], keys: list[exp.Column],
             window_cols: list[exp.Column], mode: str, values: tuple, order, limit,
             translate: Callable[[exp.Expr], str]) -> DataFrame:
     aggregated = [i for i, e in enumerate(items) if _is_aggregate(e)]
     if mode.startswith("VALUE") and len(values) != len(aggregated):
         raise _reject(f"FILL({mode}) needs {len(aggregated)} value(s), one per select item with an aggregate; "
                       f"got {len(values)}", "FILL")
+    spark = warehouse.spark
     key_names = [k.name for k in keys]
     # the windows, every one of them, and the aggregates of those with rows
     windows = spark.sql(translate(exp.select(*keys, *window_cols).from_(view).distinct()))
@@ -313,8 +313,7 @@ def _filled(spark: SparkSession, view: str, items: list[exp.Expr], keys: list[ex
                 line = prev_v + (next_v - prev_v) * (t - prev_t) / (next_t - prev_t)
                 filled = F.when(have, col).otherwise(line)
         joined = joined.withColumn(f"_a{i}", filled)
-    filled_view = f"{view}_filled"
-    joined.createOrReplaceTempView(filled_view)
+    filled_view = warehouse.temp_view(joined, f"{view}_filled_")
     final_items = [exp.alias_(exp.column(f"_a{i}"), e.alias, quoted=True) if i in aggregated else e
                    for i, e in enumerate(items)]
     query = exp.select(*final_items).from_(filled_view)

@@ -164,8 +164,11 @@ def compute_rows(runtime: StreamRuntime, after: DataFrame, report: RunReport) ->
     hidden = [exp.alias_(exp.column(k, quoted=True), f"__g{i}", quoted=True) for i, k in enumerate(keys)]
     tree.set("expressions", [*tree.expressions, *hidden])
     translate, _, _ = runtime.warehouse.translator(tree, also=(runtime.info,) if runtime.info else ())
-    with runtime.warehouse.local_time():
-        results = spark.sql(translate(tree)).toArrow()
+    try:
+        with runtime.warehouse.local_time():
+            results = spark.sql(translate(tree)).toArrow()
+    finally:
+        spark.catalog.dropTempView(view)  # the batch's session outlives the batch
     if results.num_rows == 0:
         return
     width = results.num_columns - len(keys)
