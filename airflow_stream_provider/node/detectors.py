@@ -33,7 +33,7 @@ from airflow_stream_provider.streams.fire import rows
 from airflow_stream_provider.streams.fire.windows import detector_options, trigger_plan
 from airflow_stream_provider.streams.run import commit_progress
 from airflow_stream_provider.streams.run import run as run_stream
-from airflow_stream_provider.streams.runtime import StreamRuntime, StreamStopped, in_database
+from airflow_stream_provider.streams.runtime import StreamRuntime, StreamStopped
 from airflow_stream_provider.streams.store import StoredStream, StreamStore
 from airflow_stream_provider.values import lock_file, make_dirs, write_json
 from airflow_stream_provider.warehouse import Warehouse
@@ -77,13 +77,6 @@ class DetectorHost:
         self.log = log
         self.hosted: dict[str, Hosted] = {}
         self.failed_at: dict[str, float] = {}
-        self._warehouse: Warehouse | None = None
-
-    @property
-    def warehouse(self) -> Warehouse:
-        if self._warehouse is None:
-            self._warehouse = Warehouse(spark=self.session)
-        return self._warehouse
 
     def wanted(self) -> dict[str, StoredStream]:
         """The window streams that exist and are not stopped."""
@@ -119,11 +112,12 @@ class DetectorHost:
         fd = _take_lock(stored)
         if fd is None:
             return  # a task is detecting right now; try on the next round
+        # a warehouse of the stream's own, on the node's session: the streams' batches run at once,
+        # each on its query's thread, and a warehouse holds a current database and temporary views
+        warehouse = Warehouse(spark=self.session, database=stored.db)
         try:
             state = self.store.load_state(stored.db, stored.name)
-            with in_database(self.warehouse, stored.db):
-                runtime = StreamRuntime(self.warehouse, stored.statement, stored.db,
-                                               state.get("skip_versions", ()))
+            runtime = StreamRuntime(warehouse, stored.statement, stored.db, state.get("skip_versions", ()))
             options = detector_options(stored, state)
             # streams computed in place (LOW_LATENCY_CALC, legacy AT_ONCE and MAX_DELAY, rows): batches
             # start every quarter second rather than every second, and what they fire is computed there
@@ -133,10 +127,9 @@ class DetectorHost:
                 query = rows.start(runtime, stored, options, available_now=False, interval=interval,
                                    after_batch=self._consumed(stored))
             else:
-                with in_database(self.warehouse, stored.db):
-                    plan = trigger_plan(runtime)
+                plan = trigger_plan(runtime)
                 query = detector.start(self.session, plan, options, interval=interval,
-                                       after_batch=self._low_latency(stored) if fast else None)
+                                       after_batch=self._low_latency(stored, warehouse) if fast else None)
         except Exception as err:
             os.close(fd)
             self.failed_at[key] = time.monotonic()
@@ -150,7 +143,7 @@ class DetectorHost:
         self.log(f"stream {key}: live detector started ({query.id})")
         self._progress(self.hosted[key])
 
-    def _low_latency(self, stored: StoredStream) -> Callable[[int, bool], None]:
+    def _low_latency(self, stored: StoredStream, warehouse: Warehouse) -> Callable[[int, bool], None]:
         """LOW_LATENCY_CALC: compute, write, notify and commit each batch's windows right in the
         detector's batch, instead of waiting for the DAG's next run."""
         def after(batch_id: int, had_events: bool) -> None:
@@ -158,7 +151,7 @@ class DetectorHost:
                 commit_progress(stored.db, stored.name, {"consumed_batch": batch_id}, store=self.store)
                 return
             try:
-                report = run_stream(self.warehouse, stored.db, stored.name, store=self.store, upto_batch=batch_id,
+                report = run_stream(warehouse, stored.db, stored.name, store=self.store, upto_batch=batch_id,
                                     detect=False)
             except StreamStopped:
                 return  # STOP STREAM came first; the next reconciliation stops this query

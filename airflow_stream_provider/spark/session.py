@@ -60,6 +60,9 @@ def spark_conf(home: Path | None = None) -> dict[str, str]:
         # tasks than cores only queue (a checkpoint keeps the number it started with)
         "spark.sql.shuffle.partitions": "2",
         "spark.sql.session.timeZone": "UTC",
+        # the files Spark rewrites (DELETE) hold timestamps as the kernel writes them, UTC
+        # microseconds, not Spark's legacy INT96, which other Parquet readers see as naive nanoseconds
+        "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
         "spark.sql.warehouse.dir": str(scratch / "spark-warehouse"),
         "spark.sql.catalogImplementation": "in-memory",
         "spark.local.dir": str(scratch / "local"),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -92,8 +93,9 @@ class Warehouse:
         self.catalog = Catalog(root or config.warehouse())
         self.database = database.lower() if database else None
         self._spark = spark
-        #: the temporary views made by :meth:`temp_view`, dropped when their :meth:`scratch` ends
-        self._temp_views: list[str] = []
+        #: per thread (the node's streams compute on their queries' threads), the temporary views
+        #: made by :meth:`temp_view`, dropped when their :meth:`scratch` ends
+        self._local = threading.local()
 
     # --- entry points ----------------------------------------------------------------------------
 
@@ -473,8 +475,14 @@ class Warehouse:
         innermost :meth:`scratch` around the call drops it."""
         name = f"{prefix}{uuid.uuid4().hex[:12]}"
         df.createOrReplaceTempView(name)
-        self._temp_views.append(name)
+        self._temp_views().append(name)
         return name
+
+    def _temp_views(self) -> list[str]:
+        views: list[str] | None = getattr(self._local, "views", None)
+        if views is None:
+            views = self._local.views = []
+        return views
 
     @contextlib.contextmanager
     def scratch(self) -> Iterator[None]:
@@ -482,11 +490,12 @@ class Warehouse:
 
         A session lives long (the stream node's, for days): each view keeps its plan, and with
         local data its rows, so views left behind fill the driver's memory run by run."""
-        mark = len(self._temp_views)
+        views = self._temp_views()
+        mark = len(views)
         try:
             yield
         finally:
-            made, self._temp_views[mark:] = self._temp_views[mark:], []
+            made, views[mark:] = views[mark:], []
             for name in made:
                 with contextlib.suppress(Exception):  # the session is gone: so are its views
                     self.spark.catalog.dropTempView(name)

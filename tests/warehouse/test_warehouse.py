@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 
@@ -95,6 +96,18 @@ def test_delete_removes_rows_and_the_change_feed_records_every_write(wh, spark):
     )
     assert {r["_change_type"]: r["count"] for r in changes} == {
         "insert": 2, "update_preimage": 1, "update_postimage": 1, "delete": 1}
+
+
+def test_files_rewritten_by_spark_keep_standard_timestamps(wh):
+    """Spark writes INT96 timestamps unless told otherwise: a file a DELETE rewrites must hold the same
+    UTC microsecond timestamps as the files the kernel writes, for every Parquet reader."""
+    list(statements.run(wh, "INSERT INTO d1001 VALUES ('2018-10-03 14:38:05', 10.3, 219, 0.31) "
+                            "('2018-10-03 14:38:15', 12.6, 218, 0.33)"))
+    list(statements.run(wh, "DELETE FROM d1001 WHERE ts < '2018-10-03 14:38:10'"))
+    table = DeltaTable(str(wh.catalog.root / "power" / "meters"))
+    kinds = {str(pq.read_schema(uri).field("ts").type) for uri in table.file_uris()}
+    assert kinds == {"timestamp[us, tz=UTC]"}
+    assert rows(wh, "SELECT ts, voltage FROM meters") == [(t("2018-10-03 14:38:15"), 218)]
 
 
 def test_change_data_feed_is_on_for_every_table(wh):
