@@ -14,7 +14,9 @@ from airflow_stream_provider.spark import endpoint
 from airflow_stream_provider.values import make_dirs
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    import pyarrow as pa
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
 
 LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
@@ -96,6 +98,17 @@ def local_session(
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session
+
+
+def arrow_frame(session: SparkSession, table: pa.Table, schema: StructType | None = None) -> DataFrame:
+    """``session.createDataFrame(table)``, every row of it.
+
+    Spark reads the Arrow batches it is given up to the first one without rows, and silently drops
+    the batches after it. Such batches are common: a filtered dataset scan yields one per file whose
+    rows all fail the filter, and ``DataFrame.toArrow()`` one per empty partition. So the table goes
+    over as one batch."""
+    table = table.combine_chunks()
+    return session.createDataFrame(table) if schema is None else session.createDataFrame(table, schema=schema)
 
 
 def setting(session: SparkSession, key: str) -> str:

@@ -42,6 +42,7 @@ from pyspark.sql import types as T
 from sqlglot import exp
 
 from airflow_stream_provider.exceptions import StreamDefinitionError
+from airflow_stream_provider.spark.session import arrow_frame
 from airflow_stream_provider.sql.ast import PseudoColumn, StreamPlaceholder, TriggerTable, WindowClause
 from airflow_stream_provider.sql.functions import AGGREGATES
 from airflow_stream_provider.sql.spark import Binding
@@ -278,7 +279,7 @@ class Compute:
         schema = T.StructType.fromJson(json.loads(table.schema().to_json()))
         columns = [rows[name] for name in schema.fieldNames()]
         columns = [c.cast(c.type.value_type) if pa.types.is_dictionary(c.type) else c for c in columns]  # partitions
-        return self.spark.createDataFrame(pa.table(columns, names=schema.fieldNames()), schema=schema)
+        return arrow_frame(self.spark, pa.table(columns, names=schema.fieldNames()), schema)
 
     def _adjusted(self, df: DataFrame, adjust: dict) -> DataFrame:
         """The rows ``df`` as a window counts them: without the rows of the ``drop`` keys, with the

@@ -28,6 +28,7 @@ from airflow_stream_provider.notify.message import (
     window_fields,
 )
 from airflow_stream_provider.notify.outbox import Outbox
+from airflow_stream_provider.spark.session import arrow_frame
 from airflow_stream_provider.sql import to_spark
 from airflow_stream_provider.streams.compute import Fired
 from airflow_stream_provider.streams.runtime import StreamRuntime
@@ -89,7 +90,7 @@ class RunNotifications:
         spark = self.runtime.warehouse.spark
         table = results.append_column("__row", pa.array(range(results.num_rows), pa.int64()))
         condition = to_spark(self.notify.where.tree.copy(), precision=self.precision)
-        rows = spark.createDataFrame(table).select("__row", F.expr(condition).alias("__ok")).collect()
+        rows = arrow_frame(spark, table).select("__row", F.expr(condition).alias("__ok")).collect()
         ok = {r[0]: bool(r[1]) for r in rows}
         return [ok.get(r, False) for r in range(results.num_rows)]
 

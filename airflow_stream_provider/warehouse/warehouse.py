@@ -26,7 +26,7 @@ from sqlglot import exp
 from airflow_stream_provider import config
 from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import did_you_mean
-from airflow_stream_provider.spark.session import setting, spark_session
+from airflow_stream_provider.spark.session import arrow_frame, setting, spark_session
 from airflow_stream_provider.sql import to_spark
 from airflow_stream_provider.warehouse import iotdb, listeners, writer
 from airflow_stream_provider.warehouse.catalog import (
@@ -467,7 +467,7 @@ class Warehouse:
             offered = ", ".join(sorted(views)) or "none here"
             raise WarehouseError(f"information_schema.{name} does not exist; the system tables are {offered}")
         view = f"__information_schema_{name}"
-        self.spark.createDataFrame(views[name](self)).createOrReplaceTempView(view)
+        arrow_frame(self.spark, views[name](self)).createOrReplaceTempView(view)
         return view
 
     def temp_view(self, df: DataFrame, prefix: str) -> str:
