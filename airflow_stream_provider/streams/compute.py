@@ -209,7 +209,7 @@ class Compute:
             else:
                 if trigger.version is not None:
                     reader = reader.option("versionAsOf", trigger.version)
-                log.info("%%%%trows of %s at version %s, read by Spark", src.path, trigger.version)
+                log.debug("%%%%trows of %s at version %s, read by Spark", src.path, trigger.version)
                 df = self._without_skipped(reader.load(src.path), trigger.version)
                 if bounds is not None:
                     df = df.where(F.col(src.ts_column).between(F.lit(bounds[0]), F.lit(bounds[1])))
@@ -274,7 +274,7 @@ class Compute:
         if files.num_rows and (pc.sum(files["num_records"]).as_py() or 0) > FEW_ROWS:
             return None
         rows = dataset.to_table(filter=(pds.field(ts) >= lo) & (pds.field(ts) <= hi))
-        log.info("%%%%trows of %s at version %s in [%s, %s]: %d rows of %d files, read by delta-rs",
+        log.debug("%%%%trows of %s at version %s in [%s, %s]: %d rows of %d files, read by delta-rs",
                  src.path, table.version(), bounds[0], bounds[1], rows.num_rows, len(dataset.files))
         schema = T.StructType.fromJson(json.loads(table.schema().to_json()))
         columns = [rows[name] for name in schema.fieldNames()]
