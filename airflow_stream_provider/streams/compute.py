@@ -275,7 +275,7 @@ class Compute:
             return None
         rows = dataset.to_table(filter=(pds.field(ts) >= lo) & (pds.field(ts) <= hi))
         log.debug("%%%%trows of %s at version %s in [%s, %s]: %d rows of %d files, read by delta-rs",
-                 src.path, table.version(), bounds[0], bounds[1], rows.num_rows, len(dataset.files))
+                  src.path, table.version(), bounds[0], bounds[1], rows.num_rows, len(dataset.files))
         schema = T.StructType.fromJson(json.loads(table.schema().to_json()))
         columns = [rows[name] for name in schema.fieldNames()]
         columns = [c.cast(c.type.value_type) if pa.types.is_dictionary(c.type) else c for c in columns]  # partitions

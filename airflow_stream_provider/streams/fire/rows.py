@@ -11,6 +11,7 @@ are by key, so a batch replayed after a crash writes the same rows once.
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Callable
 
@@ -168,7 +169,8 @@ def compute_rows(runtime: StreamRuntime, after: DataFrame, report: RunReport) ->
         with runtime.warehouse.local_time():
             results = spark.sql(translate(tree)).toArrow()
     finally:
-        spark.catalog.dropTempView(view)  # the batch's session outlives the batch
+        with contextlib.suppress(Exception):  # the batch's session outlives the batch, unless it failed
+            spark.catalog.dropTempView(view)
     if results.num_rows == 0:
         return
     width = results.num_columns - len(keys)
