@@ -10,7 +10,7 @@ compression | tags | attributes | deadband | deadband parameters``, ``SHOW DEVIC
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -38,7 +38,6 @@ from airflow_stream_provider.warehouse.series_query import (
 if TYPE_CHECKING:
     from airflow_stream_provider.warehouse.warehouse import Result, Warehouse
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _PLACEHOLDER = re.compile(r"\$\{(\d+)\}")
 
 
@@ -155,7 +154,7 @@ def _row_time(value: int | m.TimePoint | None, now: datetime) -> datetime:
         return now
     if isinstance(value, m.TimePoint):
         return value.resolve(now)
-    return _EPOCH + timedelta(milliseconds=value)  # PRECISION: an epoch number is milliseconds
+    return instant(value * 1000)  # PRECISION: an epoch number is milliseconds
 
 
 def delete(warehouse: Warehouse, stmt: m.DeletePoints) -> Result:

@@ -37,7 +37,6 @@ _ARROW_INTS = {
 }
 _STRINGS = {"BINARY", "VARCHAR", "NCHAR"}
 _TYPE_TEXT = re.compile(r"^([A-Z ]+?)(?:\((\d+)(?:,\s*(\d+))?\))?$")
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 class BadValue(ValueError):

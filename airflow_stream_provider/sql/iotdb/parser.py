@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
 
 from airflow_stream_provider import model as m
 from airflow_stream_provider.sql.grammar.lexer import Kind, Token
 from airflow_stream_provider.sql.iotdb.expressions import Expressions
 from airflow_stream_provider.sql.iotdb.lexer import to_duration
 from airflow_stream_provider.sql.iotdb.validate import check_query, lower_cq
+from airflow_stream_provider.values import instant
 
 ENCODINGS = frozenset({"PLAIN", "RLE", "TS_2DIFF", "GORILLA", "DICTIONARY", "ZIGZAG", "CHIMP", "SPRINTZ",
                        "RLBE", "FREQ", "DIFF", "BITMAP", "REGULAR", "GORILLA_V1"})
@@ -581,7 +581,7 @@ def _point(value: m.TimePoint | int | None) -> m.TimePoint | None:
     """A GROUP BY bound: epoch numbers are milliseconds here (IoTDB's default precision)."""
     if value is None or isinstance(value, m.TimePoint):
         return value
-    return m.TimePoint(at=datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=value))
+    return m.TimePoint(at=instant(value * 1000))
 
 
 def _check_time_only(p: Parser, where: m.SeriesExpr, tok) -> None:
