@@ -217,7 +217,7 @@ def cmd_load(args: argparse.Namespace) -> int:
 def cmd_node(args: argparse.Namespace) -> int:
     if args.action == "start":
         try:
-            info = node.start(port=args.port, memory=args.memory)
+            info = node.start(port=args.port, memory=args.memory, master=args.master)
         except node.NodeError as err:
             print(f"error: {err}", file=sys.stderr)
             return 1
@@ -337,6 +337,8 @@ def build_parser() -> argparse.ArgumentParser:
     node.add_argument("action", choices=("start", "stop", "status"))
     node.add_argument("--port", type=int, help="Spark Connect port on 127.0.0.1 (default 15002)")
     node.add_argument("--memory", help="driver memory of the node, such as 4g")
+    node.add_argument("--master", help="the Spark master the node drives: local[2] (default), or a standalone "
+                      "cluster's spark://host:port (also AIRFLOW_STREAM_NODE_MASTER, [node] master)")
     node.add_argument("--json", action="store_true", help="status as JSON")
     node.set_defaults(func=cmd_node)
 

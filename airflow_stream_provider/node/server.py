@@ -17,6 +17,7 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import secrets
 import signal
 import socket
@@ -28,6 +29,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
 
+from airflow_stream_provider import config
 from airflow_stream_provider.hooks import bind
 from airflow_stream_provider.spark.endpoint import (
     HOST,
@@ -44,7 +46,7 @@ from airflow_stream_provider.spark.endpoint import (
     running,
     serving_token,
 )
-from airflow_stream_provider.spark.session import child_environ, local_session
+from airflow_stream_provider.spark.session import LOG4J_CONFIG, child_environ, local_session
 from airflow_stream_provider.values import append_file, lock_file, make_dirs, write_json
 
 if TYPE_CHECKING:
@@ -52,6 +54,57 @@ if TYPE_CHECKING:
 
 #: seconds between two status reports of the node
 STATUS_EVERY_S = 2.0
+LOCAL_MASTER = "local[2]"
+#: how long the node waits for a cluster's workers to give it executors
+EXECUTORS_TIMEOUT_S = 120.0
+
+
+def default_master() -> str:
+    """``AIRFLOW_STREAM_NODE_MASTER``, else ``[node] master`` of ``airflow-stream.toml``, else local[2]."""
+    value = os.environ.get("AIRFLOW_STREAM_NODE_MASTER") or config.settings().get("node", {}).get("master")
+    return str(value) if value else LOCAL_MASTER
+
+
+def checked_master(master: str) -> str:
+    if re.fullmatch(r"local(\[(\d+|\*)\])?|spark://[^/\s:]+:\d+", master) is None:
+        raise NodeError(f"master {master!r}: the node runs on local[N] or on a standalone cluster's "
+                        "spark://host:port (start one for trying with dev/cluster start)")
+    return master
+
+
+def cluster_conf() -> dict[str, str]:
+    """Settings of a node that drives a standalone cluster: the executors run this Python (the
+    detectors' functions are pickled by reference to this package) and log like the node."""
+    return {
+        "spark.executorEnv.PYSPARK_PYTHON": sys.executable,
+        "spark.executor.extraJavaOptions": f"-Dlog4j2.configurationFile={LOG4J_CONFIG}",
+        # a lost executor's tasks are retried on the others, and a stage survives a lost worker
+        "spark.task.maxFailures": "8",
+    }
+
+
+def follow_cluster_cores(session: SparkSession, timeout: float = EXECUTORS_TIMEOUT_S) -> int:
+    """Wait until the cluster's executors have registered, then make the shuffle partitions (and
+    with them the state store partitions of a new detector) one per executor core, for the node's
+    session and for every Spark Connect session opened after it. Returns the core count.
+
+    A detector's checkpoint keeps the count it started with, so a stream created on ``local[2]``
+    goes on with two partitions on the cluster."""
+    context = session.sparkContext
+    deadline = time.monotonic() + timeout
+    seen, stable_since = 0, time.monotonic()
+    while time.monotonic() < deadline:
+        executors = len(context._jsc.sc().statusTracker().getExecutorInfos()) - 1  # less the driver
+        if executors != seen:
+            seen, stable_since = executors, time.monotonic()
+        elif executors > 0 and time.monotonic() - stable_since >= 3.0:
+            cores = int(context.defaultParallelism)
+            for conf in (session.conf, context._jsc.sc().conf()):
+                conf.set("spark.sql.shuffle.partitions", str(cores))
+            return cores
+        time.sleep(0.5)
+    raise NodeError(f"no executors registered with the node within {timeout:.0f} s: is a worker of "
+                    f"{context.master} alive, with free cores and memory?")
 
 
 def _port_free(port: int) -> bool:
@@ -74,13 +127,18 @@ class NodeError(RuntimeError):
     """The node could not be started or stopped; the message says why and where the log is."""
 
 
-def start(port: int | None = None, timeout: float = 180.0, memory: str | None = None) -> NodeInfo:
-    """Start the node and wait until Spark Connect accepts connections; return it when already running."""
+def start(port: int | None = None, timeout: float = 180.0, memory: str | None = None,
+          master: str | None = None) -> NodeInfo:
+    """Start the node and wait until Spark Connect accepts connections; return it when already running.
+
+    :param master: the Spark master the node is the driver of: ``local[2]`` by default
+        (``AIRFLOW_STREAM_NODE_MASTER``, ``[node] master``), or a standalone cluster's ``spark://host:port``.
+    """
     with control():
-        return _start(port, timeout, memory)
+        return _start(port, timeout, memory, checked_master(master or default_master()))
 
 
-def _start(port: int | None, timeout: float, memory: str | None) -> NodeInfo:
+def _start(port: int | None, timeout: float, memory: str | None, master: str) -> NodeInfo:
     current = running()
     if current is not None:
         return current
@@ -97,6 +155,7 @@ def _start(port: int | None, timeout: float, memory: str | None) -> NodeInfo:
     command = [sys.executable, "-m", NODE_MODULE, "--port", str(port), "--instance", instance]
     if memory:
         command += ["--memory", memory]
+    command += ["--master", master]
     with os.fdopen(append_file(log_path), "ab") as log:
         log.write(f"--- starting {' '.join(command)} at {datetime.now(UTC).isoformat()}\n".encode())
         log.flush()
@@ -225,7 +284,7 @@ def _hold_lock(wait_s: float = 10.0) -> int:
             time.sleep(0.05)
 
 
-def serve(port: int, instance: str, memory: str | None = None) -> int:
+def serve(port: int, instance: str, memory: str | None = None, master: str = LOCAL_MASTER) -> int:
     try:
         _hold_lock()  # its descriptor stays open until the process ends; the kernel releases it even on SIGKILL
     except NodeError as err:
@@ -243,7 +302,17 @@ def serve(port: int, instance: str, memory: str | None = None) -> int:
     }
     if memory:
         os.environ["PYSPARK_SUBMIT_ARGS"] = f"--driver-memory {memory} pyspark-shell"
-    session = local_session("airflow-stream-node", extra=extra)
+    if master.startswith("spark://"):
+        extra |= cluster_conf()
+    session = local_session("airflow-stream-node", master=master, extra=extra)
+    if master.startswith("spark://"):
+        try:
+            cores = follow_cluster_cores(session)
+        except NodeError as err:
+            print(f"error: {err}", file=sys.stderr, flush=True)
+            session.stop()
+            return 1
+        print(f"driver of {master}: {cores} executor cores, {cores} shuffle partitions", flush=True)
     stopping = False
 
     def request_stop(signum: int, frame: FrameType | None) -> None:
@@ -258,6 +327,13 @@ def serve(port: int, instance: str, memory: str | None = None) -> int:
 
     triggers = StatefulHost(log=lambda message: print(message, flush=True))
     triggers.start()  # before node.json: a started node serves its stateful triggers
+
+    def report(queries: list[dict]) -> None:
+        write_json(node_dir / "status.json", {"reported": datetime.now(UTC).isoformat(),
+                                              "spark_version": session.version, "master": master,
+                                              "queries": queries})
+
+    report([])  # before node.json too: a started node has a status
     write_json(node_dir / "node.json", {"pid": os.getpid(), "port": port, "started": started.isoformat(),
                                         "instance": instance, "home": home_key()})
     print(f"stream node serving Spark Connect on sc://{HOST}:{port}", flush=True)
@@ -267,11 +343,7 @@ def serve(port: int, instance: str, memory: str | None = None) -> int:
     try:
         while not stopping:
             host.reconcile()
-            write_json(node_dir / "status.json", {
-                "reported": datetime.now(UTC).isoformat(),
-                "spark_version": session.version,
-                "queries": _queries(session),
-            })
+            report(_queries(session))
             deadline = time.monotonic() + STATUS_EVERY_S
             while not stopping and time.monotonic() < deadline:
                 time.sleep(0.1)
@@ -292,8 +364,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--instance", default=secrets.token_hex(8),
                         help="the random id node.json records, which tells this process from any other")
     parser.add_argument("--memory", help="driver memory, such as 2g")
+    parser.add_argument("--master", default=LOCAL_MASTER, help="local[2], or a standalone cluster's spark://host:port")
     args = parser.parse_args(argv)
-    return serve(args.port, args.instance, args.memory)
+    return serve(args.port, args.instance, args.memory, args.master)
 
 
 if __name__ == "__main__":

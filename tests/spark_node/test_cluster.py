@@ -1,0 +1,123 @@
+"""The stream node as the driver of a Spark standalone cluster: a master and two workers, each its own
+JVM started from the installed pyspark (``dev/cluster``), the node started with ``--master``."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from airflow_stream_provider import statements
+from airflow_stream_provider.node import server as node
+from airflow_stream_provider.spark import standalone
+from airflow_stream_provider.streams.store import StreamStore
+from airflow_stream_provider.warehouse import Warehouse
+from tests.spark_node.test_node import cli, free_port
+
+pytestmark = pytest.mark.spark
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    # two workers of two cores: the cluster has four cores where local[2] has two
+    started = standalone.start(tmp_path_factory.mktemp("cluster"), workers=2, cores=2, memory="1g")
+    try:
+        yield started
+    finally:
+        started.stop()
+
+
+def state_partitions(checkpoint: Path) -> list[str]:
+    """The state store partitions of the detector's stateful operator 0."""
+    return sorted(p.name for p in (checkpoint / "state" / "0").iterdir() if p.name.isdigit())
+
+
+def wait_for(check, what: str, log: Path, timeout: float = 150) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}; node log:\n{log.read_text()[-4000:]}")
+
+
+def test_dev_cluster_script_starts_reports_and_stops_by_pid(tmp_path):
+    folder = tmp_path / "c"
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([str(ROOT / "dev" / "cluster"), *args, "--dir", str(folder), "--workers", "1"],
+                              capture_output=True, text=True, timeout=180)
+
+    started = run("start")
+    assert started.returncode == 0, started.stdout + started.stderr
+    recorded = standalone.Cluster.load(folder)
+    assert recorded is not None and [p.role for p in recorded.processes] == ["master", "worker-1"]
+    assert recorded.master_url in started.stdout
+    assert "1 workers alive" in run("status").stdout
+    assert run("stop").returncode == 0
+    for process in recorded.processes:
+        assert not Path(f"/proc/{process.pid}").exists() or not standalone._is_ours(process)
+    assert run("status").returncode == 3
+
+
+def test_node_refuses_an_unknown_master(tmp_path):
+    result = cli(tmp_path, "node", "start", "--master", "yarn")
+    assert result.returncode == 1
+    assert "master 'yarn'" in result.stderr and "spark://host:port" in result.stderr
+
+
+def test_a_stream_started_on_local_goes_on_on_the_cluster(cluster, tmp_path, spark, monkeypatch):
+    """A LOW_LATENCY_CALC stream's detector starts on the local node with two state partitions; the
+    node is restarted as the cluster's driver, where new detectors get one partition per cluster core
+    (four) and the old one keeps its two. Both compute every window once."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("AIRFLOW_STREAM_HOME", str(home))
+    port = free_port()
+    log = home / "node" / "node.log"
+    wh = Warehouse(home / "warehouse", spark=spark)
+    store = StreamStore()
+
+    def totals(table: str) -> list[tuple]:
+        result = list(statements.run(wh, f"SELECT ts, total FROM {table} ORDER BY ts"))[-1].table
+        return [(str(r["ts"])[:19], r["total"]) for r in result.to_pylist()]
+
+    assert cli(home, "node", "start", "--port", str(port)).returncode == 0
+    try:
+        list(statements.run(wh, """CREATE DATABASE mv; USE mv; CREATE TABLE m (ts TIMESTAMP, v DOUBLE);
+            CREATE STREAM s1 INTERVAL(1m) SLIDING(1m) FROM m STREAM_OPTIONS(LOW_LATENCY_CALC) INTO s1_out
+              AS SELECT _twstart ts, sum(v) total FROM %%trows"""))
+        list(statements.run(wh, "INSERT INTO m VALUES ('2025-01-01 00:00:10', 1) ('2025-01-01 00:00:50', 3)"))
+        list(statements.run(wh, "INSERT INTO m VALUES ('2025-01-01 00:01:30', 8)"))  # closes [00:00, 00:01)
+        wait_for(lambda: totals("s1_out") == [("2025-01-01 00:00:00", 4.0)], "the first window on local[2]", log)
+        s1 = store.get("mv", "s1").checkpoint
+        assert state_partitions(s1) == ["0", "1"]
+    finally:
+        assert cli(home, "node", "stop", timeout=120).returncode == 0
+
+    started = cli(home, "node", "start", "--port", str(port), "--master", cluster.master_url, timeout=300)
+    assert started.returncode == 0, started.stdout + started.stderr
+    try:
+        report = node.status()
+        assert report is not None and report["master"] == cluster.master_url
+        assert f"driver of {cluster.master_url}: 4 executor cores, 4 shuffle partitions" in log.read_text()
+        list(statements.run(wh, """CREATE STREAM s2 INTERVAL(1m) SLIDING(1m) FROM m
+            STREAM_OPTIONS(LOW_LATENCY_CALC) INTO s2_out AS SELECT _twstart ts, sum(v) total FROM %%trows"""))
+        list(statements.run(wh, "INSERT INTO m VALUES ('2025-01-01 00:02:01', 2)"))  # closes [00:01, 00:02)
+        list(statements.run(wh, "INSERT INTO m VALUES ('2025-01-01 00:03:05', 5)"))  # closes [00:02, 00:03)
+        # by hand: [00:00, 00:01) holds 1 + 3, [00:01, 00:02) 8, [00:02, 00:03) 2; s2, created without
+        # FILL_HISTORY, sees only the rows written after it
+        wait_for(lambda: totals("s1_out") == [("2025-01-01 00:00:00", 4.0), ("2025-01-01 00:01:00", 8.0),
+                                              ("2025-01-01 00:02:00", 2.0)]
+                 and totals("s2_out") == [("2025-01-01 00:02:00", 2.0)], "both streams on the cluster", log)
+        assert state_partitions(s1) == ["0", "1"]  # the checkpoint keeps its count
+        assert state_partitions(store.get("mv", "s2").checkpoint) == ["0", "1", "2", "3"]
+        # the work ran on the workers: each has the node's application with an executor's log
+        for worker in cluster.workers():
+            work = Path(worker.log).with_name(worker.role)
+            assert any(work.glob("app-*/*/stderr")), f"no executor ran on {worker.role}"
+    finally:
+        assert cli(home, "node", "stop", timeout=120).returncode == 0
