@@ -47,16 +47,30 @@ def wait_for(check: Callable[[], Any], timeout: float, what: str, every: float =
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
+def worker_hostname() -> str:
+    """The host name a task instance records: ``AIRFLOW_STREAM_WORKER_NAME`` when set (each Celery
+    worker of a :class:`LocalAirflow` has its own, so a task's record tells which worker ran it),
+    else the machine's fully qualified name, as Airflow's default does."""
+    return os.environ.get("AIRFLOW_STREAM_WORKER_NAME") or socket.getfqdn()
+
+
 class LocalAirflow:
     """Airflow for ``stream_home``: its components as four processes, or with ``standalone`` as
-    ``airflow standalone`` (one process that starts them all), on ``port`` (a free one by default)."""
+    ``airflow standalone`` (one process that starts them all), on ``port`` (a free one by default).
+
+    By default the metadata database is SQLite and the executor LocalExecutor. With ``database``
+    (a SQLAlchemy URL, PostgreSQL say) and ``celery`` (a broker URL, Redis say), it is the scaled-out
+    Airflow: the CeleryExecutor, and ``workers`` Celery workers as processes of their own
+    (``celery-worker-1``, ...), which run every task."""
 
     def __init__(self, home: Path, stream_home: Path, *, parallelism: int = 4, standalone: bool = False,
-                 port: int | None = None, users: dict[str, tuple[str, str]] | None = None) -> None:
+                 port: int | None = None, users: dict[str, tuple[str, str]] | None = None,
+                 database: str | None = None, celery: str | None = None, workers: int = 2) -> None:
         """``users``: name -> (role, password) for Airflow's simple auth manager, the first being
         the one this provider's API calls use; without them, every request is admin."""
         self.home = Path(home)
         self.standalone = standalone
+        self.workers = [f"celery-worker-{i + 1}" for i in range(workers)] if celery else []
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.env = child_environ() | {
@@ -80,6 +94,16 @@ class LocalAirflow:
             "AIRFLOW_STREAM_LOCAL_AIRFLOW": os.urandom(8).hex(),
             "PATH": f"{AIRFLOW.parent}{os.pathsep}{os.environ.get('PATH', '')}",  # standalone runs `airflow ...`
         }
+        if database:
+            self.env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = database
+        if celery:
+            self.env |= {
+                "AIRFLOW__CORE__EXECUTOR": "CeleryExecutor",
+                "AIRFLOW__CELERY__BROKER_URL": celery,
+                "AIRFLOW__CELERY__RESULT_BACKEND": f"db+{database}",
+                "AIRFLOW__CELERY__WORKER_CONCURRENCY": str(max(1, parallelism // max(1, workers))),
+                "AIRFLOW__CORE__HOSTNAME_CALLABLE": f"{__name__}.worker_hostname",
+            }
         self.users = users or {}
         if self.users:
             passwords = self.home / "passwords.json"
@@ -99,16 +123,25 @@ class LocalAirflow:
         self.home.mkdir(parents=True, exist_ok=True)
         if self.users:
             (self.home / "passwords.json").write_text(json.dumps({n: p for n, (_r, p) in self.users.items()}))
-        subprocess.run([str(AIRFLOW), "db", "migrate"], env=self.env, check=True, capture_output=True, timeout=300)
-        for name in ("standalone",) if self.standalone else COMPONENTS:
+        migrated = subprocess.run([str(AIRFLOW), "db", "migrate"], env=self.env, capture_output=True, text=True,
+                                  timeout=300)
+        if migrated.returncode != 0:
+            raise RuntimeError(f"airflow db migrate failed:\n{(migrated.stderr or migrated.stdout)[-3000:]}")
+        for name in ("standalone",) if self.standalone else COMPONENTS + tuple(self.workers):
             self._spawn(name)
         wait_for(self._up, timeout, "the api-server to answer")
 
     def _spawn(self, name: str) -> None:
         """Start component ``name`` in a process group of its own, appending to its log."""
         args = [str(AIRFLOW), name] + (["--port", str(self.port)] if name == "api-server" else [])
+        env = self.env
+        if name in self.workers:
+            # each worker its own Celery node name and task host name; the workers' logs are files
+            # on this machine, which the api-server reads, so no log server is needed
+            args = [str(AIRFLOW), "celery", "worker", "--celery-hostname", f"{name}@%h", "--skip-serve-logs"]
+            env = env | {"AIRFLOW_STREAM_WORKER_NAME": name}
         with (self.home / f"{name}.log").open("ab") as log:
-            self.processes[name] = subprocess.Popen(args, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+            self.processes[name] = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT,
                                                     start_new_session=True, cwd=self.home)
         self.started.append((name, self.processes[name].pid))
 

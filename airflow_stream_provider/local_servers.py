@@ -1,0 +1,165 @@
+"""PostgreSQL and Redis as local processes on 127.0.0.1, each with its own data folder: the metadata
+database and the Celery broker of the scaled-out Airflow (``LocalAirflow(..., celery=...)``), for
+the end-to-end tests and the benchmarks. Each server is a child process, stopped by its pid.
+
+The binaries are Debian's (``postgresql``, ``redis-server``; ``dev/setup`` installs them).
+PostgreSQL refuses to run as root, so under root the cluster belongs to the ``postgres`` user.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from airflow_stream_provider.values import make_dirs
+
+HOST = "127.0.0.1"
+
+
+class ServerError(RuntimeError):
+    """A local server is missing or did not start; the message says which and where its log is."""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind((HOST, 0))
+        return int(sock.getsockname()[1])
+
+
+def _accepts(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(1.0)
+        return sock.connect_ex((HOST, port)) == 0
+
+
+def _tail(path: Path, lines: int = 20) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except FileNotFoundError:
+        return "(no log)"
+
+
+class _Server:
+    name = "server"
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = Path(folder).resolve()
+        self.port = free_port()
+        self.process: subprocess.Popen | None = None
+        self.log = self.folder / f"{self.name}.log"
+
+    def _spawn(self, args: list[str], user: str | None = None) -> None:
+        with self.log.open("ab") as out:
+            self.process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                            cwd="/" if user else self.folder, start_new_session=True, user=user)
+
+    def _wait_up(self, timeout: float) -> None:
+        assert self.process is not None
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise ServerError(f"{self.name} exited with {self.process.returncode}:\n{_tail(self.log)}")
+            if _accepts(self.port):
+                return
+            time.sleep(0.2)
+        raise ServerError(f"{self.name} did not accept connections on {HOST}:{self.port} within {timeout:.0f} s; "
+                          f"see {self.log}")
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.process.pid, sig)
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(10)
+
+
+def _postgres_bin() -> Path:
+    for folder in sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True):
+        if (folder / "postgres").is_file():
+            return folder
+    found = shutil.which("postgres")
+    if found:
+        return Path(found).resolve().parent
+    raise ServerError("PostgreSQL is not installed: run dev/setup, or apt-get install postgresql")
+
+
+class Postgres(_Server):
+    """A PostgreSQL cluster in ``folder``, serving database ``airflow`` to user ``airflow`` (trust
+    authentication, 127.0.0.1 only)."""
+
+    name = "postgres"
+
+    def start(self, timeout: float = 60.0) -> Postgres:
+        binaries = _postgres_bin()
+        make_dirs(self.folder)
+        cluster_dir, user = self.folder, None
+        if os.geteuid() == 0:
+            # the postgres user owns the cluster, in a folder of its own that it can reach (the
+            # folders of a root process, pytest's among them, are often closed to other users)
+            user = "postgres"
+            owner = pwd.getpwnam(user)
+            cluster_dir = self._owned = Path(tempfile.mkdtemp(prefix="airflow-stream-postgres-"))
+            os.chown(cluster_dir, owner.pw_uid, owner.pw_gid)
+        data = cluster_dir / "data"
+        if not (data / "PG_VERSION").exists():
+            made = subprocess.run([str(binaries / "initdb"), "-D", str(data), "-U", "airflow", "--auth=trust",
+                                   "-E", "UTF8", "--no-sync"], capture_output=True, text=True, user=user, cwd="/")
+            if made.returncode != 0:
+                raise ServerError(f"initdb failed: {made.stderr or made.stdout}")
+        self._spawn([str(binaries / "postgres"), "-D", str(data), "-p", str(self.port), "-k", str(cluster_dir),
+                     "-c", "listen_addresses=127.0.0.1", "-c", "max_connections=200"], user=user)
+        self._wait_up(timeout)
+        deadline = time.monotonic() + timeout
+        while True:  # the port opens a moment before the cluster takes connections
+            made = subprocess.run([str(binaries / "createdb"), "-h", HOST, "-p", str(self.port), "-U", "airflow",
+                                   "airflow"], capture_output=True, text=True)
+            if made.returncode == 0 or "already exists" in made.stderr:
+                return self
+            if time.monotonic() > deadline:
+                raise ServerError(f"createdb failed: {made.stderr}")
+            time.sleep(0.3)
+
+    _owned: Path | None = None
+
+    def stop(self, sig: int = signal.SIGINT, timeout: float = 30.0) -> None:
+        super().stop(sig, timeout)  # SIGINT: PostgreSQL's fast shutdown
+        if self._owned is not None:
+            shutil.rmtree(self._owned, ignore_errors=True)
+            self._owned = None
+
+    @property
+    def url(self) -> str:
+        return f"postgresql+psycopg2://airflow@{HOST}:{self.port}/airflow"
+
+
+class Redis(_Server):
+    """A Redis server in ``folder``, without persistence: the Celery broker."""
+
+    name = "redis"
+
+    def start(self, timeout: float = 30.0) -> Redis:
+        server = shutil.which("redis-server") or "/usr/bin/redis-server"
+        if not Path(server).is_file():
+            raise ServerError("redis-server is not installed: run dev/setup, or apt-get install redis-server")
+        make_dirs(self.folder)
+        self._spawn([server, "--port", str(self.port), "--bind", HOST, "--dir", str(self.folder),
+                     "--save", "", "--appendonly", "no", "--daemonize", "no"])
+        self._wait_up(timeout)
+        return self
+
+    @property
+    def url(self) -> str:
+        return f"redis://{HOST}:{self.port}/0"

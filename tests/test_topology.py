@@ -1,0 +1,163 @@
+"""The scaled-out topology at once, every piece a real server started here as local processes on
+127.0.0.1: a Spark standalone master with two workers, the stream node as the cluster's driver,
+PostgreSQL as Airflow's metadata database, Redis as the Celery broker, and Airflow's api-server,
+scheduler, dag-processor, triggerer and two Celery workers.
+
+A window stream (INTERVAL(1m) per meter, notifying a WebSocket receiver) and a PERIOD(10s) stream run
+their DAGs on the Celery workers, whose tasks reach the node over Spark Connect and start no JVM. Rows
+are written; in the middle one Spark worker and one Celery worker are killed (SIGKILL); more rows
+are written. The outputs and the notifications must then equal an oracle computed here from the
+rows written: every window once, none lost, none duplicated.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from airflow_stream_provider import statements
+from airflow_stream_provider.local_airflow import LocalAirflow, wait_for
+from airflow_stream_provider.local_servers import Postgres, Redis
+from airflow_stream_provider.spark import standalone
+from airflow_stream_provider.warehouse import Warehouse
+from tests.notify.conftest import ReceiverProcess, events_of
+from tests.spark_node.test_node import cli, free_port
+
+pytestmark = [pytest.mark.spark, pytest.mark.airflow, pytest.mark.topology]
+
+METERS = ("m1", "m2", "m3")
+START = datetime(2025, 1, 1, tzinfo=UTC)
+
+
+def rows(wh: Warehouse, query: str) -> list[dict]:
+    return list(statements.run(wh, query))[-1].table.to_pylist()
+
+
+def readings(minutes: range) -> list[tuple[str, datetime, float]]:
+    """Three readings per meter per minute, at :05, :25 and :45, with values that tell them apart."""
+    out = []
+    for minute in minutes:
+        for i, meter in enumerate(METERS):
+            for second in (5, 25, 45):
+                out.append((meter, START + timedelta(minutes=minute, seconds=second), minute * 10 + i + second / 100))
+    return out
+
+
+def insert(wh: Warehouse, batch: list[tuple[str, datetime, float]]) -> None:
+    values = " ".join(f"{meter} VALUES ('{ts:%Y-%m-%d %H:%M:%S}', {v})" for meter, ts, v in batch)
+    list(statements.run(wh, f"INSERT INTO {values}"))
+
+
+def oracle(written: list[tuple[str, datetime, float]]) -> dict[tuple[str, str], tuple[float, int]]:
+    """Each closed minute per meter: its average and row count. A meter's window closes when a row
+    of that meter at or after the window's end arrives."""
+    last = {meter: max(ts for m, ts, _ in written if m == meter) for meter in METERS}
+    groups: dict[tuple[str, datetime], list[float]] = {}
+    for meter, ts, v in written:
+        groups.setdefault((meter, ts.replace(second=0)), []).append(v)
+    return {(meter, f"{start:%H:%M}"): (round(sum(vs) / len(vs), 6), len(vs))
+            for (meter, start), vs in groups.items() if last[meter] >= start + timedelta(minutes=1)}
+
+
+def outputs(wh: Warehouse) -> list[tuple[str, str, float, int]]:
+    # tag_tbname: the partition's tbname, the tag of the output's subtables
+    return [(r["tag_tbname"], r["ts"].strftime("%H:%M"), round(r["a"], 6), r["n"])
+            for r in rows(wh, "SELECT tag_tbname, ts, a, n FROM avg_out")]
+
+
+def jvms_of(airflow: LocalAirflow) -> list[int]:
+    """Java processes started by this Airflow's components or their tasks."""
+    return [pid for pid in airflow._leftovers()
+            if Path(f"/proc/{pid}/exe").exists() and "java" in os.path.basename(os.readlink(f"/proc/{pid}/exe"))]
+
+
+def test_the_scaled_out_topology_loses_and_duplicates_nothing(tmp_path, spark, monkeypatch):
+    stream_home = tmp_path / "stream"
+    monkeypatch.setenv("AIRFLOW_STREAM_HOME", str(stream_home))
+    servers: list = []
+    cluster = standalone.start(tmp_path / "cluster", workers=2, cores=1, memory="1g")
+    receiver = ReceiverProcess(tmp_path).start()
+    airflow = None
+    node_started = False
+    try:
+        servers += [Postgres(tmp_path / "postgres").start(), Redis(tmp_path / "redis").start()]
+        postgres, redis = servers
+        started = cli(stream_home, "node", "start", "--port", str(free_port()), "--master", cluster.master_url,
+                      timeout=300)
+        assert started.returncode == 0, started.stdout + started.stderr
+        node_started = True
+        wh = Warehouse(stream_home / "warehouse", spark=spark)
+        list(statements.run(wh, f"""
+            CREATE DATABASE power; USE power;
+            CREATE STABLE meters (ts TIMESTAMP, v DOUBLE) TAGS (site VARCHAR(16));
+            CREATE TABLE m1 USING meters TAGS ('north'); CREATE TABLE m2 USING meters TAGS ('south');
+            CREATE TABLE m3 USING meters TAGS ('east');
+            CREATE STREAM avg1m INTERVAL(1m) SLIDING(1m) FROM meters PARTITION BY tbname
+              NOTIFY('{receiver.url}') ON (WINDOW_CLOSE) INTO avg_out
+              AS SELECT _twstart ts, avg(v) AS a, count(*) AS n FROM %%trows;
+            CREATE STREAM tick PERIOD(10s) INTO tick_out
+              AS SELECT cast(_tlocaltime / 1000000 AS timestamp) ts, count(*) AS c FROM meters;
+        """))
+        airflow = LocalAirflow(tmp_path / "airflow", stream_home, database=postgres.url, celery=redis.url,
+                               workers=2, parallelism=6)
+        # a task whose worker was killed is failed (and retried) after this long without a heartbeat
+        airflow.env["AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT"] = "45"
+        monkeypatch.setenv("AIRFLOW_STREAM_API_URL", airflow.url)
+        airflow.start(timeout=300)
+
+        written = readings(range(3))
+        insert(wh, written)  # closes minutes 0 and 1 of each meter
+        want = oracle(written)
+        wait_for(lambda: len(outputs(wh)) >= len(want), 300, "the first windows\n" + airflow.log("scheduler"))
+
+        # a machine of the Spark cluster and one of the Celery workers die
+        cluster.kill(cluster.workers()[0])
+        airflow.kill("celery-worker-1")
+        batch = readings(range(3, 6))
+        for minute in range(3, 6):  # three commits, a minute of readings each
+            insert(wh, [r for r in batch if r[1].minute == minute])
+        written += batch
+        want = oracle(written)
+        wait_for(lambda: len(outputs(wh)) >= len(want), 420,
+                 "the windows after the kills\n" + airflow.log("scheduler") + airflow.log("celery-worker-2"))
+
+        got = outputs(wh)
+        assert Counter((m, t) for m, t, _a, _n in got) == Counter(want.keys()), "a window lost or written twice"
+        assert {(m, t): (a, n) for m, t, a, n in got} == want
+        events = wait_for(lambda: events_of(receiver.messages()) if len(events_of(receiver.messages())) >= len(want)
+                          else None, 120, "the notifications")
+        messages = Counter(msg["messageId"] for msg in receiver.messages())
+        assert max(messages.values()) == 1, "a message delivered twice"
+        closes = Counter((e["groupId"], datetime.fromtimestamp(e["windowStart"] / 1000, UTC).strftime("%H:%M"))
+                         for e in events)
+        assert len(closes) == len(want) and max(closes.values()) == 1, closes
+
+        ticks = rows(wh, "SELECT ts FROM tick_out")
+        assert ticks and all(r["ts"].second % 10 == 0 for r in ticks)  # instants of PERIOD(10s)
+        assert len({r["ts"] for r in ticks}) == len(ticks)
+
+        # every task ran on a Celery worker, and none started a JVM: they reach the node over Connect
+        hosts = set()
+        for dag_id in ("stream__power__avg1m", "stream__power__tick"):
+            runs = airflow.api(f"/api/v2/dags/{dag_id}/dagRuns?limit=100")["dag_runs"]
+            for run in runs:
+                tis = airflow.api(f"/api/v2/dags/{dag_id}/dagRuns/{run['dag_run_id']}/taskInstances")
+                hosts |= {ti["hostname"] for ti in tis["task_instances"] if ti["state"] == "success"}
+        assert hosts and hosts <= {"celery-worker-1", "celery-worker-2"}, hosts
+        assert "celery-worker-2" in hosts
+        assert jvms_of(airflow) == []
+        alive = cluster.alive_workers()
+        assert len(alive) == 1  # the killed worker stayed dead: the streams went on with one
+    finally:
+        if airflow is not None:
+            airflow.stop()
+        receiver.stop()
+        if node_started:
+            cli(stream_home, "node", "stop", timeout=120)
+        for server in reversed(servers):
+            server.stop()
+        cluster.stop()
