@@ -39,6 +39,12 @@ def jars_dir() -> Path:
     return Path(os.environ.get("AIRFLOW_STREAM_JARS") or PROJECT_ROOT / "jars" / "lib")
 
 
+def s3_jars_dir() -> Path:
+    """Folder holding hadoop-aws and the AWS SDK, fetched by ``dev/setup`` (``AIRFLOW_STREAM_S3_JARS``):
+    Spark loads them when the warehouse is on an object store."""
+    return Path(os.environ.get("AIRFLOW_STREAM_S3_JARS") or PROJECT_ROOT / "jars" / "s3")
+
+
 def conn_id() -> str:
     """Airflow connection of the stream node (``AIRFLOW_STREAM_CONN_ID``, default ``spark_connect``)."""
     return os.environ.get("AIRFLOW_STREAM_CONN_ID") or "spark_connect"

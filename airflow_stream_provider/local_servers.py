@@ -15,6 +15,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -56,10 +57,11 @@ class _Server:
         self.process: subprocess.Popen | None = None
         self.log = self.folder / f"{self.name}.log"
 
-    def _spawn(self, args: list[str], user: str | None = None) -> None:
+    def _spawn(self, args: list[str], user: str | None = None, env: dict[str, str] | None = None) -> None:
         with self.log.open("ab") as out:
             self.process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                            cwd="/" if user else self.folder, start_new_session=True, user=user)
+                                            env=env, cwd="/" if user else self.folder, start_new_session=True,
+                                            user=user)
 
     def _wait_up(self, timeout: float) -> None:
         assert self.process is not None
@@ -163,3 +165,58 @@ class Redis(_Server):
     @property
     def url(self) -> str:
         return f"redis://{HOST}:{self.port}/0"
+
+
+def _minio_binary() -> Path:
+    for candidate in (Path(sys.executable).with_name("minio"), Path(shutil.which("minio") or "/nonexistent")):
+        if candidate.is_file():
+            return candidate
+    raise ServerError("MinIO is not installed: run dev/setup, which builds it with Go into .venv/bin")
+
+
+class Minio(_Server):
+    """A MinIO server in ``folder``: an S3-compatible object store with one bucket. :attr:`environ`
+    holds the AWS variables through which the Delta kernel, pyarrow and Spark's S3A reach it."""
+
+    name = "minio"
+    access_key = "airflow-stream"
+
+    def __init__(self, folder: Path, bucket: str = "warehouse") -> None:
+        super().__init__(folder)
+        self.bucket = bucket
+        self.secret_key = os.urandom(12).hex()
+
+    def start(self, timeout: float = 60.0) -> Minio:
+        make_dirs(self.folder / "data")
+        console = free_port()
+        env = dict(os.environ) | {"MINIO_ROOT_USER": self.access_key, "MINIO_ROOT_PASSWORD": self.secret_key,
+                                  "MINIO_BROWSER": "off", "MINIO_UPDATE": "off"}
+        self._spawn([str(_minio_binary()), "server", str(self.folder / "data"), "--address", f"{HOST}:{self.port}",
+                     "--console-address", f"{HOST}:{console}", "--quiet"], env=env)
+        self._wait_up(timeout)
+        from pyarrow import fs
+
+        filesystem = fs.S3FileSystem(access_key=self.access_key, secret_key=self.secret_key, region="us-east-1",
+                                     endpoint_override=f"{HOST}:{self.port}", scheme="http",
+                                     allow_bucket_creation=True)
+        deadline = time.monotonic() + timeout
+        while True:  # the port opens a moment before the server takes requests
+            try:
+                filesystem.create_dir(self.bucket)
+                return self
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.3)
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://{HOST}:{self.port}"
+
+    @property
+    def environ(self) -> dict[str, str]:
+        return {"AWS_ACCESS_KEY_ID": self.access_key, "AWS_SECRET_ACCESS_KEY": self.secret_key,
+                "AWS_REGION": "us-east-1", "AWS_ENDPOINT_URL": self.endpoint, "AWS_ALLOW_HTTP": "true"}
+
+    def url(self, prefix: str) -> str:
+        return f"s3://{self.bucket}/{prefix}"

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
-from airflow_stream_provider import config
+from airflow_stream_provider import config, storage
 from airflow_stream_provider.exceptions import StreamError
 from airflow_stream_provider.spark import endpoint
 from airflow_stream_provider.values import make_dirs
@@ -76,7 +76,15 @@ def spark_conf(home: Path | None = None) -> dict[str, str]:
         "spark.ui.showConsoleProgress": "false",
         # SQL text is never a template: `${...}` in a table name or a string literal stays as written
         VARIABLE_SUBSTITUTE: "false",
-    }
+    } | object_store_conf()
+
+
+def object_store_conf() -> dict[str, str]:
+    """S3A's settings and jars when the warehouse is on an object store (:mod:`~airflow_stream_provider.storage`)."""
+    if storage.configured() is None:
+        return {}
+    storage.export_credentials()
+    return storage.spark_settings(sorted(config.s3_jars_dir().glob("*.jar")))
 
 
 def local_session(

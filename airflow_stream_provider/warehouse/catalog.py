@@ -28,6 +28,7 @@ import pyarrow as pa
 from airflow_stream_provider.exceptions import StreamError, did_you_mean, read_json_object
 from airflow_stream_provider.model import ColumnDefinition, DataType, TableName
 from airflow_stream_provider.model.names import DATABASE, TABLE, TBNAME, InvalidName, NameKind, check_name, path_under
+from airflow_stream_provider.storage import Location, table_store
 from airflow_stream_provider.values import create_text, make_dirs
 from airflow_stream_provider.warehouse.types import arrow_type, from_json_value, parse_type, to_json_value
 
@@ -63,7 +64,7 @@ class TableInfo:
 
     db: str
     name: str
-    path: Path
+    path: Location  # a folder, or an s3:// URL (storage)
     columns: tuple[Column, ...]
     precision: str
 
@@ -157,7 +158,9 @@ class Catalog:
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
-        self._tables: dict[Path, TableInfo] = {}
+        #: where the tables themselves live: under ``root``, or on an object store
+        self.store = table_store(self.root)
+        self._tables: dict[Location, TableInfo] = {}
         self._precisions: dict[str, str] = {}
 
     # databases ---------------------------------------------------------------------------------
@@ -211,6 +214,8 @@ class Catalog:
             if if_exists:
                 return False
             raise WarehouseError(f"database {name} does not exist", hint=did_you_mean(name, self.databases()))
+        if self.store.remote:
+            self.store.remove(self.store.join(name.lower()))
         shutil.rmtree(folder)
         self._tables.clear()
         self._precisions.pop(name.lower(), None)
@@ -218,12 +223,13 @@ class Catalog:
 
     # tables ------------------------------------------------------------------------------------
 
-    def table_path(self, db: str, name: str) -> Path:
-        return self.path(_check_name(db, DATABASE), _check_name(name, TABLE))
+    def table_path(self, db: str, name: str) -> Location:
+        local = self.path(_check_name(db, DATABASE), _check_name(name, TABLE))
+        return self.store.join(local.parent.name, local.name) if self.store.remote else local
 
     def names(self, db: str) -> list[str]:
         folder = self.database_path(db)
-        tables = [p.name for p in folder.iterdir() if (p / "_delta_log").is_dir()] if folder.is_dir() else []
+        tables = self.store.tables(folder.name)
         subs = [p.stem for p in (folder / ".subtables").glob("*.json")]
         return sorted(tables + subs)
 
@@ -232,7 +238,7 @@ class Catalog:
         self.precision(db)
         lowered = name.name.lower()
         path = self.table_path(db, lowered)
-        if (path / "_delta_log").is_dir():
+        if self.store.is_table(path):
             return self._info(db, lowered, path)
         registry = self._registry(db, lowered)
         try:
@@ -251,7 +257,7 @@ class Catalog:
                                  hint=did_you_mean(name.name, self.names(db)))
         return found
 
-    def _info(self, db: str, name: str, path: Path) -> TableInfo:
+    def _info(self, db: str, name: str, path: Location) -> TableInfo:
         cached = self._tables.get(path)
         if cached is not None:
             return cached
@@ -264,7 +270,7 @@ class Catalog:
         self._tables[path] = info
         return info
 
-    def forget(self, path: Path) -> None:
+    def forget(self, path: Location) -> None:
         """Read the table at ``path`` again on its next lookup (its schema changed)."""
         self._tables.pop(path, None)
 
@@ -335,6 +341,6 @@ class Catalog:
         folder = self.table_path(info.db, info.name)  # the names checked, the path inside the root
         for sub in self.subtables(info):
             self._registry(info.db, sub).unlink(missing_ok=True)
-        shutil.rmtree(folder)
+        self.store.remove(folder)
         self._tables.pop(info.path, None)
 

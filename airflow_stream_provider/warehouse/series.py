@@ -37,6 +37,7 @@ import pyarrow.compute as pc
 from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import did_you_mean, read_json_object
 from airflow_stream_provider.model.names import TBNAME
+from airflow_stream_provider.storage import Location
 from airflow_stream_provider.values import lock_file, write_json
 from airflow_stream_provider.warehouse import listeners, writer
 from airflow_stream_provider.warehouse.catalog import Catalog, Column, TableInfo, WarehouseError
@@ -95,7 +96,7 @@ class Series:
 class SeriesDatabase:
     path: m.SeriesPath
     name: str  # the warehouse database holding it
-    table: Path  # its devices table
+    table: Location  # its devices table
 
     def contains(self, path: m.SeriesPath) -> bool:
         return path.nodes[: len(self.path.nodes)] == self.path.nodes

@@ -28,6 +28,7 @@ from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import did_you_mean
 from airflow_stream_provider.spark.session import arrow_frame, setting, spark_session
 from airflow_stream_provider.sql import to_spark
+from airflow_stream_provider.storage import Location
 from airflow_stream_provider.warehouse import iotdb, listeners, writer
 from airflow_stream_provider.warehouse.catalog import (
     TBNAME,
@@ -230,7 +231,7 @@ class Warehouse:
         has committed on top of them, which the error then reports).
         """
         now = datetime.now(UTC)
-        batches: dict[Path, _Batch] = {}
+        batches: dict[Location, _Batch] = {}
         new_subtables: dict[tuple[str, str], SubTable] = {}
         known: dict[tuple[str, str], SubTable] = {}  # subtables written to, with their registered tags
         for target in stmt.targets:
@@ -448,7 +449,7 @@ class Warehouse:
         """Refuse the path tables of a query text that read files: only ``delta.`<path>``` inside
         the warehouse root may be named (Spark reads ``csv.`/etc/passwd``` as readily as a table).
         The path tables :func:`delta_table` builds for the project's own queries pass."""
-        root = self.catalog.root.resolve()
+        store = self.catalog.store
         for node in tree.find_all(exp.Table):
             if not is_path_table(node) or node.meta.get(_BUILT):
                 continue
@@ -457,9 +458,9 @@ class Warehouse:
                 raise WarehouseError(
                     f"{node.sql(dialect='spark')}: queries read tables by name, or Delta tables of the "
                     "warehouse as delta.`<path>`; files are not read through other data sources")
-            path = Path(node.name).resolve()
-            if root not in path.parents:
-                raise WarehouseError(f"{node.sql(dialect='spark')}: a Delta path must lie inside the warehouse {root}")
+            if not store.contains(node.name):
+                raise WarehouseError(
+                    f"{node.sql(dialect='spark')}: a Delta path must lie inside the warehouse {store.root}")
 
     def _system_view(self, name: str, views: Mapping[str, SystemView]) -> str:
         """A temporary view holding ``information_schema.<name>`` as it is now."""

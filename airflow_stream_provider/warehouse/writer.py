@@ -13,10 +13,11 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
+
+from airflow_stream_provider.storage import Location
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
@@ -31,7 +32,7 @@ COMPACT_EVERY = 200
 
 @dataclass(frozen=True)
 class Commit:
-    path: Path
+    path: Location
     before: int  # table version the change was based on
     version: int  # version this commit created
     attempts: int
@@ -59,7 +60,7 @@ def _is_conflict(err: Exception) -> bool:
     return isinstance(err, CommitFailedError) or "concurrent" in text or "version already exists" in text
 
 
-def retrying(path: Path, action: Callable[[DeltaTable], object]) -> Commit:
+def retrying(path: Location, action: Callable[[DeltaTable], object]) -> Commit:
     """Run ``action(table)`` on a fresh snapshot until it commits; conflicts are retried with backoff."""
     from deltalake import DeltaTable
 
@@ -81,7 +82,7 @@ def retrying(path: Path, action: Callable[[DeltaTable], object]) -> Commit:
         return Commit(path, before, version, attempt)
 
 
-def upsert(path: Path, rows: pa.Table, keys: Sequence[str]) -> Commit:
+def upsert(path: Location, rows: pa.Table, keys: Sequence[str]) -> Commit:
     """MERGE ``rows`` into the table: an existing key is replaced, a new key inserted, atomically."""
     rows = dedupe_last(rows, keys)
     predicate = " AND ".join(f"t.{_quote(k)} = s.{_quote(k)}" for k in keys)
@@ -97,7 +98,7 @@ def upsert(path: Path, rows: pa.Table, keys: Sequence[str]) -> Commit:
     return retrying(path, merge)
 
 
-def delete_matching(path: Path, rows: pa.Table) -> Commit:
+def delete_matching(path: Location, rows: pa.Table) -> Commit:
     """Delete the table's rows whose values in ``rows``' columns equal one of ``rows`` (a MERGE on
     those columns, so no value is written into a predicate's text)."""
     keys = rows.column_names
@@ -107,7 +108,7 @@ def delete_matching(path: Path, rows: pa.Table) -> Commit:
                      .when_matched_delete().execute())
 
 
-def delete_rows(path: Path, predicate: str) -> Commit:
+def delete_rows(path: Location, predicate: str) -> Commit:
     """Delete the rows matching a SQL ``predicate`` (the kernel's SQL, column names double-quoted)."""
     return retrying(path, lambda table: table.delete(predicate))
 
@@ -127,7 +128,7 @@ def undo(commit: Commit) -> bool:
     return True
 
 
-def _maybe_compact(path: Path, before: int, after: int) -> None:
+def _maybe_compact(path: Location, before: int, after: int) -> None:
     if after // COMPACT_EVERY == before // COMPACT_EVERY:
         return
     from deltalake import DeltaTable

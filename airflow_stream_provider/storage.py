@@ -1,0 +1,195 @@
+"""Where the warehouse's Delta tables live: a local folder, or a prefix of an S3-compatible object
+store (``s3://bucket/prefix``).
+
+The location is ``AIRFLOW_STREAM_WAREHOUSE``, else ``[warehouse] location`` of
+``airflow-stream.toml``, else ``$AIRFLOW_STREAM_HOME/warehouse``. The catalog's records (databases,
+subtables) stay in the home's ``warehouse/`` folder either way; the tables, their data files and their
+Delta logs, are at ``<location>/<db>/<table>``.
+
+Credentials and the endpoint come from the standard AWS variables (``AWS_ACCESS_KEY_ID``,
+``AWS_SECRET_ACCESS_KEY``, ``AWS_REGION``, ``AWS_ENDPOINT_URL`` for a store other than AWS), or from
+an Airflow connection named by ``AIRFLOW_STREAM_STORAGE_CONN_ID`` (login: key id, password: secret,
+extra ``endpoint_url`` and ``region_name``), never from SQL text. Both writers read them: the Delta
+Lake Rust kernel commits with the object store's conditional writes (``If-None-Match``), so
+concurrent writers cannot overwrite a commit; Spark reads and writes through Hadoop's S3A.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from airflow_stream_provider import config
+
+REMOTE = "s3://"
+#: the variables the Delta kernel and pyarrow read, set from an Airflow connection when one is named
+AWS_VARIABLES = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION", "AWS_ENDPOINT_URL")
+
+
+class StorageError(ValueError):
+    """The warehouse location or its credentials are unusable; the message says how to fix it."""
+
+
+#: a table's place: a local folder, or an ``s3://`` URL
+Location = Path | str
+
+
+def configured() -> str | None:
+    """The warehouse location the environment or ``airflow-stream.toml`` names, if any."""
+    value = os.environ.get("AIRFLOW_STREAM_WAREHOUSE") or config.settings().get("warehouse", {}).get("location")
+    return str(value) if value else None
+
+
+def is_remote(location: Location) -> bool:
+    return isinstance(location, str) and location.startswith(REMOTE)
+
+
+def check_location(value: str) -> str:
+    """A remote location as ``s3://bucket[/prefix]`` without a trailing slash."""
+    if not value.startswith(REMOTE):
+        raise StorageError(f"warehouse location {value!r}: write s3://bucket/prefix for an S3-compatible object "
+                           "store; a local warehouse is always $AIRFLOW_STREAM_HOME/warehouse")
+    parts = urlsplit(value)
+    if not parts.netloc or parts.query or parts.fragment:
+        raise StorageError(f"warehouse location {value!r}: write s3://bucket/prefix")
+    return value.rstrip("/")
+
+
+#: reads an Airflow connection into AWS variables; the Airflow side registers one (hooks.bind)
+ConnectionReader = Callable[[str], dict[str, str]]
+_read_connection: ConnectionReader | None = None
+
+
+def use_connection_reader(reader: ConnectionReader | None) -> None:
+    global _read_connection
+    _read_connection = reader
+
+
+def credentials() -> dict[str, str]:
+    """The AWS variables for the object store: the named Airflow connection's, else the environment's."""
+    conn_id = os.environ.get("AIRFLOW_STREAM_STORAGE_CONN_ID")
+    if conn_id:
+        if _read_connection is None:
+            raise StorageError(f"AIRFLOW_STREAM_STORAGE_CONN_ID={conn_id!r} names an Airflow connection, and this "
+                               "process cannot read Airflow connections (airflow_stream_provider.hooks.bind())")
+        return _read_connection(conn_id)
+    return {k: os.environ[k] for k in AWS_VARIABLES if os.environ.get(k)}
+
+
+def export_credentials() -> None:
+    """Put the connection's credentials into this process's environment, where the Delta kernel,
+    pyarrow and a Spark started from here read them."""
+    if os.environ.get("AIRFLOW_STREAM_STORAGE_CONN_ID"):
+        os.environ.update(credentials())
+    if os.environ.get("AWS_ENDPOINT_URL", "").startswith("http://"):
+        os.environ.setdefault("AWS_ALLOW_HTTP", "true")
+
+
+def spark_settings(jars: list[Path]) -> dict[str, str]:
+    """Spark's settings for a remote warehouse: ``s3://`` through S3A, with the endpoint and
+    credentials of :func:`credentials` (S3A reads the keys from the environment)."""
+    if not jars:
+        raise StorageError("the warehouse is on an object store, and the S3A jars (hadoop-aws and the AWS SDK) are "
+                           "missing: run dev/setup, which fetches them into jars/s3")
+    values = credentials()
+    classpath = ":".join(str(p) for p in jars)
+    settings = {
+        "spark.driver.extraClassPath": classpath,
+        # the workers of a cluster hold the same installation (and so these jars) at the same path
+        "spark.executor.extraClassPath": classpath,
+        "spark.hadoop.fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
+        "spark.hadoop.fs.s3a.aws.credentials.provider":
+            "software.amazon.awssdk.auth.credentials.EnvironmentVariableCredentialsProvider",
+        "spark.hadoop.fs.s3a.path.style.access": "true",
+        # a Delta commit is created only where none exists: S3A's conditional create (If-None-Match)
+        "spark.hadoop.fs.s3a.create.conditional.enabled": "true",
+        "spark.hadoop.fs.s3a.performance.flags": "create",
+    }
+    endpoint = values.get("AWS_ENDPOINT_URL")
+    if endpoint:
+        settings["spark.hadoop.fs.s3a.endpoint"] = endpoint
+        settings["spark.hadoop.fs.s3a.connection.ssl.enabled"] = str(endpoint.startswith("https://")).lower()
+    if values.get("AWS_REGION"):
+        settings["spark.hadoop.fs.s3a.endpoint.region"] = values["AWS_REGION"]
+    return settings
+
+
+def _filesystem():
+    from pyarrow import fs
+
+    values = credentials()
+    endpoint = values.get("AWS_ENDPOINT_URL")
+    kwargs: dict = {"access_key": values.get("AWS_ACCESS_KEY_ID"), "secret_key": values.get("AWS_SECRET_ACCESS_KEY"),
+                    "region": values.get("AWS_REGION") or "us-east-1"}
+    if endpoint:
+        parts = urlsplit(endpoint)
+        kwargs |= {"endpoint_override": parts.netloc, "scheme": parts.scheme or "https"}
+    return fs.S3FileSystem(**kwargs)
+
+
+@dataclass(frozen=True)
+class TableStore:
+    """The tables' root: a local folder or an ``s3://`` prefix."""
+
+    root: Location
+
+    @property
+    def remote(self) -> bool:
+        return is_remote(self.root)
+
+    def join(self, *names: str) -> Location:
+        """``<root>/<name>/...``; the names are checked by the caller (the catalog's name rule)."""
+        if isinstance(self.root, str):
+            return "/".join([self.root, *names])
+        return self.root.joinpath(*names)
+
+    def is_table(self, location: Location) -> bool:
+        if isinstance(location, Path):
+            return (location / "_delta_log").is_dir()
+        from deltalake import DeltaTable
+
+        return bool(DeltaTable.is_deltatable(location))
+
+    def tables(self, db: str) -> list[str]:
+        """The names of the Delta tables of ``db``."""
+        folder = self.join(db)
+        if isinstance(folder, Path):
+            return [p.name for p in folder.iterdir() if (p / "_delta_log").is_dir()] if folder.is_dir() else []
+        from pyarrow import fs
+
+        selector = fs.FileSelector(folder.removeprefix(REMOTE), allow_not_found=True, recursive=False)
+        found = [info.base_name for info in _filesystem().get_file_info(selector) if info.type == fs.FileType.Directory]
+        return [name for name in found if self.is_table(self.join(db, name))]
+
+    def remove(self, location: Location) -> None:
+        """Delete a table or a database's tables, files and log."""
+        if isinstance(location, Path):
+            shutil.rmtree(location, ignore_errors=True)
+            return
+        from pyarrow import fs
+
+        filesystem = _filesystem()
+        key = location.removeprefix(REMOTE)
+        if filesystem.get_file_info(key).type != fs.FileType.NotFound:
+            filesystem.delete_dir(key)
+
+    def contains(self, location: str) -> bool:
+        """``location`` lies inside the root."""
+        if isinstance(self.root, str):
+            return location.startswith(self.root + "/") and ".." not in location.split("/")
+        path = Path(location).resolve()
+        return self.root.resolve() in path.parents
+
+
+def table_store(catalog_root: Path) -> TableStore:
+    """Where the tables of the catalog at ``catalog_root`` live: the configured object store prefix,
+    else next to the catalog's records."""
+    value = configured()
+    if not value:
+        return TableStore(catalog_root)
+    export_credentials()
+    return TableStore(check_location(value))
