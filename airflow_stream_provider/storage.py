@@ -90,8 +90,8 @@ def export_credentials() -> None:
 
 
 def spark_settings(jars: list[Path]) -> dict[str, str]:
-    """Spark's settings for a remote warehouse: ``s3://`` through S3A, with the endpoint and
-    credentials of :func:`credentials` (S3A reads the keys from the environment)."""
+    """Spark's settings for a remote warehouse: ``s3://`` through S3A, with the endpoint of
+    :func:`credentials` (the keys are :func:`hadoop_secrets`)."""
     if not jars:
         raise StorageError("the warehouse is on an object store, and the S3A jars (hadoop-aws and the AWS SDK) are "
                            "missing: run dev/setup, which fetches them into jars/s3")
@@ -102,8 +102,6 @@ def spark_settings(jars: list[Path]) -> dict[str, str]:
         # the workers of a cluster hold the same installation (and so these jars) at the same path
         "spark.executor.extraClassPath": classpath,
         "spark.hadoop.fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
-        "spark.hadoop.fs.s3a.aws.credentials.provider":
-            "software.amazon.awssdk.auth.credentials.EnvironmentVariableCredentialsProvider",
         "spark.hadoop.fs.s3a.path.style.access": "true",
         # a Delta commit is created only where none exists: S3A's conditional create (If-None-Match)
         "spark.hadoop.fs.s3a.create.conditional.enabled": "true",
@@ -116,6 +114,15 @@ def spark_settings(jars: list[Path]) -> dict[str, str]:
     if values.get("AWS_REGION"):
         settings["spark.hadoop.fs.s3a.endpoint.region"] = values["AWS_REGION"]
     return settings
+
+
+def hadoop_secrets() -> dict[str, str]:
+    """The keys as S3A's settings. They go into the running session's Hadoop configuration (see
+    ``spark.session``), which Spark ships to the executors with each job: never onto a command line."""
+    values = credentials()
+    keys = {"fs.s3a.access.key": values.get("AWS_ACCESS_KEY_ID"),
+            "fs.s3a.secret.key": values.get("AWS_SECRET_ACCESS_KEY")}
+    return {key: value for key, value in keys.items() if value}
 
 
 def _filesystem():

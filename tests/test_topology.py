@@ -1,7 +1,7 @@
 """The scaled-out topology at once, every piece a real server started here as local processes on
 127.0.0.1: a Spark standalone master with two workers, the stream node as the cluster's driver,
-PostgreSQL as Airflow's metadata database, Redis as the Celery broker, and Airflow's api-server,
-scheduler, dag-processor, triggerer and two Celery workers.
+MinIO holding the warehouse, PostgreSQL as Airflow's metadata database, Redis as the Celery broker,
+and Airflow's api-server, scheduler, dag-processor, triggerer and two Celery workers.
 
 A window stream (INTERVAL(1m) per meter, notifying a WebSocket receiver) and a PERIOD(10s) stream run
 their DAGs on the Celery workers, whose tasks reach the node over Spark Connect and start no JVM. Rows
@@ -18,10 +18,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from deltalake import DeltaTable
 
 from airflow_stream_provider import statements
 from airflow_stream_provider.local_airflow import LocalAirflow, wait_for
-from airflow_stream_provider.local_servers import Postgres, Redis
+from airflow_stream_provider.local_servers import Minio, Postgres, Redis
 from airflow_stream_provider.spark import standalone
 from airflow_stream_provider.warehouse import Warehouse
 from tests.notify.conftest import ReceiverProcess, events_of
@@ -33,8 +34,9 @@ METERS = ("m1", "m2", "m3")
 START = datetime(2025, 1, 1, tzinfo=UTC)
 
 
-def rows(wh: Warehouse, query: str) -> list[dict]:
-    return list(statements.run(wh, query))[-1].table.to_pylist()
+def table_rows(url: str, columns: list[str]) -> list[dict]:
+    """A table's rows, read from the object store with the Delta kernel."""
+    return DeltaTable(url).to_pyarrow_table(columns=columns).to_pylist()
 
 
 def readings(minutes: range) -> list[tuple[str, datetime, float]]:
@@ -63,10 +65,10 @@ def oracle(written: list[tuple[str, datetime, float]]) -> dict[tuple[str, str], 
             for (meter, start), vs in groups.items() if last[meter] >= start + timedelta(minutes=1)}
 
 
-def outputs(wh: Warehouse) -> list[tuple[str, str, float, int]]:
+def outputs(url: str) -> list[tuple[str, str, float, int]]:
     # tag_tbname: the partition's tbname, the tag of the output's subtables
     return [(r["tag_tbname"], r["ts"].strftime("%H:%M"), round(r["a"], 6), r["n"])
-            for r in rows(wh, "SELECT tag_tbname, ts, a, n FROM avg_out")]
+            for r in table_rows(url, ["tag_tbname", "ts", "a", "n"])]
 
 
 def jvms_of(airflow: LocalAirflow) -> list[int]:
@@ -75,7 +77,7 @@ def jvms_of(airflow: LocalAirflow) -> list[int]:
             if Path(f"/proc/{pid}/exe").exists() and "java" in os.path.basename(os.readlink(f"/proc/{pid}/exe"))]
 
 
-def test_the_scaled_out_topology_loses_and_duplicates_nothing(tmp_path, spark, monkeypatch):
+def test_the_scaled_out_topology_loses_and_duplicates_nothing(tmp_path, monkeypatch):
     stream_home = tmp_path / "stream"
     monkeypatch.setenv("AIRFLOW_STREAM_HOME", str(stream_home))
     servers: list = []
@@ -84,14 +86,18 @@ def test_the_scaled_out_topology_loses_and_duplicates_nothing(tmp_path, spark, m
     airflow = None
     node_started = False
     try:
-        servers += [Postgres(tmp_path / "postgres").start(), Redis(tmp_path / "redis").start()]
-        postgres, redis = servers
+        servers += [Postgres(tmp_path / "postgres").start(), Redis(tmp_path / "redis").start(),
+                    Minio(tmp_path / "minio").start()]
+        postgres, redis, minio = servers
+        # the warehouse on the object store, for the node, Airflow's processes and this one
+        for key, value in (minio.environ | {"AIRFLOW_STREAM_WAREHOUSE": minio.url("topology")}).items():
+            monkeypatch.setenv(key, value)
+        avg_out, tick_out = minio.url("topology/power/avg_out"), minio.url("topology/power/tick_out")
         started = cli(stream_home, "node", "start", "--port", str(free_port()), "--master", cluster.master_url,
                       timeout=300)
         assert started.returncode == 0, started.stdout + started.stderr
         node_started = True
-        wh = Warehouse(stream_home / "warehouse", spark=spark)
-        list(statements.run(wh, f"""
+        made = cli(stream_home, "sql", f"""
             CREATE DATABASE power; USE power;
             CREATE STABLE meters (ts TIMESTAMP, v DOUBLE) TAGS (site VARCHAR(16));
             CREATE TABLE m1 USING meters TAGS ('north'); CREATE TABLE m2 USING meters TAGS ('south');
@@ -101,7 +107,10 @@ def test_the_scaled_out_topology_loses_and_duplicates_nothing(tmp_path, spark, m
               AS SELECT _twstart ts, avg(v) AS a, count(*) AS n FROM %%trows;
             CREATE STREAM tick PERIOD(10s) INTO tick_out
               AS SELECT cast(_tlocaltime / 1000000 AS timestamp) ts, count(*) AS c FROM meters;
-        """))
+        """)
+        assert made.returncode == 0, made.stdout + made.stderr
+        # the inserts commit through the kernel, without Spark
+        wh = Warehouse(stream_home / "warehouse", database="power")
         airflow = LocalAirflow(tmp_path / "airflow", stream_home, database=postgres.url, celery=redis.url,
                                workers=2, parallelism=6)
         # a task whose worker was killed is failed (and retried) after this long without a heartbeat
@@ -112,7 +121,7 @@ def test_the_scaled_out_topology_loses_and_duplicates_nothing(tmp_path, spark, m
         written = readings(range(3))
         insert(wh, written)  # closes minutes 0 and 1 of each meter
         want = oracle(written)
-        wait_for(lambda: len(outputs(wh)) >= len(want), 300, "the first windows\n" + airflow.log("scheduler"))
+        wait_for(lambda: len(outputs(avg_out)) >= len(want), 300, "the first windows\n" + airflow.log("scheduler"))
 
         # a machine of the Spark cluster and one of the Celery workers die
         cluster.kill(cluster.workers()[0])
@@ -122,10 +131,10 @@ def test_the_scaled_out_topology_loses_and_duplicates_nothing(tmp_path, spark, m
             insert(wh, [r for r in batch if r[1].minute == minute])
         written += batch
         want = oracle(written)
-        wait_for(lambda: len(outputs(wh)) >= len(want), 420,
+        wait_for(lambda: len(outputs(avg_out)) >= len(want), 420,
                  "the windows after the kills\n" + airflow.log("scheduler") + airflow.log("celery-worker-2"))
 
-        got = outputs(wh)
+        got = outputs(avg_out)
         assert Counter((m, t) for m, t, _a, _n in got) == Counter(want.keys()), "a window lost or written twice"
         assert {(m, t): (a, n) for m, t, a, n in got} == want
         events = wait_for(lambda: events_of(receiver.messages()) if len(events_of(receiver.messages())) >= len(want)
@@ -136,7 +145,7 @@ def test_the_scaled_out_topology_loses_and_duplicates_nothing(tmp_path, spark, m
                          for e in events)
         assert len(closes) == len(want) and max(closes.values()) == 1, closes
 
-        ticks = rows(wh, "SELECT ts FROM tick_out")
+        ticks = table_rows(tick_out, ["ts"])
         assert ticks and all(r["ts"].second % 10 == 0 for r in ticks)  # instants of PERIOD(10s)
         assert len({r["ts"] for r in ticks}) == len(ticks)
 

@@ -1,11 +1,12 @@
 """Hooks to Airflow connections, and :func:`bind`, which lends them to the layers that must not import
 Airflow: notification delivery (``stream_ws`` credentials) and the Spark session (the ``spark_connect``
-URL)."""
+URL) and the warehouse's object store (its credentials)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from airflow_stream_provider import storage
 from airflow_stream_provider.notify import delivery
 from airflow_stream_provider.spark import session
 
@@ -16,6 +17,7 @@ def bind() -> None:
     imported only when a connection is read."""
     delivery.use_credentials(_credentials)
     session.use_connection_url(_connection_url)
+    storage.use_connection_reader(_storage_variables)
 
 
 def _credentials(url: str, conn_ids: Sequence[str]) -> delivery.Access | None:
@@ -28,3 +30,9 @@ def _connection_url(conn_id: str) -> str:
     from airflow_stream_provider.hooks.spark_connect import connection_url
 
     return connection_url(conn_id)
+
+
+def _storage_variables(conn_id: str) -> dict[str, str]:
+    from airflow_stream_provider.hooks.storage import aws_variables
+
+    return aws_variables(conn_id)

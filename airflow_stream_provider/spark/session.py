@@ -105,6 +105,10 @@ def local_session(
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
+    if storage.configured() is not None:
+        hadoop = session.sparkContext._jsc.hadoopConfiguration()
+        for key, value in storage.hadoop_secrets().items():
+            hadoop.set(key, value)
     return session
 
 

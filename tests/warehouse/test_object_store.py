@@ -7,6 +7,7 @@ stream node's reads and detection), and concurrent writers lose nothing.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -101,9 +102,11 @@ def test_tables_deletes_and_a_stream_with_the_warehouse_on_the_object_store(mini
 WRITER = textwrap.dedent("""
     import sys
     from airflow_stream_provider import statements
+    from airflow_stream_provider.hooks import bind
     from airflow_stream_provider.warehouse import Warehouse
 
     kind, writer, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    bind()  # the object store's credentials come from an Airflow connection, as in a task
     warehouse = Warehouse(database="power")
     head = f"INSERT INTO s{writer} USING meters TAGS ('site{writer}', {writer}) VALUES "
     base = 1_735_689_600_000
@@ -123,7 +126,12 @@ def test_concurrent_writers_on_the_object_store_lose_nothing(minio, tmp_path):
     retries on the new version instead of overwriting it."""
     singles, batches = 60, 8
     home = tmp_path / "home"
-    env = environ(minio, home, "race")
+    # the credentials in an Airflow connection, none in AWS variables
+    env = {k: v for k, v in environ(minio, home, "race").items() if not k.startswith("AWS_")} | {
+        "AIRFLOW_CONN_WAREHOUSE_STORE": json.dumps({
+            "conn_type": "aws", "login": minio.access_key, "password": minio.secret_key,
+            "extra": {"endpoint_url": minio.endpoint, "region_name": "us-east-1"}}),
+        "AIRFLOW_STREAM_STORAGE_CONN_ID": "warehouse_store"}
     made = run(env, "sql", "CREATE DATABASE power; CREATE STABLE power.meters (ts TIMESTAMP, v BIGINT) "
                            "TAGS (site VARCHAR(16), writer INT)")
     assert made.returncode == 0, made.stderr
@@ -147,3 +155,23 @@ def test_concurrent_writers_on_the_object_store_lose_nothing(minio, tmp_path):
     # every writer's commits are in the log: 2 x 60 single-row and 2 x 8 batch commits, plus the
     # CREATE, each at its own version
     assert table.version() >= 2 * (singles + batches)
+
+
+def test_an_unusable_location_or_connection_is_refused_clearly(monkeypatch, tmp_path):
+    from airflow_stream_provider import storage
+    from airflow_stream_provider.warehouse import Warehouse
+
+    monkeypatch.setenv("AIRFLOW_STREAM_HOME", str(tmp_path))
+    monkeypatch.setenv("AIRFLOW_STREAM_WAREHOUSE", "hdfs://namenode/warehouse")
+    with pytest.raises(storage.StorageError, match="write s3://bucket/prefix"):
+        Warehouse()
+    monkeypatch.setenv("AIRFLOW_STREAM_WAREHOUSE", "s3://")
+    with pytest.raises(storage.StorageError, match="write s3://bucket/prefix"):
+        Warehouse()
+    monkeypatch.setenv("AIRFLOW_STREAM_WAREHOUSE", "s3://bucket/prefix/")
+    monkeypatch.setenv("AIRFLOW_STREAM_STORAGE_CONN_ID", "nowhere")
+    monkeypatch.setattr(storage, "_read_connection", None)
+    with pytest.raises(storage.StorageError, match="cannot read Airflow connections"):
+        Warehouse()
+    with pytest.raises(storage.StorageError, match="S3A jars"):
+        storage.spark_settings([])
