@@ -21,14 +21,29 @@ pytestmark = pytest.mark.spark
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def dev_cluster(folder: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(ROOT / "dev" / "cluster"), *args, "--dir", str(folder)], capture_output=True,
+                          text=True, timeout=180)
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    # two workers of two cores: the cluster has four cores where local[2] has two
-    started = standalone.start(tmp_path_factory.mktemp("cluster"), workers=2, cores=2, memory="1g")
+    """Two workers of two cores, started and stopped with ``dev/cluster``: the cluster has four cores
+    where local[2] has two."""
+    folder = tmp_path_factory.mktemp("cluster")
+    started = dev_cluster(folder, "start", "--workers", "2", "--cores", "2", "--memory", "1g")
+    assert started.returncode == 0, started.stdout + started.stderr
+    recorded = standalone.Cluster.load(folder)
+    assert recorded is not None and [p.role for p in recorded.processes] == ["master", "worker-1", "worker-2"]
+    assert recorded.master_url in started.stdout
     try:
-        yield started
+        assert "2 workers alive" in dev_cluster(folder, "status").stdout
+        yield recorded
     finally:
-        started.stop()
+        assert dev_cluster(folder, "stop").returncode == 0
+        # stopped by pid: none of the recorded processes runs on
+        assert not [p.pid for p in recorded.processes if standalone._is_ours(p)]
+        assert dev_cluster(folder, "status").returncode == 3
 
 
 def state_partitions(checkpoint: Path) -> list[str]:
@@ -43,25 +58,6 @@ def wait_for(check, what: str, log: Path, timeout: float = 150) -> None:
             return
         time.sleep(0.5)
     raise AssertionError(f"timed out waiting for {what}; node log:\n{log.read_text()[-4000:]}")
-
-
-def test_dev_cluster_script_starts_reports_and_stops_by_pid(tmp_path):
-    folder = tmp_path / "c"
-
-    def run(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([str(ROOT / "dev" / "cluster"), *args, "--dir", str(folder), "--workers", "1"],
-                              capture_output=True, text=True, timeout=180)
-
-    started = run("start")
-    assert started.returncode == 0, started.stdout + started.stderr
-    recorded = standalone.Cluster.load(folder)
-    assert recorded is not None and [p.role for p in recorded.processes] == ["master", "worker-1"]
-    assert recorded.master_url in started.stdout
-    assert "1 workers alive" in run("status").stdout
-    assert run("stop").returncode == 0
-    for process in recorded.processes:
-        assert not Path(f"/proc/{process.pid}").exists() or not standalone._is_ours(process)
-    assert run("status").returncode == 3
 
 
 def test_node_refuses_an_unknown_master(tmp_path):
