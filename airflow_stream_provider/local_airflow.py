@@ -68,6 +68,8 @@ class LocalAirflow:
                  database: str | None = None, celery: str | None = None, workers: int = 2) -> None:
         """``users``: name -> (role, password) for Airflow's simple auth manager, the first being
         the one this provider's API calls use; without them, every request is admin."""
+        if celery and not database:
+            raise ValueError("the CeleryExecutor needs a database other than SQLite: pass database= (PostgreSQL)")
         self.home = Path(home)
         self.standalone = standalone
         self.workers = [f"celery-worker-{i + 1}" for i in range(workers)] if celery else []

@@ -105,6 +105,13 @@ class Postgres(_Server):
     name = "postgres"
 
     def start(self, timeout: float = 60.0) -> Postgres:
+        try:
+            return self._start(timeout)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self, timeout: float) -> Postgres:
         binaries = _postgres_bin()
         make_dirs(self.folder)
         cluster_dir, user = self.folder, None
@@ -153,6 +160,13 @@ class Redis(_Server):
     name = "redis"
 
     def start(self, timeout: float = 30.0) -> Redis:
+        try:
+            return self._start(timeout)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self, timeout: float) -> Redis:
         server = shutil.which("redis-server") or "/usr/bin/redis-server"
         if not Path(server).is_file():
             raise ServerError("redis-server is not installed: run dev/setup, or apt-get install redis-server")
@@ -187,6 +201,13 @@ class Minio(_Server):
         self.secret_key = os.urandom(12).hex()
 
     def start(self, timeout: float = 60.0) -> Minio:
+        try:
+            return self._start(timeout)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self, timeout: float) -> Minio:
         make_dirs(self.folder / "data")
         console = free_port()
         env = dict(os.environ) | {"MINIO_ROOT_USER": self.access_key, "MINIO_ROOT_PASSWORD": self.secret_key,

@@ -27,7 +27,7 @@ from airflow_stream_provider import config
 
 REMOTE = "s3://"
 #: the variables the Delta kernel and pyarrow read, set from an Airflow connection when one is named
-AWS_VARIABLES = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION", "AWS_ENDPOINT_URL")
+AWS_VARIABLES = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION", "AWS_ENDPOINT_URL")
 
 
 class StorageError(ValueError):
@@ -83,8 +83,10 @@ def credentials() -> dict[str, str]:
 def export_credentials() -> None:
     """Put the connection's credentials into this process's environment, where the Delta kernel,
     pyarrow and a Spark started from here read them."""
-    if os.environ.get("AIRFLOW_STREAM_STORAGE_CONN_ID"):
+    conn_id = os.environ.get("AIRFLOW_STREAM_STORAGE_CONN_ID")
+    if conn_id and os.environ.get("AIRFLOW_STREAM_STORAGE_EXPORTED") != conn_id:  # read once per process
         os.environ.update(credentials())
+        os.environ["AIRFLOW_STREAM_STORAGE_EXPORTED"] = conn_id
     if os.environ.get("AWS_ENDPOINT_URL", "").startswith("http://"):
         os.environ.setdefault("AWS_ALLOW_HTTP", "true")
 
@@ -121,7 +123,8 @@ def hadoop_secrets() -> dict[str, str]:
     ``spark.session``), which Spark ships to the executors with each job: never onto a command line."""
     values = credentials()
     keys = {"fs.s3a.access.key": values.get("AWS_ACCESS_KEY_ID"),
-            "fs.s3a.secret.key": values.get("AWS_SECRET_ACCESS_KEY")}
+            "fs.s3a.secret.key": values.get("AWS_SECRET_ACCESS_KEY"),
+            "fs.s3a.session.token": values.get("AWS_SESSION_TOKEN")}
     return {key: value for key, value in keys.items() if value}
 
 
@@ -131,7 +134,7 @@ def _filesystem():
     values = credentials()
     endpoint = values.get("AWS_ENDPOINT_URL")
     kwargs: dict = {"access_key": values.get("AWS_ACCESS_KEY_ID"), "secret_key": values.get("AWS_SECRET_ACCESS_KEY"),
-                    "region": values.get("AWS_REGION") or "us-east-1"}
+                    "session_token": values.get("AWS_SESSION_TOKEN"), "region": values.get("AWS_REGION") or "us-east-1"}
     if endpoint:
         parts = urlsplit(endpoint)
         kwargs |= {"endpoint_override": parts.netloc, "scheme": parts.scheme or "https"}
@@ -175,7 +178,7 @@ class TableStore:
     def remove(self, location: Location) -> None:
         """Delete a table or a database's tables, files and log."""
         if isinstance(location, Path):
-            shutil.rmtree(location, ignore_errors=True)
+            shutil.rmtree(location)
             return
         from pyarrow import fs
 

@@ -81,13 +81,13 @@ def test_the_scaled_out_topology_loses_and_duplicates_nothing(tmp_path, monkeypa
     stream_home = tmp_path / "stream"
     monkeypatch.setenv("AIRFLOW_STREAM_HOME", str(stream_home))
     servers: list = []
-    cluster = standalone.start(tmp_path / "cluster", workers=2, cores=1, memory="1g")
-    receiver = ReceiverProcess(tmp_path).start()
-    airflow = None
+    cluster = receiver = airflow = None
     node_started = False
     try:
-        servers += [Postgres(tmp_path / "postgres").start(), Redis(tmp_path / "redis").start(),
-                    Minio(tmp_path / "minio").start()]
+        cluster = standalone.start(tmp_path / "cluster", workers=2, cores=1, memory="1g")
+        receiver = ReceiverProcess(tmp_path).start()
+        for server in (Postgres(tmp_path / "postgres"), Redis(tmp_path / "redis"), Minio(tmp_path / "minio")):
+            servers.append(server.start())
         postgres, redis, minio = servers
         # the warehouse on the object store, for the node, Airflow's processes and this one
         for key, value in (minio.environ | {"AIRFLOW_STREAM_WAREHOUSE": minio.url("topology")}).items():
@@ -164,9 +164,11 @@ def test_the_scaled_out_topology_loses_and_duplicates_nothing(tmp_path, monkeypa
     finally:
         if airflow is not None:
             airflow.stop()
-        receiver.stop()
+        if receiver is not None:
+            receiver.stop()
         if node_started:
             cli(stream_home, "node", "stop", timeout=120)
         for server in reversed(servers):
             server.stop()
-        cluster.stop()
+        if cluster is not None:
+            cluster.stop()

@@ -141,6 +141,10 @@ def start(port: int | None = None, timeout: float = 180.0, memory: str | None = 
 def _start(port: int | None, timeout: float, memory: str | None, master: str) -> NodeInfo:
     current = running()
     if current is not None:
+        serving = _master_of_running()
+        if serving is not None and serving != master:
+            raise NodeError(f"the stream node already runs on {serving}, not {master}: "
+                            "airflow-stream node stop first")
         return current
     port = port or default_port()
     if not _port_free(port):
@@ -176,6 +180,13 @@ def _start(port: int | None, timeout: float, memory: str | None, master: str) ->
     _terminate(process.pid, instance, 10.0)
     raise NodeError(f"the stream node did not accept connections on {HOST}:{port} within {timeout:.0f} s:\n"
                     f"{_tail(log_path)}")
+
+
+def _master_of_running() -> str | None:
+    try:
+        return json.loads((folder() / "status.json").read_text(encoding="utf-8")).get("master")
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
 
 
 def stop(timeout: float = 60.0) -> int | None:

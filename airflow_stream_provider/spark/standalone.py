@@ -18,6 +18,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
 from collections.abc import Callable
@@ -123,8 +124,9 @@ class Cluster:
         deadline = time.monotonic() + timeout
         for process in self.processes:
             if not _wait_gone(process.pid, max(0.0, deadline - time.monotonic())) and _is_ours(process):
+                # the whole group: a worker's executors too
                 with contextlib.suppress(ProcessLookupError):
-                    os.kill(process.pid, signal.SIGKILL)
+                    os.killpg(process.pid, signal.SIGKILL)
         (self.folder / STATE_FILE).unlink(missing_ok=True)
 
 
@@ -250,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             cluster = start(folder, args.workers, args.cores, args.memory)
         except ClusterError as err:
-            print(f"error: {err}")
+            print(f"error: {err}", file=sys.stderr)
             return 1
         print(f"Spark master {cluster.master_url} (UI {cluster.master_ui}), {len(cluster.workers())} workers; "
               f"node: airflow-stream node start --master {cluster.master_url}")
@@ -263,7 +265,12 @@ def main(argv: list[str] | None = None) -> int:
         recorded.stop()
         print("cluster stopped")
         return 0
-    print(f"Spark master {recorded.master_url}: {len(recorded.alive_workers())} workers alive")
+    try:
+        alive = len(recorded.alive_workers())
+    except OSError as err:
+        print(f"Spark master {recorded.master_url} does not answer ({err}); logs in {folder}", file=sys.stderr)
+        return 1
+    print(f"Spark master {recorded.master_url}: {alive} workers alive")
     return 0
 
 

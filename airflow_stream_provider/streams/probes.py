@@ -14,6 +14,7 @@ import pandas as pd
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
+from airflow_stream_provider.storage import Location, export_credentials, is_remote
 from airflow_stream_provider.streams.store import StoredStream, detector_hosted
 
 _COMMIT = re.compile(r"^\d+$")
@@ -56,8 +57,16 @@ def last_commit(checkpoint: Path) -> tuple[int, int | None] | None:
     return batch, watermark
 
 
-def latest_version(table: Path) -> int | None:
-    """The latest version of a Delta table, from the names in its ``_delta_log``."""
+def latest_version(table: Location) -> int | None:
+    """The latest version of a Delta table, from the names in its ``_delta_log`` (from its log on
+    an object store)."""
+    if is_remote(table):
+        export_credentials()
+        try:
+            return DeltaTable(str(table)).version()
+        except TableNotFoundError:
+            return None
+    table = Path(table)
     try:
         versions = [int(m.group(1)) for p in (table / "_delta_log").iterdir() if (m := _LOG_ENTRY.match(p.name))]
     except FileNotFoundError:
@@ -77,7 +86,7 @@ def check_windows(state_dir: str | Path, table: str | Path | None = None) -> dic
         return {"status": "committed", "from_batch": consumed + 1, "to_batch": committed[0],
                 "watermark_ms": committed[1]}
     if table is not None and not detector_hosted(state_dir):
-        version = latest_version(Path(table))
+        version = latest_version(table if is_remote(table) else Path(table))
         seen = state.get("detected_version", state.get("created_version"))
         if version is not None and (seen is None or version > seen):
             return {"status": "detect", "version": version, "from_batch": consumed + 1, "to_batch": None}
@@ -87,6 +96,8 @@ def check_windows(state_dir: str | Path, table: str | Path | None = None) -> dic
 def max_event_time(table: str | Path, ts_column: str) -> datetime | None:
     """The latest event time of a Delta table, from its files' statistics (read only where a file
     has none)."""
+    if is_remote(table):
+        export_credentials()
     try:
         dt = DeltaTable(str(table))
     except TableNotFoundError:

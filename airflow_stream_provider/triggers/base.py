@@ -8,6 +8,8 @@ from collections.abc import AsyncIterator, Callable
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+from airflow_stream_provider.hooks import bind
+
 #: the module serialized triggers name: the package, which re-exports every trigger, so that a
 #: trigger deferred before a module moved still imports in the triggerer
 CLASSPATH_MODULE = "airflow_stream_provider.triggers"
@@ -27,6 +29,7 @@ class StreamTrigger(BaseTrigger):
         """The event to fire, or None while there is nothing to do yet."""
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
+        bind()  # the checks read tables on an object store with the keys of an Airflow connection
         async for event in poll(self.check, self.poll_interval):
             yield event
 

@@ -339,8 +339,9 @@ class Catalog:
 
     def drop_table_files(self, info: TableInfo) -> None:
         folder = self.table_path(info.db, info.name)  # the names checked, the path inside the root
-        for sub in self.subtables(info):
+        subtables = self.subtables(info)
+        self.store.remove(folder)  # first: a table whose files could not all go keeps its subtables
+        for sub in subtables:
             self._registry(info.db, sub).unlink(missing_ok=True)
-        self.store.remove(folder)
         self._tables.pop(info.path, None)
 

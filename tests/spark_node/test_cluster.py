@@ -12,6 +12,7 @@ import pytest
 from airflow_stream_provider import statements
 from airflow_stream_provider.node import server as node
 from airflow_stream_provider.spark import standalone
+from airflow_stream_provider.spark.session import spark_session
 from airflow_stream_provider.streams.store import StreamStore
 from airflow_stream_provider.warehouse import Warehouse
 from tests.spark_node.test_node import cli, free_port
@@ -100,6 +101,11 @@ def test_a_stream_started_on_local_goes_on_on_the_cluster(cluster, tmp_path, spa
         report = node.status()
         assert report is not None and report["master"] == cluster.master_url
         assert f"driver of {cluster.master_url}: 4 executor cores, 4 shuffle partitions" in log.read_text()
+        client = spark_session()  # a Spark Connect session opened after the node started: it follows too
+        try:
+            assert client.conf.get("spark.sql.shuffle.partitions") == "4"
+        finally:
+            client.stop()
         list(statements.run(wh, """CREATE STREAM s2 INTERVAL(1m) SLIDING(1m) FROM m
             STREAM_OPTIONS(LOW_LATENCY_CALC) INTO s2_out AS SELECT _twstart ts, sum(v) total FROM %%trows"""))
         list(statements.run(wh, "INSERT INTO m VALUES ('2025-01-01 00:02:01', 2)"))  # closes [00:01, 00:02)

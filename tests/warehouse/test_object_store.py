@@ -13,12 +13,14 @@ import subprocess
 import sys
 import textwrap
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, QueryBuilder
 
+from airflow_stream_provider import statements
 from airflow_stream_provider.local_servers import Minio
 from tests.spark_node.test_node import SCRIPT, free_port
 
@@ -159,6 +161,7 @@ def test_concurrent_writers_on_the_object_store_lose_nothing(minio, tmp_path):
 
 def test_an_unusable_location_or_connection_is_refused_clearly(monkeypatch, tmp_path):
     from airflow_stream_provider import storage
+    from airflow_stream_provider.spark.session import object_store_conf
     from airflow_stream_provider.warehouse import Warehouse
 
     monkeypatch.setenv("AIRFLOW_STREAM_HOME", str(tmp_path))
@@ -173,5 +176,63 @@ def test_an_unusable_location_or_connection_is_refused_clearly(monkeypatch, tmp_
     monkeypatch.setattr(storage, "_read_connection", None)
     with pytest.raises(storage.StorageError, match="cannot read Airflow connections"):
         Warehouse()
-    with pytest.raises(storage.StorageError, match="S3A jars"):
-        storage.spark_settings([])
+    monkeypatch.delenv("AIRFLOW_STREAM_STORAGE_CONN_ID")
+    monkeypatch.setenv("AIRFLOW_STREAM_S3_JARS", str(tmp_path / "empty"))
+    with pytest.raises(storage.StorageError, match="S3A jars .* run dev/setup"):
+        object_store_conf()  # what every Spark session of this process would be built with
+
+
+CONDITIONAL_CREATE = textwrap.dedent("""
+    import sys
+    from airflow_stream_provider.spark.session import local_session
+
+    session = local_session("conditional-create")
+    jvm, hadoop = session._jvm, session._jsc.hadoopConfiguration()
+    path = jvm.org.apache.hadoop.fs.Path(sys.argv[1])
+    fs = path.getFileSystem(hadoop)
+    first, second = fs.create(path, False), fs.create(path, False)  # two writers, the same log entry
+    first.write(bytearray(b"first")); first.close()
+    second.write(bytearray(b"second"))
+    try:
+        second.close()
+        print("second: written")
+    except Exception as err:
+        print("second: refused", str(err).splitlines()[0][:300])
+    stream = fs.open(path)
+    print("content:", bytes(jvm.org.apache.commons.io.IOUtils.toByteArray(stream)).decode())
+    stream.close()
+""")
+
+
+def test_spark_never_replaces_a_log_entry_another_writer_created(minio, tmp_path):
+    """Delta's S3 log store writes each commit with create(overwrite=false), and S3A's conditional
+    create makes that a conditional PUT: of two writers creating one log entry, the second fails
+    and the first's content stays, as a kernel commit racing Spark's would."""
+    script = tmp_path / "conditional_create.py"
+    script.write_text(CONDITIONAL_CREATE)
+    env = environ(minio, tmp_path / "home", "conditional")
+    done = subprocess.run([sys.executable, str(script), minio.url("conditional/_delta_log/00000000000000000001.json")],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "second: refused" in done.stdout, done.stdout
+    assert "content: first" in done.stdout
+
+
+def test_the_sensor_probes_read_tables_on_the_object_store(minio, tmp_path, monkeypatch):
+    """The deferrable sensors' checks (in the triggerer, without Spark) see a table's versions and
+    latest event time on the object store; they set AWS_ALLOW_HTTP for an http:// endpoint themselves."""
+    from airflow_stream_provider.streams.probes import latest_version, max_event_time
+    from airflow_stream_provider.warehouse import Warehouse
+
+    for key, value in environ(minio, tmp_path / "home", "probes").items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("AWS_ALLOW_HTTP")
+    url = minio.url("probes/power/m")
+    assert latest_version(url) is None  # no table yet
+    wh = Warehouse(tmp_path / "home" / "warehouse")
+    list(statements.run(wh, "CREATE DATABASE power; CREATE TABLE power.m (ts TIMESTAMP, v DOUBLE); "
+                            "INSERT INTO power.m VALUES ('2025-01-01 00:00:10', 1); "
+                            "INSERT INTO power.m VALUES ('2025-01-01 00:02:30', 2)"))
+    monkeypatch.delenv("AWS_ALLOW_HTTP")  # the probes set it again: they must not depend on the catalog
+    assert latest_version(url) == 2  # CREATE, then two commits
+    assert max_event_time(url, "ts") == datetime(2025, 1, 1, 0, 2, 30, tzinfo=UTC)
