@@ -302,7 +302,7 @@ def serve(port: int, instance: str, memory: str | None = None, master: str = LOC
         print(f"error: {err}", file=sys.stderr, flush=True)
         return 1
     bind()  # LOW_LATENCY_CALC detectors deliver notifications with Airflow's connections
-    extra = {
+    extra: dict[str, str | None] = {
         "spark.plugins": "org.apache.spark.sql.connect.SparkConnectPlugin",
         # 127.0.0.1 unless AIRFLOW_STREAM_NODE_BIND opens it to other hosts (a container, a cluster)
         "spark.connect.grpc.binding.address": os.environ.get("AIRFLOW_STREAM_NODE_BIND", HOST),
@@ -314,7 +314,9 @@ def serve(port: int, instance: str, memory: str | None = None, master: str = LOC
     if memory:
         os.environ["PYSPARK_SUBMIT_ARGS"] = f"--driver-memory {memory} pyspark-shell"
     if master.startswith("spark://"):
-        extra |= cluster_conf()
+        # set once the executors are known (follow_cluster_cores); a count given to the builder would
+        # be copied into every Spark Connect session as it opens
+        extra |= cluster_conf() | {"spark.sql.shuffle.partitions": None}
     session = local_session("airflow-stream-node", master=master, extra=extra)
     if master.startswith("spark://"):
         try:

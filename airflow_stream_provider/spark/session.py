@@ -88,15 +88,16 @@ def object_store_conf() -> dict[str, str]:
 
 
 def local_session(
-    app_name: str = "airflow-stream", master: str = "local[2]", extra: dict[str, str] | None = None
+    app_name: str = "airflow-stream", master: str = "local[2]", extra: dict[str, str | None] | None = None
 ) -> SparkSession:
-    """The in-process session used when no stream node runs; one per process."""
+    """The in-process session used when no stream node runs; one per process. A None in ``extra``
+    leaves that setting out."""
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    conf = spark_conf() | (extra or {})
+    conf = {key: value for key, value in (spark_conf() | (extra or {})).items() if value is not None}
     home = config.home()
     for sub in ("spark/local", "spark/tmp"):
         make_dirs(home / sub)

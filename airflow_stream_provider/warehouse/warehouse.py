@@ -373,11 +373,27 @@ class Warehouse:
             where = to_spark(stmt.where.tree, timestamp_column=info.timestamp_column, precision=info.precision)
             conditions.append(f"({where})")
         target = delta_table(info.path).sql(dialect="spark")
-        sql = f"DELETE FROM {target}" + (f" WHERE {' AND '.join(conditions)}" if conditions else "")
-        with self.local_time():
-            affected = self.spark.sql(sql).collect()
-        count = int(affected[0][0]) if affected else 0
+        where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+        if self.catalog.store.remote:
+            count = self._delete_by_key(info, target, where)
+        else:
+            with self.local_time():
+                affected = self.spark.sql(f"DELETE FROM {target}{where}").collect()
+            count = int(affected[0][0]) if affected else 0
         return Result(stmt, f"{count} row{'s' if count != 1 else ''} deleted from {found.qualified}", rows=count)
+
+    def _delete_by_key(self, info: TableInfo, target: str, where: str) -> int:
+        """DELETE on an object store: Spark finds the keys of the rows the condition matches, and the
+        kernel deletes those rows. The kernel's commit is a conditional PUT; Spark's own commit
+        through S3A would be a plain one, which a concurrent writer's commit of the same version
+        could be overwritten by."""
+        keys = ", ".join(f"`{k}`" for k in info.key_columns)
+        with self.local_time():
+            doomed = self.spark.sql(f"SELECT {keys} FROM {target}{where}").toArrow()
+        if doomed.num_rows:
+            writer.delete_matching(info.path, doomed.cast(pa.schema(
+                [info.arrow_schema().field(name) for name in info.key_columns])))
+        return doomed.num_rows
 
     def spark_sql(self, query: m.SqlExpression) -> str:
         """The Spark SQL of a TDengine query, its tables resolved to the Delta tables they live in."""
