@@ -9,9 +9,11 @@ Delta logs, are at ``<location>/<db>/<table>``.
 Credentials and the endpoint come from the standard AWS variables (``AWS_ACCESS_KEY_ID``,
 ``AWS_SECRET_ACCESS_KEY``, ``AWS_REGION``, ``AWS_ENDPOINT_URL`` for a store other than AWS), or from
 an Airflow connection named by ``AIRFLOW_STREAM_STORAGE_CONN_ID`` (login: key id, password: secret,
-extra ``endpoint_url`` and ``region_name``), never from SQL text. Both writers read them: the Delta
-Lake Rust kernel commits with the object store's conditional writes (``If-None-Match``), so
-concurrent writers cannot overwrite a commit; Spark reads and writes through Hadoop's S3A.
+extra ``endpoint_url`` and ``region_name``), never from SQL text. The Delta Lake Rust kernel makes
+every commit there, with the object store's conditional writes (``If-None-Match``), so concurrent
+writers cannot overwrite a commit. Spark reads through Hadoop's S3A and commits nothing there: S3A
+writes a log entry with a plain PUT, which could replace a concurrent writer's (a DELETE's keys are
+found by Spark and deleted by the kernel, see ``Warehouse._delete_by_key``).
 """
 
 from __future__ import annotations
@@ -105,9 +107,6 @@ def spark_settings(jars: list[Path]) -> dict[str, str]:
         "spark.executor.extraClassPath": classpath,
         "spark.hadoop.fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
         "spark.hadoop.fs.s3a.path.style.access": "true",
-        # a Delta commit is created only where none exists: S3A's conditional create (If-None-Match)
-        "spark.hadoop.fs.s3a.create.conditional.enabled": "true",
-        "spark.hadoop.fs.s3a.performance.flags": "create",
     }
     endpoint = values.get("AWS_ENDPOINT_URL")
     if endpoint:
