@@ -59,10 +59,11 @@ LOCAL_MASTER = "local[2]"
 EXECUTORS_TIMEOUT_S = 120.0
 
 
-def default_master() -> str:
-    """``AIRFLOW_STREAM_NODE_MASTER``, else ``[node] master`` of ``airflow-stream.toml``, else local[2]."""
+def configured_master() -> str | None:
+    """``AIRFLOW_STREAM_NODE_MASTER``, else ``[node] master`` of ``airflow-stream.toml``; None when
+    neither names one (the node then runs on local[2])."""
     value = os.environ.get("AIRFLOW_STREAM_NODE_MASTER") or config.settings().get("node", {}).get("master")
-    return str(value) if value else LOCAL_MASTER
+    return str(value) if value else None
 
 
 def checked_master(master: str) -> str:
@@ -134,18 +135,21 @@ def start(port: int | None = None, timeout: float = 180.0, memory: str | None = 
     :param master: the Spark master the node is the driver of: ``local[2]`` by default
         (``AIRFLOW_STREAM_NODE_MASTER``, ``[node] master``), or a standalone cluster's ``spark://host:port``.
     """
+    wanted = master or configured_master()
     with control():
-        return _start(port, timeout, memory, checked_master(master or default_master()))
+        return _start(port, timeout, memory, checked_master(wanted) if wanted else None)
 
 
-def _start(port: int | None, timeout: float, memory: str | None, master: str) -> NodeInfo:
+def _start(port: int | None, timeout: float, memory: str | None, wanted: str | None) -> NodeInfo:
+    """:param wanted: the master asked for; None takes a running node on any master, or starts one on local[2]."""
     current = running()
     if current is not None:
         serving = _master_of_running()
-        if serving is not None and serving != master:
-            raise NodeError(f"the stream node already runs on {serving}, not {master}: "
+        if wanted is not None and serving is not None and serving != wanted:
+            raise NodeError(f"the stream node already runs on {serving}, not {wanted}: "
                             "airflow-stream node stop first")
         return current
+    master = wanted or LOCAL_MASTER
     port = port or default_port()
     if not _port_free(port):
         raise NodeError(f"port {port} on {HOST} is in use; choose another with --port or AIRFLOW_STREAM_NODE_PORT")

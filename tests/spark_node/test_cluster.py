@@ -101,6 +101,9 @@ def test_a_stream_started_on_local_goes_on_on_the_cluster(cluster, tmp_path, spa
         report = node.status()
         assert report is not None and report["master"] == cluster.master_url
         assert f"driver of {cluster.master_url}: 4 executor cores, 4 shuffle partitions" in log.read_text()
+        refused = cli(home, "node", "start", "--master", "local[2]")  # asked for another master: refused
+        assert refused.returncode == 1 and f"already runs on {cluster.master_url}" in refused.stderr
+        assert cli(home, "node", "start").returncode == 0  # no master asked for: the running node
         client = spark_session()  # a Spark Connect session opened after the node started: it follows too
         try:
             assert client.conf.get("spark.sql.shuffle.partitions") == "4"
