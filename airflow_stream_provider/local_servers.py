@@ -18,7 +18,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from abc import ABC, abstractmethod
 from pathlib import Path
+from typing import Self
 
 from airflow_stream_provider.values import make_dirs
 
@@ -48,7 +50,7 @@ def _tail(path: Path, lines: int = 20) -> str:
         return "(no log)"
 
 
-class _Server:
+class _Server(ABC):
     name = "server"
 
     def __init__(self, folder: Path) -> None:
@@ -56,6 +58,18 @@ class _Server:
         self.port = free_port()
         self.process: subprocess.Popen | None = None
         self.log = self.folder / f"{self.name}.log"
+
+    def start(self, timeout: float | None = None) -> Self:
+        """Start the server and wait until it serves; a server that fails to start is stopped."""
+        try:
+            return self._start() if timeout is None else self._start(timeout)
+        except BaseException:
+            self.stop()
+            raise
+
+    @abstractmethod
+    def _start(self, timeout: float = 60.0) -> Self:
+        """Launch the server and wait until it serves (each server class knows how)."""
 
     def _spawn(self, args: list[str], user: str | None = None, env: dict[str, str] | None = None) -> None:
         with self.log.open("ab") as out:
@@ -104,14 +118,7 @@ class Postgres(_Server):
 
     name = "postgres"
 
-    def start(self, timeout: float = 60.0) -> Postgres:
-        try:
-            return self._start(timeout)
-        except BaseException:
-            self.stop()
-            raise
-
-    def _start(self, timeout: float) -> Postgres:
+    def _start(self, timeout: float = 60.0) -> Postgres:
         binaries = _postgres_bin()
         make_dirs(self.folder)
         cluster_dir, user = self.folder, None
@@ -159,14 +166,7 @@ class Redis(_Server):
 
     name = "redis"
 
-    def start(self, timeout: float = 30.0) -> Redis:
-        try:
-            return self._start(timeout)
-        except BaseException:
-            self.stop()
-            raise
-
-    def _start(self, timeout: float) -> Redis:
+    def _start(self, timeout: float = 30.0) -> Redis:
         server = shutil.which("redis-server") or "/usr/bin/redis-server"
         if not Path(server).is_file():
             raise ServerError("redis-server is not installed: run dev/setup, or apt-get install redis-server")
@@ -200,14 +200,7 @@ class Minio(_Server):
         self.bucket = bucket
         self.secret_key = os.urandom(12).hex()
 
-    def start(self, timeout: float = 60.0) -> Minio:
-        try:
-            return self._start(timeout)
-        except BaseException:
-            self.stop()
-            raise
-
-    def _start(self, timeout: float) -> Minio:
+    def _start(self, timeout: float = 60.0) -> Minio:
         make_dirs(self.folder / "data")
         console = free_port()
         env = dict(os.environ) | {"MINIO_ROOT_USER": self.access_key, "MINIO_ROOT_PASSWORD": self.secret_key,
