@@ -11,13 +11,17 @@ Credentials and the endpoint come from the standard AWS variables (``AWS_ACCESS_
 an Airflow connection named by ``AIRFLOW_STREAM_STORAGE_CONN_ID`` (login: key id, password: secret,
 extra ``endpoint_url`` and ``region_name``), never from SQL text. The Delta Lake Rust kernel makes
 every commit there, with the object store's conditional writes (``If-None-Match``), so concurrent
-writers cannot overwrite a commit. Spark reads through Hadoop's S3A and commits nothing there: S3A
-writes a log entry with a plain PUT, which could replace a concurrent writer's (a DELETE's keys are
-found by Spark and deleted by the kernel, see ``Warehouse._delete_by_key``).
+writers cannot overwrite a commit. Spark reads through Hadoop's S3A and commits nothing to the tables
+there: S3A writes a log entry with a plain PUT, which could replace a concurrent writer's (a DELETE's
+keys are found by Spark and deleted by the kernel, see ``Warehouse._delete_by_key``).
+
+The streams' event tables and detector checkpoints follow the tables: at ``<location>/.streams/<db>/<name>/``
+on an object store (:func:`streams_root`), each written by one detector at a time.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 from collections.abc import Callable
@@ -106,6 +110,8 @@ def spark_settings(jars: list[Path]) -> dict[str, str]:
         # the workers of a cluster hold the same installation (and so these jars) at the same path
         "spark.executor.extraClassPath": classpath,
         "spark.hadoop.fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
+        # Structured Streaming writes its checkpoints through Hadoop's FileContext, which needs this binding
+        "spark.hadoop.fs.AbstractFileSystem.s3.impl": "org.apache.hadoop.fs.s3a.S3A",
         "spark.hadoop.fs.s3a.path.style.access": "true",
     }
     endpoint = values.get("AWS_ENDPOINT_URL")
@@ -128,16 +134,62 @@ def hadoop_secrets() -> dict[str, str]:
 
 
 def _filesystem():
+    values = tuple(sorted(credentials().items()))
+    return _s3_filesystem(values)
+
+
+@functools.lru_cache(maxsize=4)
+def _s3_filesystem(values: tuple[tuple[str, str], ...]):
+    """One client per set of credentials: the triggerer polls small objects every half second."""
     from pyarrow import fs
 
-    values = credentials()
-    endpoint = values.get("AWS_ENDPOINT_URL")
-    kwargs: dict = {"access_key": values.get("AWS_ACCESS_KEY_ID"), "secret_key": values.get("AWS_SECRET_ACCESS_KEY"),
-                    "session_token": values.get("AWS_SESSION_TOKEN"), "region": values.get("AWS_REGION") or "us-east-1"}
+    found = dict(values)
+    endpoint = found.get("AWS_ENDPOINT_URL")
+    kwargs: dict = {"access_key": found.get("AWS_ACCESS_KEY_ID"), "secret_key": found.get("AWS_SECRET_ACCESS_KEY"),
+                    "session_token": found.get("AWS_SESSION_TOKEN"), "region": found.get("AWS_REGION") or "us-east-1"}
     if endpoint:
         parts = urlsplit(endpoint)
         kwargs |= {"endpoint_override": parts.netloc, "scheme": parts.scheme or "https"}
     return fs.S3FileSystem(**kwargs)
+
+
+def join(location: Location, *names: str) -> Location:
+    """``<location>/<name>/...`` for a folder or an ``s3://`` prefix; the names are checked by the
+    caller (the name rule)."""
+    if isinstance(location, str):
+        return "/".join([location, *names])
+    return location.joinpath(*names)
+
+
+def read_text(location: Location) -> str:
+    """A small file's text, local or on the object store; FileNotFoundError when there is none."""
+    if isinstance(location, Path):
+        return location.read_text(encoding="utf-8")
+    with _filesystem().open_input_stream(location.removeprefix(REMOTE)) as handle:
+        return handle.read().decode("utf-8")
+
+
+def names(location: Location) -> list[str]:
+    """The names in a folder or directly under a prefix; FileNotFoundError when there is nothing."""
+    if isinstance(location, Path):
+        return [p.name for p in location.iterdir()]
+    from pyarrow import fs
+
+    selector = fs.FileSelector(location.removeprefix(REMOTE), allow_not_found=False, recursive=False)
+    return [info.base_name for info in _filesystem().get_file_info(selector)]
+
+
+def remove(location: Location) -> None:
+    """Delete a folder or everything under a prefix; nothing when there is nothing."""
+    if isinstance(location, Path):
+        shutil.rmtree(location, ignore_errors=True)
+        return
+    from pyarrow import fs
+
+    filesystem = _filesystem()
+    key = location.removeprefix(REMOTE)
+    if filesystem.get_file_info(key).type != fs.FileType.NotFound:
+        filesystem.delete_dir(key)
 
 
 @dataclass(frozen=True)
@@ -152,9 +204,7 @@ class TableStore:
 
     def join(self, *names: str) -> Location:
         """``<root>/<name>/...``; the names are checked by the caller (the catalog's name rule)."""
-        if isinstance(self.root, str):
-            return "/".join([self.root, *names])
-        return self.root.joinpath(*names)
+        return join(self.root, *names)
 
     def is_table(self, location: Location) -> bool:
         if isinstance(location, Path):
@@ -179,12 +229,7 @@ class TableStore:
         if isinstance(location, Path):
             shutil.rmtree(location)
             return
-        from pyarrow import fs
-
-        filesystem = _filesystem()
-        key = location.removeprefix(REMOTE)
-        if filesystem.get_file_info(key).type != fs.FileType.NotFound:
-            filesystem.delete_dir(key)
+        remove(location)
 
     def contains(self, location: str) -> bool:
         """``location`` lies inside the root."""
@@ -202,3 +247,15 @@ def table_store(catalog_root: Path) -> TableStore:
         return TableStore(catalog_root)
     export_credentials()
     return TableStore(check_location(value))
+
+
+#: the folder of a remote warehouse holding the streams' event tables and detector checkpoints; a
+#: database name cannot start with "." (the name rule), so it never meets a database's tables
+STREAMS_FOLDER = ".streams"
+
+
+def streams_root(local: Path) -> Location:
+    """Where the streams' event tables and detector checkpoints live: ``<location>/.streams`` when the
+    warehouse is on an object store, else ``local`` (the home's ``state/``, next to their progress)."""
+    value = configured()
+    return join(check_location(value), STREAMS_FOLDER) if value else local

@@ -12,7 +12,7 @@ from airflow_stream_provider.hooks import bind
 
 if TYPE_CHECKING:
     from airflow_stream_provider.streams.store import StreamStore
-
+    from airflow_stream_provider.triggers.checkpoint import CheckpointCommitTrigger
 
 
 class StreamTask:
@@ -20,6 +20,7 @@ class StreamTask:
 
     stream: str
     home: str | None
+    poll_interval: float
 
     def init_stream(self, stream: str, home: str | None) -> None:
         db, _, name = stream.partition(".")
@@ -41,6 +42,16 @@ class StreamTask:
     def stream_names(self) -> tuple[str, str]:
         db, _, name = self.stream.partition(".")
         return db, name
+
+    def checkpoint_trigger(self, table: str | None) -> CheckpointCommitTrigger:
+        """The trigger that waits for the detector's next committed batch (or, with no live detector,
+        for a new version of ``table``)."""
+        from airflow_stream_provider.storage import join
+        from airflow_stream_provider.triggers.checkpoint import CheckpointCommitTrigger
+
+        store, names = self.stream_store(), self.stream_names()
+        return CheckpointCommitTrigger(str(store.state_dir(*names)), table, self.poll_interval,
+                                       str(join(store.data_dir(*names), "checkpoint")))
 
     def report_trigger_failures(self, log: Any) -> int:
         """Log the insert triggers that failed on this task's writes (the data is written: the

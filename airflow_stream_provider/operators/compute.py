@@ -11,7 +11,6 @@ from airflow.sdk.exceptions import AirflowSkipException
 from airflow_stream_provider import model as m
 from airflow_stream_provider.operators.base import StreamTask
 from airflow_stream_provider.timetables.values import utc_datetime
-from airflow_stream_provider.triggers.checkpoint import CheckpointCommitTrigger
 
 
 class StreamComputeOperator(StreamTask, BaseOperator):
@@ -46,8 +45,7 @@ class StreamComputeOperator(StreamTask, BaseOperator):
         if self.kind in ("window", "row"):
             self._skip_if_computed_by_node()
             if self.wait:
-                trigger = CheckpointCommitTrigger(str(self.stream_store().state_dir(*self.stream_names())),
-                                                  self.table, self.poll_interval)
+                trigger = self.checkpoint_trigger(self.table)
                 event = trigger.check()
                 if event is None:
                     self.defer(trigger=trigger, method_name="execute_complete")

@@ -18,5 +18,4 @@ class StreamCheckpointSensor(StreamSensor):
         self.table = table
 
     def trigger_for(self, context: Any) -> CheckpointCommitTrigger:
-        state_dir = self.stream_store().state_dir(*self.stream_names())
-        return CheckpointCommitTrigger(str(state_dir), self.table, self.poll_interval)
+        return self.checkpoint_trigger(self.table)

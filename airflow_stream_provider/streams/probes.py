@@ -14,6 +14,7 @@ import pandas as pd
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
+from airflow_stream_provider import storage
 from airflow_stream_provider.storage import Location, export_credentials, is_remote
 from airflow_stream_provider.streams.store import StoredStream, detector_hosted
 
@@ -28,21 +29,22 @@ def stream_state(state_dir: Path) -> dict:
         return {}
 
 
-def checkpoint_id(checkpoint: Path) -> str | None:
+def checkpoint_id(checkpoint: Location) -> str | None:
     """The identity of a Structured Streaming checkpoint: the query id Spark writes in its
     ``metadata`` file when the checkpoint is made, or None when there is none (or it is unreadable)."""
     try:
-        value = json.loads((checkpoint / "metadata").read_text(encoding="utf-8").splitlines()[0]).get("id")
+        value = json.loads(storage.read_text(storage.join(checkpoint, "metadata")).splitlines()[0]).get("id")
     except (FileNotFoundError, NotADirectoryError, IndexError, ValueError, AttributeError):
         return None
     return str(value) if value else None
 
 
-def last_commit(checkpoint: Path) -> tuple[int, int | None] | None:
-    """The last committed batch of a Structured Streaming checkpoint and its
-    ``nextBatchWatermarkMs``, or None before the first commit."""
+def last_commit(checkpoint: Location) -> tuple[int, int | None] | None:
+    """The last committed batch of a Structured Streaming checkpoint (a folder, or a prefix on the
+    object store) and its ``nextBatchWatermarkMs``, or None before the first commit."""
+    commits = storage.join(checkpoint, "commits")
     try:
-        names = [int(p.name) for p in (checkpoint / "commits").iterdir() if _COMMIT.match(p.name)]
+        names = [int(name) for name in storage.names(commits) if _COMMIT.match(name)]
     except FileNotFoundError:
         return None
     if not names:
@@ -50,22 +52,30 @@ def last_commit(checkpoint: Path) -> tuple[int, int | None] | None:
     batch = max(names)
     watermark = None
     try:
-        lines = (checkpoint / "commits" / str(batch)).read_text(encoding="utf-8").splitlines()
+        lines = storage.read_text(storage.join(commits, str(batch))).splitlines()
         watermark = json.loads(lines[1]).get("nextBatchWatermarkMs") if len(lines) > 1 else None
     except (OSError, json.JSONDecodeError):
         pass
     return batch, watermark
 
 
+def open_delta(location: Location) -> DeltaTable | None:
+    """The Delta table at a folder or an ``s3://`` URL (with the object store's credentials in this
+    process), or None when there is none."""
+    if is_remote(location):
+        export_credentials()
+    try:
+        return DeltaTable(str(location))
+    except TableNotFoundError:
+        return None
+
+
 def latest_version(table: Location) -> int | None:
     """The latest version of a Delta table, from the names in its ``_delta_log`` (from its log on
     an object store)."""
     if is_remote(table):
-        export_credentials()
-        try:
-            return DeltaTable(str(table)).version()
-        except TableNotFoundError:
-            return None
+        found = open_delta(table)
+        return found.version() if found is not None else None
     table = Path(table)
     try:
         versions = [int(m.group(1)) for p in (table / "_delta_log").iterdir() if (m := _LOG_ENTRY.match(p.name))]
@@ -74,14 +84,16 @@ def latest_version(table: Location) -> int | None:
     return max(versions) if versions else None
 
 
-def check_windows(state_dir: str | Path, table: str | Path | None = None) -> dict | None:
-    """What a window stream's sensor resumes with, or None while there is nothing to do."""
+def check_windows(state_dir: str | Path, table: str | Path | None = None,
+                  checkpoint: Location | None = None) -> dict | None:
+    """What a window stream's sensor resumes with, or None while there is nothing to do.
+    ``checkpoint`` is the detector's (default: ``checkpoint/`` in the state folder)."""
     state_dir = Path(state_dir)
     state = stream_state(state_dir)
     if not state or state.get("stopped"):
         return None
     consumed = int(state.get("consumed_batch", -1))
-    committed = last_commit(state_dir / "checkpoint")
+    committed = last_commit(checkpoint if checkpoint is not None else state_dir / "checkpoint")
     if committed is not None and committed[0] > consumed:
         return {"status": "committed", "from_batch": consumed + 1, "to_batch": committed[0],
                 "watermark_ms": committed[1]}
@@ -96,11 +108,8 @@ def check_windows(state_dir: str | Path, table: str | Path | None = None) -> dic
 def max_event_time(table: str | Path, ts_column: str) -> datetime | None:
     """The latest event time of a Delta table, from its files' statistics (read only where a file
     has none)."""
-    if is_remote(table):
-        export_credentials()
-    try:
-        dt = DeltaTable(str(table))
-    except TableNotFoundError:
+    dt = open_delta(table)
+    if dt is None:
         return None
     actions = dt.get_add_actions(flatten=True)
     key = f"max.{ts_column}"
@@ -121,10 +130,9 @@ def max_event_time(table: str | Path, ts_column: str) -> datetime | None:
     return latest if latest.tzinfo else latest.replace(tzinfo=UTC)
 
 
-def read_events(path: str, after_batch: int, upto_batch: int | None = None) -> pd.DataFrame:
-    try:
-        table = DeltaTable(path)
-    except TableNotFoundError:
+def read_events(path: Location, after_batch: int, upto_batch: int | None = None) -> pd.DataFrame:
+    table = open_delta(path)
+    if table is None:
         return pd.DataFrame()
     filters = [("batch_id", ">", after_batch)] + ([("batch_id", "<=", upto_batch)] if upto_batch is not None else [])
     frame = table.to_pyarrow_table(filters=filters).to_pandas()
@@ -143,7 +151,7 @@ def version_at(path: str, at: datetime) -> int | None:
 
 def progress_time(stored: StoredStream) -> datetime | None:
     """The event time the stream has processed up to: the end of its latest window event."""
-    events = read_events(str(stored.events_path), -1)
+    events = read_events(stored.events_path, -1)
     if events.empty:
         return None
     latest = events["window_end"].dropna().max()

@@ -14,14 +14,12 @@ import time
 from datetime import UTC, datetime
 
 import pyarrow as pa
-from deltalake import DeltaTable
-from deltalake.exceptions import TableNotFoundError
 
 from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import StreamError
 from airflow_stream_provider.model.events import EventType
 from airflow_stream_provider.plan.stream import StreamKind, plan_stream
-from airflow_stream_provider.streams.probes import max_event_time, progress_time
+from airflow_stream_provider.streams.probes import max_event_time, open_delta, progress_time
 from airflow_stream_provider.streams.routing import outbox_of
 from airflow_stream_provider.streams.store import StoredStream, StreamStore
 from airflow_stream_provider.values import append_file, write_text
@@ -70,10 +68,10 @@ def _event_counts(stored: StoredStream) -> dict[str, int]:
     """Events per type, and how many WINDOW_CLOSE events closed a window (trigger id) that had
     closed before: the live recalculations of late rows."""
     import pyarrow.compute as pc
-    try:
-        events = DeltaTable(str(stored.events_path)).to_pyarrow_table(columns=["event_type", "trigger_id"])
-    except TableNotFoundError:
+    found = open_delta(stored.events_path)
+    if found is None:
         return {}
+    events = found.to_pyarrow_table(columns=["event_type", "trigger_id"])
     counts = {row["values"]: row["counts"] for row in events.column("event_type").value_counts().to_pylist()}
     closes = events.filter(pc.equal(events.column("event_type"), EventType.WINDOW_CLOSE)).column("trigger_id")
     counts[RECLOSED] = len(closes) - len(pc.unique(closes))

@@ -3,7 +3,10 @@
 - ``$AIRFLOW_STREAM_HOME/streams/<db>/<name>.sql``: the CREATE STREAM statement as written. The
   file's presence is the stream's existence; the DAG loader renders each file.
 - ``$AIRFLOW_STREAM_HOME/state/<db>/<name>/``: ``stream.json`` (creation time, the trigger
-  table's version then, progress), ``events/`` (the detector's event table) and ``checkpoint/``.
+  table's version then, progress), the detector's lock and the notification outbox; with a local
+  warehouse also ``events/`` (the detector's event table) and ``checkpoint/`` (its Structured
+  Streaming checkpoint). With the warehouse on an object store, those two are at
+  ``<location>/.streams/<db>/<name>/`` (:func:`airflow_stream_provider.storage.streams_root`).
 
 ``stream.json`` is replaced atomically, so a killed run leaves the previous progress.
 
@@ -24,11 +27,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from airflow_stream_provider import config
+from airflow_stream_provider import config, storage
 from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import StreamError, did_you_mean, read_json_object
 from airflow_stream_provider.model.names import DATABASE, STREAM, check_name, path_under
 from airflow_stream_provider.sql import parse
+from airflow_stream_provider.storage import Location
 from airflow_stream_provider.values import lock_file, make_dirs, write_text
 
 
@@ -43,18 +47,20 @@ class StoredStream:
     text: str
     statement: m.CreateStream
     state_dir: Path
+    #: where the event table and the checkpoint are: ``state_dir``, or its place on the object store
+    data_dir: Location
 
     @property
     def qualified(self) -> str:
         return f"{self.db}.{self.name}"
 
     @property
-    def events_path(self) -> Path:
-        return self.state_dir / "events"
+    def events_path(self) -> Location:
+        return storage.join(self.data_dir, "events")
 
     @property
-    def checkpoint(self) -> Path:
-        return self.state_dir / "checkpoint"
+    def checkpoint(self) -> Location:
+        return storage.join(self.data_dir, "checkpoint")
 
     @property
     def lock_path(self) -> Path:
@@ -117,6 +123,7 @@ class StreamStore:
         root = Path(home) if home else config.home()
         self.definitions = root / "streams"
         self.states = root / "state"
+        self.data = storage.streams_root(self.states)
 
     def definition(self, db: str, name: str) -> Path:
         """``streams/<db>/<name>.sql``; raises :class:`~airflow_stream_provider.model.names.InvalidName`
@@ -128,6 +135,14 @@ class StreamStore:
         """``state/<db>/<name>/``, under the same checks as :meth:`definition`."""
         db, name = check_name(db, DATABASE), check_name(name, STREAM)
         return path_under(self.states, db, name)
+
+    def data_dir(self, db: str, name: str) -> Location:
+        """Where the stream's event table and checkpoint are: its :meth:`state_dir`, or
+        ``<warehouse>/.streams/<db>/<name>`` on an object store."""
+        if isinstance(self.data, Path):
+            return self.state_dir(db, name)
+        db, name = check_name(db, DATABASE), check_name(name, STREAM)
+        return storage.join(self.data, db, name)
 
     def exists(self, db: str, name: str) -> bool:
         return self.definition(db, name).exists()
@@ -145,6 +160,7 @@ class StreamStore:
         state_dir = self.state_dir(db, name)
         if state_dir.exists():  # left by a stream of the same name dropped earlier
             shutil.rmtree(state_dir)
+        self._remove_data(db, name)
         self.save_state(db, name, state)
         body = text.strip().rstrip(";") + ";\n"
         _atomic_write(self.definition(db, name), body)
@@ -157,11 +173,17 @@ class StreamStore:
         text = path.read_text(encoding="utf-8")
         (stmt,) = parse(text)
         assert isinstance(stmt, m.CreateStream)
-        return StoredStream(db.lower(), name.lower(), text, stmt, self.state_dir(db, name))
+        return StoredStream(db.lower(), name.lower(), text, stmt, self.state_dir(db, name), self.data_dir(db, name))
 
     def drop(self, db: str, name: str) -> None:
         self.definition(db, name).unlink(missing_ok=True)
         shutil.rmtree(self.state_dir(db, name), ignore_errors=True)
+        self._remove_data(db, name)
+
+    def _remove_data(self, db: str, name: str) -> None:
+        data = self.data_dir(db, name)
+        if isinstance(data, str):  # a local one is inside the state folder
+            storage.remove(data)
 
     def load_state(self, db: str, name: str) -> dict:
         """The stream's ``stream.json`` ({} before its first save); CorruptStateError naming the file

@@ -1,7 +1,8 @@
 """``CheckpointCommitTrigger``: new window events of a stream.
 
 It fires when the stream's detector has committed a micro-batch past the last one consumed
-(``<checkpoint>/commits/<N>`` exists exactly when batch N is committed, its events already appended
+(``<checkpoint>/commits/<N>`` exists exactly when batch N is committed, in the state folder or on
+the object store, its events already appended
 to the event table). When no process hosts the live detector (the stream node holds its lock), it
 also fires when the trigger table has a Delta version newer than the last detection, so that the
 compute task detects in batch.
@@ -9,8 +10,10 @@ compute task detects in batch.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+from airflow_stream_provider.storage import is_remote
 from airflow_stream_provider.streams.probes import check_windows
 from airflow_stream_provider.triggers.base import CLASSPATH_MODULE, StreamTrigger
 
@@ -18,15 +21,20 @@ from airflow_stream_provider.triggers.base import CLASSPATH_MODULE, StreamTrigge
 class CheckpointCommitTrigger(StreamTrigger):
     """Waits for new window events of a stream (see the module's text)."""
 
-    def __init__(self, state_dir: str, table: str | None = None, poll_interval: float = 0.5) -> None:
+    def __init__(self, state_dir: str, table: str | None = None, poll_interval: float = 0.5,
+                 checkpoint: str | None = None) -> None:
         super().__init__()
         self.state_dir = str(state_dir)
         self.table = str(table) if table is not None else None
         self.poll_interval = float(poll_interval)
+        #: the detector's checkpoint, when it is not ``checkpoint/`` in the state folder (on an object store)
+        self.checkpoint = str(checkpoint) if checkpoint is not None else None
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (f"{CLASSPATH_MODULE}.{type(self).__qualname__}",
-                {"state_dir": self.state_dir, "table": self.table, "poll_interval": self.poll_interval})
+                {"state_dir": self.state_dir, "table": self.table, "poll_interval": self.poll_interval,
+                 "checkpoint": self.checkpoint})
 
     def check(self) -> dict | None:
-        return check_windows(self.state_dir, self.table)
+        checkpoint = self.checkpoint if self.checkpoint is None or is_remote(self.checkpoint) else Path(self.checkpoint)
+        return check_windows(self.state_dir, self.table, checkpoint)

@@ -115,15 +115,13 @@ def _rows(db: str | None = None) -> list[dict]:
 
 def _events(stored: StoredStream) -> tuple[list[dict], list[dict]]:
     """The latest window events, newest first, and closed windows per minute of window end."""
-    from deltalake import DeltaTable
-    from deltalake.exceptions import TableNotFoundError
+    from airflow_stream_provider.streams.probes import open_delta
 
-    try:
-        table = DeltaTable(str(stored.events_path)).to_pyarrow_table(
-            columns=["event_type", "trigger_type", "group_keys", "window_start", "window_end", "row_count",
-                     "trigger_id"])
-    except TableNotFoundError:
+    found = open_delta(stored.events_path)
+    if found is None:
         return [], []
+    table = found.to_pyarrow_table(columns=["event_type", "trigger_type", "group_keys", "window_start", "window_end",
+                                            "row_count", "trigger_id"])
     frame = table.to_pandas()
     if frame.empty:
         return [], []

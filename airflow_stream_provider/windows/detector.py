@@ -45,6 +45,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from airflow_stream_provider.model import TriggerMode
 from airflow_stream_provider.spark.session import setting
+from airflow_stream_provider.storage import is_remote
 from airflow_stream_provider.windows.clause import TriggerPlan, micros
 from airflow_stream_provider.windows.core import empty_windows, open_windows, scan
 from airflow_stream_provider.windows.events import (
@@ -148,8 +149,8 @@ def start(spark: SparkSession, plan: TriggerPlan, options: DetectorOptions, *,
     """
     timeouts = not available_now and waits(plan)
     events = events_stream(source(spark, plan, options), plan, timeouts=timeouts)
-    app_id = "airflow-stream-detector-" + hashlib.sha1(
-        f"{plan.stream}\x1f{Path(options.checkpoint).resolve()}".encode()).hexdigest()[:16]
+    place = options.checkpoint if is_remote(options.checkpoint) else Path(options.checkpoint).resolve()
+    app_id = "airflow-stream-detector-" + hashlib.sha1(f"{plan.stream}\x1f{place}".encode()).hexdigest()[:16]
 
     def write(batch: DataFrame, batch_id: int) -> None:
         # an event row as written: the core's fields plus batch_id, seq and event_time
@@ -191,7 +192,9 @@ def write_events(rows: DataFrame, path: str, app_id: str, batch_id: int) -> int:
     Spark. Both writers record (app id, batch id) as a Delta transaction in the same commit as the
     rows, and skip a batch either of them committed: a replayed batch is not written twice. A batch
     without events makes no commit (MAX_DELAY makes Spark run one every trigger interval, mostly
-    empty).
+    empty). An event table has one writer at a time, the detector holding the stream's lock, so
+    Spark's writer may commit to one on an object store too: an S3A commit is unsafe only against a
+    concurrent writer.
     """
     share = LOCAL_EVENTS_MAX // max(1, int(setting(rows.sparkSession, "spark.sql.shuffle.partitions")))
     guard = F.when(F.col("seq") % F.lit(1 << 33) >= share, F.raise_error(F.lit(_TOO_MANY)))  # row in partition

@@ -16,7 +16,7 @@ ID = "7c1b8b1e-0b9a-4a52-9d1c-5a3c1c0b6f10"
 
 def stored(tmp_path) -> StoredStream:
     (stmt,) = parse(TEXT)
-    return StoredStream("d", "s", TEXT, stmt, tmp_path / "state")
+    return StoredStream("d", "s", TEXT, stmt, tmp_path / "state", tmp_path / "state")
 
 
 @pytest.mark.parametrize("state, on_disk, error", [

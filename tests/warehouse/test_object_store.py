@@ -87,9 +87,50 @@ def test_tables_deletes_and_a_stream_with_the_warehouse_on_the_object_store(mini
             got = [(f[0], f[1][11:16], float(f[2]), int(f[3]))
                    for f in (line.split(",") for line in out.stdout.strip().splitlines()[1:])]
         assert got == want
+        # the detector's checkpoint is on the object store: a node started afresh carries on from it,
+        # finding the windows the next rows close and none of the earlier ones again
+        assert run(env, "node", "stop", timeout=120).returncode == 0
+        assert run(env, "node", "start", "--port", str(free_port())).returncode == 0
+        more = run(env, "sql", "-d", "power",
+                   "INSERT INTO m1 VALUES ('2025-01-01 00:03:10', 6) m2 VALUES ('2025-01-01 00:02:30', 30)")
+        assert more.returncode == 0, more.stdout + more.stderr
+        # by hand: m1 [00:02) closes holding 4, m2 [00:01) holding 20; m1 [00:03) and m2 [00:02) stay open
+        want = sorted(want + [("m1", "00:02", 4.0, 1), ("m2", "00:01", 20.0, 1)])
+        deadline = time.monotonic() + 180
+        while got != want and time.monotonic() < deadline:
+            ran = run(env, "run", "power.avg1m", "--until-idle")
+            assert ran.returncode == 0, ran.stdout + ran.stderr
+            out = run(env, "sql", "-d", "power", "--format", "csv",
+                      "SELECT tag_tbname, ts, a, n FROM avg_out ORDER BY tag_tbname, ts")
+            got = [(f[0], f[1][11:16], float(f[2]), int(f[3]))
+                   for f in (line.split(",") for line in out.stdout.strip().splitlines()[1:])]
+        assert got == want
     finally:
         run(env, "node", "stop", timeout=120)
     stored = objects(minio, "one")
+    # the stream's event table and checkpoint are on the object store, beside the warehouse's databases
+    assert ".streams/power/avg1m/events/_delta_log/00000000000000000000.json" in stored
+    assert ".streams/power/avg1m/checkpoint/metadata" in stored
+    assert any(name.startswith(".streams/power/avg1m/checkpoint/commits/") for name in stored)
+    state = home / "state" / "power" / "avg1m"
+    assert (state / "stream.json").is_file() and not (state / "events").exists()
+    assert not (state / "checkpoint").exists()
+    # across the restart each window closed once: the five closes found, none repeated
+    events = DeltaTable(minio.url("one/.streams/power/avg1m/events"), storage_options=minio.environ)
+    closes = [row for row in events.to_pyarrow_table().to_pylist() if row["event_type"] == "WINDOW_CLOSE"]
+    found = sorted((*json.loads(r["group_keys"]).values(), r["window_start"].strftime("%H:%M")) for r in closes)
+    assert found == [(k, t) for k, t, _, _ in want]
+    # the sensors' probe reads the committed batch there, in a process with only the AWS variables
+    probe = subprocess.run(
+        [sys.executable, "-c", "import sys; from airflow_stream_provider.streams.probes import last_commit, "
+         "checkpoint_id; print(last_commit(sys.argv[1])[0], checkpoint_id(sys.argv[1]) is not None)",
+         minio.url("one/.streams/power/avg1m/checkpoint")], env=env, capture_output=True, text=True, timeout=60)
+    assert probe.returncode == 0 and probe.stdout.split()[1] == "True", probe.stdout + probe.stderr
+    assert int(probe.stdout.split()[0]) >= 1
+    # DROP STREAM removes them there too
+    dropped = run(env, "sql", "DROP STREAM power.avg1m")
+    assert dropped.returncode == 0, dropped.stdout + dropped.stderr
+    assert not [name for name in objects(minio, "one") if name.startswith(".streams/")]
     # the tables, their data files and logs are on the object store, Spark's DELETE commit among them
     assert "power/meters/_delta_log/00000000000000000000.json" in stored
     assert "power/avg_out/_delta_log/00000000000000000000.json" in stored
