@@ -100,12 +100,29 @@ def follow_cluster_cores(session: SparkSession, timeout: float = EXECUTORS_TIMEO
             seen, stable_since = executors, time.monotonic()
         elif executors > 0 and time.monotonic() - stable_since >= 3.0:
             cores = int(context.defaultParallelism)
-            for conf in (session.conf, context._jsc.sc().conf()):
-                conf.set("spark.sql.shuffle.partitions", str(cores))
+            use_partitions(session, cores)
             return cores
         time.sleep(0.5)
     raise NodeError(f"no executors registered with the node within {timeout:.0f} s: is a worker of "
                     f"{context.master} alive, with free cores and memory?")
+
+
+def use_partitions(session: SparkSession, count: int) -> None:
+    """Make ``count`` the shuffle partitions of the node's session and of the Connect sessions opened from now."""
+    for conf in (session.conf, session.sparkContext._jsc.sc().conf()):
+        conf.set("spark.sql.shuffle.partitions", str(count))
+
+
+def grown_cores(session: SparkSession, cores: int) -> int:
+    """The executor cores now, after a worker that registered late or joined since: the partitions
+    follow when they grew (not when a worker is lost: it is expected back, and fewer partitions would
+    not make the running detectors' checkpoints smaller)."""
+    now = int(session.sparkContext.defaultParallelism)
+    if now <= cores:
+        return cores
+    use_partitions(session, now)
+    print(f"{now} executor cores now: {now} shuffle partitions for new sessions and streams", flush=True)
+    return now
 
 
 def _port_free(port: int) -> bool:
@@ -322,6 +339,7 @@ def serve(port: int, instance: str, memory: str | None = None, master: str = LOC
         # be copied into every Spark Connect session as it opens
         extra |= cluster_conf() | {"spark.sql.shuffle.partitions": None}
     session = local_session("airflow-stream-node", master=master, extra=extra)
+    cores = 0
     if master.startswith("spark://"):
         try:
             cores = follow_cluster_cores(session)
@@ -359,6 +377,8 @@ def serve(port: int, instance: str, memory: str | None = None, master: str = LOC
     host = DetectorHost(session, log=lambda message: print(message, flush=True))
     try:
         while not stopping:
+            if cores:
+                cores = grown_cores(session, cores)
             host.reconcile()
             report(_queries(session))
             deadline = time.monotonic() + STATUS_EVERY_S

@@ -70,7 +70,8 @@ def test_node_refuses_an_unknown_master(tmp_path):
 def test_a_stream_started_on_local_goes_on_on_the_cluster(cluster, tmp_path, spark, monkeypatch):
     """A LOW_LATENCY_CALC stream's detector starts on the local node with two state partitions; the
     node is restarted as the cluster's driver, where new detectors get one partition per cluster core
-    (four) and the old one keeps its two. Both compute every window once."""
+    (four) and the old one keeps its two. Both compute every window once. A worker that joins later
+    adds its cores to the partitions of the sessions opened after it."""
     home = tmp_path / "home"
     monkeypatch.setenv("AIRFLOW_STREAM_HOME", str(home))
     port = free_port()
@@ -124,5 +125,15 @@ def test_a_stream_started_on_local_goes_on_on_the_cluster(cluster, tmp_path, spa
         for worker in cluster.workers():
             work = Path(worker.log).with_name(worker.role)
             assert any(work.glob("app-*/*/stderr")), f"no executor ran on {worker.role}"
+        # a worker of one core joins the running cluster: the node takes its executor, and the sessions
+        # opened from then on have five partitions
+        cluster.start_worker(1, "1g")
+        wait_for(lambda: "5 executor cores now: 5 shuffle partitions" in log.read_text(),
+                 "the node to follow a worker that joined", log)
+        client = spark_session()
+        try:
+            assert client.conf.get("spark.sql.shuffle.partitions") == "5"
+        finally:
+            client.stop()
     finally:
         assert cli(home, "node", "stop", timeout=120).returncode == 0
