@@ -156,6 +156,24 @@ class LocalAirflow:
         proc.wait(30)
         return proc.pid
 
+    def tree(self, name: str) -> list[int]:
+        """The pids of component ``name``'s process and of all its descendants (a worker's task
+        processes), the component's first."""
+        children: dict[int, list[int]] = {}
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:  # gone meanwhile
+                continue
+            parent = int(stat[stat.rindex(")") + 2:].split()[1])  # the fields after the command's name
+            children.setdefault(parent, []).append(int(entry.name))
+        found = [self.processes[name].pid]
+        for pid in found:
+            found.extend(children.get(pid, []))
+        return found
+
     def restart(self, name: str) -> int:
         """Start component ``name`` again, as a supervisor restarts a process that ended; return its pid.
         A component still running is left as it is."""

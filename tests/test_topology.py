@@ -5,14 +5,18 @@ and Airflow's api-server, scheduler, dag-processor, triggerer and two Celery wor
 
 A window stream (INTERVAL(1m) per meter, notifying a WebSocket receiver) and a PERIOD(10s) stream run
 their DAGs on the Celery workers, whose tasks reach the node over Spark Connect and start no JVM. Rows
-are written; in the middle one Spark worker and one Celery worker are killed (SIGKILL); more rows
-are written. The outputs and the notifications must then equal an oracle computed here from the
-rows written: every window once, none lost, none duplicated.
+are written; in the middle one Spark worker is killed (SIGKILL), and one Celery worker with its task
+processes while it runs a task, whose retry must run on the other worker; more rows are written.
+The outputs and the notifications must then equal an oracle computed here from the rows written:
+every window once, none lost, none duplicated.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+import time
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -77,6 +81,34 @@ def jvms_of(airflow: LocalAirflow) -> list[int]:
             if Path(f"/proc/{pid}/exe").exists() and "java" in os.path.basename(os.readlink(f"/proc/{pid}/exe"))]
 
 
+def kill_mid_task(airflow: LocalAirflow, worker: str, timeout: float = 240) -> dict:
+    """Kill Celery worker ``worker`` with its task processes (SIGKILL, as its machine dies) while it
+    runs a task; the task instance it held, as it was. The worker is frozen (SIGSTOP) first, then the
+    task is read again: it is killed only when still running, so that it is surely cut mid-run."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        running = [ti for ti in airflow.api("/api/v2/dags/~/dagRuns/~/taskInstances?state=running")["task_instances"]
+                   if ti["hostname"] == worker]
+        if running:
+            held, pids = running[0], airflow.tree(worker)
+            signal_all(pids, signal.SIGSTOP)
+            path = f"/api/v2/dags/{held['dag_id']}/dagRuns/{held['dag_run_id']}/taskInstances/{held['task_id']}"
+            now = airflow.api(path)
+            if now["state"] == "running" and now["try_number"] == held["try_number"]:
+                signal_all(airflow.tree(worker), signal.SIGKILL)
+                airflow.processes[worker].wait(30)
+                return held
+            signal_all(pids, signal.SIGCONT)  # it finished meanwhile: let the worker go on, and look again
+        time.sleep(0.2)
+    raise AssertionError(f"{worker} ran no task within {timeout:.0f} s\n" + airflow.log(worker))
+
+
+def signal_all(pids: list[int], sig: int) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+
+
 def test_the_scaled_out_topology_loses_and_duplicates_nothing(tmp_path, monkeypatch):
     stream_home = tmp_path / "stream"
     monkeypatch.setenv("AIRFLOW_STREAM_HOME", str(stream_home))
@@ -123,9 +155,9 @@ def test_the_scaled_out_topology_loses_and_duplicates_nothing(tmp_path, monkeypa
         want = oracle(written)
         wait_for(lambda: len(outputs(avg_out)) >= len(want), 300, "the first windows\n" + airflow.log("scheduler"))
 
-        # a machine of the Spark cluster and one of the Celery workers die
+        # a machine of the Spark cluster dies, then a Celery worker's, in the middle of a task
         cluster.kill(cluster.workers()[0])
-        airflow.kill("celery-worker-1")
+        held = kill_mid_task(airflow, "celery-worker-1")
         batch = readings(range(3, 6))
         for minute in range(3, 6):  # three commits, a minute of readings each
             insert(wh, [r for r in batch if r[1].minute == minute])
@@ -158,6 +190,11 @@ def test_the_scaled_out_topology_loses_and_duplicates_nothing(tmp_path, monkeypa
                 hosts |= {ti["hostname"] for ti in tis["task_instances"] if ti["state"] == "success"}
         assert hosts and hosts <= {"celery-worker-1", "celery-worker-2"}, hosts
         assert "celery-worker-2" in hosts
+        # the task the killed worker held failed once it sent no heartbeat, and its retry ran on the other
+        path = f"/api/v2/dags/{held['dag_id']}/dagRuns/{held['dag_run_id']}/taskInstances/{held['task_id']}"
+        retried = wait_for(lambda: (ti := airflow.api(path))["state"] == "success" and ti, 240,
+                           f"the retry of {held['task_id']}\n" + airflow.log("scheduler"))
+        assert retried["try_number"] > held["try_number"] and retried["hostname"] == "celery-worker-2", retried
         assert jvms_of(airflow) == []
         alive = cluster.alive_workers()
         assert len(alive) == 1  # the killed worker stayed dead: the streams went on with one
