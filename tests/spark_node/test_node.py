@@ -37,7 +37,7 @@ QUERIES = [
     "SELECT tbname, COUNT(*), AVG(voltage), SPREAD(current), LAST(ts) FROM power.meters "
     "GROUP BY tbname ORDER BY tbname",
     "SELECT ts, TIMETRUNCATE(ts, 1m) AS minute, CAST(voltage AS BIGINT) + 1 AS v FROM power.d1001 "
-    "WHERE ts >= '2018-10-03 14:38:00'",
+    "WHERE ts >= '2018-10-03 14:38:00' ORDER BY ts",
 ]
 
 
@@ -285,6 +285,95 @@ def test_the_node_computes_legacy_streams_as_their_rows_come(running_node, spark
     assert None in [r["c"] for r in rows("SELECT c FROM clock_out")]
     starts = sorted(r["_wstart"] for r in rows("SELECT _wstart FROM clock_out"))
     assert all(s.timestamp() % 5 == 0 for s in starts) and len(set(starts)) == len(starts)
+
+
+def many_streams(db: str, options: str) -> list[str]:
+    """Twenty window streams on one supertable: INTERVAL, STATE_WINDOW, EVENT_WINDOW, SESSION (after a
+    PRE_FILTER) and COUNT_WINDOW, four of each with different sizes, every one partitioned by meter."""
+    out = []
+    for i in range(20):
+        size, variant = (10, 15, 20, 30)[i // 5], i // 5
+        trigger, pre = [
+            (f"INTERVAL({size}s) SLIDING({size}s)", ""),
+            ("STATE_WINDOW(mode)", ""),
+            (f"EVENT_WINDOW(START WITH v >= {7 - variant % 3} END WITH v < 1)", ""),
+            (f"SESSION(ts, {2 + variant % 2}s)", "PRE_FILTER(phase < 8)"),
+            (f"COUNT_WINDOW({size})", ""),
+        ][i % 5]
+        opts = " | ".join(filter(None, [pre, options]))
+        out.append(f"CREATE STREAM {db}.s{i} {trigger} FROM {db}.meters PARTITION BY tbname "
+                   f"{f'STREAM_OPTIONS({opts})' if opts else ''} INTO {db}.o{i} "
+                   "AS SELECT _twstart ts, _twend te, count(*) n, sum(v) total FROM %%trows")
+    return out
+
+
+def meter_rows(db: str, seconds: range) -> str:
+    """One row per meter per second: ``v`` cycles 0..9, ``mode`` changes every 7 s, ``phase`` cycles 0..11."""
+    values = []
+    for meter in range(4):
+        rows = " ".join(f"('2025-01-01 00:{s // 60:02d}:{s % 60:02d}', {(s + meter) % 10}, {((s + meter) // 7) % 3}, "
+                        f"{(s + 3 * meter) % 12})" for s in seconds)
+        values.append(f"{db}.d{meter} VALUES {rows}")
+    return "INSERT INTO " + " ".join(values)
+
+
+def test_twenty_streams_on_one_table_write_what_each_writes_alone(running_node, spark, monkeypatch, tmp_path):
+    """Twenty LOW_LATENCY_CALC streams on one trigger table, live on the node together, write exactly
+    the rows that the same twenty streams write when each is run alone, one after the other, on
+    another home with the same rows committed the same way."""
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    from airflow_stream_provider.streams.run import run as run_stream
+
+    home, _ = running_node
+    solo = tmp_path / "solo"
+    schema = ("CREATE DATABASE {db}; CREATE STABLE {db}.meters (ts TIMESTAMP, v INT, mode INT, phase INT) "
+              "TAGS (meter INT); CREATE TABLE " + " ".join(f"{{db}}.d{m} USING {{db}}.meters TAGS ({m})"
+                                                          for m in range(4)))
+    commits = [range(50), range(50, 110), range(110, 150)]
+
+    def write(wh: Warehouse, db: str, options: str) -> None:
+        list(statements.run(wh, schema.format(db=db)))
+        list(statements.run(wh, "; ".join(many_streams(db, options))))
+        for seconds in commits:
+            list(statements.run(wh, meter_rows(db, seconds)))
+
+    monkeypatch.setenv("AIRFLOW_STREAM_API_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("AIRFLOW_STREAM_HOME", str(home))
+    together = Warehouse(home / "warehouse", spark=spark)
+    write(together, "many", "LOW_LATENCY_CALC")
+    monkeypatch.setenv("AIRFLOW_STREAM_HOME", str(solo))
+    alone = Warehouse(solo / "warehouse", spark=spark)
+    write(alone, "many", "")
+
+    def rows(root: Path, i: int) -> list[tuple]:
+        try:
+            table = DeltaTable(str(root / "many" / f"o{i}")).to_pyarrow_table()
+        except TableNotFoundError:  # no window closed yet
+            return []
+        return sorted((r["tag_tbname"], r["ts"], r["te"], r["n"], r["total"]) for r in table.to_pylist())
+
+    for i in range(20):
+        run_stream(alone, "many", f"s{i}")
+    want = {i: rows(solo / "warehouse", i) for i in range(20)}
+    assert all(want.values()), [i for i, found in want.items() if not found]  # every stream closed windows
+    # by hand for the first INTERVAL(10s) stream: meter 0 writes v = s % 10 each second, so each closed
+    # 10 s window holds ten rows summing to 45; the rows end at 00:02:29, closing windows up to 00:02:20
+    assert [(n, total) for g, _, _, n, total in want[0] if g == "d0"] == [(10, 45)] * 14
+    deadline = time.monotonic() + 240
+    got: dict[int, list[tuple]] = {}
+    while time.monotonic() < deadline:
+        got = {i: rows(home / "warehouse", i) for i in range(20)}
+        if got == want:
+            break
+        time.sleep(2)
+    try:
+        assert {i: found for i, found in got.items() if found != want[i]} == {}, \
+            (home / "node" / "node.log").read_text()[-3000:]
+    finally:
+        monkeypatch.setenv("AIRFLOW_STREAM_HOME", str(home))
+        list(statements.run(together, "; ".join(f"DROP STREAM many.s{i}" for i in range(20))))
 
 
 def test_status_and_stop_without_a_node(tmp_path):
