@@ -29,11 +29,16 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 TRIGGERS = {
     "interval": ("INTERVAL(1m) SLIDING(1m)", "window"),
@@ -78,33 +83,44 @@ def best(action: Callable[[], object], repeat: int) -> float:
     return min(timed(action) for _ in range(repeat))
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rows", type=int, default=2_000_000)
-    parser.add_argument("--groups", type=int, default=100)
-    parser.add_argument("--types", default=",".join([*TRIGGERS, *LEGACY, "rows"]),
-                        help="trigger types; also 'at_once interval', 'at_once session' and 'rows' (legacy "
-                             "streams: AT_ONCE windows, and a stream without a window written row by row)")
-    parser.add_argument("--repeat", type=int, default=3, help="runs of each measurement; the fastest counts")
-    args = parser.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="airflow-stream-bench-windows-"))
+@dataclass(frozen=True)
+class Measured:
+    """One trigger type's seconds over the whole table, each the fastest of its runs."""
+
+    streaming: float
+    #: None for the legacy streams, which run only as streams
+    batch: float | None = None
+    #: Spark's own window function for the same windows, where it has one
+    native: float | None = None
+
+
+def local_spark(work: Path, app: str) -> SparkSession:
+    """The benchmark's local Spark session, its stream home in ``work``, in UTC."""
     os.environ.setdefault("AIRFLOW_STREAM_HOME", str(work / "home"))
     os.environ["TZ"] = "UTC"
     time.tzset()
 
+    from airflow_stream_provider.spark.session import local_session
+
+    spark = local_session(app)
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def measure(spark: SparkSession, work: Path, rows: int, groups: int, types: Sequence[str],
+            repeat: int) -> dict[str, Measured]:
+    """Writes ``rows_table(rows, groups)`` as a Delta table in ``work`` and measures each trigger type
+    in ``types`` over it (see the module's docstring), reporting progress on stderr."""
     from pyspark.sql import functions as F
 
-    from airflow_stream_provider.spark.session import local_session
     from airflow_stream_provider.sql import parse
     from airflow_stream_provider.windows import detector
     from airflow_stream_provider.windows.batch import detect
     from airflow_stream_provider.windows.clause import TriggerPlan
 
-    spark = local_session("bench-windows")
-    spark.sparkContext.setLogLevel("ERROR")
     table = work / "meters"
-    print(f"writing {args.rows:,} rows in {args.groups} groups ...", file=sys.stderr)
-    (spark.createDataFrame(rows_table(args.rows, args.groups).to_pandas())
+    print(f"writing {rows:,} rows in {groups} groups ...", file=sys.stderr)
+    (spark.createDataFrame(rows_table(rows, groups).to_pandas())
      .write.format("delta").option("delta.enableChangeDataFeed", "true").save(str(table)))
     df = spark.read.format("delta").load(str(table))
     df.cache().count()
@@ -124,7 +140,7 @@ def main() -> int:
         .write.format("noop").mode("overwrite").save(),
     }
     native_s = {name: timed(fn) for name, fn in native.items()}  # warm-up run
-    native_s = {name: best(fn, args.repeat) for name, fn in native.items()}
+    native_s = {name: best(fn, repeat) for name, fn in native.items()}
 
     # warm the streaming path up once (JIT, Python workers), on a small table, as the baselines are warmed
     small = work / "warm"
@@ -144,7 +160,7 @@ def main() -> int:
                                  ts_column="ts", row_key=("tbname", "ts"))
 
     def streaming(name: str, plan: TriggerPlan) -> float:
-        runs = iter(range(args.repeat))
+        runs = iter(range(repeat))
 
         def run_stream() -> None:
             n = next(runs)  # a new event table and checkpoint each time: the whole table again
@@ -153,16 +169,16 @@ def main() -> int:
                                             starting_version=0)
             detector.start(spark, plan, opts, available_now=True).awaitTermination()
 
-        return best(run_stream, args.repeat)
+        return best(run_stream, repeat)
 
-    results = []
-    for name in args.types.split(","):
+    results: dict[str, Measured] = {}
+    for name in types:
         if name in LEGACY or name == "rows":
             print(f"{name}: streaming ...", file=sys.stderr)
             seconds = streaming(name, legacy_plan(LEGACY[name])) if name in LEGACY else \
-                row_stream_seconds(spark, work, args)
-            results.append((name, None, seconds, None))
-            print(f"{name}: streaming {args.rows / seconds:,.0f} rows/s", file=sys.stderr)
+                row_stream_seconds(spark, work, rows, groups, repeat)
+            results[name] = Measured(streaming=seconds)
+            print(f"{name}: streaming {rows / seconds:,.0f} rows/s", file=sys.stderr)
             continue
         trigger, baseline = TRIGGERS[name]
         plan = plan_of(trigger)
@@ -172,27 +188,41 @@ def main() -> int:
             detect(df, plan, final=True).write.format("noop").mode("overwrite").save()
 
         run_batch()  # warm-up run, as for the baselines
-        batch_s = best(run_batch, args.repeat)
+        batch_s = best(run_batch, repeat)
         print(f"{name}: streaming ...", file=sys.stderr)
         stream_s = streaming(name, plan)
-        base = native_s.get(baseline) if baseline else None
-        results.append((name, batch_s, stream_s, base))
-        print(f"{name}: batch {args.rows / batch_s:,.0f} rows/s, streaming {args.rows / stream_s:,.0f}",
-              file=sys.stderr)
+        results[name] = Measured(streaming=stream_s, batch=batch_s, native=native_s.get(baseline) if baseline else None)
+        print(f"{name}: batch {rows / batch_s:,.0f} rows/s, streaming {rows / stream_s:,.0f}", file=sys.stderr)
+    return results
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=2_000_000)
+    parser.add_argument("--groups", type=int, default=100)
+    parser.add_argument("--types", default=",".join([*TRIGGERS, *LEGACY, "rows"]),
+                        help="trigger types; also 'at_once interval', 'at_once session' and 'rows' (legacy "
+                             "streams: AT_ONCE windows, and a stream without a window written row by row)")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each measurement; the fastest counts")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="airflow-stream-bench-windows-"))
+    spark = local_spark(work, "bench-windows")
+    results = measure(spark, work, args.rows, args.groups, args.types.split(","), args.repeat)
 
     print()
     print(f"{args.rows:,} rows, {args.groups} groups, local[2]")
     print(f"{'trigger':<18} {'batch rows/s':>14} {'native rows/s':>14} {'batch/native time':>18} "
           f"{'stream rows/s':>14}")
-    for name, batch_s, stream_s, base in results:
+    for name, measured in results.items():
+        batch_s, base = measured.batch, measured.native
         ratio = f"{batch_s / base:.2f}x" if base and batch_s else "-"
         native_rate = f"{args.rows / base:,.0f}" if base else "-"
         batch_rate = f"{args.rows / batch_s:,.0f}" if batch_s else "-"
-        print(f"{name:<18} {batch_rate:>14} {native_rate:>14} {ratio:>18} {args.rows / stream_s:>14,.0f}")
+        print(f"{name:<18} {batch_rate:>14} {native_rate:>14} {ratio:>18} {args.rows / measured.streaming:>14,.0f}")
     legacy_targets = {"at_once interval": 300_000, "at_once session": 300_000, "rows": 500_000}
-    for name, _, stream_s, _ in results:
+    for name, measured in results.items():
         if name in legacy_targets:
-            rate = args.rows / stream_s
+            rate = args.rows / measured.streaming
             verdict = "meets" if rate >= legacy_targets[name] else "MISSES"
             print(f"legacy {name} {verdict} the target of {legacy_targets[name]:,} rows/s ({rate:,.0f})")
     spark.stop()
@@ -200,10 +230,10 @@ def main() -> int:
     return 0
 
 
-def row_stream_seconds(spark, work: Path, args: argparse.Namespace) -> float:
-    """A legacy stream without a window over a supertable of ``args.rows`` rows: the fastest of
-    ``args.repeat`` runs of its row query over the whole table (FILL_HISTORY 1), computing the select
-    list and upserting one output row per source row."""
+def row_stream_seconds(spark: SparkSession, work: Path, rows: int, groups: int, repeat: int) -> float:
+    """A legacy stream without a window over a supertable of ``rows`` rows: the fastest of ``repeat``
+    runs of its row query over the whole table (FILL_HISTORY 1), computing the select list and
+    upserting one output row per source row."""
     from airflow_stream_provider import statements
     from airflow_stream_provider.model import TableName
     from airflow_stream_provider.streams.run import run
@@ -213,15 +243,15 @@ def row_stream_seconds(spark, work: Path, args: argparse.Namespace) -> float:
     warehouse = Warehouse(work / "home" / "warehouse", spark=spark)
     list(statements.run(warehouse, "CREATE DATABASE rows_bench; CREATE STABLE rows_bench.meters "
                                    "(ts TIMESTAMP, current FLOAT, voltage INT) TAGS (site INT)"))
-    data = rows_table(args.rows, args.groups)
+    data = rows_table(rows, groups)
     source = work / "rows.parquet"
     import pyarrow.parquet as pq
 
-    site = pa.array(np.arange(args.rows, dtype=np.int32) % args.groups)  # the subtables' tag
+    site = pa.array(np.arange(rows, dtype=np.int32) % groups)  # the subtables' tag
     pq.write_table(data.select(["ts", "current", "voltage", "tbname"]).append_column("site", site), source)
     load(warehouse, source, TableName("meters", "rows_bench"))
     seconds = []
-    for n in range(args.repeat):
+    for n in range(repeat):
         list(statements.run(warehouse, f"CREATE STREAM rows_bench.scaled{n} FILL_HISTORY 1 INTO rows_bench.out{n} AS "
                                        "SELECT ts, current * 2 c2, voltage FROM rows_bench.meters "
                                        "WHERE voltage > 0 PARTITION BY tbname"))
