@@ -22,8 +22,10 @@ on an object store (:func:`streams_root`), each written by one detector at a tim
 from __future__ import annotations
 
 import functools
+import json
 import os
 import shutil
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -241,12 +243,61 @@ class TableStore:
 
 def table_store(catalog_root: Path) -> TableStore:
     """Where the tables of the catalog at ``catalog_root`` live: the configured object store prefix,
-    else next to the catalog's records."""
+    else next to the catalog's records. A prefix serves one catalog: see :func:`claim`."""
     value = configured()
     if not value:
         return TableStore(catalog_root)
     export_credentials()
-    return TableStore(check_location(value))
+    location = check_location(value)
+    claim(location, catalog_root)
+    return TableStore(location)
+
+
+#: the object under a remote warehouse naming the catalog its tables belong to
+OWNER = ".catalog.json"
+#: the catalog's identity, kept with its records (one file for every machine sharing the home)
+CATALOG_ID = ".catalog-id"
+
+
+def catalog_id(catalog_root: Path) -> str:
+    """The identity of the catalog at ``catalog_root``, made on first use."""
+    path = catalog_root / CATALOG_ID
+    try:
+        return path.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        catalog_root.mkdir(parents=True, exist_ok=True)
+        made = uuid.uuid4().hex
+        try:
+            with path.open("x", encoding="utf-8") as handle:  # another process may make it first
+                handle.write(made + "\n")
+        except FileExistsError:
+            return path.read_text(encoding="utf-8").strip()
+        return made
+
+
+def claim(location: str, catalog_root: Path) -> None:
+    """Record that the tables under ``location`` belong to the catalog at ``catalog_root``, or refuse
+    when they belong to another one: two homes on one prefix would each keep records of tables the
+    other drops and replaces, and write into each other's stream data."""
+    mine = catalog_id(catalog_root)
+    if _claimed.get(location) == mine:
+        return
+    owner = join(location, OWNER)
+    assert isinstance(owner, str)
+    try:
+        found = json.loads(read_text(owner)).get("catalog")
+    except FileNotFoundError:
+        with _filesystem().open_output_stream(owner.removeprefix(REMOTE)) as handle:
+            handle.write(json.dumps({"catalog": mine, "home": str(catalog_root.parent)}).encode())
+        found = json.loads(read_text(owner)).get("catalog")  # two first claims at once: the last write wins
+    if found != mine:
+        raise StorageError(f"warehouse location {location} holds the tables of another stream home (catalog {found}, "
+                           f"named in {owner}); this home's catalog is {mine} ({catalog_root / CATALOG_ID}). Give "
+                           "each home a prefix of its own; machines sharing one home share its catalog file")
+    _claimed[location] = mine
+
+
+_claimed: dict[str, str] = {}
 
 
 #: the folder of a remote warehouse holding the streams' event tables and detector checkpoints; a

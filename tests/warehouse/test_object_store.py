@@ -245,3 +245,20 @@ def test_the_sensor_probes_read_tables_on_the_object_store(minio, tmp_path, monk
     monkeypatch.delenv("AWS_ALLOW_HTTP")  # the probes set it again: they must not depend on the catalog
     assert latest_version(url) == 2  # CREATE, then two commits
     assert max_event_time(url, "ts") == datetime(2025, 1, 1, 0, 2, 30, tzinfo=UTC)
+
+
+def test_a_prefix_holds_the_tables_of_one_home(minio, tmp_path, monkeypatch):
+    """The first home to use a prefix claims it; another home naming the same prefix is refused, by the
+    CLI too, before it writes anything: each would keep records of tables the other drops or replaces."""
+    from airflow_stream_provider import storage
+
+    for key, value in environ(minio, tmp_path / "a", "owned").items():
+        monkeypatch.setenv(key, value)
+    first = storage.table_store(tmp_path / "a" / "warehouse")
+    assert storage.table_store(tmp_path / "a" / "warehouse") == first  # the same home again: accepted
+    assert "owned/.catalog.json" in [f"owned/{name}" for name in objects(minio, "owned")]
+    with pytest.raises(storage.StorageError, match="holds the tables of another stream home"):
+        storage.table_store(tmp_path / "b" / "warehouse")
+    refused = run(environ(minio, tmp_path / "b", "owned"), "sql", "CREATE DATABASE other")
+    assert refused.returncode != 0 and "give each home a prefix of its own" in refused.stderr.lower(), refused.stderr
+    assert objects(minio, "owned") == [".catalog.json"]  # the refused home wrote nothing there
