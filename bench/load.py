@@ -316,6 +316,8 @@ def task_runs(airflow: LocalAirflow, db: str, count: int, since: datetime) -> in
 
 def run_phase(home: Path, airflow: LocalAirflow, path: str, count: int, args: argparse.Namespace,
               say: Callable[[str], None]) -> Phase:
+    from latency import _dag_known as dag_known  # bench/latency.py: the DAG is parsed and unpaused
+
     from airflow_stream_provider import statements
     from airflow_stream_provider.local_airflow import free_port, wait_for
     from airflow_stream_provider.node import server as node
@@ -334,7 +336,7 @@ def run_phase(home: Path, airflow: LocalAirflow, path: str, count: int, args: ar
                                 f"CREATE TABLE {tags}"))
         list(statements.run(wh, "; ".join(streams_sql(db, count, PATHS[path]))))
         dag_ids = [f"stream__{db}__s{i}" for i in range(count)]
-        wait_for(lambda: all(_dag_running(airflow, d) for d in dag_ids), 300, "the streams' DAGs", every=2)
+        wait_for(lambda: all(dag_known(airflow, d) for d in dag_ids), 300, "the streams' DAGs", every=2)
         windows = sum(k is not None for k in stream_kinds(count))
         wait_for(lambda: len((node.status() or {}).get("queries", [])) >= windows, 180, "the detectors", every=2)
         from deltalake import DeltaTable
@@ -361,15 +363,6 @@ def run_phase(home: Path, airflow: LocalAirflow, path: str, count: int, args: ar
         spark_session().stop()
         node.stop()
     return phase
-
-
-def _dag_running(airflow: LocalAirflow, dag_id: str) -> bool:
-    from airflow_stream_provider.airflow_api import AirflowApiError
-
-    try:
-        return not airflow.api(f"/api/v2/dags/{dag_id}")["is_paused"]
-    except AirflowApiError:
-        return False
 
 
 def report(phases: list[Phase]) -> None:
