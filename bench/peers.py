@@ -16,8 +16,9 @@ same windows: ``interval`` tumbling 1 minute, ``sliding`` 1 minute every 30 s, `
   window TVFs, on event time with a watermark one second behind ``ts``, written to a ``blackhole``
   sink; the wall time of the job, each run a job on a local mini-cluster started for it, without
   checkpoints. Flink runs the SESSION TVF in streaming mode only: its batch planner refuses
-  unaligned windows ("not supported in batch mode yet"), so in batch mode the session is Flink's
-  group window aggregation, ``GROUP BY tbname, SESSION(ts, INTERVAL '2' SECOND)``, which it runs.
+  unaligned windows ("not supported in batch mode yet"). In batch mode the session is then tried as
+  Flink's group window aggregation, ``GROUP BY tbname, SESSION(ts, INTERVAL '2' SECOND)``; when the
+  planner refuses that too, the cell shows '-' with the TVF's reason.
 
 Flink reads the rows from CSV files written once here, parsing them in every run: the apache-flink
 wheel ships flink-csv but no Parquet format, which would have to be downloaded from Maven with the
