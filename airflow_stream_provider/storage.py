@@ -136,7 +136,9 @@ def hadoop_secrets() -> dict[str, str]:
 
 
 def _filesystem():
-    values = tuple(sorted(credentials().items()))
+    # the credentials as this process exported them: a connection is read once, not on every poll
+    export_credentials()
+    values = tuple(sorted((k, os.environ[k]) for k in AWS_VARIABLES if os.environ.get(k)))
     return _s3_filesystem(values)
 
 
@@ -158,34 +160,35 @@ def _s3_filesystem(values: tuple[tuple[str, str], ...]):
 def join(location: Location, *names: str) -> Location:
     """``<location>/<name>/...`` for a folder or an ``s3://`` prefix; the names are checked by the
     caller (the name rule)."""
-    if isinstance(location, str):
-        return "/".join([location, *names])
-    return location.joinpath(*names)
+    if is_remote(location):
+        return "/".join([str(location), *names])
+    return Path(location).joinpath(*names)
 
 
 def read_text(location: Location) -> str:
     """A small file's text, local or on the object store; FileNotFoundError when there is none."""
-    if isinstance(location, Path):
-        return location.read_text(encoding="utf-8")
-    with _filesystem().open_input_stream(location.removeprefix(REMOTE)) as handle:
+    if not is_remote(location):
+        return Path(location).read_text(encoding="utf-8")
+    with _filesystem().open_input_stream(str(location).removeprefix(REMOTE)) as handle:
         return handle.read().decode("utf-8")
 
 
 def names(location: Location) -> list[str]:
     """The names in a folder or directly under a prefix; FileNotFoundError when there is nothing."""
-    if isinstance(location, Path):
-        return [p.name for p in location.iterdir()]
+    if not is_remote(location):
+        return [p.name for p in Path(location).iterdir()]
     from pyarrow import fs
 
-    selector = fs.FileSelector(location.removeprefix(REMOTE), allow_not_found=False, recursive=False)
+    selector = fs.FileSelector(str(location).removeprefix(REMOTE), allow_not_found=False, recursive=False)
     return [info.base_name for info in _filesystem().get_file_info(selector)]
 
 
 def remove(location: Location) -> None:
     """Delete a folder or everything under a prefix; nothing when there is nothing."""
-    if isinstance(location, Path):
+    if not is_remote(location):
         shutil.rmtree(location, ignore_errors=True)
         return
+    assert isinstance(location, str)
     from pyarrow import fs
 
     filesystem = _filesystem()

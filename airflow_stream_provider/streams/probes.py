@@ -98,7 +98,7 @@ def check_windows(state_dir: str | Path, table: str | Path | None = None,
         return {"status": "committed", "from_batch": consumed + 1, "to_batch": committed[0],
                 "watermark_ms": committed[1]}
     if table is not None and not detector_hosted(state_dir):
-        version = latest_version(table if is_remote(table) else Path(table))
+        version = latest_version(table)
         seen = state.get("detected_version", state.get("created_version"))
         if version is not None and (seen is None or version > seen):
             return {"status": "detect", "version": version, "from_batch": consumed + 1, "to_batch": None}

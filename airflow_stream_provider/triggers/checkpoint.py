@@ -10,10 +10,8 @@ compute task detects in batch.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-from airflow_stream_provider.storage import is_remote
 from airflow_stream_provider.streams.probes import check_windows
 from airflow_stream_provider.triggers.base import CLASSPATH_MODULE, StreamTrigger
 
@@ -36,5 +34,4 @@ class CheckpointCommitTrigger(StreamTrigger):
                  "checkpoint": self.checkpoint})
 
     def check(self) -> dict | None:
-        checkpoint = self.checkpoint if self.checkpoint is None or is_remote(self.checkpoint) else Path(self.checkpoint)
-        return check_windows(self.state_dir, self.table, checkpoint)
+        return check_windows(self.state_dir, self.table, self.checkpoint)
