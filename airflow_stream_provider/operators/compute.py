@@ -43,14 +43,22 @@ class StreamComputeOperator(StreamTask, BaseOperator):
     def execute(self, context: Any) -> dict:
         event = None
         if self.kind in ("window", "row"):
-            self._skip_if_computed_by_node()
             if self.wait:
+                # a stream the node computes itself is waited on too, not skipped at once: the run
+                # stays deferred while the node writes every batch, and resumes only for a batch the
+                # node committed without computing it, or for new rows once no node hosts the stream
+                # (then this task detects and computes). A skip would start the next run at once,
+                # and a run a second would do nothing but spin the scheduler and the workers.
                 trigger = self.checkpoint_trigger(self.table)
                 event = trigger.check()
                 if event is None:
+                    if self._computed_by_node():
+                        self.log.info("the live query on the stream node computes, writes and notifies each "
+                                      "batch; this run supervises it, and computes what the node leaves")
                     self.defer(trigger=trigger, method_name="execute_complete")
             elif self.wait_task:
                 event = context["ti"].xcom_pull(task_ids=self.wait_task)
+            self._skip_if_computed_by_node()
         return self._compute(context, event)
 
     def execute_complete(self, context: Any, event: dict) -> dict:
@@ -59,12 +67,16 @@ class StreamComputeOperator(StreamTask, BaseOperator):
         self._skip_if_computed_by_node()
         return self._compute(context, event)
 
-    def _skip_if_computed_by_node(self) -> None:
+    def _computed_by_node(self) -> bool:
+        """The stream is computed in its live detector's batches, and a process (the node) hosts it."""
         from airflow_stream_provider.plan.stream import computed_live
         from airflow_stream_provider.streams.store import detector_hosted
 
         stored = self.stream_store().get(*self.stream_names())
-        if computed_live(stored.statement) and detector_hosted(stored.state_dir):
+        return computed_live(stored.statement) and detector_hosted(stored.state_dir)
+
+    def _skip_if_computed_by_node(self) -> None:
+        if self._computed_by_node():
             raise AirflowSkipException("the live query on the stream node computes, writes and notifies each "
                                        "batch itself (LOW_LATENCY_CALC, or a legacy AT_ONCE, MAX_DELAY, "
                                        "FORCE_WINDOW_CLOSE or window-less stream); this run only supervises")

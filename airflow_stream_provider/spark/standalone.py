@@ -207,17 +207,18 @@ def _is_ours(process: Process) -> bool:
 
 
 def _running(pid: int) -> bool:
-    """The process runs (a child of this process that exited is reaped here)."""
+    """The process runs: a child of this process that exited is reaped here, and an orphan that
+    exited counts as gone while it waits as a zombie for an init that may never reap it."""
     try:
         if os.waitpid(pid, os.WNOHANG)[0] == pid:
             return False
     except ChildProcessError:
         pass
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
         return False
-    return True
+    return stat[stat.rindex(")") + 2:][:1] != "Z"
 
 
 def _wait_gone(pid: int, timeout: float) -> bool:

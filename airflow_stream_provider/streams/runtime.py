@@ -91,8 +91,11 @@ class StreamRuntime:
     """A stored (or about to be stored) stream resolved against the warehouse."""
 
     def __init__(self, warehouse: Warehouse, stmt: m.CreateStream, db: str,
-                 skip_versions: tuple[tuple[int, int], ...] = ()) -> None:
+                 skip_versions: tuple[tuple[int, int], ...] = (), *, text: str | None = None) -> None:
         self.warehouse = warehouse
+        #: the stored statement's text, when resolved for a stored stream: a later run may reuse this
+        #: runtime only for the same text
+        self.text = text
         self.skip_versions = tuple((lo, hi) for lo, hi in skip_versions)  # JSON state holds them as lists
         self.stmt = stmt
         self.db = db
@@ -114,6 +117,7 @@ class StreamRuntime:
         self._schema: T.StructType | None = None
         self.outputs: dict[str, str] = {}  # output subtable -> the trigger subtable it serves
         self.tables: dict[str, str] = {}  # group id -> the output (sub)table it writes
+        self.groups: dict[str, tuple[str, list]] = {}  # group id -> its output subtable and tag values
 
     @property
     def qualified(self) -> str:

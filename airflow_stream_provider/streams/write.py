@@ -210,11 +210,21 @@ def write_results(runtime: StreamRuntime, fired: list[Fired], results: pa.Table,
 
 def _output_groups(runtime: StreamRuntime, plan: out.OutputPlan, info: TableInfo,
                    fired: list[Fired]) -> dict[str, tuple[str, list]]:
-    """group id -> (output subtable name, tag values), evaluated by Spark over the groups' keys,
-    and each output subtable registered."""
+    """group id -> (output subtable name, tag values), evaluated by Spark over the groups' keys
+    (once per group for the life of ``runtime``: the node keeps a stream's runtime from batch to
+    batch), and each output subtable registered."""
     seen: dict[str, Fired] = {}
     for f in fired:
         seen.setdefault(f.group_id, f)
+    out_groups: dict[str, tuple[str, list]] = {}
+    catalog = runtime.warehouse.catalog
+    for gid in [g for g in seen if g in runtime.groups]:
+        name, tags = out_groups[gid] = runtime.groups[gid]
+        # registered again: a subtable dropped meanwhile comes back, as it does on a fresh run
+        catalog.create_subtable(info, name, dict(zip([t.name for t in plan.tags], tags)), if_not_exists=True)
+        del seen[gid]
+    if not seen:
+        return out_groups
     spark = runtime.warehouse.spark
     cols = runtime.group_columns
     rows = []
@@ -241,8 +251,6 @@ def _output_groups(runtime: StreamRuntime, plan: out.OutputPlan, info: TableInfo
         value = F.col("__gid") if tag.expr is None else F.expr(spark_expr(tag.expr))  # None: the group id
         exprs.append(value.cast(spark_type(tag.dtype)).alias(f"__tag{j}"))
     evaluated: pd.DataFrame = df.select(*exprs).toPandas()
-    out_groups: dict[str, tuple[str, list]] = {}
-    catalog = runtime.warehouse.catalog
     for row in evaluated.itertuples(index=False):
         gid = row[0]
         name = row[1] if plan.subtable is not None else f"{runtime.name}_{gid}"
@@ -254,7 +262,7 @@ def _output_groups(runtime: StreamRuntime, plan: out.OutputPlan, info: TableInfo
         name = out.subtable_name(str(name))
         tags = [None if pd.isna(v) else (v.to_pydatetime() if isinstance(v, pd.Timestamp) else v) for v in row[2:]]
         catalog.create_subtable(info, name, dict(zip([t.name for t in plan.tags], tags)), if_not_exists=True)
-        out_groups[gid] = (name, tags)
+        out_groups[gid] = runtime.groups[gid] = (name, tags)
         runtime.tables[gid] = name
         tbname = runtime.group_values(seen[gid].group).get("%%tbname")
         if tbname is not None:

@@ -190,26 +190,32 @@ class TriggerPlan:
 
     def prepare(self, raw: pd.DataFrame) -> pd.DataFrame:
         """Raw trigger-table rows -> the rows the window core reads, pre-filtered and in time order."""
-        frame = raw.reset_index(drop=True)
+        index = raw.index
+        plain = isinstance(index, pd.RangeIndex) and index.start == 0 and index.step == 1
+        frame = raw if plain else raw.reset_index(drop=True)
         if self.subtable is not None:
             frame = frame[frame["tbname"] == self.subtable].reset_index(drop=True)
         trees = self._trees
         if "pre_filter" in trees and len(frame):
             frame = frame[expr.holds(trees["pre_filter"], frame, self.ts_column)].reset_index(drop=True)
-        out = pd.DataFrame({"ts": micros(frame[self.ts_column])})
+        columns: dict[str, object] = {"ts": micros(frame[self.ts_column])}  # one frame built, at the end
         if "state" in trees:
             value = expr.evaluate(trees["state"], frame, self.ts_column) if len(frame) else pd.Series([], dtype=object)
             # numbers stay numbers (NULL: NaN), anything else is Python objects (NULL: None)
-            out["_state"] = value if value.dtype.kind in "biuf" else value.astype(object).where(value.notna(), None)
+            value = value if value.dtype.kind in "biuf" else value.astype(object).where(value.notna(), None)
+            columns["_state"] = value.to_numpy()
         if "start" in trees:
-            out["_start"] = expr.holds(trees["start"], frame, self.ts_column) if len(frame) else []
-            out["_end"] = expr.holds(trees["end"], frame, self.ts_column) if len(frame) else []
+            for name in ("start", "end"):
+                columns[f"_{name}"] = expr.holds(trees[name], frame, self.ts_column) if len(frame) \
+                    else np.empty(0, bool)
             for name in dict.fromkeys(self.spec.start_fields + self.spec.end_fields):
                 column = frame[name]  # numbers as they are, anything else as Python objects
-                out[f"_f_{name}"] = column.to_numpy() if column.dtype.kind in "biuf" else column.to_numpy(object)
+                columns[f"_f_{name}"] = column.to_numpy() if column.dtype.kind in "biuf" else column.to_numpy(object)
         if self.count_columns:
-            out["_valid"] = frame[list(self.count_columns)].notna().any(axis=1).to_numpy(bool)
-        ts = out["ts"].to_numpy()
+            columns["_valid"] = frame[list(self.count_columns)].notna().any(axis=1).to_numpy(bool)
+        out = pd.DataFrame(columns)
+        ts = columns["ts"]
+        assert isinstance(ts, np.ndarray)
         if len(ts) < 2 or bool(np.all(ts[1:] > ts[:-1])):  # in time order without ties already
             return out
         order = ["ts", "_tie"] if "tbname" in frame else ["ts"]

@@ -150,13 +150,16 @@ def _micros(duration: m.Duration, clause: str) -> int:
 
 
 def empty_windows() -> pd.DataFrame:
-    return window_frame(np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int64),
-                  np.empty(0, bool), np.empty(0, bool))
+    """No windows, in the window columns (a copy of one frame built once: most scans of a live
+    group find none, and a copy costs a small part of a new frame)."""
+    return _NO_WINDOWS.copy()
 
 
 def window_frame(wstart, wend, rows, closed, opened, **extra) -> pd.DataFrame:
     """Windows as the scanners return them (:data:`WINDOW_COLUMNS`); the columns not given are empty."""
     n = len(wstart)
+    if not n and not extra:  # the usual scan of a live group
+        return empty_windows()
     none = np.full(n, None, dtype=object)
     minus = np.full(n, -1, dtype=np.int64)
     data = {
@@ -177,6 +180,11 @@ def window_frame(wstart, wend, rows, closed, opened, **extra) -> pd.DataFrame:
     if extra:
         raise TypeError(f"unknown window columns {sorted(extra)}")
     return pd.DataFrame(data, columns=list(WINDOW_COLUMNS))
+
+
+_NO_WINDOWS = pd.DataFrame({name: np.empty(0, kind) for name, kind in zip(
+    WINDOW_COLUMNS, (np.int64, np.int64, np.int64, bool, bool, np.int64, object, object, object, np.int64, object,
+                     np.int64, object), strict=True)}, columns=list(WINDOW_COLUMNS))
 
 
 def concat_windows(frames: list[pd.DataFrame]) -> pd.DataFrame:
@@ -310,6 +318,8 @@ def interval_windows(spec: WindowSpec, counts: dict[int, int], before: set[int],
         closed_k = np.array(sorted(k for k in counts if k < close_hi), dtype=np.int64)
     open_k = np.array(sorted(k for k in counts if k >= close_hi and k not in before), dtype=np.int64)
     all_k = np.concatenate([closed_k, open_k])
+    if not len(all_k):  # nothing opened or closed (most calls of a live group): no frame to build
+        return empty_windows(), {**carry, "lo": int(close_hi), "counts": {str(k): v for k, v in counts.items()}}
     starts = all_k * step + offset
     rows_out = np.fromiter((counts.get(k, 0) for k in all_k.tolist()), dtype=np.int64, count=len(all_k))
     closed = np.concatenate([np.ones(len(closed_k), bool), np.zeros(len(open_k), bool)])

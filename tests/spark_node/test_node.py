@@ -12,10 +12,13 @@ import time
 from pathlib import Path
 
 import pytest
+from airflow.sdk.exceptions import TaskDeferred
 
 from airflow_stream_provider import statements
 from airflow_stream_provider.node import server as node
+from airflow_stream_provider.operators import StreamComputeOperator
 from airflow_stream_provider.spark import endpoint, session
+from airflow_stream_provider.triggers import CheckpointCommitTrigger
 from airflow_stream_provider.warehouse import Warehouse
 
 pytestmark = pytest.mark.spark
@@ -239,6 +242,23 @@ def test_low_latency_calc_computes_and_notifies_inside_the_node_detector(running
         assert [e["result"]["total"] for e in events] == [4.0, 8.0], (home / "node" / "node.log").read_text()[-3000:]
         totals = sorted(r["total"] for r in list(statements.run(wh, "SELECT total FROM s_out"))[-1].table.to_pylist())
         assert totals == [4.0, 8.0]
+
+        # the DAG's compute task supervises: it defers instead of ending (a skipped run would be
+        # followed by the next at once, a run a second doing nothing), and its trigger stays quiet
+        # while the node computes the next window too
+        task = StreamComputeOperator(task_id="compute", stream="fast.s", kind="window", wait=True,
+                                     table=str(home / "warehouse" / "fast" / "m"))
+        with pytest.raises(TaskDeferred) as deferred:
+            task.execute({})
+        trigger = deferred.value.trigger
+        assert isinstance(trigger, CheckpointCommitTrigger) and trigger.check() is None
+        list(statements.run(wh, "INSERT INTO m VALUES ('2025-01-01 00:03:00', 5)"))  # closes [00:02, 00:03)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and len(events_of(receiver.messages())) < 3:
+            assert trigger.check() is None
+            time.sleep(0.2)
+        assert [e["result"]["total"] for e in events_of(receiver.messages())] == [4.0, 8.0, 2.0]
+        assert trigger.check() is None
     finally:
         receiver.stop()
 
