@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from airflow_stream_provider import config
+from airflow_stream_provider import config, values
 
 REMOTE = "s3://"
 #: the variables the Delta kernel and pyarrow read, set from an Airflow connection when one is named
@@ -171,6 +171,31 @@ def read_text(location: Location) -> str:
         return Path(location).read_text(encoding="utf-8")
     with _filesystem().open_input_stream(str(location).removeprefix(REMOTE)) as handle:
         return handle.read().decode("utf-8")
+
+
+def write_text(location: Location, text: str) -> None:
+    """Replace a small file, local or on the object store, in one step: a reader sees the old text or
+    the new, never a part (a local file is renamed into place, an object is one PUT). A local file's
+    folder is made when missing."""
+    if not is_remote(location):
+        path = Path(location)
+        values.write_text(values.make_dirs(path.parent) / path.name, text)
+        return
+    with _filesystem().open_output_stream(str(location).removeprefix(REMOTE)) as handle:
+        handle.write(text.encode("utf-8"))
+
+
+def delete(location: Location) -> None:
+    """Delete one file or object; nothing when there is none."""
+    if not is_remote(location):
+        Path(location).unlink(missing_ok=True)
+        return
+    from pyarrow import fs
+
+    filesystem = _filesystem()
+    key = str(location).removeprefix(REMOTE)
+    if filesystem.get_file_info(key).type == fs.FileType.File:
+        filesystem.delete_file(key)
 
 
 def names(location: Location) -> list[str]:

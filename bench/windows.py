@@ -7,7 +7,7 @@ event conditions on ``current``), writes them once as a Delta table with its cha
 measures in one process on one local Spark session:
 
 - batch: :func:`airflow_stream_provider.windows.batch.detect` over the table, all groups in one job;
-- streaming: the detector query over the table's change feed from version 0, ``availableNow``,
+- streaming: the live detector over the table's change feed from version 0 until caught up,
   writing its events to a Delta event table;
 - the baselines: Spark's ``window()`` (tumbling, and sliding for the sliding case) and
   ``session_window()`` grouped counts over the same rows.
@@ -149,9 +149,8 @@ def measure(spark: SparkSession, work: Path, rows: int, groups: int, types: Sequ
     warm = TriggerPlan.build(parse("CREATE STREAM w STATE_WINDOW(voltage) FROM meters PARTITION BY tbname INTO out "
                                    "AS SELECT _twstart, count(*) FROM meters")[0],
                              "meters", path=str(small), columns=["ts", "current", "voltage", "tbname"], ts_column="ts")
-    detector.start(spark, warm, detector.DetectorOptions(events_path=str(work / "warm_events"),
-                                                         checkpoint=str(work / "warm_cp"), starting_version=0),
-                   available_now=True).awaitTermination()
+    detector.Detector(warm, detector.DetectorOptions(events_path=str(work / "warm_events"),
+                                                     checkpoint=str(work / "warm_cp"), starting_version=0)).run_available()
 
     def legacy_plan(window: str) -> TriggerPlan:
         (stmt,) = parse(f"CREATE STREAM b TRIGGER AT_ONCE INTO out AS SELECT _wstart, count(*) FROM meters "
@@ -167,7 +166,7 @@ def measure(spark: SparkSession, work: Path, rows: int, groups: int, types: Sequ
             opts = detector.DetectorOptions(events_path=str(work / f"events_{name}_{n}".replace(" ", "_")),
                                             checkpoint=str(work / f"cp_{name}_{n}".replace(" ", "_")),
                                             starting_version=0)
-            detector.start(spark, plan, opts, available_now=True).awaitTermination()
+            detector.Detector(plan, opts).run_available()
 
         return best(run_stream, repeat)
 

@@ -1,4 +1,5 @@
-"""The live detectors a stream node hosts: one Structured Streaming query per running window stream.
+"""The live detectors a stream node hosts: one per running window stream, the streams on one trigger
+table sharing one reader of its change feed (:class:`~airflow_stream_provider.windows.changes.ChangeFeed`).
 
 Every few seconds the node reconciles what runs with the streams folder: a window stream that
 exists and is not stopped gets its detector (CREATE STREAM, START STREAM), and a detector whose
@@ -7,7 +8,8 @@ detector lock while it runs, so Airflow tasks read its events instead of detecti
 a stream whose lock another process holds is left to that process and tried again later.
 
 A ``LOW_LATENCY_CALC`` stream is also computed, written and notified inside each detector batch,
-before the batch commits; its DAG then finds nothing left and only supervises.
+before the batch commits; its DAG then finds nothing left and only supervises. A batch without
+events is recorded consumed at once when every batch before it was, so no DAG run wakes for it.
 
 Each stream's ``detector.json`` says who hosts its detector, the query's last progress, and the
 last error. A failed query is reported there and started again after a pause, from its checkpoint.
@@ -21,23 +23,24 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 from datetime import UTC, datetime
 from pathlib import Path
 
 from pyspark.sql import SparkSession
-from pyspark.sql.streaming import StreamingQuery
 
 from airflow_stream_provider import model as m
 from airflow_stream_provider.plan.stream import computed_live, plan_stream
 from airflow_stream_provider.streams.fire import rows
 from airflow_stream_provider.streams.fire.windows import detector_options, trigger_plan
-from airflow_stream_provider.streams.run import commit_progress
+from airflow_stream_provider.streams.run import commit_progress, skip_empty_batch
 from airflow_stream_provider.streams.run import run as run_stream
 from airflow_stream_provider.streams.runtime import StreamRuntime, StreamStopped
 from airflow_stream_provider.streams.store import StoredStream, StreamStore
 from airflow_stream_provider.values import lock_file, make_dirs, write_json
 from airflow_stream_provider.warehouse import Warehouse
 from airflow_stream_provider.windows import detector
+from airflow_stream_provider.windows.changes import FeedRegistry
 
 #: seconds before a failed detector is started again
 RETRY_AFTER_S = 15.0
@@ -46,7 +49,7 @@ RETRY_AFTER_S = 15.0
 @dataclass
 class Hosted:
     stored: StoredStream
-    query: StreamingQuery
+    query: detector.LiveDetector | Any  # a row stream's is a Structured Streaming query
     lock_fd: int
     started: str = field(default_factory=lambda: datetime.now(UTC).isoformat())
 
@@ -77,6 +80,7 @@ class DetectorHost:
         self.log = log
         self.hosted: dict[str, Hosted] = {}
         self.failed_at: dict[str, float] = {}
+        self.feeds = FeedRegistry()
 
     def wanted(self) -> dict[str, StoredStream]:
         """The window streams that exist and are not stopped."""
@@ -117,19 +121,19 @@ class DetectorHost:
         warehouse = Warehouse(spark=self.session, database=stored.db)
         try:
             state = self.store.load_state(stored.db, stored.name)
-            runtime = StreamRuntime(warehouse, stored.statement, stored.db, state.get("skip_versions", ()))
+            runtime = StreamRuntime(warehouse, stored.statement, stored.db, state.get("skip_versions", ()),
+                                    text=stored.text)
             options = detector_options(stored, state)
-            # streams computed in place (LOW_LATENCY_CALC, legacy AT_ONCE and MAX_DELAY, rows): batches
-            # start every quarter second rather than every second, and what they fire is computed there
-            fast = computed_live(stored.statement)
-            interval = "250 milliseconds" if fast else "1 second"
             if isinstance(stored.statement.trigger, m.RowTrigger):
-                query = rows.start(runtime, stored, options, available_now=False, interval=interval,
+                query = rows.start(runtime, stored, options, available_now=False, interval="250 milliseconds",
                                    after_batch=self._consumed(stored))
             else:
                 plan = trigger_plan(runtime)
-                query = detector.start(self.session, plan, options, interval=interval,
-                                       after_batch=self._low_latency(stored, warehouse) if fast else None)
+                # streams computed in place (LOW_LATENCY_CALC, legacy AT_ONCE and MAX_DELAY) compute what
+                # each batch fires right there; the others leave it to their DAG
+                after = self._low_latency(stored, runtime) if computed_live(stored.statement) else self._detected(stored)
+                found = detector.Detector(plan, options, feed=self.feeds.get(plan.path), after_batch=after)
+                query = detector.LiveDetector(found, name=key).start()
         except Exception as err:
             os.close(fd)
             self.failed_at[key] = time.monotonic()
@@ -143,20 +147,31 @@ class DetectorHost:
         self.log(f"stream {key}: live detector started ({query.id})")
         self._progress(self.hosted[key])
 
-    def _low_latency(self, stored: StoredStream, warehouse: Warehouse) -> Callable[[int, bool], None]:
+    def _low_latency(self, stored: StoredStream, runtime: StreamRuntime) -> Callable[[int, bool], None]:
         """LOW_LATENCY_CALC: compute, write, notify and commit each batch's windows right in the
-        detector's batch, instead of waiting for the DAG's next run."""
+        detector's batch, instead of waiting for the DAG's next run. Every batch uses the same
+        ``runtime``: the stream is resolved, and its result typed, once per detector."""
         def after(batch_id: int, had_events: bool) -> None:
             if not had_events:  # nothing to compute: the batch is consumed, so no sensor wakes for it
                 commit_progress(stored.db, stored.name, {"consumed_batch": batch_id}, store=self.store)
                 return
             try:
-                report = run_stream(warehouse, stored.db, stored.name, store=self.store, upto_batch=batch_id,
-                                    detect=False)
+                report = run_stream(runtime.warehouse, stored.db, stored.name, store=self.store,
+                                    upto_batch=batch_id, detect=False, runtime=runtime)
             except StreamStopped:
                 return  # STOP STREAM came first; the next reconciliation stops this query
             if report.triggers:
                 self.log(f"stream {stored.qualified}: batch {batch_id}: {report.summary()}")
+
+        return after
+
+    def _detected(self, stored: StoredStream) -> Callable[[int, bool], None]:
+        """A stream its DAG computes: a batch without events is consumed at once when the batches
+        before it are, so the DAG's sensor does not wake for it. (With one before it still waiting,
+        the run that computes that one consumes this too.)"""
+        def after(batch_id: int, had_events: bool) -> None:
+            if not had_events:
+                skip_empty_batch(self.store, stored, batch_id)
 
         return after
 
@@ -169,6 +184,8 @@ class DetectorHost:
 
     def _progress(self, hosted: Hosted) -> None:
         progress = hosted.query.lastProgress
+        if progress is not None and not isinstance(progress, dict):  # a Structured Streaming query's
+            progress = dict(progress)
         _report(hosted.stored.detector_path, {
             "host": "node", "pid": os.getpid(), "status": "running", "query_id": str(hosted.query.id),
             "started": hosted.started, "at": datetime.now(UTC).isoformat(),
@@ -183,6 +200,7 @@ class DetectorHost:
             hosted.query.stop()
         finally:
             os.close(hosted.lock_fd)
+            self.feeds.forget_unfollowed()
         return hosted
 
     def _stop(self, key: str, why: str) -> None:
@@ -201,3 +219,9 @@ class DetectorHost:
     def stop_all(self) -> None:
         for key in list(self.hosted):
             self._stop(key, "stopped")
+
+    def queries(self) -> list[dict]:
+        """The live detectors as the node's status lists its queries."""
+        return [{"id": str(h.query.id), "run_id": str(getattr(h.query, "run_id", "")), "name": f"detector:{key}",
+                 "active": h.query.isActive, "last_progress": h.query.lastProgress}
+                for key, h in self.hosted.items() if isinstance(h.query, detector.LiveDetector)]

@@ -6,8 +6,8 @@ with its log and state under ``$AIRFLOW_STREAM_HOME/node/``. The node holds an e
 on ``node/node.lock`` while it runs, so a home has one node; ``node start`` and ``node stop`` take
 ``node/control.lock`` in turn, and find the node by the lock, its pid and its instance id. Every
 few seconds the node starts or stops the live detectors of the window streams (:mod:`.detectors`) and writes
-``status.json`` with the streaming queries it runs (its own and those started over Connect) and
-their last progress, which ``node status`` prints.
+``status.json`` with the detectors and streaming queries it runs (its own and those started over
+Connect) and their last progress, which ``node status`` prints.
 """
 
 from __future__ import annotations
@@ -380,7 +380,7 @@ def serve(port: int, instance: str, memory: str | None = None, master: str = LOC
             if cores:
                 cores = grown_cores(session, cores)
             host.reconcile()
-            report(_queries(session))
+            report(_queries(session) + host.queries())
             deadline = time.monotonic() + STATUS_EVERY_S
             while not stopping and time.monotonic() < deadline:
                 time.sleep(0.1)

@@ -36,13 +36,15 @@ from airflow_stream_provider.warehouse.catalog import Catalog, WarehouseError
 def run(warehouse: Warehouse, db: str, name: str, *, store: StreamStore | None = None,
         now: datetime | None = None, batched: bool = True, progress: Callable[[str], None] | None = None,
         at: datetime | None = None, upto_batch: int | None = None, detect: bool = True,
-        commit: bool = True) -> RunReport:
+        commit: bool = True, runtime: StreamRuntime | None = None) -> RunReport:
     """Run stream ``db.name``: detect what is pending, compute it, write it, record it.
 
     The CLI runs everything pending. An Airflow task narrows the run: ``at``, the instant of a
     PERIOD run; ``upto_batch``, the last detector batch a sensor reported; ``detect=False`` when
     the node's live detector did the detection. With ``commit=False`` the progress is returned in
-    ``report.progress`` for :func:`commit_progress`, which a later task calls.
+    ``report.progress`` for :func:`commit_progress`, which a later task calls. ``runtime``: the
+    stream resolved by an earlier run of the same process (the node's detector keeps one from batch
+    to batch, with its result schema and its groups' output subtables), else resolved here.
     """
     started = time.monotonic()
     store = store or StreamStore()
@@ -53,7 +55,7 @@ def run(warehouse: Warehouse, db: str, name: str, *, store: StreamStore | None =
     try:
         with in_database(warehouse, stored.db):
             report = _run(warehouse, stored, state, store, now=now, batched=batched, progress=progress, at=at,
-                          upto_batch=upto_batch, detect=detect, commit=commit)
+                          upto_batch=upto_batch, detect=detect, commit=commit, runtime=runtime)
     except windows.CheckpointLost as err:  # SHOW STREAMS says so until the checkpoint is back
         with store.updating(stored.db, stored.name) as saved:
             saved["failed"] = str(err)
@@ -64,7 +66,7 @@ def run(warehouse: Warehouse, db: str, name: str, *, store: StreamStore | None =
 
 def _run(warehouse: Warehouse, stored: StoredStream, state: dict, store: StreamStore, *, now: datetime | None,
          batched: bool, progress: Callable[[str], None] | None, at: datetime | None, upto_batch: int | None,
-         detect: bool, commit: bool) -> RunReport:
+         detect: bool, commit: bool, runtime: StreamRuntime | None) -> RunReport:
     report = RunReport(stored.qualified)
     say = progress or (lambda _msg: None)
     if stored.statement.series is not None:  # an IoTDB continuous query: its instants, its query
@@ -73,7 +75,9 @@ def _run(warehouse: Warehouse, stored: StoredStream, state: dict, store: StreamS
         if commit and report.progress:
             commit_progress(stored.db, stored.name, report.progress, store=store)
         return report
-    runtime = StreamRuntime(warehouse, stored.statement, stored.db, state.get("skip_versions", ()))
+    if runtime is None or runtime.text != stored.text:  # (another definition of the name: resolved afresh)
+        runtime = StreamRuntime(warehouse, stored.statement, stored.db, state.get("skip_versions", ()),
+                                text=stored.text)
     plan = plan_stream(stored.statement, stored.db, state)
     notes = RunNotifications(runtime, state) if stored.statement.notify is not None else None
     events = None
@@ -179,3 +183,14 @@ def commit_progress(db: str, name: str, update: dict, *, store: StreamStore | No
         except (OSError, WarehouseError) as err:  # the chart misses a point; the progress is committed
             logging.getLogger(__name__).warning("stream %s: no lag sample: %s", stored.qualified, err)
     return committed
+
+
+def skip_empty_batch(store: StreamStore, stored: StoredStream, batch_id: int) -> bool:
+    """Record detector batch ``batch_id``, which found no events, consumed when every batch before it
+    is; True when it did. A batch before it still being computed keeps its place: the run computing
+    it reads this one too."""
+    with store.updating(stored.db, stored.name) as state:
+        if int(state.get("consumed_batch", -1)) != batch_id - 1:
+            return False
+        state["consumed_batch"] = batch_id
+    return True

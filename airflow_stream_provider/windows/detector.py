@@ -1,11 +1,18 @@
-"""The streaming detector: one Structured Streaming query per stream, on the stream node.
+"""The live detector: a stream's windows, found batch by batch in its trigger table's Delta change
+feed, in the process that hosts it (the stream node, or a task catching up).
 
-It reads the trigger table's Delta change feed, groups rows by the PARTITION BY keys and runs the
-window core in ``applyInPandasWithState``. The per-group state is the core's carry (the open
-windows and counters) plus the rows not yet behind the watermark, so it is bounded by open windows
-and the WATERMARK span, never by history. Events go to the stream's event table through
-``foreachBatch``, committed with a Delta transaction marker (app id, batch id) in the same commit: a
-batch replayed after a crash is written once.
+Each batch reads the versions committed since the last one (:class:`.changes.ChangeFeed`, shared by
+the streams on one table), keeps the change kinds the stream reads, groups the rows by the PARTITION
+BY keys and runs the window core group by group (:class:`_Step`). The per-group state is the core's
+carry plus the rows not yet behind the watermark, so it is bounded by open windows and the WATERMARK
+span, never by history. A batch's events go to the stream's event table in one commit that records
+(app id, batch id) as a Delta transaction, so a batch replayed after a crash is written once; its
+state and then its commit go to the checkpoint (:mod:`.checkpoint`), whose ``commits/N`` the sensors
+watch.
+
+Batches are as large as the work waiting: a stream that keeps up reads each commit as it lands (the
+feed looks for one every few tens of milliseconds), one that fell behind reads everything since in
+one batch. Nothing here runs a Spark job: a commit of a hundred rows is detected in milliseconds.
 
 Time semantics (reference 000, "Atypical Data Ingestion Scenarios"):
 
@@ -19,18 +26,17 @@ Time semantics (reference 000, "Atypical Data Ingestion Scenarios"):
 - Rows older than the latest event time minus EXPIRED_TIME are dropped and counted.
 - MAX_DELAY: every MAX_DELAY of processing time a window stays open, a ``MAX_DELAY`` event
   reports it as it stands (a processing-time timeout fires it when no rows come).
-- FILL_HISTORY[_FIRST]: the query starts from the table as it is (Delta's initial snapshot, in
-  one micro-batch) and continues with the changes after it, so history is complete before any
-  live row is processed.
+- FILL_HISTORY[_FIRST]: the first batch reads the table as it is (its snapshot), the next ones the
+  changes after it, so history is complete before any live row is processed.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
+import threading
 import time
-import warnings
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,28 +44,25 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-from pyspark.errors import PySparkException
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
-from pyspark.sql.streaming import StreamingQuery
+import pyarrow.compute as pc
 
 from airflow_stream_provider.model import TriggerMode
-from airflow_stream_provider.spark.session import setting
 from airflow_stream_provider.storage import is_remote
+from airflow_stream_provider.windows.changes import ChangeFeed
+from airflow_stream_provider.windows.checkpoint import SNAPSHOT_EVERY, RETAIN, Checkpoint
 from airflow_stream_provider.windows.clause import TriggerPlan, micros
-from airflow_stream_provider.windows.core import empty_windows, open_windows, scan
+from airflow_stream_provider.windows.core import empty_windows, open_windows, plain, scan
 from airflow_stream_provider.windows.events import (
     EVENT_COLUMNS,
     EVENT_FIELDS,
-    EVENT_SCHEMA,
     empty_events,
     event_rows,
 )
-from airflow_stream_provider.windows.late import DATA_CHANGES, read_group, recalculate
+from airflow_stream_provider.windows.late import DATA_CHANGES, _stamp, read_group, recalculate
 from airflow_stream_provider.windows.legacy import LegacyGroup, as_micros
 
-STATE_SCHEMA = "carry string"
-_HISTORY_FILES = 1 << 30  # admit the whole initial snapshot in one micro-batch
+#: a batch reads at most this many versions (a stream far behind catches up in several)
+MAX_VERSIONS = 2000
 
 
 @dataclass(frozen=True)
@@ -68,64 +71,16 @@ class DetectorOptions:
 
     events_path: str
     checkpoint: str
-    # where the change feed starts: a Delta version, or "latest" (resolved when the query first
-    # plans a batch); FILL_HISTORY plans start from the table's snapshot instead
+    # where the change feed starts: a Delta version, or "latest" (the version when the checkpoint is
+    # made: only later commits are read); FILL_HISTORY plans start from the table's snapshot instead
     starting_version: int | str = "latest"
     # the table's version when the stream was created: changes up to it are history, and are read
-    # only with FILL_HISTORY (the feed starts there, since Delta cannot start at a future version)
+    # only with FILL_HISTORY
     created_version: int | None = None
-    max_files_per_trigger: int | None = None  # Delta's admission limit per micro-batch (live changes)
+    max_files_per_trigger: int | None = None  # admission limit per batch, in data files (whole versions)
     # inclusive ranges of table versions never read (written while the stream was stopped, then
     # started with IGNORE UNTREATED)
     skip_versions: tuple[tuple[int, int], ...] = ()
-
-
-def change_feed(spark: SparkSession, path: str, options: DetectorOptions, *, history: bool,
-                subtable: str | None = None) -> DataFrame:
-    """A trigger table's change feed from the stream's creation (with ``history``, from its
-    snapshot), without the versions START ... IGNORE UNTREATED skipped, of one subtable if given."""
-    reader = spark.readStream.format("delta").option("readChangeFeed", "true")
-    if history:
-        reader = reader.option("maxFilesPerTrigger", _HISTORY_FILES)
-    else:
-        start = options.created_version if options.created_version is not None else options.starting_version
-        reader = reader.option("startingVersion", str(start))
-        if options.max_files_per_trigger:
-            reader = reader.option("maxFilesPerTrigger", options.max_files_per_trigger)
-    df = reader.load(path)
-    if not history and options.created_version is not None:
-        df = df.where(F.col("_commit_version") > options.created_version)
-    for lo, hi in options.skip_versions:
-        df = df.where(~F.col("_commit_version").between(lo, hi))
-    if subtable is not None:
-        df = df.where(F.col("tbname") == subtable)
-    return df
-
-
-def source(spark: SparkSession, plan: TriggerPlan, options: DetectorOptions) -> DataFrame:
-    """The trigger table's change feed: new row values, the old values of updates, and deletes
-    under DELETE_RECALC (always for a legacy stream)."""
-    df = change_feed(spark, plan.path, options, history=plan.history, subtable=plan.subtable)
-    kinds = [*DATA_CHANGES, "update_preimage"] + (["delete"] if plan.reads_deletes else [])
-    df = df.where(F.col("_change_type").isin(*kinds))
-    if plan.since is not None:
-        df = df.where(F.col(plan.ts_column) >= F.timestamp_micros(F.lit(plan.since)))
-    return df.select(*plan.columns, "_change_type", "_commit_version")
-
-
-def events_stream(df: DataFrame, plan: TriggerPlan, *, timeouts: bool = True) -> DataFrame:
-    """Window events of a change-feed stream of raw trigger rows.
-
-    :param timeouts: fire MAX_DELAY without new rows (processing-time timeouts). Spark then runs a
-        micro-batch every trigger interval, so a query that must end (``availableNow``) goes without.
-    """
-    timeouts = timeouts and waits(plan)
-    if plan.ts_column not in plan.keys:  # the step works in microseconds: no timestamp conversion per row
-        df = df.withColumn(plan.ts_column, F.unix_micros(F.col(plan.ts_column)))
-    grouped = df.groupBy(*plan.keys) if plan.keys else df.withColumn("_all", F.lit(0)).groupBy("_all")
-    step = _LegacyStep(plan, timeouts=timeouts) if plan.legacy is not None else _Step(plan, timeouts=timeouts)
-    return grouped.applyInPandasWithState(step, EVENT_SCHEMA, STATE_SCHEMA, "append",
-                                          "ProcessingTimeTimeout" if timeouts else "NoTimeout")
 
 
 def waits(plan: TriggerPlan) -> bool:
@@ -137,44 +92,318 @@ def waits(plan: TriggerPlan) -> bool:
         or legacy.mode == TriggerMode.FORCE_WINDOW_CLOSE))
 
 
-def start(spark: SparkSession, plan: TriggerPlan, options: DetectorOptions, *,
-          available_now: bool = False, interval: str = "1 second",
-          after_batch: Callable[[int, bool], None] | None = None) -> StreamingQuery:
-    """Start the detector query of ``plan``; with ``available_now`` it stops once caught up.
+@dataclass(frozen=True)
+class BatchReport:
+    """What one batch did, as the node reports a detector's progress."""
 
-    :param after_batch: called with each batch id and whether it had events, once its events are
-        written and before the batch is committed to the checkpoint (LOW_LATENCY_CALC computes
-        there). If it raises, the query fails and the batch is replayed when it starts again;
-        its events are not written twice.
+    batch_id: int
+    first_version: int | None
+    last_version: int | None
+    rows: int
+    groups: int
+    events: int
+    seconds: float
+    at: float  # when it ended, epoch seconds
+
+    def progress(self) -> dict:
+        """In the shape of a Structured Streaming query's progress, which status pages read."""
+        return {"batchId": self.batch_id, "numInputRows": self.rows, "events": self.events,
+                "groups": self.groups, "versions": [self.first_version, self.last_version],
+                "durationMs": round(self.seconds * 1000, 1),
+                "processedRowsPerSecond": round(self.rows / self.seconds, 1) if self.seconds > 0 else None,
+                "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(self.at)) + "Z"}
+
+
+class GroupState:
+    """One group's state as the step functions see it (the calls of Spark's ``GroupState`` they use)."""
+
+    __slots__ = ("_value", "hasTimedOut", "timeout_ms", "removed")
+
+    def __init__(self, value: str | None, *, timed_out: bool = False) -> None:
+        self._value = value
+        self.hasTimedOut = timed_out
+        self.timeout_ms: int | None = None  # set again by every call that wants one
+        self.removed = False
+
+    @property
+    def exists(self) -> bool:
+        return self._value is not None
+
+    @property
+    def get(self) -> tuple[str]:
+        assert self._value is not None, "no state"
+        return (self._value,)
+
+    def update(self, values: tuple) -> None:
+        self._value, self.removed = values[0], False
+
+    def remove(self) -> None:
+        self._value, self.removed = None, True
+
+    def setTimeoutDuration(self, ms: int) -> None:  # noqa: N802 (the name Spark's GroupState gives it)
+        self.timeout_ms = int(ms)
+
+    def saved(self, now_ms: int) -> list | None:
+        """[state text, processing time of its timeout] as the checkpoint keeps it (None: removed)."""
+        if self._value is None:
+            return None
+        return [self._value, now_ms + self.timeout_ms if self.timeout_ms is not None else None]
+
+
+def _key_text(key: tuple) -> str:
+    return json.dumps([plain(v) for v in key], default=str)
+
+
+class Detector:
+    """The windows of one stream, batch by batch over its trigger table's change feed.
+
+    :param feed: the table's feed, shared with the other streams on it (default: one of its own).
+    :param timeouts: fire processing-time timeouts (MAX_DELAY) without new rows.
+    :param after_batch: called with each batch id and whether it had events, once its events and
+        state are written and before the batch is committed (LOW_LATENCY_CALC computes there). If it
+        raises, the batch is not committed, and runs again, with the same versions, when the detector
+        starts again; its events are not written twice.
     """
-    timeouts = not available_now and waits(plan)
-    events = events_stream(source(spark, plan, options), plan, timeouts=timeouts)
-    place = options.checkpoint if is_remote(options.checkpoint) else Path(options.checkpoint).resolve()
-    app_id = "airflow-stream-detector-" + hashlib.sha1(f"{plan.stream}\x1f{place}".encode()).hexdigest()[:16]
 
-    def write(batch: DataFrame, batch_id: int) -> None:
-        # an event row as written: the core's fields plus batch_id, seq and event_time
-        rows = (batch.withColumn("batch_id", F.lit(batch_id).cast("bigint"))
-                .withColumn("seq", F.monotonically_increasing_id())
-                .withColumn("event_time", F.current_timestamp()))
-        count = write_events(rows, options.events_path, app_id, batch_id)
-        if after_batch is not None:
-            after_batch(batch_id, bool(count))
+    def __init__(self, plan: TriggerPlan, options: DetectorOptions, *, feed: ChangeFeed | None = None,
+                 timeouts: bool = True, after_batch: Callable[[int, bool], None] | None = None) -> None:
+        self.plan = plan
+        self.options = options
+        self.feed = feed or ChangeFeed(plan.path)
+        self.timeouts = timeouts and waits(plan)
+        self.step = (_LegacyStep if plan.legacy is not None else _Step)(plan, timeouts=self.timeouts)
+        self.after_batch = after_batch
+        place = options.checkpoint if is_remote(options.checkpoint) else Path(options.checkpoint).resolve()
+        self.app_id = "airflow-stream-detector-" + hashlib.sha1(f"{plan.stream}\x1f{place}".encode()).hexdigest()[:16]
+        self.checkpoint = Checkpoint(options.checkpoint)
+        # the last version before the feed: the table as the stream was created, or as it is now
+        after: int | None
+        if options.created_version is not None:
+            after = options.created_version
+        elif options.starting_version == "latest":
+            after = self.feed.latest()
+        else:  # the feed starts at this version: it is the first read
+            after = int(options.starting_version) - 1
+        found = self.checkpoint.recover(None if plan.history else after)
+        self.id = found.id
+        self.batch = found.committed
+        self.position = found.position if found.position is not None else (None if plan.history else found.after)
+        self.groups = found.groups
+        self.planned = found.planned
+        self.snapshot = found.snapshot
+        self.last: BatchReport | None = None
 
-    writer = (events.writeStream.queryName(f"detector:{plan.stream}")
-              .option("checkpointLocation", options.checkpoint).foreachBatch(write))
-    writer = writer.trigger(availableNow=True) if available_now else writer.trigger(processingTime=interval)
-    return writer.start()
+    # --- planning --------------------------------------------------------------------------------
+
+    def _next_offset(self, now_ms: int) -> dict | None:
+        """The versions the next batch reads, or None when there is nothing to do."""
+        if self.planned is not None:
+            return self.planned
+        latest = self.feed.latest()
+        if self.position is None and self.plan.history:  # FILL_HISTORY: the table as it is, first
+            if latest is None:
+                return None
+            return {"first": None, "last": latest, "snapshot": latest, "at_ms": now_ms}
+        after = -1 if self.position is None else self.position
+        if latest is not None and latest > after:
+            last = min(latest, after + MAX_VERSIONS)
+            if self.options.max_files_per_trigger:
+                files, last = 0, after
+                while last < latest:
+                    files += self.feed.files(last + 1)
+                    if last > after and files > self.options.max_files_per_trigger:
+                        break
+                    last += 1
+            return {"first": after + 1, "last": last, "at_ms": now_ms}
+        if self.timeouts and self._due(now_ms):
+            return {"first": None, "last": self.position, "at_ms": now_ms}
+        return None
+
+    def _due(self, now_ms: int) -> bool:
+        return any(due is not None and due <= now_ms for _, due in self.groups.values())
+
+    def next_timeout(self) -> float | None:
+        """Epoch seconds of the earliest processing-time timeout (None: none set)."""
+        dues = [due for _, due in self.groups.values() if due is not None] if self.timeouts else []
+        return min(dues) / 1000 if dues else None
+
+    # --- running ---------------------------------------------------------------------------------
+
+    def run_once(self) -> BatchReport | None:
+        """Run the next batch if there is one; what it did (None: nothing to do)."""
+        began = time.monotonic()
+        offset = self._next_offset(int(time.time() * 1000))
+        if offset is None:
+            return None
+        batch = self.batch + 1
+        rows = self._rows(offset)
+        if self.planned is None:
+            if rows is None and offset["first"] is not None and not self._due(int(offset["at_ms"])):
+                # versions that changed no row the stream reads (the table's creation, a compaction,
+                # another subtable's rows): passed without a batch, and read again after a restart
+                self.position = offset["last"]
+                return self.run_once()
+            self.checkpoint.plan(batch, offset)
+            self.planned = offset
+        events, changed, groups = self._scan(rows, int(offset["at_ms"]))
+        count = write_events(events, self.options.events_path, self.app_id, batch, offset["at_ms"])
+        merged = dict(self.groups)
+        for key, value in changed.items():
+            if value is None:
+                merged.pop(key, None)
+            else:
+                merged[key] = value
+        snapshot = batch - self.snapshot >= SNAPSHOT_EVERY
+        self.checkpoint.save(batch, changed, merged if snapshot else None)
+        if self.after_batch is not None:
+            self.after_batch(batch, bool(count))
+        self.checkpoint.commit(batch, count)
+        self.batch, self.groups, self.planned = batch, merged, None
+        if offset.get("snapshot") is not None or offset["first"] is not None:
+            self.position = offset["last"]
+        if snapshot:
+            self.snapshot = batch
+            self.checkpoint.prune(batch - RETAIN)
+        self.last = BatchReport(batch, offset.get("first"), offset["last"], 0 if rows is None else len(rows),
+                                groups, count, time.monotonic() - began, time.time())
+        return self.last
+
+    def run_available(self) -> int:
+        """Run batches until the table as it is now is read (and no timeout is due); how many ran."""
+        ran = 0
+        while self.run_once() is not None:
+            ran += 1
+        return ran
+
+    def _rows(self, offset: dict) -> pd.DataFrame | None:
+        """The batch's raw rows: the plan's columns, ``_change_type`` and ``_commit_version``, the
+        timestamp in microseconds (unless it is a key)."""
+        plan = self.plan
+        if offset.get("snapshot") is not None:
+            version = int(offset["snapshot"])
+            table = self.feed.snapshot(version, list(plan.columns))
+            table = table.append_column("_change_type", pa.array(["insert"] * table.num_rows, pa.string()))
+            table = table.append_column("_commit_version", pa.array(np.full(table.num_rows, version, np.int64)))
+        elif offset["first"] is None:
+            return None
+        else:
+            table = self.feed.changes(int(offset["first"]), int(offset["last"]))
+            if table is None:
+                return None
+            kinds = [*DATA_CHANGES, "update_preimage"] + (["delete"] if plan.reads_deletes else [])
+            keep = pc.is_in(table["_change_type"], value_set=pa.array(kinds))
+            for lo, hi in self.options.skip_versions:
+                version = table["_commit_version"]
+                keep = pc.and_(keep, pc.invert(pc.and_(pc.greater_equal(version, lo), pc.less_equal(version, hi))))
+            table = table.filter(keep)
+        if plan.subtable is not None:
+            table = table.filter(pc.equal(table["tbname"], plan.subtable))
+        if plan.since is not None:
+            table = table.filter(pc.greater_equal(table[plan.ts_column], _stamp(plan.since, table[plan.ts_column].type)))
+        if not table.num_rows:
+            return None
+        table = table.select([*plan.columns, "_change_type", "_commit_version"])
+        frame = table.to_pandas()
+        if plan.ts_column not in plan.keys:  # the step works in microseconds
+            frame[plan.ts_column] = micros(frame[plan.ts_column])
+        return frame
+
+    def _scan(self, rows: pd.DataFrame | None, now_ms: int) -> tuple[list[pd.DataFrame], dict[str, list | None], int]:
+        """Each group's rows through the step, and the groups whose timeout is due: their events,
+        their new state, and how many groups ran."""
+        events: list[pd.DataFrame] = []
+        changed: dict[str, list | None] = {}
+        keys = list(self.plan.keys)
+        if rows is not None:
+            parts: Iterator[tuple[tuple, pd.DataFrame]]
+            if keys:
+                parts = ((k if isinstance(k, tuple) else (k,), part.reset_index(drop=True))
+                         for k, part in rows.groupby(keys if len(keys) > 1 else keys[0], sort=False, dropna=False))
+            else:
+                parts = iter([((0,), rows)])
+            for key, part in parts:
+                text = _key_text(key)
+                saved = self.groups.get(text)
+                state = GroupState(saved[0] if saved else None)
+                events.extend(self.step(key, iter([part]), state))
+                changed[text] = state.saved(now_ms)
+        if self.timeouts:
+            for text, (value, due) in list(self.groups.items()):
+                if due is None or due > now_ms or text in changed:
+                    continue
+                state = GroupState(value, timed_out=True)
+                events.extend(self.step(tuple(json.loads(text)), iter([]), state))
+                changed[text] = state.saved(now_ms)
+        return [e for e in events if len(e)], changed, len(changed)
+
+
+class LiveDetector:
+    """A :class:`Detector` run by a thread of its own until stopped: a batch as soon as its feed has
+    a new version (or a timeout is due), everything waiting in one batch when it is behind.
+
+    It answers what the node asks of a running query: ``id``, ``isActive``, ``exception()``,
+    ``lastProgress``, ``stop()``, ``awaitTermination()``.
+    """
+
+    def __init__(self, detector: Detector, *, name: str, idle_s: float = 1.0) -> None:
+        self.detector = detector
+        self.name = name
+        self.idle_s = idle_s
+        self._stop = threading.Event()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name=f"detector:{name}", daemon=True)
+        self.run_id = str(uuid.uuid4())
+
+    @property
+    def id(self) -> str:
+        return self.detector.id
+
+    def start(self) -> LiveDetector:
+        self.detector.feed.follow()
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        detector = self.detector
+        try:
+            while not self._stop.is_set():
+                if detector.run_once() is not None:
+                    continue
+                wait = self.idle_s
+                due = detector.next_timeout()
+                if due is not None:
+                    wait = max(0.0, min(wait, due - time.time()))
+                detector.feed.wait(detector.position, wait)
+        except BaseException as err:  # reported to the host, which starts the stream again later
+            self._error = err
+        finally:
+            detector.feed.unfollow()
+
+    @property
+    def isActive(self) -> bool:  # noqa: N802 (the name of Spark's StreamingQuery)
+        return self._thread.is_alive()
+
+    def exception(self) -> BaseException | None:
+        return self._error
+
+    @property
+    def lastProgress(self) -> dict | None:  # noqa: N802
+        last = self.detector.last
+        return last.progress() if last is not None else None
+
+    def stop(self, timeout: float = 60.0) -> None:
+        self._stop.set()
+        self.detector.feed.wake()  # if it waits for a version
+        self._thread.join(timeout)
+
+    def awaitTermination(self, timeout: float | None = None) -> bool:  # noqa: N802
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
 
 
 #: the event-table columns Delta keeps file statistics for (the default, every column, costs more than
 #: the write itself on the string columns, and trigger ids skip nothing)
 EVENT_STATS_COLUMNS = "batch_id,window_start,window_end"
-#: at most this many events of a batch are collected to the driver and committed by delta-rs, in one
-#: pass and tens of milliseconds; a batch with more (a history fill, a bulk load) is computed again
-#: into Spark's cache and written by Spark's Delta writer
-LOCAL_EVENTS_MAX = 1_000_000
-_TOO_MANY = "airflow-stream: more window events than the driver collects"
 #: an event row as stored: the core's fields, then batch_id, seq and event_time
 EVENT_ARROW_SCHEMA = pa.schema(
     [pa.field(name, pa.timestamp("us", tz="UTC") if kind == "timestamp" else
@@ -183,40 +412,27 @@ EVENT_ARROW_SCHEMA = pa.schema(
        pa.field("event_time", pa.timestamp("us", tz="UTC"))])
 
 
-def write_events(rows: DataFrame, path: str, app_id: str, batch_id: int) -> int:
+def write_events(frames: list[pd.DataFrame], path: str, app_id: str, batch_id: int, at_ms: int) -> int:
     """Append a batch's events once, and say how many there were.
 
-    The batch is computed once: its events come to the driver as Arrow and are committed by
-    delta-rs. A partition past its share of :data:`LOCAL_EVENTS_MAX` stops that collection (its
-    ``seq`` numbers its rows), and the batch is then computed into Spark's cache and written by
-    Spark. Both writers record (app id, batch id) as a Delta transaction in the same commit as the
-    rows, and skip a batch either of them committed: a replayed batch is not written twice. A batch
-    without events makes no commit (MAX_DELAY makes Spark run one every trigger interval, mostly
-    empty). An event table has one writer at a time, the detector holding the stream's lock, so
-    Spark's writer may commit to one on an object store too: an S3A commit is unsafe only against a
-    concurrent writer.
+    One commit holds the rows and (app id, batch id) as a Delta transaction; a batch whose
+    transaction the table already records is skipped, so a replayed batch is not written twice. A
+    batch without events makes no commit. An event table has one writer at a time (the detector
+    holding the stream's lock), so this is safe on an object store too.
     """
-    share = LOCAL_EVENTS_MAX // max(1, int(setting(rows.sparkSession, "spark.sql.shuffle.partitions")))
-    guard = F.when(F.col("seq") % F.lit(1 << 33) >= share, F.raise_error(F.lit(_TOO_MANY)))  # row in partition
-    try:
-        table = rows.withColumn("_guard", guard).toArrow()
-    except PySparkException as err:
-        if _TOO_MANY not in str(err):
-            raise
-    else:
-        if table.num_rows:
-            _commit_arrow(table, path, app_id, batch_id)
-        return table.num_rows
-    rows = rows.persist()
-    try:
-        count = rows.count()
-        if count:
-            (rows.write.format("delta").mode("append").option("mergeSchema", "true")
-             .option("delta.dataSkippingStatsColumns", EVENT_STATS_COLUMNS)
-             .option("txnAppId", app_id).option("txnVersion", batch_id).save(path))
-        return count
-    finally:
-        rows.unpersist()
+    if not frames:
+        return 0
+    events = pd.concat(frames, ignore_index=True)[list(EVENT_COLUMNS)] if len(frames) > 1 else frames[0]
+    count = len(events)
+    if not count:
+        return 0
+    table = pa.Table.from_pandas(events, preserve_index=False)
+    table = table.append_column("batch_id", pa.array(np.full(count, batch_id, np.int64)))
+    table = table.append_column("seq", pa.array(np.arange(count, dtype=np.int64)))
+    table = table.append_column("event_time", pa.array(np.full(count, at_ms * 1000, np.int64)).cast(
+        pa.timestamp("us", tz="UTC")))
+    _commit_arrow(table, path, app_id, batch_id)
+    return count
 
 
 def _commit_arrow(table: pa.Table, path: str, app_id: str, batch_id: int) -> None:
@@ -237,13 +453,6 @@ def _commit_arrow(table: pa.Table, path: str, app_id: str, batch_id: int) -> Non
                     commit_properties=CommitProperties(app_transactions=[Transaction(app_id, batch_id)]))
 
 
-@functools.cache
-def _quiet_state_serializer() -> None:
-    """In the Python worker, once: pyspark's state serializer pads each batch's frames with empty
-    rows, and pandas warns of that concatenation on every batch (a deprecation of pandas' own)."""
-    warnings.filterwarnings("ignore", "The behavior of DataFrame concatenation with empty", FutureWarning)
-
-
 class _Step:
     """The per-group state function.
 
@@ -259,7 +468,6 @@ class _Step:
         self.timeouts = timeouts
 
     def __call__(self, key: tuple, chunks: Iterator[pd.DataFrame], state) -> Iterator[pd.DataFrame]:
-        _quiet_state_serializer()
         plan, spec, ts = self.plan, self.plan.spec, self.plan.ts_column
         saved = json.loads(state.get[0]) if state.exists else {}
         frames = [] if state.hasTimedOut else [f for f in chunks if len(f)]
@@ -268,24 +476,27 @@ class _Step:
         pending = _from_records(saved.get("pending"))
         events = []
         if frames:
-            raw = pd.concat(frames, ignore_index=True)
-            raw[ts] = micros(raw[ts])
-            data = raw["_change_type"].isin(DATA_CHANGES)
+            # a group of a live batch has a row or a few: numpy masks, and no frame built that is not
+            # needed, keep the step at a fraction of a millisecond (it runs once per group and batch)
+            raw = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+            times = micros(raw[ts])
+            raw[ts] = times
+            data = np.isin(raw["_change_type"].to_numpy(object), DATA_CHANGES)
             if data.any():
-                top = int(raw.loc[data, ts].max())
+                top = int(times[data].max())
                 max_ts = top if max_ts is None else max(max_ts, top)
-            late = raw[ts] <= decided if decided is not None else pd.Series(False, index=raw.index)
-            drop = pd.Series(False, index=raw.index)
+            late = times <= decided if decided is not None else np.zeros(len(times), bool)
+            drop = np.zeros(len(times), bool)
             if plan.expired_time is not None and max_ts is not None:
-                drop |= raw[ts] < max_ts - plan.expired_time
+                drop |= times < max_ts - plan.expired_time
             if not plan.recalculates:
                 drop |= late
             saved["dropped"] = saved.get("dropped", 0) + int((drop & data).sum())
             if late.any() or drop.any():
                 changes, live = raw[late & ~drop], raw[~late & ~drop]
             else:  # the usual batch: every row new and in time
-                changes, live = raw.iloc[0:0], raw
-            if len(changes):
+                changes, live = None, raw
+            if changes is not None and len(changes):
                 assert decided is not None  # rows count as late only once a watermark was decided
                 done = recalculate(plan, tuple(key), changes, version=int(raw["_commit_version"].max()),
                                    decided=decided, first_ts=first_ts)
@@ -297,17 +508,23 @@ class _Step:
             pending = _merge(plan, pending, live)
             watermark = max_ts - spec.watermark if max_ts is not None else None
             if watermark is not None:
-                ready = pending[pending[ts] <= watermark]
-                pending = pending[pending[ts] > watermark]
+                waiting = pending[ts].to_numpy(np.int64)
+                due = waiting <= watermark
+                if due.all():  # no WATERMARK: every row is ready at once
+                    ready, pending = pending, None
+                else:
+                    ready, pending = pending[due], pending[~due]
                 windows, carry = scan(spec, plan.prepare(ready), carry, watermark=watermark)
-                events.append(event_rows(plan, keys, windows))
-                if len(ready):
-                    low = int(ready[ts].min())
+                if len(windows):
+                    events.append(event_rows(plan, keys, windows))
+                if due.any():
+                    low = int(waiting[due].min())
                     first_ts = low if first_ts is None else min(first_ts, low)
                 decided = watermark
         if plan.max_delay is not None:
             events.append(self._max_delay(saved, keys, carry, state))
-        saved.update(carry=carry, decided=decided, max_ts=max_ts, first_ts=first_ts, pending=_records(pending))
+        saved.update(carry=carry, decided=decided, max_ts=max_ts, first_ts=first_ts,
+                     pending=_records(pending, plan.columns))
         state.update((json.dumps(saved, default=_json_default),))
         events = [e for e in events if len(e)]
         yield pd.concat(events, ignore_index=True)[list(EVENT_COLUMNS)] if events else empty_events()
@@ -342,7 +559,6 @@ class _LegacyStep:
         self.timeouts = timeouts
 
     def __call__(self, key: tuple, chunks: Iterator[pd.DataFrame], state) -> Iterator[pd.DataFrame]:
-        _quiet_state_serializer()
         plan = self.plan
         saved = json.loads(state.get[0]) if state.exists else {}
         values = tuple(key) if plan.keys else ()
@@ -366,11 +582,12 @@ class _LegacyStep:
 def _merge(plan: TriggerPlan, pending: pd.DataFrame | None, changes: pd.DataFrame) -> pd.DataFrame:
     """Pending rows with ``changes`` (not late) applied: the last value of each row wins, and a
     delete removes the row."""
-    if pending is None and (changes["_change_type"] == "insert").all():
+    if pending is None and bool(np.all(changes["_change_type"].to_numpy(object) == "insert")):
         times = changes[plan.ts_column].to_numpy()
         rising = bool(np.all(times[1:] > times[:-1]))  # rows written in time order: distinct at a glance
         if rising or len(np.unique(times)) == len(times):  # new rows with distinct times: nothing to merge
-            return changes[list(plan.columns)].reset_index(drop=True)
+            # as they came, with their change columns (the state keeps only the plan's columns)
+            return changes if _plain_index(changes) else changes.reset_index(drop=True)
     frames = [changes]
     if pending is not None:
         frames.insert(0, pending.assign(_change_type="insert", _commit_version=-1))
@@ -380,10 +597,15 @@ def _merge(plan: TriggerPlan, pending: pd.DataFrame | None, changes: pd.DataFram
     return rows.loc[rows["_change_type"] != "delete", list(plan.columns)].reset_index(drop=True)
 
 
-def _records(frame: pd.DataFrame | None) -> dict | None:
+def _plain_index(frame: pd.DataFrame) -> bool:
+    index = frame.index
+    return isinstance(index, pd.RangeIndex) and index.start == 0 and index.step == 1
+
+
+def _records(frame: pd.DataFrame | None, columns: tuple[str, ...]) -> dict | None:
     if frame is None or frame.empty:
         return None
-    return {c: [v.item() if hasattr(v, "item") else v for v in frame[c].tolist()] for c in frame.columns}
+    return {c: [v.item() if hasattr(v, "item") else v for v in frame[c].tolist()] for c in columns}
 
 
 def _from_records(records: dict | None) -> pd.DataFrame | None:

@@ -28,6 +28,7 @@ from airflow_stream_provider.warehouse import Warehouse, writer
 from airflow_stream_provider.windows import detector
 from airflow_stream_provider.windows.batch import detect
 from airflow_stream_provider.windows.clause import plan_trigger
+from airflow_stream_provider.windows.events import EVENT_COLUMNS
 
 pytestmark = pytest.mark.spark
 
@@ -97,14 +98,9 @@ def key(frame: pd.DataFrame) -> list[tuple]:
     return sorted(map(tuple, out.itertuples(index=False)))
 
 
-def run_available_now(spark, plan, opts, *, max_files: int | None = None) -> None:
-    src = detector.source(spark, plan, dataclasses.replace(opts, max_files_per_trigger=max_files))
-    events = detector.events_stream(src, plan)
-    query = (events.writeStream.option("checkpointLocation", opts.checkpoint)
-             .foreachBatch(lambda b, i: b.write.format("delta").mode("append")
-                           .option("txnAppId", "t").option("txnVersion", i).save(opts.events_path))
-             .trigger(availableNow=True).start())
-    query.awaitTermination()
+def run_available_now(plan, opts, *, max_files: int | None = None) -> int:
+    """Run the detector until it has read the table as it is; how many batches it ran."""
+    return detector.Detector(plan, dataclasses.replace(opts, max_files_per_trigger=max_files)).run_available()
 
 
 @settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
@@ -123,7 +119,7 @@ def test_streaming_windows_equal_batch_windows(spark, tmp_path_factory, seed, ki
     cuts = sorted(rng.choice(np.arange(1, len(rows)), size=commits - 1, replace=False).tolist())
     for a, b in zip([0, *cuts], [*cuts, len(rows)]):
         write(info, rows.iloc[a:b])
-    run_available_now(spark, plan, opts, max_files=1)
+    assert run_available_now(plan, opts, max_files=1) == commits  # a batch per commit
     streamed = events_table(opts)
     batch = detect(spark.read.format("delta").load(plan.path), plan).toPandas()
     assert len(batch) > 0
@@ -137,8 +133,7 @@ def test_restart_from_checkpoint_continues_without_loss_or_duplicates(spark, tmp
     thirds = np.array_split(np.arange(len(rows)), 3)
     for part in thirds:
         write(info, rows.iloc[part])
-        query = detector.start(spark, plan, opts, available_now=True)
-        query.awaitTermination()
+        detector.Detector(plan, opts).run_available()
     streamed = events_table(opts)
     batch = detect(spark.read.format("delta").load(plan.path), plan).toPandas()
     assert key(streamed) == key(batch)
@@ -147,18 +142,16 @@ def test_restart_from_checkpoint_continues_without_loss_or_duplicates(spark, tmp
 
 KILLED_RUN = textwrap.dedent("""
     import sys, time
-    from airflow_stream_provider.spark.session import local_session
     from airflow_stream_provider.sql import parse
     from airflow_stream_provider.warehouse.catalog import Catalog
     from airflow_stream_provider.windows import detector
     from airflow_stream_provider.windows.clause import plan_trigger
     root, events, checkpoint, trigger = sys.argv[1:5]
-    spark = local_session("detector-under-test")
     (stmt,) = parse(f"CREATE STREAM power.s_k {trigger} FROM power.k PARTITION BY tbname "
                     "INTO power.out_k AS SELECT _twstart, count(*) FROM power.k")
     plan = plan_trigger(stmt, Catalog(__import__("pathlib").Path(root)), "power")
     opts = detector.DetectorOptions(events_path=events, checkpoint=checkpoint, starting_version=0)
-    query = detector.start(spark, plan, opts, interval="200 milliseconds")
+    query = detector.LiveDetector(detector.Detector(plan, opts), name="under-test").start()
     print("started", flush=True)
     query.awaitTermination()
 """)
@@ -202,52 +195,31 @@ def test_killed_detector_resumes_exactly_once(spark, tmp_path):
     assert streamed["trigger_id"].is_unique
 
 
-def test_a_replayed_batch_is_written_once_whichever_writer_committed_it(spark, tmp_path, monkeypatch):
-    """Batches are collected and committed by delta-rs, large ones written by Spark's Delta writer.
-    Both record the batch as a Delta transaction of the detector's app id, and each skips what the
-    other committed."""
-    from pyspark.sql import functions as F
-
-    from airflow_stream_provider.windows.events import EVENT_FIELDS
-
+def test_a_replayed_batch_is_written_once(spark, tmp_path):
+    """A batch's events and its (app id, batch id) transaction are one commit: a batch run again
+    after a crash finds its transaction and writes nothing; another detector's batch ids are its own.
+    Spark reads the table the kernel wrote."""
     path = str(tmp_path / "events")
 
-    def batch(batch_id: int, n: int):  # event rows as the detector's write makes them
-        cols = [(F.concat(F.lit(f"{batch_id}:"), F.col("id").cast("string")) if name == "trigger_id"
-                 else F.lit(None)).cast(kind).alias(name) for name, kind in EVENT_FIELDS]
-        return spark.range(n).select(*cols, F.lit(batch_id).cast("bigint").alias("batch_id"),
-                                     F.col("id").alias("seq"), F.current_timestamp().alias("event_time"))
+    def batch(batch_id: int, n: int) -> list[pd.DataFrame]:  # event rows as the window core makes them
+        frame = pd.DataFrame({name: [None] * n for name in EVENT_COLUMNS})
+        frame["trigger_id"] = [f"{batch_id}:{i}" for i in range(n)]
+        return [frame]
 
     def stored() -> list[str]:
         return sorted(DeltaTable(path).to_pyarrow_table(columns=["trigger_id"])["trigger_id"].to_pylist())
 
-    def writer() -> str:  # who made the latest commit
-        info = DeltaTable(path).history(1)[0]
-        return "spark" if "Apache-Spark" in str(info.get("engineInfo", "")) else "delta-rs"
-
-    assert detector.write_events(batch(0, 3), path, "app", 0) == 3  # delta-rs creates the table
-    assert writer() == "delta-rs"
-    detector.write_events(batch(0, 3), path, "app", 0)  # replayed: skipped
+    assert detector.write_events(batch(0, 3), path, "app", 0, 1_000) == 3
+    assert detector.write_events(batch(0, 3), path, "app", 0, 1_000) == 3  # replayed: skipped
     assert stored() == ["0:0", "0:1", "0:2"]
-    monkeypatch.setattr(detector, "LOCAL_EVENTS_MAX", 0)  # every batch is large now: Spark writes
-    assert detector.write_events(batch(0, 3), path, "app", 0) == 3
-    assert detector.write_events(batch(1, 2), path, "app", 1) == 2
-    assert writer() == "spark"
-    detector.write_events(batch(1, 2), path, "app", 1)
-    assert stored() == ["0:0", "0:1", "0:2", "1:0", "1:1"]
-    monkeypatch.undo()
-    detector.write_events(batch(1, 2), path, "app", 1)  # delta-rs sees Spark's transaction
-    detector.write_events(batch(2, 1), path, "app", 2)
-    assert writer() == "delta-rs"
-    detector.write_events(batch(0, 1), path, "other-app", 0)  # another detector's batch 0 is its own
+    assert detector.write_events(batch(1, 2), path, "app", 1, 2_000) == 2
+    assert detector.write_events([], path, "app", 2, 3_000) == 0  # no events: no commit
+    assert DeltaTable(path).version() == 1
+    assert detector.write_events(batch(0, 1), path, "other-app", 0, 3_000) == 1  # its own batch 0
     table = DeltaTable(path)
-    assert stored() == ["0:0", "0:0", "0:1", "0:2", "1:0", "1:1", "2:0"]
-    assert table.transaction_version("app") == 2
+    assert stored() == ["0:0", "0:0", "0:1", "0:2", "1:0", "1:1"]
+    assert table.transaction_version("app") == 1 and table.transaction_version("other-app") == 0
     assert table.metadata().configuration["delta.dataSkippingStatsColumns"] == detector.EVENT_STATS_COLUMNS
-    # a partition past its share of the events the driver collects: the batch goes to Spark whole
-    monkeypatch.setattr(detector, "LOCAL_EVENTS_MAX", 4)
-    assert detector.write_events(batch(3, 5).repartition(2), path, "app", 3) == 5
-    assert writer() == "spark"
-    assert stored()[-5:] == ["3:0", "3:1", "3:2", "3:3", "3:4"]
-    monkeypatch.undo()
-    assert spark.read.format("delta").load(path).count() == 12  # Spark reads what delta-rs wrote
+    rows = spark.read.format("delta").load(path).orderBy("batch_id", "seq").collect()
+    assert [(r.batch_id, r.seq) for r in rows] == [(0, 0), (0, 0), (0, 1), (0, 2), (1, 0), (1, 1)]
+    assert rows[-1].event_time.timestamp() == 2.0  # the batch's processing time, in seconds

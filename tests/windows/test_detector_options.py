@@ -26,7 +26,7 @@ pytestmark = pytest.mark.spark
 
 
 def history_run(spark, plan, opts) -> pd.DataFrame:
-    detector.start(spark, plan, opts, available_now=True).awaitTermination()
+    detector.Detector(plan, opts).run_available()
     return events_table(opts)
 
 
@@ -74,7 +74,7 @@ def test_max_delay_triggers_open_windows_until_they_close(spark, tmp_path):
     wh, info, plan, opts = setup(spark, tmp_path, "x", "SESSION(ts, 1h)", "STREAM_OPTIONS(MAX_DELAY(3s))")
     rows = make_rows(24, n=10)
     write(info, rows)
-    query = detector.start(spark, plan, opts, interval="500 milliseconds")
+    query = detector.LiveDetector(detector.Detector(plan, opts), name="x").start()
     try:
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:

@@ -60,8 +60,7 @@ def closes(frame: pd.DataFrame) -> dict[str, tuple]:
 
 
 def run(spark, plan, opts) -> pd.DataFrame:
-    query = detector.start(spark, plan, dataclasses.replace(opts, max_files_per_trigger=1), available_now=True)
-    query.awaitTermination()
+    detector.Detector(plan, dataclasses.replace(opts, max_files_per_trigger=1)).run_available()
     return events_table(opts)
 
 

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 from sqlglot import exp
@@ -36,7 +36,34 @@ from airflow_stream_provider.warehouse import writer
 from airflow_stream_provider.warehouse.catalog import TBNAME
 from airflow_stream_provider.warehouse.types import arrow_type
 from airflow_stream_provider.windows.core import plain
-from airflow_stream_provider.windows.detector import DetectorOptions, change_feed
+from airflow_stream_provider.windows.detector import DetectorOptions
+
+
+#: a history fill admits the table's whole snapshot in one micro-batch
+_HISTORY_FILES = 1 << 30
+
+
+def change_feed(spark: SparkSession, path: str, options: DetectorOptions, *, history: bool,
+                subtable: str | None = None) -> DataFrame:
+    """A trigger table's change feed as a Structured Streaming source, from the stream's creation
+    (with ``history``, from its snapshot), without the versions START ... IGNORE UNTREATED skipped,
+    of one subtable if given."""
+    reader = spark.readStream.format("delta").option("readChangeFeed", "true")
+    if history:
+        reader = reader.option("maxFilesPerTrigger", _HISTORY_FILES)
+    else:
+        start = options.created_version if options.created_version is not None else options.starting_version
+        reader = reader.option("startingVersion", str(start))
+        if options.max_files_per_trigger:
+            reader = reader.option("maxFilesPerTrigger", options.max_files_per_trigger)
+    df = reader.load(path)
+    if not history and options.created_version is not None:
+        df = df.where(F.col("_commit_version") > options.created_version)
+    for lo, hi in options.skip_versions:
+        df = df.where(~F.col("_commit_version").between(lo, hi))
+    if subtable is not None:
+        df = df.where(F.col("tbname") == subtable)
+    return df
 
 
 def pending_rows(runtime: StreamRuntime, stored: StoredStream, state: dict, say: Callable[[str], None],

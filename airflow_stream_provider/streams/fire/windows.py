@@ -90,13 +90,12 @@ def pending_windows(runtime: StreamRuntime, stored: StoredStream, state: dict, s
 
 
 def detect_windows(runtime: StreamRuntime, stored: StoredStream, state: dict, say: Callable[[str], None]) -> None:
-    """Run the detector until it has read the trigger table as it is now (availableNow)."""
+    """Run the detector until it has read the trigger table as it is now."""
     plan = trigger_plan(runtime)
     say(f"detecting windows on {plan.table}")
-    query = detector.start(runtime.warehouse.spark, plan, detector_options(stored, state), available_now=True)
-    query.awaitTermination()
-    if query.exception() is not None:
-        raise StreamError(f"the detector of {runtime.qualified} failed: {query.exception()}")
+    found = detector.Detector(plan, detector_options(stored, state), timeouts=False)
+    batches = found.run_available()
+    say(f"{batches} detector batch(es) up to version {found.position}")
 
 
 def trigger_plan(runtime: StreamRuntime) -> TriggerPlan:
