@@ -147,31 +147,31 @@ class DetectorHost:
         self.log(f"stream {key}: live detector started ({query.id})")
         self._progress(self.hosted[key])
 
-    def _low_latency(self, stored: StoredStream, runtime: StreamRuntime) -> Callable[[int, bool], None]:
+    def _low_latency(self, stored: StoredStream, runtime: StreamRuntime) -> Callable[[detector.DetectedBatch], None]:
         """LOW_LATENCY_CALC: compute, write, notify and commit each batch's windows right in the
         detector's batch, instead of waiting for the DAG's next run. Every batch uses the same
         ``runtime``: the stream is resolved, and its result typed, once per detector."""
-        def after(batch_id: int, had_events: bool) -> None:
-            if not had_events:  # nothing to compute: the batch is consumed, so no sensor wakes for it
-                commit_progress(stored.db, stored.name, {"consumed_batch": batch_id}, store=self.store)
+        def after(batch: detector.DetectedBatch) -> None:
+            if batch.events is None:  # nothing to compute: the batch is consumed, so no sensor wakes for it
+                commit_progress(stored.db, stored.name, {"consumed_batch": batch.id}, store=self.store)
                 return
             try:
                 report = run_stream(runtime.warehouse, stored.db, stored.name, store=self.store,
-                                    upto_batch=batch_id, detect=False, runtime=runtime)
+                                    upto_batch=batch.id, detect=False, runtime=runtime, detected=batch)
             except StreamStopped:
                 return  # STOP STREAM came first; the next reconciliation stops this query
             if report.triggers:
-                self.log(f"stream {stored.qualified}: batch {batch_id}: {report.summary()}")
+                self.log(f"stream {stored.qualified}: batch {batch.id}: {report.summary()}")
 
         return after
 
-    def _detected(self, stored: StoredStream) -> Callable[[int, bool], None]:
+    def _detected(self, stored: StoredStream) -> Callable[[detector.DetectedBatch], None]:
         """A stream its DAG computes: a batch without events is consumed at once when the batches
         before it are, so the DAG's sensor does not wake for it. (With one before it still waiting,
         the run that computes that one consumes this too.)"""
-        def after(batch_id: int, had_events: bool) -> None:
-            if not had_events:
-                skip_empty_batch(self.store, stored, batch_id)
+        def after(batch: detector.DetectedBatch) -> None:
+            if batch.events is None:
+                skip_empty_batch(self.store, stored, batch.id)
 
         return after
 

@@ -47,6 +47,7 @@ from airflow_stream_provider.sql.ast import PseudoColumn, StreamPlaceholder, Tri
 from airflow_stream_provider.sql.functions import AGGREGATES
 from airflow_stream_provider.sql.spark import Binding
 from airflow_stream_provider.sql.tdengine.dialect import result_name
+from airflow_stream_provider.streams import local
 from airflow_stream_provider.warehouse.warehouse import Warehouse, delta_table
 from airflow_stream_provider.windows import query as window_query
 
@@ -150,6 +151,7 @@ class Compute:
         self.used = sorted({n.name for n in self.tree.find_all(StreamPlaceholder)})
         self.trows = any(t.name == "%%trows" for t in self.tree.find_all(TriggerTable))
         self.batched_reason: str | None = None  # why the last batch ran per trigger, if it did
+        self._local: str | None = None  # the query in DuckDB's dialect ("": Spark runs it), once known
 
     @property
     def spark(self) -> SparkSession:
@@ -242,8 +244,14 @@ class Compute:
         return min(lows), max(highs)
 
     def _few_rows(self, version: int | None, bounds: tuple[datetime, datetime]) -> DataFrame | None:
-        """The trigger table's rows in ``bounds`` at ``version``, read by delta-rs into a local
-        relation when the files that may hold them have at most :data:`FEW_ROWS` rows in all.
+        """:meth:`_few_rows_table` as a local relation of Spark."""
+        found = self._few_rows_table(version, bounds)
+        return None if found is None else arrow_frame(self.spark, *found)
+
+    def _few_rows_table(self, version: int | None, bounds: tuple[datetime, datetime],
+                        limit: int = FEW_ROWS) -> tuple[pa.Table, T.StructType] | None:
+        """The trigger table's rows in ``bounds`` at ``version`` and its schema, read by delta-rs
+        when the files that may hold them have at most ``limit`` rows in all.
 
         A live window reads a few rows of a table just written to. Spark would first rebuild the
         table's snapshot at the new version (a job of its own); the files' statistics tell which
@@ -271,15 +279,17 @@ class Compute:
             # a file may hold rows in bounds unless its statistics say otherwise (none: it may)
             outside = pc.or_(pc.greater(files[f"min.{ts}"], hi), pc.less(files[f"max.{ts}"], lo))
             files = files.filter(pc.invert(pc.fill_null(outside, False)))
-        if files.num_rows and (pc.sum(files["num_records"]).as_py() or 0) > FEW_ROWS:
+        if files.num_rows and (pc.sum(files["num_records"]).as_py() or 0) > limit:
             return None
         rows = dataset.to_table(filter=(pds.field(ts) >= lo) & (pds.field(ts) <= hi))
         log.debug("%%%%trows of %s at version %s in [%s, %s]: %d rows of %d files, read by delta-rs",
                   src.path, table.version(), bounds[0], bounds[1], rows.num_rows, len(dataset.files))
         schema = T.StructType.fromJson(json.loads(table.schema().to_json()))
         columns = [rows[name] for name in schema.fieldNames()]
-        columns = [c.cast(c.type.value_type) if pa.types.is_dictionary(c.type) else c for c in columns]  # partitions
-        return arrow_frame(self.spark, pa.table(columns, names=schema.fieldNames()), schema)
+        # plain values: partitions come as dictionaries, strings as views
+        columns = [c.cast(c.type.value_type) if pa.types.is_dictionary(c.type) else c for c in columns]
+        columns = [c.cast(pa.string()) if pa.types.is_string_view(c.type) else c for c in columns]
+        return pa.table(columns, names=schema.fieldNames()), schema
 
     def _adjusted(self, df: DataFrame, adjust: dict) -> DataFrame:
         """The rows ``df`` as a window counts them: without the rows of the ``drop`` keys, with the
@@ -389,18 +399,22 @@ class Compute:
             return functools.reduce(DataFrame.unionAll, parts)
         return self._lateral(fired, None)
 
-    def _lateral(self, fired: Sequence[Fired], trows_view: str | None) -> DataFrame:
-        from pyspark.errors import AnalysisException
-
+    def _lateral_sql(self, trows_view: str | None, trigger_view: str) -> str:
+        """The batched query in Spark SQL: each row of ``trigger_view`` with its query over
+        ``trows_view`` (a LATERAL subquery whose placeholders are the trigger row's columns)."""
         select = self._replace_tables(self.tree, lambda: trows_view)
         inner_items, outer_items = _split(select.expressions)
         select.set("expressions", inner_items or [exp.alias_(exp.Literal.number(1), "__one")])
         select = select.transform(_trigger_column)
         translate, _, _ = self.warehouse.translator(select, also=self.also)
-        view = self._trigger_view(fired)
         outer = [translate(item) for item in outer_items]
-        sql = (f"SELECT `__t`.`{IDX}` AS `{IDX}`, {', '.join(outer)} "
-               f"FROM `{view}` AS `__t`, LATERAL ({translate(select)}) AS `__q`")
+        return (f"SELECT `__t`.`{IDX}` AS `{IDX}`, {', '.join(outer)} "
+                f"FROM `{trigger_view}` AS `__t`, LATERAL ({translate(select)}) AS `__q`")
+
+    def _lateral(self, fired: Sequence[Fired], trows_view: str | None) -> DataFrame:
+        from pyspark.errors import AnalysisException
+
+        sql = self._lateral_sql(trows_view, self._trigger_view(fired))
         try:
             df = self.spark.sql(sql)
             _ = df.schema  # analysis happens here on Spark Connect
@@ -410,13 +424,23 @@ class Compute:
 
     def _trigger_view(self, fired: Sequence[Fired]) -> str:
         """The batch as a temporary view: ``__idx`` and one column per placeholder it needs."""
+        frame, schema = self._trigger_rows(fired)
+        return self.warehouse.temp_view(self.spark.createDataFrame(frame, schema=schema), "_triggers_")
+
+    def _placeholders(self) -> list[str]:
+        """The placeholders a batch's trigger rows carry: those the query uses, and the group's keys
+        and bounds that ``%%trows`` and ``%%tbname`` read."""
         names = [n for n in self.used if n != "%%trows"]
         if self.trows or any(t.name == "%%tbname" for t in self.tree.find_all(TriggerTable)):
             names += [f"%%{i}" for i in range(1, len(self.source.keys) + 1)] if self.source else []
             names += ["%%tbname"] if "%%tbname" in self.group_types else []
         if self.trows and self.source and not self.source.changes:
             names += [TROWS_FROM, TROWS_TO]
-        names = list(dict.fromkeys(names))
+        return list(dict.fromkeys(names))
+
+    def _trigger_rows(self, fired: Sequence[Fired]) -> tuple[pd.DataFrame, str]:
+        """The batch as rows, ``__idx`` and one column per placeholder it needs, and their Spark schema."""
+        names = self._placeholders()
         data: dict[str, list] = {IDX: [t.idx for t in fired]}
         for name in names:
             data[column_of(name)] = [t.values.get(name) for t in fired]
@@ -425,7 +449,79 @@ class Compute:
         for name in names:
             if self._type_of(name) == "timestamp":
                 frame[column_of(name)] = pd.to_datetime(frame[column_of(name)], utc=True).astype("datetime64[us, UTC]")
-        return self.warehouse.temp_view(self.spark.createDataFrame(frame, schema=schema), "_triggers_")
+        return frame, schema
+
+    # --- in the process, without Spark ---------------------------------------------------------
+
+    def local(self, fired: Sequence[Fired]) -> pa.Table | None:
+        """The results of ``fired`` computed in this process by DuckDB (:mod:`.local`), as
+        :meth:`frame` gives them but as Arrow; None when Spark must run them: the query reads more
+        than ``%%trows`` or has a part DuckDB does not evaluate as Spark does, or the rows are many."""
+        src = self.source
+        if not fired or not self.trows or src is None or src.changes or src.skip_versions:
+            return None
+        if any(t.adjust is not None for t in fired) or self._local_sql() is None:
+            return None
+        by_version: dict[int | None, list[Fired]] = {}
+        for trigger in fired:
+            by_version.setdefault(trigger.version, []).append(trigger)
+        parts = []
+        for version, group in by_version.items():
+            bounds = self._bounds(group)
+            found = self._few_rows_table(version, bounds, limit=local.LOCAL_ROWS) if bounds is not None else None
+            if found is None:
+                return None
+            rows = self._local_trows(found[0])
+            if rows is None:
+                return None
+            parts.append(local.run(self._local_sql() or "", {"__trows": rows, "__triggers": self._trigger_table(group)}))
+        return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+
+    def _local_sql(self) -> str | None:
+        """The batched query in DuckDB's dialect over ``__triggers`` and ``__trows`` (None: not
+        local), decided once."""
+        if self._local is None:
+            self._local = ""
+            tree = self.tree
+            reads_tables = any(not isinstance(t, TriggerTable) for t in tree.find_all(exp.Table))
+            batchable = isinstance(tree, exp.Select) and tree.find(WindowClause) is None and not any(
+                tree.args.get(c) is not None and tree.args[c].find(StreamPlaceholder) is not None
+                for c in ("group", "order"))
+            typed = all(self._type_of(n) in _ARROW for n in self._placeholders())
+            if batchable and typed and not reads_tables and all(n.name == "%%trows" for n in tree.find_all(TriggerTable)):
+                try:
+                    sql = local.duckdb_sql(self._lateral_sql("__trows", "__triggers"))
+                except (_Unbatchable, StreamDefinitionError):
+                    sql = None
+                pre = self.source.pre_filter if self.source is not None else None
+                if sql is not None and (pre is None or local.duckdb_sql(f"SELECT * FROM t WHERE {pre}")):
+                    self._local = sql
+            log.info("computing %s", "in the process when its rows are few" if self._local else "on Spark")
+        return self._local or None
+
+    def _local_trows(self, rows: pa.Table) -> pa.Table | None:
+        """``%%trows`` from the table's rows: the subtable's, past PRE_FILTER, counted by COUNT_WINDOW."""
+        import pyarrow.compute as pc
+
+        src = self.source
+        assert src is not None
+        if src.subtable is not None:
+            rows = rows.filter(pc.equal(rows["tbname"], src.subtable))
+        if src.count_columns:
+            rows = rows.filter(functools.reduce(pc.or_, [pc.is_valid(rows[c]) for c in src.count_columns]))
+        if src.pre_filter:
+            sql = local.duckdb_sql(f"SELECT * FROM `__rows` WHERE {src.pre_filter}")
+            if sql is None:
+                return None
+            rows = local.run(sql, {"__rows": rows})
+        return rows
+
+    def _trigger_table(self, fired: Sequence[Fired]) -> pa.Table:
+        """The batch's trigger rows (:meth:`_trigger_rows`) as Arrow, typed as Spark types them."""
+        arrays = {IDX: pa.array([t.idx for t in fired], pa.int64())}
+        for name in self._placeholders():
+            arrays[column_of(name)] = pa.array([t.values.get(name) for t in fired], _ARROW[self._type_of(name)])
+        return pa.table(arrays)
 
     def _type_of(self, name: str) -> str:
         if name in TIMESTAMPS:
@@ -435,6 +531,12 @@ class Compute:
         if name in self.group_types:
             return self.group_types[name]
         raise StreamDefinitionError(f"placeholder {name} has no value here")
+
+
+#: the Arrow types of the Spark types placeholders have, for the local path
+_ARROW = {"timestamp": pa.timestamp("us", tz="UTC"), "bigint": pa.int64(), "int": pa.int32(), "smallint": pa.int16(),
+          "tinyint": pa.int8(), "string": pa.string(), "double": pa.float64(), "float": pa.float32(),
+          "boolean": pa.bool_()}
 
 
 def _local_frame(spark: SparkSession, records: list[dict], schema: T.StructType) -> DataFrame:

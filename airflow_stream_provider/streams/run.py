@@ -31,12 +31,13 @@ from airflow_stream_provider.streams.store import StoredStream, StreamStore
 from airflow_stream_provider.streams.write import compute_all, delete_outputs, retract, table_names
 from airflow_stream_provider.warehouse import Warehouse
 from airflow_stream_provider.warehouse.catalog import Catalog, WarehouseError
+from airflow_stream_provider.windows.detector import DetectedBatch
 
 
 def run(warehouse: Warehouse, db: str, name: str, *, store: StreamStore | None = None,
         now: datetime | None = None, batched: bool = True, progress: Callable[[str], None] | None = None,
         at: datetime | None = None, upto_batch: int | None = None, detect: bool = True,
-        commit: bool = True, runtime: StreamRuntime | None = None) -> RunReport:
+        commit: bool = True, runtime: StreamRuntime | None = None, detected: DetectedBatch | None = None) -> RunReport:
     """Run stream ``db.name``: detect what is pending, compute it, write it, record it.
 
     The CLI runs everything pending. An Airflow task narrows the run: ``at``, the instant of a
@@ -45,6 +46,8 @@ def run(warehouse: Warehouse, db: str, name: str, *, store: StreamStore | None =
     ``report.progress`` for :func:`commit_progress`, which a later task calls. ``runtime``: the
     stream resolved by an earlier run of the same process (the node's detector keeps one from batch
     to batch, with its result schema and its groups' output subtables), else resolved here.
+    ``detected``: the detector batch ``upto_batch`` as the node's detector just wrote it, whose
+    events need not be read back.
     """
     started = time.monotonic()
     store = store or StreamStore()
@@ -55,7 +58,7 @@ def run(warehouse: Warehouse, db: str, name: str, *, store: StreamStore | None =
     try:
         with in_database(warehouse, stored.db):
             report = _run(warehouse, stored, state, store, now=now, batched=batched, progress=progress, at=at,
-                          upto_batch=upto_batch, detect=detect, commit=commit, runtime=runtime)
+                          upto_batch=upto_batch, detect=detect, commit=commit, runtime=runtime, detected=detected)
     except windows.CheckpointLost as err:  # SHOW STREAMS says so until the checkpoint is back
         with store.updating(stored.db, stored.name) as saved:
             saved["failed"] = str(err)
@@ -66,7 +69,7 @@ def run(warehouse: Warehouse, db: str, name: str, *, store: StreamStore | None =
 
 def _run(warehouse: Warehouse, stored: StoredStream, state: dict, store: StreamStore, *, now: datetime | None,
          batched: bool, progress: Callable[[str], None] | None, at: datetime | None, upto_batch: int | None,
-         detect: bool, commit: bool, runtime: StreamRuntime | None) -> RunReport:
+         detect: bool, commit: bool, runtime: StreamRuntime | None, detected: DetectedBatch | None) -> RunReport:
     report = RunReport(stored.qualified)
     say = progress or (lambda _msg: None)
     if stored.statement.series is not None:  # an IoTDB continuous query: its instants, its query
@@ -86,7 +89,7 @@ def _run(warehouse: Warehouse, stored: StoredStream, state: dict, store: StreamS
         update = rows.pending_rows(runtime, stored, state, say, report, detect=detect)
     elif plan.kind is StreamKind.WINDOW:
         fired, update, events = windows.pending_windows(runtime, stored, state, say, detect=detect,
-                                                        upto_batch=upto_batch)
+                                                        upto_batch=upto_batch, detected=detected)
     elif plan.kind is StreamKind.PERIOD:
         assert isinstance(plan.schedule, Schedule), "a PERIOD stream's plan has its schedule"
         fired, update = schedules.period_triggers(runtime, plan.schedule, state, now or datetime.now(UTC), report,

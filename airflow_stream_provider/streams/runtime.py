@@ -59,6 +59,7 @@ class RunReport:
     discarded_instants: int = 0  # a continuous query's missed instants, under TIMEOUT POLICY DISCARD
     deleted_subtables: list[str] = field(default_factory=list)
     per_trigger: str | None = None  # why the compute ran per trigger
+    local: int = 0  # jobs computed in the process, without Spark (few rows)
     notified: int = 0  # events queued for notification
     delivery: DeliveryReport | None = None  # the report of a run that delivered
     seconds: float = 0.0

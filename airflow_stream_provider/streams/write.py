@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_schema
 from sqlglot import exp
 
 from airflow_stream_provider import model as m
@@ -19,6 +20,7 @@ from airflow_stream_provider.exceptions import StreamError
 from airflow_stream_provider.progress import Progress
 from airflow_stream_provider.sql import to_spark
 from airflow_stream_provider.sql.ast import StreamPlaceholder
+from airflow_stream_provider.streams import local
 from airflow_stream_provider.streams import output as out
 from airflow_stream_provider.streams.compute import IDX, Fired, column_of, constants, has_aggregate
 from airflow_stream_provider.streams.runtime import BATCH, STEP, RunReport, StreamRuntime
@@ -86,12 +88,18 @@ def _compute(runtime: StreamRuntime, fired: list[Fired], report: RunReport, *,
     empty = [f for f in fired if fill is not None and f.values.get("_twrownum") == 0]
     if empty:
         fired = [f for f in fired if f.values.get("_twrownum") != 0]
-    frame = compute.frame(fired, batched=batched) if fired else None
-    if compute.batched_reason:
-        report.per_trigger = compute.batched_reason
-    schema = frame.schema if frame is not None else runtime.result_schema()
-    with runtime.warehouse.local_time():
-        results = frame.toArrow() if frame is not None else None
+    results = compute.local(fired) if fired and batched else None
+    if results is not None:  # a few rows: computed in the process, typed as Spark types them
+        schema = runtime.result_schema()
+        results = local.cast_to(results, to_arrow_schema(schema, timezone="UTC"))
+        report.local += 1
+    else:
+        frame = compute.frame(fired, batched=batched) if fired else None
+        if compute.batched_reason:
+            report.per_trigger = compute.batched_reason
+        schema = frame.schema if frame is not None else runtime.result_schema()
+        with runtime.warehouse.local_time():
+            results = frame.toArrow() if frame is not None else None
     if empty:
         assert fill is not None
         filled = fill_windows(runtime, empty, schema, fill, fired, results)

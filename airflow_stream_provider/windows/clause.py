@@ -188,8 +188,13 @@ class TriggerPlan:
                 (("state", self.state), ("start", self.start), ("end", self.end), ("pre_filter", self.pre_filter))
                 if text}
 
-    def prepare(self, raw: pd.DataFrame) -> pd.DataFrame:
-        """Raw trigger-table rows -> the rows the window core reads, pre-filtered and in time order."""
+    def prepare(self, raw: pd.DataFrame, *, ordered: bool = False, keep: tuple[str, ...] = ()) -> pd.DataFrame:
+        """Raw trigger-table rows -> the rows the window core reads, pre-filtered and in time order.
+
+        :param ordered: the caller has put the rows in order already (many groups' rows, each group's
+            in time order): they stay as they are.
+        :param keep: raw columns carried along unchanged (the caller's group of each row).
+        """
         index = raw.index
         plain = isinstance(index, pd.RangeIndex) and index.start == 0 and index.step == 1
         frame = raw if plain else raw.reset_index(drop=True)
@@ -213,10 +218,12 @@ class TriggerPlan:
                 columns[f"_f_{name}"] = column.to_numpy() if column.dtype.kind in "biuf" else column.to_numpy(object)
         if self.count_columns:
             columns["_valid"] = frame[list(self.count_columns)].notna().any(axis=1).to_numpy(bool)
+        for name in keep:
+            columns[name] = frame[name].to_numpy()
         out = pd.DataFrame(columns)
         ts = columns["ts"]
         assert isinstance(ts, np.ndarray)
-        if len(ts) < 2 or bool(np.all(ts[1:] > ts[:-1])):  # in time order without ties already
+        if ordered or len(ts) < 2 or bool(np.all(ts[1:] > ts[:-1])):  # in time order without ties already
             return out
         order = ["ts", "_tie"] if "tbname" in frame else ["ts"]
         if "tbname" in frame:

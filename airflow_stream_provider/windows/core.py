@@ -179,21 +179,33 @@ def window_frame(wstart, wend, rows, closed, opened, **extra) -> pd.DataFrame:
     }
     if extra:
         raise TypeError(f"unknown window columns {sorted(extra)}")
-    return pd.DataFrame(data, columns=list(WINDOW_COLUMNS))
+    # from the arrays as they are: the dict constructor checks and copies each column, which for the
+    # one or two windows of a live group costs three times the frame itself
+    return pd.DataFrame._from_arrays([np.asarray(data[c]) for c in WINDOW_COLUMNS], columns=_COLUMNS,
+                                     index=pd.RangeIndex(n), verify_integrity=False)
 
 
-_NO_WINDOWS = pd.DataFrame({name: np.empty(0, kind) for name, kind in zip(
-    WINDOW_COLUMNS, (np.int64, np.int64, np.int64, bool, bool, np.int64, object, object, object, np.int64, object,
-                     np.int64, object), strict=True)}, columns=list(WINDOW_COLUMNS))
+_COLUMNS = pd.Index(WINDOW_COLUMNS)
+
+
+#: the type of each of :data:`WINDOW_COLUMNS`
+_KINDS = (np.int64, np.int64, np.int64, bool, bool, np.int64, object, object, object, np.int64, object, np.int64, object)
+_NO_WINDOWS = pd.DataFrame({name: np.empty(0, kind) for name, kind in zip(WINDOW_COLUMNS, _KINDS, strict=True)},
+                           columns=list(WINDOW_COLUMNS))
 
 
 def concat_windows(frames: list[pd.DataFrame]) -> pd.DataFrame:
-    """Windows of several scans in one frame (column by column: the all-NULL object columns make
-    ``pd.concat`` check every value)."""
+    """Windows of several scans in one frame. Many small frames (a live batch's groups) are stacked
+    as one block of values and typed again column by column, which costs a part of reading every
+    frame's columns one by one; ``pd.concat`` would check every value of the all-NULL object columns."""
     if not frames:
         return empty_windows()
-    return pd.DataFrame({c: np.concatenate([f[c].to_numpy() for f in frames]) for c in WINDOW_COLUMNS},
-                        columns=list(WINDOW_COLUMNS))
+    if len(frames) == 1:
+        return frames[0]
+    values = np.concatenate([f.to_numpy(dtype=object) for f in frames if len(f)]) if any(len(f) for f in frames) \
+        else np.empty((0, len(WINDOW_COLUMNS)), object)
+    return pd.DataFrame._from_arrays([values[:, j].astype(kind) for j, kind in enumerate(_KINDS)], columns=_COLUMNS,
+                                     index=pd.RangeIndex(len(values)), verify_integrity=False)
 
 
 def plain(value: Any) -> Any:

@@ -51,12 +51,12 @@ from airflow_stream_provider.storage import is_remote
 from airflow_stream_provider.windows.changes import ChangeFeed
 from airflow_stream_provider.windows.checkpoint import SNAPSHOT_EVERY, RETAIN, Checkpoint
 from airflow_stream_provider.windows.clause import TriggerPlan, micros
-from airflow_stream_provider.windows.core import empty_windows, open_windows, plain, scan
+from airflow_stream_provider.windows.core import concat_windows, open_windows, plain, scan
 from airflow_stream_provider.windows.events import (
     EVENT_COLUMNS,
     EVENT_FIELDS,
+    batch_event_rows,
     empty_events,
-    event_rows,
 )
 from airflow_stream_provider.windows.late import DATA_CHANGES, _stamp, read_group, recalculate
 from airflow_stream_provider.windows.legacy import LegacyGroup, as_micros
@@ -114,6 +114,16 @@ class BatchReport:
                 "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(self.at)) + "Z"}
 
 
+@dataclass(frozen=True)
+class DetectedBatch:
+    """A batch as the detector hands it on: its id, its events as written to the event table (None:
+    it found none), and the trigger table's version it read up to."""
+
+    id: int
+    events: pa.Table | None
+    version: int | None
+
+
 class GroupState:
     """One group's state as the step functions see it (the calls of Spark's ``GroupState`` they use)."""
 
@@ -159,14 +169,14 @@ class Detector:
 
     :param feed: the table's feed, shared with the other streams on it (default: one of its own).
     :param timeouts: fire processing-time timeouts (MAX_DELAY) without new rows.
-    :param after_batch: called with each batch id and whether it had events, once its events and
-        state are written and before the batch is committed (LOW_LATENCY_CALC computes there). If it
+    :param after_batch: called with each :class:`DetectedBatch`, once its events and state are
+        written and before the batch is committed (LOW_LATENCY_CALC computes there). If it
         raises, the batch is not committed, and runs again, with the same versions, when the detector
         starts again; its events are not written twice.
     """
 
     def __init__(self, plan: TriggerPlan, options: DetectorOptions, *, feed: ChangeFeed | None = None,
-                 timeouts: bool = True, after_batch: Callable[[int, bool], None] | None = None) -> None:
+                 timeouts: bool = True, after_batch: Callable[[DetectedBatch], None] | None = None) -> None:
         self.plan = plan
         self.options = options
         self.feed = feed or ChangeFeed(plan.path)
@@ -246,7 +256,8 @@ class Detector:
             self.checkpoint.plan(batch, offset)
             self.planned = offset
         events, changed, groups = self._scan(rows, int(offset["at_ms"]))
-        count = write_events(events, self.options.events_path, self.app_id, batch, offset["at_ms"])
+        written = write_events(events, self.options.events_path, self.app_id, batch, offset["at_ms"])
+        count = 0 if written is None else written.num_rows
         merged = dict(self.groups)
         for key, value in changed.items():
             if value is None:
@@ -256,7 +267,7 @@ class Detector:
         snapshot = batch - self.snapshot >= SNAPSHOT_EVERY
         self.checkpoint.save(batch, changed, merged if snapshot else None)
         if self.after_batch is not None:
-            self.after_batch(batch, bool(count))
+            self.after_batch(DetectedBatch(batch, written, offset["last"]))
         self.checkpoint.commit(batch, count)
         self.batch, self.groups, self.planned = batch, merged, None
         if offset.get("snapshot") is not None or offset["first"] is not None:
@@ -311,30 +322,83 @@ class Detector:
     def _scan(self, rows: pd.DataFrame | None, now_ms: int) -> tuple[list[pd.DataFrame], dict[str, list | None], int]:
         """Each group's rows through the step, and the groups whose timeout is due: their events,
         their new state, and how many groups ran."""
-        events: list[pd.DataFrame] = []
-        changed: dict[str, list | None] = {}
         keys = list(self.plan.keys)
+        work: list[tuple[str, tuple, pd.DataFrame | None]] = []
         if rows is not None:
-            parts: Iterator[tuple[tuple, pd.DataFrame]]
             if keys:
-                parts = ((k if isinstance(k, tuple) else (k,), part.reset_index(drop=True))
-                         for k, part in rows.groupby(keys if len(keys) > 1 else keys[0], sort=False, dropna=False))
+                for k, part in rows.groupby(keys if len(keys) > 1 else keys[0], sort=False, dropna=False):
+                    key = k if isinstance(k, tuple) else (k,)
+                    work.append((_key_text(key), key, part.reset_index(drop=True)))
             else:
-                parts = iter([((0,), rows)])
-            for key, part in parts:
-                text = _key_text(key)
-                saved = self.groups.get(text)
-                state = GroupState(saved[0] if saved else None)
-                events.extend(self.step(key, iter([part]), state))
-                changed[text] = state.saved(now_ms)
+                work.append((_key_text((0,)), (0,), rows))
         if self.timeouts:
-            for text, (value, due) in list(self.groups.items()):
-                if due is None or due > now_ms or text in changed:
-                    continue
-                state = GroupState(value, timed_out=True)
-                events.extend(self.step(tuple(json.loads(text)), iter([]), state))
+            touched = {text for text, _, _ in work}
+            work += [(text, tuple(json.loads(text)), None) for text, (_, due) in self.groups.items()
+                     if due is not None and due <= now_ms and text not in touched]
+        changed: dict[str, list | None] = {}
+        if isinstance(self.step, _LegacyStep):
+            events = []
+            for text, key, part in work:
+                saved = self.groups.get(text)
+                state = GroupState(saved[0] if saved else None, timed_out=part is None)
+                events.extend(self.step(key, iter([] if part is None else [part]), state))
                 changed[text] = state.saved(now_ms)
-        return [e for e in events if len(e)], changed, len(changed)
+            return [e for e in events if len(e)], changed, len(changed)
+        lanes = self._fast_lane(rows, [text for text, _, part in work if part is not None]) if rows is not None else {}
+        group_keys: list[dict] = []
+        found: dict[str, list[pd.DataFrame]] = {}
+        at: dict[str, list[np.ndarray]] = {}
+        for text, key, part in work:
+            saved = self.groups.get(text)
+            lane = lanes.get(text)
+            done = None if lane is None else self.step.ready(*lane, saved[0] if saved else None, now_ms)
+            if done is None:
+                done = self.step.advance(key, part, saved[0] if saved else None, now_ms)
+            changed[text] = [done.state, now_ms + done.timeout_ms if done.timeout_ms is not None else None]
+            if done.parts:
+                for kind, windows in done.parts:
+                    found.setdefault(kind, []).append(windows)
+                    at.setdefault(kind, []).append(np.full(len(windows), len(group_keys), np.int64))
+                group_keys.append(self.plan.group_keys(key if keys else ()))
+        if not group_keys:
+            return [], changed, len(changed)
+        joined = {kind: (concat_windows(frames), np.concatenate(at[kind])) for kind, frames in found.items()}
+        events = batch_event_rows(self.plan, group_keys, joined)
+        return ([events] if len(events) else []), changed, len(changed)
+
+
+    def _fast_lane(self, rows: pd.DataFrame, texts: list[str]) -> dict[str, tuple[pd.DataFrame, int, int]]:
+        """Each group's rows as the window core reads them, prepared for the whole batch at once,
+        with the earliest and latest time of its raw rows, when the batch holds only new rows and
+        the stream waits for no watermark (key text -> those; empty when the batch takes the general
+        road). ``texts`` are the groups in the order they first appear in ``rows``. Most live
+        batches are these: one row or a few per group, where preparing group by group costs more
+        than the scan."""
+        plan = self.plan
+        if plan.spec.watermark or plan.expired_time is not None or not len(rows):
+            return {}
+        if not bool(np.all(rows["_change_type"].to_numpy(object) == "insert")):
+            return {}
+        keys = list(plan.keys)
+        if keys:
+            codes = rows.groupby(keys, sort=False, dropna=False).ngroup().to_numpy(np.int64)
+        else:
+            codes = np.zeros(len(rows), np.int64)
+        ts = rows[plan.ts_column].to_numpy(np.int64)
+        order = np.lexsort((ts, codes))
+        codes, ts = codes[order], ts[order]
+        if bool(np.any((codes[1:] == codes[:-1]) & (ts[1:] <= ts[:-1]))):  # two rows of a group at one time
+            return {}
+        groups = np.arange(len(texts) + 1)
+        raw_bounds = np.searchsorted(codes, groups)
+        ordered = rows.iloc[order].reset_index(drop=True)
+        ordered["__group"] = codes
+        prepared = plan.prepare(ordered, ordered=True, keep=("__group",))
+        bounds = np.searchsorted(prepared["__group"].to_numpy(np.int64), groups)
+        prepared = prepared.drop(columns=["__group"])
+        return {text: (prepared.iloc[bounds[i]:bounds[i + 1]].reset_index(drop=True),
+                       int(ts[raw_bounds[i]]), int(ts[raw_bounds[i + 1] - 1]))
+                for i, text in enumerate(texts)}
 
 
 class LiveDetector:
@@ -412,8 +476,8 @@ EVENT_ARROW_SCHEMA = pa.schema(
        pa.field("event_time", pa.timestamp("us", tz="UTC"))])
 
 
-def write_events(frames: list[pd.DataFrame], path: str, app_id: str, batch_id: int, at_ms: int) -> int:
-    """Append a batch's events once, and say how many there were.
+def write_events(frames: list[pd.DataFrame], path: str, app_id: str, batch_id: int, at_ms: int) -> pa.Table | None:
+    """Append a batch's events once; the rows as stored (None: there were none).
 
     One commit holds the rows and (app id, batch id) as a Delta transaction; a batch whose
     transaction the table already records is skipped, so a replayed batch is not written twice. A
@@ -421,21 +485,22 @@ def write_events(frames: list[pd.DataFrame], path: str, app_id: str, batch_id: i
     holding the stream's lock), so this is safe on an object store too.
     """
     if not frames:
-        return 0
+        return None
     events = pd.concat(frames, ignore_index=True)[list(EVENT_COLUMNS)] if len(frames) > 1 else frames[0]
     count = len(events)
     if not count:
-        return 0
+        return None
     table = pa.Table.from_pandas(events, preserve_index=False)
     table = table.append_column("batch_id", pa.array(np.full(count, batch_id, np.int64)))
     table = table.append_column("seq", pa.array(np.arange(count, dtype=np.int64)))
     table = table.append_column("event_time", pa.array(np.full(count, at_ms * 1000, np.int64)).cast(
         pa.timestamp("us", tz="UTC")))
-    _commit_arrow(table, path, app_id, batch_id)
-    return count
+    stored = pa.table([table.column(f.name).cast(f.type) for f in EVENT_ARROW_SCHEMA], schema=EVENT_ARROW_SCHEMA)
+    _commit_arrow(stored, path, app_id, batch_id)
+    return stored
 
 
-def _commit_arrow(table: pa.Table, path: str, app_id: str, batch_id: int) -> None:
+def _commit_arrow(events: pa.Table, path: str, app_id: str, batch_id: int) -> None:
     from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
     from deltalake.exceptions import TableNotFoundError
 
@@ -447,38 +512,38 @@ def _commit_arrow(table: pa.Table, path: str, app_id: str, batch_id: int) -> Non
     done = target.transaction_version(app_id) if isinstance(target, DeltaTable) else None
     if done is not None and done >= batch_id:
         return
-    events = pa.table([table.column(f.name).cast(f.type) for f in EVENT_ARROW_SCHEMA], schema=EVENT_ARROW_SCHEMA)
     # event tables made before a column was added take it on their next write
     write_deltalake(target, events, mode="append", configuration=configuration, schema_mode="merge",
                     commit_properties=CommitProperties(app_transactions=[Transaction(app_id, batch_id)]))
 
 
 class _Step:
-    """The per-group state function.
+    """One group's batch (3.3.7 streams): its rows through the window core, from its saved state.
 
-    The state (JSON) holds the core's ``carry``; ``pending``, the rows after the decided time that
-    wait for the watermark (raw trigger-table values, ``ts`` in microseconds); ``decided``, the
+    The state (JSON text) holds the core's ``carry``; ``pending``, the rows after the decided time
+    that wait for the watermark (raw trigger-table values, ``ts`` in microseconds); ``decided``, the
     watermark of the last scan; ``max_ts`` and ``first_ts``, the latest and earliest event times
     scanned; ``due``, the next MAX_DELAY trigger of each open window (processing time); and the
     counters ``dropped`` and ``recalculations``.
+
+    It returns windows, not events: the batch turns every group's windows into events at once
+    (:func:`.events.batch_event_rows`), since building them group by group costs more than the scan.
     """
 
     def __init__(self, plan: TriggerPlan, *, timeouts: bool) -> None:
         self.plan = plan
         self.timeouts = timeouts
 
-    def __call__(self, key: tuple, chunks: Iterator[pd.DataFrame], state) -> Iterator[pd.DataFrame]:
+    def advance(self, key: tuple, raw: pd.DataFrame | None, text: str | None, now_ms: int) -> Advanced:
+        """The group ``key`` after its new rows ``raw`` (None: its processing-time timeout is due)."""
         plan, spec, ts = self.plan, self.plan.spec, self.plan.ts_column
-        saved = json.loads(state.get[0]) if state.exists else {}
-        frames = [] if state.hasTimedOut else [f for f in chunks if len(f)]
-        keys = plan.group_keys(tuple(key) if plan.keys else ())
+        saved = json.loads(text) if text is not None else {}
         carry, decided, max_ts, first_ts = (saved.get(k) for k in ("carry", "decided", "max_ts", "first_ts"))
         pending = _from_records(saved.get("pending"))
-        events = []
-        if frames:
+        parts: list[tuple[str, pd.DataFrame]] = []
+        if raw is not None and len(raw):
             # a group of a live batch has a row or a few: numpy masks, and no frame built that is not
             # needed, keep the step at a fraction of a millisecond (it runs once per group and batch)
-            raw = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
             times = micros(raw[ts])
             raw[ts] = times
             data = np.isin(raw["_change_type"].to_numpy(object), DATA_CHANGES)
@@ -491,7 +556,8 @@ class _Step:
                 drop |= times < max_ts - plan.expired_time
             if not plan.recalculates:
                 drop |= late
-            saved["dropped"] = saved.get("dropped", 0) + int((drop & data).sum())
+            if (drop & data).any():
+                saved["dropped"] = saved.get("dropped", 0) + int((drop & data).sum())
             if late.any() or drop.any():
                 changes, live = raw[late & ~drop], raw[~late & ~drop]
             else:  # the usual batch: every row new and in time
@@ -500,7 +566,7 @@ class _Step:
                 assert decided is not None  # rows count as late only once a watermark was decided
                 done = recalculate(plan, tuple(key), changes, version=int(raw["_commit_version"].max()),
                                    decided=decided, first_ts=first_ts)
-                events.append(event_rows(plan, keys, done.windows, invalidate=done.invalidate))
+                parts += [("invalidate", done.invalidate), ("windows", done.windows)]
                 carry = done.carry
                 low = int(changes[ts].min())
                 first_ts = low if first_ts is None else min(first_ts, low)
@@ -515,23 +581,44 @@ class _Step:
                 else:
                     ready, pending = pending[due], pending[~due]
                 windows, carry = scan(spec, plan.prepare(ready), carry, watermark=watermark)
-                if len(windows):
-                    events.append(event_rows(plan, keys, windows))
+                parts.append(("windows", windows))
                 if due.any():
                     low = int(waiting[due].min())
                     first_ts = low if first_ts is None else min(first_ts, low)
                 decided = watermark
+        timeout = None
         if plan.max_delay is not None:
-            events.append(self._max_delay(saved, keys, carry, state))
+            delayed, timeout = self._max_delay(saved, carry, now_ms * 1000)
+            parts.append(("delayed", delayed))
         saved.update(carry=carry, decided=decided, max_ts=max_ts, first_ts=first_ts,
                      pending=_records(pending, plan.columns))
-        state.update((json.dumps(saved, default=_json_default),))
-        events = [e for e in events if len(e)]
-        yield pd.concat(events, ignore_index=True)[list(EVENT_COLUMNS)] if events else empty_events()
+        return Advanced(json.dumps(saved, default=_json_default), timeout, [(k, w) for k, w in parts if len(w)])
 
-    def _max_delay(self, saved: dict, keys: dict, carry: dict | None, state) -> pd.DataFrame:
-        """MAX_DELAY events of windows open for another delay, and the timeout to the next one."""
-        delay, now = self.plan.max_delay, time.time_ns() // 1000
+    def ready(self, rows: pd.DataFrame, low: int, high: int, text: str | None, now_ms: int) -> Advanced | None:
+        """:meth:`advance` for a group whose batch is new rows in time order (``rows`` prepared,
+        ``low`` and ``high`` the times of the first and last raw row), without WATERMARK (every row
+        is ready at once); None when its state asks for the general road (rows waiting, or rows at
+        or before what it decided: late)."""
+        saved = json.loads(text) if text is not None else {}
+        decided = saved.get("decided")
+        if saved.get("pending") or (decided is not None and low <= decided):
+            return None
+        carry, max_ts, first_ts = saved.get("carry"), saved.get("max_ts"), saved.get("first_ts")
+        max_ts = high if max_ts is None else max(max_ts, high)
+        first_ts = low if first_ts is None else min(first_ts, low)
+        windows, carry = scan(self.plan.spec, rows, carry, watermark=max_ts)
+        parts: list[tuple[str, pd.DataFrame]] = [("windows", windows)]
+        timeout = None
+        if self.plan.max_delay is not None:
+            delayed, timeout = self._max_delay(saved, carry, now_ms * 1000)
+            parts.append(("delayed", delayed))
+        saved.update(carry=carry, decided=max_ts, max_ts=max_ts, first_ts=first_ts, pending=None)
+        return Advanced(json.dumps(saved, default=_json_default), timeout, [(k, w) for k, w in parts if len(w)])
+
+    def _max_delay(self, saved: dict, carry: dict | None, now: int) -> tuple[pd.DataFrame, int | None]:
+        """The open windows due for another MAX_DELAY trigger at ``now`` (microseconds), and the
+        milliseconds to the next one (None: no window open)."""
+        delay = self.plan.max_delay
         assert delay is not None  # called only for a plan with MAX_DELAY
         windows = open_windows(self.plan.spec, carry)
         due_before, due, fire = saved.get("due", {}), {}, []
@@ -543,11 +630,19 @@ class _Step:
                 at += (now - at) // delay * delay + delay  # triggers missed while busy are skipped
             due[name] = at
         saved["due"] = due
-        if due and self.timeouts:
-            state.setTimeoutDuration(max(1, (min(due.values()) - now) // 1000))
-        if not fire:
-            return empty_events()
-        return event_rows(self.plan, keys, empty_windows(), delayed=windows.iloc[fire])
+        timeout = max(1, (min(due.values()) - now) // 1000) if due and self.timeouts else None
+        return windows.iloc[fire], timeout
+
+
+@dataclass(frozen=True)
+class Advanced:
+    """A group after a batch: its state text, the milliseconds to its next processing-time timeout
+    (None: none), and the windows to report, each with what it is (``windows``: opened or closed;
+    ``invalidate``: no longer valid; ``delayed``: due for MAX_DELAY)."""
+
+    state: str
+    timeout_ms: int | None
+    parts: list[tuple[str, pd.DataFrame]]
 
 
 class _LegacyStep:

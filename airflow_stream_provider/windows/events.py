@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from airflow_stream_provider.model.events import EventType
+from airflow_stream_provider.windows.core import empty_windows
 
 #: (name, Spark type) of an event row, in order
 EVENT_FIELDS = (
@@ -70,32 +71,47 @@ def event_rows(plan, keys: dict, windows: pd.DataFrame, *, invalidate: pd.DataFr
     :param delayed: open windows due for a ``MAX_DELAY`` trigger, as they stand.
     :param updated: open windows whose rows changed, as they stand (``WINDOW_UPDATE``).
     """
-    return _events(plan, [keys], windows, None, invalidate, delayed, updated)
+    others = [(kind, frame, None) for kind, frame in ((EventType.WINDOW_INVALIDATION, invalidate),
+                                                      (EventType.MAX_DELAY, delayed), (EventType.WINDOW_UPDATE, updated))
+              if frame is not None]
+    return _events(plan, [keys], windows, None, others)
 
 
 def groups_event_rows(plan, keys: list[dict], windows: pd.DataFrame, group: np.ndarray) -> pd.DataFrame:
     """Events of many groups at once (batch mode): ``windows`` holds the windows of every group,
     ``group`` the index in ``keys`` of each window's group. The same events as
     :func:`event_rows` group by group, in one pass."""
-    return _events(plan, keys, windows, np.asarray(group, np.int64), None, None, None)
+    return _events(plan, keys, windows, np.asarray(group, np.int64), [])
+
+
+#: the event each kind of window a live batch reports becomes (``windows``: opened or closed)
+_KINDS = {"invalidate": EventType.WINDOW_INVALIDATION, "delayed": EventType.MAX_DELAY,
+          "updated": EventType.WINDOW_UPDATE}
+
+
+def batch_event_rows(plan, keys: list[dict], found: dict[str, tuple[pd.DataFrame, np.ndarray]]) -> pd.DataFrame:
+    """Events of a live batch's groups at once: ``found`` maps each kind of window (``windows``,
+    ``invalidate``, ``delayed``, ``updated``) to the windows of every group and the index in ``keys``
+    of each one's group. The same events as :func:`event_rows` group by group, in one pass."""
+    windows, group = found.get("windows", (None, None))
+    if windows is None:
+        windows, group = _NO_WINDOWS_FRAME, np.empty(0, np.int64)
+    others = [(_KINDS[kind], frame, at) for kind, (frame, at) in found.items() if kind != "windows"]
+    return _events(plan, keys, windows, group, others)
 
 
 def _events(plan, keys: list[dict], windows: pd.DataFrame, group: np.ndarray | None,
-            invalidate: pd.DataFrame | None, delayed: pd.DataFrame | None,
-            updated: pd.DataFrame | None) -> pd.DataFrame:
-    if not len(windows) and not any(f is not None and len(f) for f in (invalidate, delayed, updated)):
+            others: list[tuple[EventType, pd.DataFrame, np.ndarray | None]]) -> pd.DataFrame:
+    others = [(kind, frame, at) for kind, frame, at in others if len(frame)]
+    if not len(windows) and not others:
         return empty_events()
     parts = []
     wanted = set(plan.event_types)
     if EventType.WINDOW_OPEN in wanted:
         opened = windows["opened"].to_numpy(bool)
         parts.append(_part(plan, windows[opened], EventType.WINDOW_OPEN, None if group is None else group[opened]))
-    if delayed is not None and len(delayed):
-        parts.append(_part(plan, delayed, EventType.MAX_DELAY, None))
-    if updated is not None and len(updated):
-        parts.append(_part(plan, updated, EventType.WINDOW_UPDATE, None))
-    if invalidate is not None and len(invalidate):
-        parts.append(_part(plan, invalidate, EventType.WINDOW_INVALIDATION, None))
+    for kind, frame, at in sorted(others, key=lambda other: _ORDER[other[0]]):
+        parts.append(_part(plan, frame, kind, at))
     if EventType.WINDOW_CLOSE in wanted:
         closed = windows["closed"].to_numpy(bool)
         parts.append(_part(plan, windows[closed], EventType.WINDOW_CLOSE, None if group is None else group[closed]))
@@ -174,3 +190,4 @@ def empty_events() -> pd.DataFrame:
 
 
 _EMPTY = pd.DataFrame({name: pd.Series([], dtype=object) for name in EVENT_COLUMNS})
+_NO_WINDOWS_FRAME = empty_windows()

@@ -13,6 +13,7 @@ the safe point up to the decided time; windows that differ become ``WINDOW_INVAL
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -45,7 +46,7 @@ class Recalculation:
 
 def read_group(plan: TriggerPlan, key_values: tuple, version: int, lo: int, hi: int) -> pd.DataFrame:
     """Rows of one group with ``lo <= ts <= hi`` (microseconds) in the trigger table at ``version``."""
-    dataset = DeltaTable(plan.path, version=version).to_pyarrow_dataset()
+    dataset = _dataset(plan.path, version)
     ts_type = dataset.schema.field(plan.ts_column).type
     if plan.since is not None:
         lo = max(lo, plan.since)
@@ -61,6 +62,12 @@ def read_group(plan: TriggerPlan, key_values: tuple, version: int, lo: int, hi: 
     rows = rows[keep].reset_index(drop=True)
     rows[plan.ts_column] = micros(rows[plan.ts_column])
     return rows
+
+
+@functools.lru_cache(maxsize=8)
+def _dataset(path: str, version: int) -> ds.Dataset:
+    """The table at ``version``: a batch's late rows read back many groups at one version."""
+    return DeltaTable(path, version=version).to_pyarrow_dataset()
 
 
 def _stamp(value: int, kind: pa.DataType) -> pa.Scalar:

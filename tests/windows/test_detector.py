@@ -209,13 +209,17 @@ def test_a_replayed_batch_is_written_once(spark, tmp_path):
     def stored() -> list[str]:
         return sorted(DeltaTable(path).to_pyarrow_table(columns=["trigger_id"])["trigger_id"].to_pylist())
 
-    assert detector.write_events(batch(0, 3), path, "app", 0, 1_000) == 3
-    assert detector.write_events(batch(0, 3), path, "app", 0, 1_000) == 3  # replayed: skipped
+    def write(*args) -> int:
+        written = detector.write_events(*args)
+        return 0 if written is None else written.num_rows
+
+    assert write(batch(0, 3), path, "app", 0, 1_000) == 3
+    assert write(batch(0, 3), path, "app", 0, 1_000) == 3  # replayed: skipped
     assert stored() == ["0:0", "0:1", "0:2"]
-    assert detector.write_events(batch(1, 2), path, "app", 1, 2_000) == 2
-    assert detector.write_events([], path, "app", 2, 3_000) == 0  # no events: no commit
+    assert write(batch(1, 2), path, "app", 1, 2_000) == 2
+    assert write([], path, "app", 2, 3_000) == 0  # no events: no commit
     assert DeltaTable(path).version() == 1
-    assert detector.write_events(batch(0, 1), path, "other-app", 0, 3_000) == 1  # its own batch 0
+    assert write(batch(0, 1), path, "other-app", 0, 3_000) == 1  # its own batch 0
     table = DeltaTable(path)
     assert stored() == ["0:0", "0:0", "0:1", "0:2", "1:0", "1:1"]
     assert table.transaction_version("app") == 1 and table.transaction_version("other-app") == 0

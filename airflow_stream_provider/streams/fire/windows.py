@@ -63,7 +63,11 @@ def check_checkpoint(stored: StoredStream, state: dict) -> None:
 
 
 def pending_windows(runtime: StreamRuntime, stored: StoredStream, state: dict, say: Callable[[str], None], *,
-                     detect: bool = True, upto_batch: int | None = None) -> tuple[list[Fired], dict, pd.DataFrame]:
+                     detect: bool = True, upto_batch: int | None = None,
+                     detected: detector.DetectedBatch | None = None) -> tuple[list[Fired], dict, pd.DataFrame]:
+    """The windows fired since the stream's last consumed batch, up to ``upto_batch``, and the
+    progress to record. ``detected``: the last of them as the detector just wrote it; when it is the
+    only one waiting, its events are taken as they are instead of read back."""
     update: dict = {}
     version = runtime.table_version()
     if detect:
@@ -77,7 +81,11 @@ def pending_windows(runtime: StreamRuntime, stored: StoredStream, state: dict, s
             else:
                 say("the live detector runs elsewhere (the stream node); reading its events")
     consumed = int(state.get("consumed_batch", -1))
-    events = read_events(str(stored.events_path), consumed, upto_batch)
+    if detected is not None and detected.id == upto_batch and consumed == detected.id - 1:
+        events = detected.events.to_pandas() if detected.events is not None else pd.DataFrame()
+    else:
+        detected = None
+        events = read_events(str(stored.events_path), consumed, upto_batch)
     if upto_batch is not None and upto_batch > consumed:
         update["consumed_batch"] = upto_batch  # batches without events are consumed too
     if events.empty:
@@ -86,7 +94,8 @@ def pending_windows(runtime: StreamRuntime, stored: StoredStream, state: dict, s
     # %%trows is read at a version taken after the events: the detector read the versions written
     # while it started (and the node's may have committed batches since), so an earlier version can
     # miss the rows of the windows it found
-    return fired_windows(runtime, events, runtime.table_version()), update, events
+    version = detected.version if detected is not None and detected.version is not None else runtime.table_version()
+    return fired_windows(runtime, events, version), update, events
 
 
 def detect_windows(runtime: StreamRuntime, stored: StoredStream, state: dict, say: Callable[[str], None]) -> None:
