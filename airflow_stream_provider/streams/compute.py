@@ -28,9 +28,13 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
 
 import pandas as pd
 import pyarrow as pa
@@ -43,6 +47,7 @@ from sqlglot import exp
 
 from airflow_stream_provider.exceptions import StreamDefinitionError
 from airflow_stream_provider.spark.session import arrow_frame
+from airflow_stream_provider.storage import is_remote
 from airflow_stream_provider.sql.ast import PseudoColumn, StreamPlaceholder, TriggerTable, WindowClause
 from airflow_stream_provider.sql.functions import AGGREGATES
 from airflow_stream_provider.sql.spark import Binding
@@ -258,7 +263,6 @@ class Compute:
         few to read. None: the rows are too many, or the table needs Spark (skipped versions,
         features delta-rs cannot read).
         """
-        from deltalake import DeltaTable
         from deltalake.exceptions import DeltaError
 
         src = self.source
@@ -266,14 +270,13 @@ class Compute:
         if src.skip_versions:
             return None
         try:
-            table = DeltaTable(src.path, version=version)  # None: the latest
-            files = pa.table(table.get_add_actions(flatten=True))
-            dataset = table.to_pyarrow_dataset()
+            table, files, schema_json, arrow_schema, plain_files = _snapshot(src.path, version)  # None: the latest
+            schema = T.StructType.fromJson(json.loads(schema_json))
         except DeltaError as err:
             log.info("reading %%trows with Spark: %s", err)
             return None
         ts = src.ts_column
-        kind = dataset.schema.field(ts).type
+        kind = arrow_schema.field(ts).type
         lo, hi = (pa.scalar(b if kind.tz else b.astimezone(UTC).replace(tzinfo=None), kind) for b in bounds)
         if f"min.{ts}" in files.column_names and f"max.{ts}" in files.column_names:
             # a file may hold rows in bounds unless its statistics say otherwise (none: it may)
@@ -281,10 +284,17 @@ class Compute:
             files = files.filter(pc.invert(pc.fill_null(outside, False)))
         if files.num_rows and (pc.sum(files["num_records"]).as_py() or 0) > limit:
             return None
+        if plain_files and not is_remote(src.path):
+            # the few files the statistics keep, read as they are: a table of plain Parquet files
+            # (no partitions, column mapping or deletion vectors: reader version 1) needs no more
+            names = [str(Path(src.path) / unquote(f)) for f in files["path"].to_pylist()]
+            dataset = pds.dataset(names, format="parquet", schema=arrow_schema)
+        else:
+            with _snapshots_lock:
+                dataset = table.to_pyarrow_dataset()
         rows = dataset.to_table(filter=(pds.field(ts) >= lo) & (pds.field(ts) <= hi))
         log.debug("%%%%trows of %s at version %s in [%s, %s]: %d rows of %d files, read by delta-rs",
-                  src.path, table.version(), bounds[0], bounds[1], rows.num_rows, len(dataset.files))
-        schema = T.StructType.fromJson(json.loads(table.schema().to_json()))
+                  src.path, version, bounds[0], bounds[1], rows.num_rows, files.num_rows)
         columns = [rows[name] for name in schema.fieldNames()]
         # plain values: partitions come as dictionaries, strings as views
         columns = [c.cast(c.type.value_type) if pa.types.is_dictionary(c.type) else c for c in columns]
@@ -531,6 +541,37 @@ class Compute:
         if name in self.group_types:
             return self.group_types[name]
         raise StreamDefinitionError(f"placeholder {name} has no value here")
+
+
+_snapshots: dict[str, Any] = {}
+_snapshots_lock = threading.Lock()
+
+
+def _snapshot(path: str, version: int | None) -> tuple[Any, pa.Table, str, pa.Schema, bool]:
+    """The Delta table at ``path`` as of ``version`` (None: the latest): the table, its files (add
+    actions with statistics), its schema as Spark JSON and as Arrow, and whether its files are plain
+    Parquet (no partitions, column mapping or deletion vectors: reader version 1).
+
+    The table is kept from call to call: a live stream reads its trigger table at each new version,
+    which an open table reaches by reading the log entries since (milliseconds) rather than the whole
+    log again. The kernel's table is not shared between threads: it is read under a lock."""
+    from deltalake import DeltaTable
+
+    with _snapshots_lock:
+        table = _snapshots.get(path)
+        if table is None or (version is not None and version < table.version()):
+            table = DeltaTable(path, version=version)
+        elif version is None:
+            table.update_incremental()
+        elif version > table.version():
+            table.load_as_version(version)
+        if version is None or table.version() == version:
+            _snapshots[path] = table
+        else:  # asked for a version before the one kept: a table of its own
+            table = DeltaTable(path, version=version)
+        files = pa.table(table.get_add_actions(flatten=True))
+        plain = not table.metadata().partition_columns and table.protocol().min_reader_version < 2
+        return table, files, table.schema().to_json(), pa.schema(table.schema().to_arrow()), plain
 
 
 #: the Arrow types of the Spark types placeholders have, for the local path

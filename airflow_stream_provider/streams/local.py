@@ -8,7 +8,7 @@ over the same Arrow rows, and its results are cast to the types Spark gives them
 
 Only SQL whose every part means the same in both engines goes this way: the nodes in
 :data:`_NODES` (column references, literals, comparisons, arithmetic, boolean logic, CASE and
-COALESCE, the aggregates COUNT, SUM, AVG, MIN and MAX, casts between numbers) and nothing that
+COALESCE, the aggregates COUNT, SUM, AVG, MIN and MAX, casts to floating point) and nothing that
 depends on the engine's time zone, string formats or function library. Anything else, and any
 query reading a table other than ``%%trows``, runs on Spark as before. The differential test
 (``tests/streams/test_local_compute.py``) holds the two paths to the same results.
@@ -33,12 +33,12 @@ _NODES: tuple[type[exp.Expr], ...] = (
     exp.Having, exp.And, exp.Or, exp.Not, exp.Paren, exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE,
     exp.NullSafeEQ, exp.Is, exp.Between, exp.In, exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Neg,
     exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max, exp.Coalesce, exp.Case, exp.If, exp.Abs,
-    exp.Cast, exp.DataType, exp.Distinct,
+    exp.Cast, exp.TryCast, exp.DataType, exp.Distinct,
 )
-#: casts DuckDB makes as Spark does: between numbers and to boolean (not to or from text or time,
-#: which depend on formats and the session's time zone)
-_CASTS = {exp.DataType.Type.TINYINT, exp.DataType.Type.SMALLINT, exp.DataType.Type.INT, exp.DataType.Type.BIGINT,
-          exp.DataType.Type.FLOAT, exp.DataType.Type.DOUBLE, exp.DataType.Type.BOOLEAN}
+#: casts DuckDB makes as Spark does: to floating point, which never overflows (not to integers, where
+#: the two treat a value out of range apart, nor to or from text or time, which depend on formats
+#: and the session's time zone); sqlglot reads Spark's CAST as TRY_CAST, which is how Spark casts
+_CASTS = {exp.DataType.Type.FLOAT, exp.DataType.Type.DOUBLE}
 
 
 @functools.lru_cache(maxsize=256)
@@ -54,7 +54,7 @@ def duckdb_sql(spark_sql: str) -> str | None:
             return None
         if isinstance(node, exp.Literal) and node.is_string:
             return None  # a string compared with a time is read in the session's time zone
-        if isinstance(node, exp.Cast) and node.to.this not in _CASTS:
+        if isinstance(node, (exp.Cast, exp.TryCast)) and node.to.this not in _CASTS:
             return None
     # ``/`` divides as a fraction in both (Spark's integer division is ``div``, which is not allowed)
     return tree.sql(dialect="duckdb")

@@ -158,7 +158,10 @@ def empty_windows() -> pd.DataFrame:
 def window_frame(wstart, wend, rows, closed, opened, **extra) -> pd.DataFrame:
     """Windows as the scanners return them (:data:`WINDOW_COLUMNS`); the columns not given are empty."""
     n = len(wstart)
-    if not n and not extra:  # the usual scan of a live group
+    if not n:  # the usual scan of a live group
+        unknown = set(extra) - set(WINDOW_COLUMNS)
+        if unknown:
+            raise TypeError(f"unknown window columns {sorted(unknown)}")
         return empty_windows()
     none = np.full(n, None, dtype=object)
     minus = np.full(n, -1, dtype=np.int64)
@@ -264,25 +267,27 @@ def _fields_json(columns: dict[str, np.ndarray], index: int) -> str:
 
 
 def scan(spec: WindowSpec, rows: pd.DataFrame, carry: dict | None, *, watermark: int | None = None,
-         final: bool = False) -> tuple[pd.DataFrame, dict | None]:
+         final: bool = False, reported_only: bool = False) -> tuple[pd.DataFrame, dict | None]:
     """Continue the scan of one group over ``rows``.
 
     :param carry: what the previous call returned (``None`` for a fresh group).
     :param watermark: event time up to which the group is complete; time-based windows (INTERVAL,
         SESSION) close once it passes their end. Defaults to the last row's time minus WATERMARK.
     :param final: close every window at the end, as a query over a finished table does.
+    :param reported_only: leave out the windows that neither opened nor closed (a session that goes
+        on): the live detector, which turns windows into events, needs no others.
     """
     if watermark is None:
         last = int(rows["ts"].iat[-1]) if len(rows) else (carry or {}).get("max_ts")
         watermark = None if last is None else last - spec.watermark
-    result, carry = _SCANNERS[spec.kind](spec, rows, carry, watermark, final)
+    result, carry = _SCANNERS[spec.kind](spec, rows, carry, watermark, final, reported_only)
     if carry is not None and len(rows):
         carry["max_ts"] = max(int(rows["ts"].iat[-1]), carry.get("max_ts", -(2**63)))
     return result, carry
 
 
 def _interval(spec: WindowSpec, rows: pd.DataFrame, carry: dict | None, watermark: int | None,
-              final: bool) -> tuple[pd.DataFrame, dict | None]:
+              final: bool, reported_only: bool = False) -> tuple[pd.DataFrame, dict | None]:
     size, step, offset = spec.interval, spec.sliding, spec.offset
     carry = dict(carry) if carry else {"lo": None, "counts": {}}
     counts: dict[int, int] = {int(k): v for k, v in carry["counts"].items()}
@@ -354,7 +359,7 @@ def _segments(breaks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _session(spec: WindowSpec, rows: pd.DataFrame, carry: dict | None, watermark: int | None,
-             final: bool) -> tuple[pd.DataFrame, dict | None]:
+             final: bool, reported_only: bool = False) -> tuple[pd.DataFrame, dict | None]:
     ts = rows["ts"].to_numpy(np.int64)
     if len(ts) == 0:
         if carry and carry.get("open") and (
@@ -386,11 +391,14 @@ def _session(spec: WindowSpec, rows: pd.DataFrame, carry: dict | None, watermark
     last_open = not final and (watermark is None or watermark - ends[-1] <= spec.gap)
     closed[-1] = not last_open
     new_open = {"start": int(starts[-1]), "last": int(ends[-1]), "count": int(counts[-1])} if last_open else None
+    if reported_only:
+        keep = closed | opened
+        starts, ends, counts, closed, opened = starts[keep], ends[keep], counts[keep], closed[keep], opened[keep]
     return window_frame(starts, ends, counts, closed, opened), {**(carry or {}), "open": new_open}
 
 
 def _state(spec: WindowSpec, rows: pd.DataFrame, carry: dict | None, watermark: int | None,
-           final: bool) -> tuple[pd.DataFrame, dict | None]:
+           final: bool, reported_only: bool = False) -> tuple[pd.DataFrame, dict | None]:
     carry = dict(carry or {"open": None, "prev": None})
     state = rows["_state"] if len(rows) else pd.Series([], dtype=object)
     keep = state.notna().to_numpy()
@@ -440,8 +448,9 @@ def _state(spec: WindowSpec, rows: pd.DataFrame, carry: dict | None, watermark: 
     report = ok | was_opened
     if not final:
         report[last] = opened[last]  # an open window is reported once, when it opens
-    out = window_frame(starts, ends, counts, closed, opened, prev_state=prev_state, cur_state=win_state,
-                 next_state=next_state)[report]
+    # the windows reported, before the frame is built (most calls of a live group report none)
+    out = window_frame(starts[report], ends[report], counts[report], closed[report], opened[report],
+                       prev_state=prev_state[report], cur_state=win_state[report], next_state=next_state[report])
     carry.update(open=new_open, prev=win_state[last] if final else carry.get("prev"))
     if not final and n > 1:
         carry["prev"] = win_state[last - 1]
@@ -461,7 +470,7 @@ def _close_only(spec: WindowSpec, o: dict, carry: dict) -> pd.DataFrame:
 
 
 def _event(spec: WindowSpec, rows: pd.DataFrame, carry: dict | None, watermark: int | None,
-           final: bool) -> tuple[pd.DataFrame, dict | None]:
+           final: bool, reported_only: bool = False) -> tuple[pd.DataFrame, dict | None]:
     carry = dict(carry or {"open": None})
     ts = rows["ts"].to_numpy(np.int64)
     n = len(ts)
@@ -522,7 +531,7 @@ def _event(spec: WindowSpec, rows: pd.DataFrame, carry: dict | None, watermark: 
 
 
 def _count(spec: WindowSpec, rows: pd.DataFrame, carry: dict | None, watermark: int | None,
-           final: bool) -> tuple[pd.DataFrame, dict | None]:
+           final: bool, reported_only: bool = False) -> tuple[pd.DataFrame, dict | None]:
     size, step = spec.count, spec.count_sliding
     carry = dict(carry or {"total": 0, "open": []})
     valid = rows["_valid"].fillna(False).to_numpy(bool) if "_valid" in rows else np.ones(len(rows), bool)
@@ -551,7 +560,8 @@ def _count(spec: WindowSpec, rows: pd.DataFrame, carry: dict | None, watermark: 
     opened = np.array([j not in open_before for j in js.tolist()], dtype=bool)
     report = closed | opened
     starts = np.array([starts_of[j] for j in js.tolist()], dtype=np.int64)
-    frame = window_frame(starts, ends, counts, closed, opened, ordinal=js)[report]
+    frame = window_frame(starts[report], ends[report], counts[report], closed[report], opened[report],
+                         ordinal=js[report])
     carry.update(total=int(total), open=[[int(j), int(starts_of[j])] for j in still_open],
                  last=int(ts[-1]) if len(ts) else last_ts)
     return frame.reset_index(drop=True), carry

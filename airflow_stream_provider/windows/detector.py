@@ -580,7 +580,7 @@ class _Step:
                     ready, pending = pending, None
                 else:
                     ready, pending = pending[due], pending[~due]
-                windows, carry = scan(spec, plan.prepare(ready), carry, watermark=watermark)
+                windows, carry = scan(spec, plan.prepare(ready), carry, watermark=watermark, reported_only=True)
                 parts.append(("windows", windows))
                 if due.any():
                     low = int(waiting[due].min())
@@ -606,7 +606,7 @@ class _Step:
         carry, max_ts, first_ts = saved.get("carry"), saved.get("max_ts"), saved.get("first_ts")
         max_ts = high if max_ts is None else max(max_ts, high)
         first_ts = low if first_ts is None else min(first_ts, low)
-        windows, carry = scan(self.plan.spec, rows, carry, watermark=max_ts)
+        windows, carry = scan(self.plan.spec, rows, carry, watermark=max_ts, reported_only=True)
         parts: list[tuple[str, pd.DataFrame]] = [("windows", windows)]
         timeout = None
         if self.plan.max_delay is not None:
