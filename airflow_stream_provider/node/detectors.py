@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import fcntl
 import os
+import threading
 import time
 import traceback
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 from datetime import UTC, datetime
@@ -33,6 +35,9 @@ from airflow_stream_provider import model as m
 from airflow_stream_provider.plan.stream import computed_live, plan_stream
 from airflow_stream_provider.streams.fire import rows
 from airflow_stream_provider.streams.fire.windows import detector_options, trigger_plan
+from airflow_stream_provider.notify.delivery import DeliveryPaused
+from airflow_stream_provider.streams import requests
+from airflow_stream_provider.streams.routing import deliver
 from airflow_stream_provider.streams.run import commit_progress, skip_empty_batch
 from airflow_stream_provider.streams.run import run as run_stream
 from airflow_stream_provider.streams.runtime import StreamRuntime, StreamStopped
@@ -44,6 +49,11 @@ from airflow_stream_provider.windows.changes import FeedRegistry
 
 #: seconds before a failed detector is started again
 RETRY_AFTER_S = 15.0
+#: requests of the streams' tasks the node works on at once
+REQUEST_WORKERS = 4
+#: how long a notify request delivers to an ON_FAILURE_PAUSE receiver that fails before it answers
+#: that the messages still wait (the task asks again: its run, and so its stream, waits)
+NOTIFY_PATIENCE_S = 30.0
 
 
 @dataclass
@@ -51,7 +61,10 @@ class Hosted:
     stored: StoredStream
     query: detector.LiveDetector | Any  # a row stream's is a Structured Streaming query
     lock_fd: int
+    runtime: StreamRuntime | None = None  # the stream resolved once, for the work its tasks ask of the node
     started: str = field(default_factory=lambda: datetime.now(UTC).isoformat())
+    #: one request of the stream's tasks at a time (a run's compute, then its notify)
+    busy: threading.Lock = field(default_factory=threading.Lock)
 
 
 def _take_lock(stored: StoredStream) -> int | None:
@@ -81,6 +94,7 @@ class DetectorHost:
         self.hosted: dict[str, Hosted] = {}
         self.failed_at: dict[str, float] = {}
         self.feeds = FeedRegistry()
+        self.workers = ThreadPoolExecutor(REQUEST_WORKERS, thread_name_prefix="stream-request")
 
     def wanted(self) -> dict[str, StoredStream]:
         """The window streams that exist and are not stopped."""
@@ -142,7 +156,7 @@ class DetectorHost:
                                            "at": datetime.now(UTC).isoformat()})
             self.log(f"stream {key}: the detector did not start: {err}\n{traceback.format_exc()}")
             return
-        self.hosted[key] = Hosted(stored, query, fd)
+        self.hosted[key] = Hosted(stored, query, fd, runtime)
         self.failed_at.pop(key, None)
         self.log(f"stream {key}: live detector started ({query.id})")
         self._progress(self.hosted[key])
@@ -217,8 +231,54 @@ class DetectorHost:
                  f"{error.splitlines()[0] if error else ''}")
 
     def stop_all(self) -> None:
+        self.workers.shutdown(wait=True, cancel_futures=True)
         for key in list(self.hosted):
             self._stop(key, "stopped")
+
+    # --- what the streams' tasks ask of the node --------------------------------------------------
+
+    def serve_requests(self) -> int:
+        """Take the requests the hosted streams' tasks left (:mod:`~airflow_stream_provider.streams.requests`)
+        and start working on them; how many were taken."""
+        taken = 0
+        for hosted in list(self.hosted.values()):
+            if hosted.runtime is None:
+                continue
+            for request, body in requests.waiting(hosted.stored.state_dir):
+                self.workers.submit(self._answer, hosted, request, body)
+                taken += 1
+        return taken
+
+    def _answer(self, hosted: Hosted, request: str, body: dict) -> None:
+        stored = hosted.stored
+        try:
+            with hosted.busy:
+                result = self._work(hosted, body)
+        except StreamStopped as err:
+            result = {"status": "skipped", "message": str(err)}
+        except DeliveryPaused as err:
+            result = {"status": "waiting", "message": str(err)}
+        except Exception as err:  # the task raises it, and Airflow retries it
+            self.log(f"stream {stored.qualified}: request {body.get('role')} failed: {err}\n{traceback.format_exc()}")
+            result = {"status": "error", "message": f"{type(err).__name__}: {err}"}
+        requests.reply(stored.state_dir, request, result)
+
+    def _work(self, hosted: Hosted, body: dict) -> dict:
+        stored, runtime = hosted.stored, hosted.runtime
+        assert runtime is not None
+        role = body.get("role")
+        if role == "compute":
+            report = run_stream(runtime.warehouse, stored.db, stored.name, store=self.store,
+                                upto_batch=body.get("upto_batch"), detect=False, commit=False, runtime=runtime)
+            return {"status": "done", "progress": report.progress, "summary": report.summary(),
+                    "per_trigger": report.per_trigger, "skipped": report.skipped, "triggers": report.triggers}
+        if role == "notify":
+            delivered = deliver(stored, give_up_after=NOTIFY_PATIENCE_S)
+            if delivered is None:
+                return {"status": "done", "sent": 0, "dropped": 0, "summary": "no NOTIFY"}
+            return {"status": "done", "sent": delivered.sent_events, "dropped": delivered.dropped_events,
+                    "summary": delivered.summary()}
+        raise ValueError(f"unknown request role {role!r}")
 
     def queries(self) -> list[dict]:
         """The live detectors as the node's status lists its queries."""

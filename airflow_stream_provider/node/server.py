@@ -23,6 +23,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -54,6 +55,8 @@ if TYPE_CHECKING:
 
 #: seconds between two status reports of the node
 STATUS_EVERY_S = 2.0
+#: seconds between two looks at the requests the streams' tasks leave for the node
+REQUESTS_EVERY_S = 0.02
 LOCAL_MASTER = "local[2]"
 #: how long the node waits for a cluster's workers to give it executors
 EXECUTORS_TIMEOUT_S = 120.0
@@ -375,6 +378,16 @@ def serve(port: int, instance: str, memory: str | None = None, master: str = LOC
     from airflow_stream_provider.node.detectors import DetectorHost
 
     host = DetectorHost(session, log=lambda message: print(message, flush=True))
+
+    def serve_requests() -> None:  # the streams' tasks wait on these: looked at every few tens of ms
+        while not stopping:
+            try:
+                host.serve_requests()
+            except Exception as err:  # a stream dropped while its folder was read: the next pass goes on
+                print(f"requests: {err}", flush=True)
+            time.sleep(REQUESTS_EVERY_S)
+
+    threading.Thread(target=serve_requests, name="stream-requests", daemon=True).start()
     try:
         while not stopping:
             if cores:

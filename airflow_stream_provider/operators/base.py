@@ -43,6 +43,27 @@ class StreamTask:
         db, _, name = self.stream.partition(".")
         return db, name
 
+    def start_in_triggerer(self, trigger: str, **kwargs: Any) -> None:
+        """Start this task in Airflow's triggerer with ``trigger`` (a class of
+        :mod:`airflow_stream_provider.triggers`), no worker process; the trigger ends it, or resumes
+        it on a worker in ``execute_complete``."""
+        from airflow.triggers.base import StartTriggerArgs
+
+        from airflow_stream_provider.triggers.base import CLASSPATH_MODULE
+
+        self.start_from_trigger = True
+        self.start_trigger_args = StartTriggerArgs(trigger_cls=f"{CLASSPATH_MODULE}.{trigger}", trigger_kwargs=kwargs,
+                                                   next_method="execute_complete", next_kwargs=None, timeout=None)
+
+    def stream_paths(self) -> tuple[str, str]:
+        """The stream's state folder and its detector's checkpoint, without touching this process's
+        environment (DAG files are parsed with these)."""
+        from airflow_stream_provider.storage import join
+        from airflow_stream_provider.streams.store import StreamStore
+
+        store, names = StreamStore(Path(self.home) if self.home else None), self.stream_names()
+        return str(store.state_dir(*names)), str(join(store.data_dir(*names), "checkpoint"))
+
     def checkpoint_trigger(self, table: str | None) -> CheckpointCommitTrigger:
         """The trigger that waits for the detector's next committed batch (or, with no live detector,
         for a new version of ``table``)."""

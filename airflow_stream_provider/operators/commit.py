@@ -14,15 +14,23 @@ class StreamCommitOperator(StreamTask, BaseOperator):
     """Records what ``compute`` consumed (the last batch, instant or SLIDING marks)."""
 
     def __init__(self, *, stream: str, home: str | None = None, compute_task: str = COMPUTE_TASK,
-                 **kwargs: Any) -> None:
+                 from_trigger: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.init_stream(stream, home)
         self.compute_task = compute_task
+        if from_trigger:  # the few files it writes are written in the triggerer: no worker process
+            self.start_in_triggerer("StreamCommitTrigger", stream=stream, home=home, compute_task=compute_task)
+
+    def execute_complete(self, context: Any, event: dict) -> None:
+        """The trigger could not commit in the triggerer: commit here."""
+        self.raise_on_error(event)
+        self.execute(context)
 
     def execute(self, context: Any) -> None:
         from airflow_stream_provider.streams.run import commit_progress
+        from airflow_stream_provider.triggers.node import progress_of
 
-        progress = context["ti"].xcom_pull(task_ids=self.compute_task) or {}
+        progress = progress_of(context["ti"].xcom_pull(task_ids=self.compute_task))
         state = commit_progress(*self.stream_names(), progress, store=self.stream_store())
         self.log.info("stream %s: committed %s (consumed batch %s)", self.stream, sorted(progress),
                       state.get("consumed_batch"))

@@ -18,16 +18,18 @@ class StreamComputeOperator(StreamTask, BaseOperator):
     run's instant (PERIOD), or the SLIDING instants the event time passed. Returns the progress to
     commit.
 
-    A window stream's compute waits itself (``wait=True``, the DAGs' way): it checks once, then
-    defers to :class:`CheckpointCommitTrigger` and computes when it resumes, which spares the
-    scheduling of a separate sensor task. With ``wait_task`` it takes the event a
+    A window stream's compute waits itself (``wait=True``, the DAGs' way): it starts in the
+    triggerer with :class:`~airflow_stream_provider.triggers.StreamComputeTrigger`, which waits for
+    the detector's next committed batch and has the stream node compute it, ending the task with
+    the node's progress: no worker process while the node runs. Without a node, the trigger resumes
+    the task on a worker, which detects and computes itself. With ``wait_task`` it takes the event a
     :class:`~airflow_stream_provider.sensors.StreamCheckpointSensor` returned instead.
     """
 
     ui_color = "#e8f1fb"
 
     def __init__(self, *, stream: str, kind: str, home: str | None = None, wait_task: str | None = None,
-                 wait: bool = False, table: str | None = None, poll_interval: float = 0.5, **kwargs: Any) -> None:
+                 wait: bool = False, table: str | None = None, poll_interval: float = 0.25, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if kind not in ("window", "row", "period", "sliding", "resample"):
             raise ValueError(f"kind must be window, row, period, sliding or resample, not {kind!r}")
@@ -39,6 +41,10 @@ class StreamComputeOperator(StreamTask, BaseOperator):
         self.wait = wait
         self.table = table
         self.poll_interval = poll_interval
+        if wait:  # no worker while the stream node computes: the task starts (and mostly ends) in the triggerer
+            state_dir, checkpoint = self.stream_paths()
+            self.start_in_triggerer("StreamComputeTrigger", state_dir=state_dir, table=table,
+                                    poll_interval=poll_interval, checkpoint=checkpoint)
 
     def execute(self, context: Any) -> dict:
         event = None

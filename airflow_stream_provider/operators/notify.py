@@ -16,9 +16,16 @@ class StreamNotifyOperator(StreamTask, BaseOperator):
 
     ui_color = "#fdf1e0"
 
-    def __init__(self, *, stream: str, home: str | None = None, **kwargs: Any) -> None:
+    def __init__(self, *, stream: str, home: str | None = None, from_trigger: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.init_stream(stream, home)
+        if from_trigger:  # the stream node delivers while it hosts the stream: no worker process
+            self.start_in_triggerer("StreamNotifyTrigger", state_dir=self.stream_paths()[0])
+
+    def execute_complete(self, context: Any, event: dict) -> dict:
+        """No node hosts the stream: deliver here."""
+        self.raise_on_error(event)
+        return self.execute(context)
 
     def execute(self, context: Any) -> dict:
         from airflow_stream_provider.streams.routing import deliver

@@ -159,9 +159,11 @@ def plan_stream(stmt: m.CreateStream, db: str, state: Mapping[str, Any], *, home
                                "ts_column": table.ts_column if table else "", "watermark_s": watermark},
                               (ids.COMPUTE_TASK,)))
     tasks.append(TaskSpec(ids.COMPUTE_TASK, TaskRole.COMPUTE, compute_args, (after_compute,)))
+    # a detected stream's tasks start in the triggerer, the stream node doing their work
+    after = {**common, "from_trigger": True} if kind.detected else common
     if stmt.notify is not None:
-        tasks.append(TaskSpec(ids.NOTIFY_TASK, TaskRole.NOTIFY, common, (ids.COMMIT_TASK,)))
-    tasks.append(TaskSpec(ids.COMMIT_TASK, TaskRole.COMMIT, common))
+        tasks.append(TaskSpec(ids.NOTIFY_TASK, TaskRole.NOTIFY, after, (ids.COMMIT_TASK,)))
+    tasks.append(TaskSpec(ids.COMMIT_TASK, TaskRole.COMMIT, after))
     # TDengine before 3.3.7 has no RECALCULATE: its streams recalculate as their options say
     recalculated = kind in (StreamKind.WINDOW, StreamKind.SLIDING) and stmt.legacy is None
     return StreamPlan(

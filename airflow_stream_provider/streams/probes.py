@@ -17,6 +17,7 @@ from deltalake.exceptions import TableNotFoundError
 from airflow_stream_provider import storage
 from airflow_stream_provider.storage import Location, export_credentials, is_remote
 from airflow_stream_provider.streams.store import StoredStream, detector_hosted
+from airflow_stream_provider.windows.checkpoint import ENGINE, EVENTS_MARK
 
 _COMMIT = re.compile(r"^\d+$")
 _LOG_ENTRY = re.compile(r"^(\d{20})\.json$")
@@ -59,6 +60,25 @@ def last_commit(checkpoint: Location) -> tuple[int, int | None] | None:
     return batch, watermark
 
 
+def last_event_batch(checkpoint: Location) -> int | None:
+    """The last batch of a live detector's checkpoint that found events (-1: none yet); None for a
+    checkpoint that does not record it (then every committed batch may hold some)."""
+    try:
+        text = storage.read_text(storage.join(checkpoint, EVENTS_MARK)).strip()
+    except FileNotFoundError:
+        return -1 if checkpoint_id(checkpoint) is not None and _engine(checkpoint) == ENGINE else None
+    except OSError:
+        return None
+    return int(text) if text.lstrip("-").isdigit() else None
+
+
+def _engine(checkpoint: Location) -> str | None:
+    try:
+        return json.loads(storage.read_text(storage.join(checkpoint, "metadata")).splitlines()[0]).get("engine")
+    except (OSError, IndexError, ValueError, AttributeError):
+        return None
+
+
 def open_delta(location: Location) -> DeltaTable | None:
     """The Delta table at a folder or an ``s3://`` URL (with the object store's credentials in this
     process), or None when there is none."""
@@ -84,6 +104,18 @@ def latest_version(table: Location) -> int | None:
     return max(versions) if versions else None
 
 
+def node_hosted(state_dir: Path) -> bool:
+    """Whether the stream node hosts the stream's detector now: it holds the detector lock and says
+    so in ``detector.json`` (a task detecting for itself holds the lock too, for a moment)."""
+    if not detector_hosted(state_dir):
+        return False
+    try:
+        report = json.loads((state_dir / "detector.json").read_text(encoding="utf-8"))
+    except (FileNotFoundError, json.JSONDecodeError):
+        return False
+    return report.get("host") == "node" and report.get("status") == "running"
+
+
 def check_windows(state_dir: str | Path, table: str | Path | None = None,
                   checkpoint: Location | None = None) -> dict | None:
     """What a window stream's sensor resumes with, or None while there is nothing to do.
@@ -93,10 +125,13 @@ def check_windows(state_dir: str | Path, table: str | Path | None = None,
     if not state or state.get("stopped"):
         return None
     consumed = int(state.get("consumed_batch", -1))
-    committed = last_commit(checkpoint if checkpoint is not None else state_dir / "checkpoint")
+    checkpoint = checkpoint if checkpoint is not None else state_dir / "checkpoint"
+    committed = last_commit(checkpoint)
     if committed is not None and committed[0] > consumed:
-        return {"status": "committed", "from_batch": consumed + 1, "to_batch": committed[0],
-                "watermark_ms": committed[1]}
+        with_events = last_event_batch(checkpoint)
+        if with_events is None or with_events > consumed:  # (None: a checkpoint that does not say)
+            return {"status": "committed", "from_batch": consumed + 1, "to_batch": committed[0],
+                    "watermark_ms": committed[1]}
     if table is not None and not detector_hosted(state_dir):
         version = latest_version(table)
         seen = state.get("detected_version", state.get("created_version"))

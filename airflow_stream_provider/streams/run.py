@@ -182,7 +182,8 @@ def commit_progress(db: str, name: str, update: dict, *, store: StreamStore | No
         if box is not None:  # what every receiver has is not needed to rebuild this progress any more
             box.prune()
         try:
-            status.record_sample(Catalog(config.warehouse()), stored, committed)
+            if status.sample_due(stored):
+                status.record_sample(Catalog(config.warehouse()), stored, committed)
         except (OSError, WarehouseError) as err:  # the chart misses a point; the progress is committed
             logging.getLogger(__name__).warning("stream %s: no lag sample: %s", stored.qualified, err)
     return committed

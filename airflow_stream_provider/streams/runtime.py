@@ -6,6 +6,8 @@ the catalog, the PARTITION BY columns and their placeholder types, the compute, 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -119,6 +121,7 @@ class StreamRuntime:
         self.outputs: dict[str, str] = {}  # output subtable -> the trigger subtable it serves
         self.tables: dict[str, str] = {}  # group id -> the output (sub)table it writes
         self.groups: dict[str, tuple[str, list]] = {}  # group id -> its output subtable and tag values
+        self.registered: dict[str, Path] = {}  # group id -> the catalog's record of its output subtable
 
     @property
     def qualified(self) -> str:

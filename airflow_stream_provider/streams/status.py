@@ -101,20 +101,25 @@ def _trigger_latest(catalog: Catalog, stored: StoredStream) -> datetime | None:
     return max_event_time(table.path, table.timestamp_column)
 
 
+def sample_due(stored: StoredStream) -> bool:
+    """Whether :func:`record_sample` would record one now (a stream's runs commit every second)."""
+    if isinstance(stored.statement.trigger, (m.PeriodTrigger, m.ResampleTrigger)):
+        return False
+    try:
+        return time.time() - (stored.state_dir / "samples.jsonl").stat().st_mtime >= SAMPLE_EVERY_S
+    except FileNotFoundError:
+        return True
+
+
 def record_sample(catalog: Catalog, stored: StoredStream, state: dict) -> None:
     """Append the stream's progress and lag now to its ``samples.jsonl`` (window and SLIDING
     streams; the lag of a PERIOD stream is not defined), at most every :data:`SAMPLE_EVERY_S`.
     Progress comes from the event table's file statistics, so a sample costs two reads of Delta
     logs, not of data."""
-    trigger = stored.statement.trigger
-    if isinstance(trigger, (m.PeriodTrigger, m.ResampleTrigger)):
+    if not sample_due(stored):
         return
+    trigger = stored.statement.trigger
     path = stored.state_dir / "samples.jsonl"
-    try:
-        if time.time() - path.stat().st_mtime < SAMPLE_EVERY_S:
-            return
-    except FileNotFoundError:
-        pass
     if isinstance(trigger, m.SlidingTrigger):
         marks = [datetime.fromisoformat(g["last"]) for g in state.get("sliding", {}).values() if g.get("last")]
         progress = max(marks) if marks else None

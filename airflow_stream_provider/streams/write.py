@@ -228,8 +228,8 @@ def _output_groups(runtime: StreamRuntime, plan: out.OutputPlan, info: TableInfo
     catalog = runtime.warehouse.catalog
     for gid in [g for g in seen if g in runtime.groups]:
         name, tags = out_groups[gid] = runtime.groups[gid]
-        # registered again: a subtable dropped meanwhile comes back, as it does on a fresh run
-        catalog.create_subtable(info, name, dict(zip([t.name for t in plan.tags], tags)), if_not_exists=True)
+        if not runtime.registered[gid].is_file():  # dropped meanwhile: registered again, as a fresh run would
+            catalog.create_subtable(info, name, dict(zip([t.name for t in plan.tags], tags)), if_not_exists=True)
         del seen[gid]
     if not seen:
         return out_groups
@@ -271,6 +271,7 @@ def _output_groups(runtime: StreamRuntime, plan: out.OutputPlan, info: TableInfo
         tags = [None if pd.isna(v) else (v.to_pydatetime() if isinstance(v, pd.Timestamp) else v) for v in row[2:]]
         catalog.create_subtable(info, name, dict(zip([t.name for t in plan.tags], tags)), if_not_exists=True)
         out_groups[gid] = runtime.groups[gid] = (name, tags)
+        runtime.registered[gid] = catalog.subtable_entry(info.db, name)
         runtime.tables[gid] = name
         tbname = runtime.group_values(seen[gid].group).get("%%tbname")
         if tbname is not None:

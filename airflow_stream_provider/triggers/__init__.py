@@ -8,6 +8,8 @@ blocks, both serialize to JSON-safe keyword arguments, and both report a failed 
   committed a micro-batch past the last one consumed.
 - :class:`EventTimeTrigger` (:mod:`.event_time`) fires when the trigger table's latest event time
   minus WATERMARK reaches an instant (SLIDING triggers).
+- :class:`StreamComputeTrigger`, :class:`StreamNotifyTrigger` and :class:`StreamCommitTrigger`
+  (:mod:`.node`) run a window stream's tasks from the triggerer, the stream node doing the work.
 
 While the stream is stopped (STOP STREAM) neither fires. The classes are imported here because
 serialized triggers name them by this package's path (see :data:`.base.CLASSPATH_MODULE`).
@@ -23,5 +25,7 @@ from airflow_stream_provider.streams.probes import (  # noqa: F401  (the probes,
 )
 from airflow_stream_provider.triggers.checkpoint import CheckpointCommitTrigger
 from airflow_stream_provider.triggers.event_time import EventTimeTrigger
+from airflow_stream_provider.triggers.node import StreamCommitTrigger, StreamComputeTrigger, StreamNotifyTrigger
 
-__all__ = ["CheckpointCommitTrigger", "EventTimeTrigger"]
+__all__ = ["CheckpointCommitTrigger", "EventTimeTrigger", "StreamCommitTrigger", "StreamComputeTrigger",
+           "StreamNotifyTrigger"]

@@ -185,6 +185,11 @@ class Catalog:
         """The file recording subtable ``name`` of ``db``."""
         return self.path(_check_name(db, DATABASE), ".subtables", f"{_check_name(name, TABLE)}.json")
 
+    def subtable_entry(self, db: str, name: str) -> Path:
+        """The file recording subtable ``name`` of ``db`` (it exists while the subtable does): a writer
+        that keeps a subtable's name from write to write looks at it, not at the whole catalog."""
+        return self._registry(db, name)
+
     def precision(self, db: str) -> str:
         """The database's precision; raises when the database does not exist."""
         folder = self.database_path(db)

@@ -10,6 +10,8 @@ batch by batch, in a folder (or an object store prefix) of small files.
 - ``commits/<N>``: batch N is done, its events written and its state saved. The sensors watch these
   (:func:`airflow_stream_provider.streams.probes.last_commit`), in the format Structured Streaming
   gives them (``v1``, then JSON).
+- ``events_batch``: the last batch that found events, written before its commit: a stream's DAG
+  wakes for batches with something to compute, not for every commit.
 
 A batch's state is read back from the latest snapshot and the deltas after it up to the last
 commit, so a delta written by a batch that never committed is never read.
@@ -31,6 +33,8 @@ ENGINE = "airflow-stream-detector"
 SNAPSHOT_EVERY = 100
 #: offsets, commits and state files kept behind the latest snapshot, for inspection
 RETAIN = 100
+#: the file naming the last batch that found events
+EVENTS_MARK = "events_batch"
 
 
 class CheckpointFormatError(StreamError):
@@ -121,6 +125,10 @@ class Checkpoint:
         storage.write_text(self._at("state", f"{batch}.delta"), json.dumps({"groups": changed}))
         if groups is not None:
             storage.write_text(self._at("state", f"{batch}.snapshot"), json.dumps({"groups": groups}))
+
+    def mark_events(self, batch: int) -> None:
+        """Batch ``batch`` found events (before its commit)."""
+        storage.write_text(self._at(EVENTS_MARK), f"{batch}\n")
 
     def commit(self, batch: int, events: int) -> None:
         storage.write_text(self._at("commits", str(batch)),

@@ -164,6 +164,37 @@ def _key_text(key: tuple) -> str:
     return json.dumps([plain(v) for v in key], default=str)
 
 
+def _groups(table: pa.Table, keys: tuple[str, ...]) -> tuple[np.ndarray, list[tuple]]:
+    """Each row's group (a number) and each group's PARTITION BY values, numbered in the order the
+    groups first appear. The values come from Arrow as they are, so an integer key stays an integer
+    where pandas would make a column with NULLs floating point (and the group another id); a time
+    is its microseconds, as batch mode gives it."""
+    if not keys:
+        return np.zeros(table.num_rows, np.int64), [(0,)]
+    codes = np.zeros(table.num_rows, np.int64)
+    values: list[list] = []
+    for name in keys:
+        column = table[name]
+        if pa.types.is_timestamp(column.type):
+            column = column.cast(pa.timestamp("us", tz=column.type.tz)).cast(pa.int64())
+        encoded = pc.dictionary_encode(column, null_encoding="encode").combine_chunks()
+        dictionary = encoded.dictionary.to_pylist()
+        codes = codes * len(dictionary) + encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        values.append(dictionary)
+    unique, first, codes = np.unique(codes, return_index=True, return_inverse=True)
+    rank = np.argsort(np.argsort(first, kind="stable"), kind="stable")  # numbered by first appearance
+    codes = rank[codes]
+    sizes = [len(v) for v in values]
+    key_values: list[tuple] = [()] * len(unique)
+    for i, combined in enumerate(unique.tolist()):
+        parts = []
+        for size in reversed(sizes):
+            combined, index = divmod(combined, size)
+            parts.append(index)
+        key_values[rank[i]] = tuple(v[j] for v, j in zip(values, reversed(parts), strict=True))
+    return codes.astype(np.int64), key_values
+
+
 class Detector:
     """The windows of one stream, batch by batch over its trigger table's change feed.
 
@@ -266,6 +297,8 @@ class Detector:
                 merged[key] = value
         snapshot = batch - self.snapshot >= SNAPSHOT_EVERY
         self.checkpoint.save(batch, changed, merged if snapshot else None)
+        if count:
+            self.checkpoint.mark_events(batch)
         if self.after_batch is not None:
             self.after_batch(DetectedBatch(batch, written, offset["last"]))
         self.checkpoint.commit(batch, count)
@@ -317,6 +350,7 @@ class Detector:
         frame = table.to_pandas()
         if plan.ts_column not in plan.keys:  # the step works in microseconds
             frame[plan.ts_column] = micros(frame[plan.ts_column])
+        frame.attrs["groups"] = _groups(table, plan.keys)
         return frame
 
     def _scan(self, rows: pd.DataFrame | None, now_ms: int) -> tuple[list[pd.DataFrame], dict[str, list | None], int]:
@@ -324,13 +358,15 @@ class Detector:
         their new state, and how many groups ran."""
         keys = list(self.plan.keys)
         work: list[tuple[str, tuple, pd.DataFrame | None]] = []
+        codes = np.zeros(0, np.int64)
         if rows is not None:
-            if keys:
-                for k, part in rows.groupby(keys if len(keys) > 1 else keys[0], sort=False, dropna=False):
-                    key = k if isinstance(k, tuple) else (k,)
-                    work.append((_key_text(key), key, part.reset_index(drop=True)))
-            else:
-                work.append((_key_text((0,)), (0,), rows))
+            codes, key_values = rows.attrs.pop("groups")
+            order = np.argsort(codes, kind="stable")
+            bounds = np.searchsorted(codes[order], np.arange(len(key_values) + 1))
+            single = len(key_values) == 1
+            for g, key in enumerate(key_values):
+                part = rows if single else rows.iloc[order[bounds[g]:bounds[g + 1]]].reset_index(drop=True)
+                work.append((_key_text(key), key, part))
         if self.timeouts:
             touched = {text for text, _, _ in work}
             work += [(text, tuple(json.loads(text)), None) for text, (_, due) in self.groups.items()
@@ -344,7 +380,8 @@ class Detector:
                 events.extend(self.step(key, iter([] if part is None else [part]), state))
                 changed[text] = state.saved(now_ms)
             return [e for e in events if len(e)], changed, len(changed)
-        lanes = self._fast_lane(rows, [text for text, _, part in work if part is not None]) if rows is not None else {}
+        lanes = self._fast_lane(rows, codes, [text for text, _, part in work if part is not None]) \
+            if rows is not None else {}
         group_keys: list[dict] = []
         found: dict[str, list[pd.DataFrame]] = {}
         at: dict[str, list[np.ndarray]] = {}
@@ -367,11 +404,11 @@ class Detector:
         return ([events] if len(events) else []), changed, len(changed)
 
 
-    def _fast_lane(self, rows: pd.DataFrame, texts: list[str]) -> dict[str, tuple[pd.DataFrame, int, int]]:
+    def _fast_lane(self, rows: pd.DataFrame, codes: np.ndarray, texts: list[str]) -> dict[str, tuple[pd.DataFrame, int, int]]:
         """Each group's rows as the window core reads them, prepared for the whole batch at once,
         with the earliest and latest time of its raw rows, when the batch holds only new rows and
         the stream waits for no watermark (key text -> those; empty when the batch takes the general
-        road). ``texts`` are the groups in the order they first appear in ``rows``. Most live
+        road). ``codes`` number each row's group, ``texts`` the groups in that order. Most live
         batches are these: one row or a few per group, where preparing group by group costs more
         than the scan."""
         plan = self.plan
@@ -379,11 +416,6 @@ class Detector:
             return {}
         if not bool(np.all(rows["_change_type"].to_numpy(object) == "insert")):
             return {}
-        keys = list(plan.keys)
-        if keys:
-            codes = rows.groupby(keys, sort=False, dropna=False).ngroup().to_numpy(np.int64)
-        else:
-            codes = np.zeros(len(rows), np.int64)
         ts = rows[plan.ts_column].to_numpy(np.int64)
         order = np.lexsort((ts, codes))
         codes, ts = codes[order], ts[order]

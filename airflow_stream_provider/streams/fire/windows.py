@@ -69,8 +69,8 @@ def pending_windows(runtime: StreamRuntime, stored: StoredStream, state: dict, s
     progress to record. ``detected``: the last of them as the detector just wrote it; when it is the
     only one waiting, its events are taken as they are instead of read back."""
     update: dict = {}
-    version = runtime.table_version()
     if detect:
+        version = runtime.table_version()  # (before detecting: the detector reads at least this far)
         with detector_lock(stored) as mine:
             if mine:
                 detect_windows(runtime, stored, state, say)

@@ -1,0 +1,93 @@
+"""Work a stream's Airflow tasks hand to the stream node: files in the stream's state folder.
+
+A task that starts in Airflow's triggerer (no worker process) asks the node hosting the stream's
+detector to compute the batches its run covers, or to deliver the stream's notifications, and ends
+when the node answers. A request is ``requests/<id>.json`` ({"role": ..., arguments}); the node
+takes it, does the work with the same code a worker would run (:func:`.run.run`,
+:func:`.routing.deliver`) and answers in ``requests/<id>.answer.json`` ({"status": "done", ...} or
+{"status": "error", "message": ...}). Requests are idempotent: a trigger that runs again (the
+triggerer restarted) asks again, and the work gives the same rows and the same message ids.
+
+A request nobody answers (the node stopped meanwhile) is withdrawn by the asker, which then does
+the work on a worker as before: :func:`withdraw` removes it unless the node took it already.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from pathlib import Path
+
+from airflow_stream_provider.values import make_dirs, write_text
+
+FOLDER = "requests"
+_ANSWER = ".answer.json"
+_TAKEN = ".taken"
+
+
+def _folder(state_dir: Path) -> Path:
+    return Path(state_dir) / FOLDER
+
+
+def submit(state_dir: Path, role: str, **arguments: object) -> str:
+    """Ask for ``role`` (``compute``, ``notify``) with ``arguments``; the request's id."""
+    request = uuid.uuid4().hex
+    folder = make_dirs(_folder(state_dir))
+    write_text(folder / f"{request}.json", json.dumps({"role": role, **arguments}))
+    return request
+
+
+def answer(state_dir: Path, request: str) -> dict | None:
+    """The node's answer to ``request`` (None: none yet); the request's files go once read."""
+    folder = _folder(state_dir)
+    try:
+        found = json.loads((folder / f"{request}{_ANSWER}").read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    for name in (f"{request}{_ANSWER}", f"{request}.json", f"{request}{_TAKEN}"):
+        (folder / name).unlink(missing_ok=True)
+    return found
+
+
+def withdraw(state_dir: Path, request: str) -> bool:
+    """Take ``request`` back; False when the node has taken it (its answer will come)."""
+    folder = _folder(state_dir)
+    try:
+        os.rename(folder / f"{request}.json", folder / f"{request}.withdrawn")
+    except FileNotFoundError:
+        return False
+    (folder / f"{request}.withdrawn").unlink(missing_ok=True)
+    return True
+
+
+def waiting(state_dir: Path) -> list[tuple[str, dict]]:
+    """The requests not taken yet, oldest first, each marked taken as it is returned (a request is
+    taken once, by one node thread)."""
+    folder = _folder(state_dir)
+    try:
+        entries = sorted(os.scandir(folder), key=lambda e: e.stat().st_mtime_ns)
+    except FileNotFoundError:
+        return []
+    out = []
+    for entry in entries:
+        name = entry.name
+        if not name.endswith(".json") or name.endswith(_ANSWER):
+            continue
+        request = name.removesuffix(".json")
+        try:  # taking it: a rename only one taker wins, and which a withdrawal cannot follow
+            os.rename(folder / name, folder / f"{request}{_TAKEN}")
+        except FileNotFoundError:
+            continue
+        try:
+            out.append((request, json.loads((folder / f"{request}{_TAKEN}").read_text(encoding="utf-8"))))
+        except (OSError, ValueError) as err:
+            reply(state_dir, request, {"status": "error", "message": f"unreadable request: {err}"})
+    return out
+
+
+def reply(state_dir: Path, request: str, result: dict) -> None:
+    """Answer ``request`` with ``result``."""
+    folder = _folder(state_dir)
+    if folder.is_dir():  # the stream was dropped meanwhile: nobody waits
+        write_text(folder / f"{request}{_ANSWER}", json.dumps(result, default=str))

@@ -1,0 +1,210 @@
+"""Triggers that run a window stream's tasks without a worker: the stream node does the work.
+
+A window stream's DAG run computes the detector batches committed since the last run, delivers the
+notifications they queued and records the progress. Its tasks start in the triggerer
+(``start_from_trigger``), so a run costs no worker process while the stream node hosts the stream:
+
+- :class:`StreamComputeTrigger` waits for the next committed batch (as
+  :class:`~.checkpoint.CheckpointCommitTrigger`), asks the node to compute it
+  (:mod:`airflow_stream_provider.streams.requests`) and ends the task with the node's progress as
+  its XCom;
+- :class:`StreamNotifyTrigger` asks the node to deliver the stream's outbox, and asks again while an
+  ON_FAILURE_PAUSE receiver refuses it (the run, and so the stream, waits);
+- :class:`StreamCommitTrigger` records the progress the run's compute returned.
+
+Without a node hosting the stream (or when it stops before taking a request), a trigger fires a
+plain event instead and the task resumes on a worker, which does the same work itself. Each trigger
+logs what the node did, so the task's log tells the run's story either way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from airflow.triggers.base import BaseTrigger, TaskSkippedEvent, TaskSuccessEvent, TriggerEvent
+
+from airflow_stream_provider.hooks import bind
+from airflow_stream_provider.streams import requests
+from airflow_stream_provider.streams.probes import check_windows, node_hosted
+from airflow_stream_provider.triggers.base import CLASSPATH_MODULE, ERROR
+
+#: how often a trigger looks for the node's answer
+ANSWER_POLL_S = 0.02
+#: how long a taken request may go unanswered once the node no longer hosts the stream (it stopped
+#: while working on it): then the task fails and Airflow retries it
+LOST_AFTER_S = 10.0
+#: the pause before a notify request is made again while an ON_FAILURE_PAUSE receiver refuses
+NOTIFY_RETRY_S = 5.0
+#: the event that resumes the task on a worker, which does the work itself
+RESUME = "resume"
+
+
+async def ask_node(state_dir: str, role: str, **arguments: Any) -> dict | None:
+    """Ask the node hosting the stream to do ``role`` and wait for its answer; None when the node
+    stopped hosting it before taking the request (then the caller does the work elsewhere)."""
+    folder = Path(state_dir)
+    request = await asyncio.to_thread(requests.submit, folder, role, **arguments)
+    gone_since: float | None = None
+    while True:
+        answer = await asyncio.to_thread(requests.answer, folder, request)
+        if answer is not None:
+            return answer
+        if await asyncio.to_thread(node_hosted, folder):
+            gone_since = None
+        elif await asyncio.to_thread(requests.withdraw, folder, request):
+            return None
+        elif gone_since is None:
+            gone_since = time.monotonic()
+        elif time.monotonic() - gone_since > LOST_AFTER_S:
+            return {"status": ERROR, "message": f"the stream node stopped while it worked on the {role} request"}
+        await asyncio.sleep(ANSWER_POLL_S)
+
+
+class StreamComputeTrigger(BaseTrigger):
+    """Waits for the stream's next committed detector batch and has the stream node compute it (see
+    the module's text); fires a plain event for a worker when no node hosts the stream."""
+
+    def __init__(self, state_dir: str, table: str | None = None, poll_interval: float = 0.5,
+                 checkpoint: str | None = None) -> None:
+        super().__init__()
+        self.state_dir = str(state_dir)
+        self.table = str(table) if table is not None else None
+        self.poll_interval = float(poll_interval)
+        self.checkpoint = str(checkpoint) if checkpoint is not None else None
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (f"{CLASSPATH_MODULE}.{type(self).__qualname__}",
+                {"state_dir": self.state_dir, "table": self.table, "poll_interval": self.poll_interval,
+                 "checkpoint": self.checkpoint})
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        bind()  # the checks read tables on an object store with the keys of an Airflow connection
+        while True:
+            try:
+                found = await asyncio.to_thread(check_windows, self.state_dir, self.table, self.checkpoint)
+                hosted = found is not None and await asyncio.to_thread(node_hosted, Path(self.state_dir))
+            except Exception as err:  # the task reports it; the triggerer's loop carries on
+                yield TriggerEvent({"status": ERROR, "message": f"{type(err).__name__}: {err}"})
+                return
+            if found is None:
+                await asyncio.sleep(self.poll_interval)
+                continue
+            if found["status"] != "committed" or not hosted:
+                yield TriggerEvent(found)  # no node computes it: a worker does
+                return
+            self.log.info("detector batches %s to %s committed; the stream node computes them",
+                          found["from_batch"], found["to_batch"])
+            answer = await ask_node(self.state_dir, "compute", upto_batch=found["to_batch"])
+            if answer is None:
+                yield TriggerEvent(found)
+                return
+            async for event in _ended(self, answer, "compute"):
+                yield event
+            return
+
+
+class StreamNotifyTrigger(BaseTrigger):
+    """Has the stream node deliver the stream's outbox; fires a plain event for a worker when no node
+    hosts the stream."""
+
+    def __init__(self, state_dir: str) -> None:
+        super().__init__()
+        self.state_dir = str(state_dir)
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return f"{CLASSPATH_MODULE}.{type(self).__qualname__}", {"state_dir": self.state_dir}
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        while True:
+            if not await asyncio.to_thread(node_hosted, Path(self.state_dir)):
+                yield TriggerEvent({"status": RESUME})
+                return
+            answer = await ask_node(self.state_dir, "notify")
+            if answer is None:
+                yield TriggerEvent({"status": RESUME})
+                return
+            if answer["status"] != "waiting":
+                async for event in _ended(self, answer, "notify"):
+                    yield event
+                return
+            self.log.warning("%s; asking again in %.0f s", answer.get("message"), NOTIFY_RETRY_S)
+            await asyncio.sleep(NOTIFY_RETRY_S)
+
+
+class StreamCommitTrigger(BaseTrigger):
+    """Records the progress the run's compute returned (its XCom), here in the triggerer: a few
+    small files, as a worker would write them."""
+
+    def __init__(self, stream: str, home: str | None = None, compute_task: str = "compute") -> None:
+        super().__init__()
+        self.stream = stream
+        self.home = home
+        self.compute_task = compute_task
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (f"{CLASSPATH_MODULE}.{type(self).__qualname__}",
+                {"stream": self.stream, "home": self.home, "compute_task": self.compute_task})
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        try:
+            progress = await asyncio.to_thread(self._progress)
+        except Exception as err:  # the XCom could not be read here: a worker commits instead
+            self.log.warning("resuming on a worker: the compute's progress could not be read here (%s)", err)
+            yield TriggerEvent({"status": RESUME})
+            return
+        try:
+            state = await asyncio.to_thread(self._commit, progress)
+        except Exception as err:
+            yield TriggerEvent({"status": ERROR, "message": f"{type(err).__name__}: {err}"})
+            return
+        self.log.info("stream %s: committed %s (consumed batch %s)", self.stream, sorted(progress),
+                      state.get("consumed_batch"))
+        yield TaskSuccessEvent()
+
+    def _progress(self) -> dict:
+        from airflow.sdk.execution_time.xcom import XCom
+
+        ti = self.task_instance  # the triggerer serves single XComs (not the sequences xcom_pull asks for)
+        return progress_of(XCom.get_one(key="return_value", dag_id=ti.dag_id, task_id=self.compute_task,
+                                        run_id=ti.run_id, map_index=-1))
+
+    def _commit(self, progress: dict) -> dict:
+        from airflow_stream_provider.streams.run import commit_progress
+        from airflow_stream_provider.streams.store import StreamStore
+
+        db, _, name = self.stream.partition(".")
+        return commit_progress(db, name, progress, store=StreamStore(Path(self.home) if self.home else None))
+
+
+def progress_of(value: object) -> dict:
+    """A compute task's progress as its XCom holds it: a dict from a worker, its JSON text when a
+    trigger ended the task (Airflow stores a trigger's XComs as text), nothing when it computed
+    nothing."""
+    if isinstance(value, str):
+        value = json.loads(value)
+    return dict(value) if isinstance(value, dict) else {}
+
+
+async def _ended(trigger: BaseTrigger, answer: dict, role: str) -> AsyncIterator[TriggerEvent]:
+    """The event that ends the task as the node's ``answer`` says."""
+    status = answer.get("status")
+    if status == "done" and role == "compute" and not answer.get("triggers") and answer.get("skipped"):
+        trigger.log.info("IGNORE_NODATA_TRIGGER: no new rows for %s trigger(s)", answer["skipped"])
+        yield TaskSkippedEvent()
+    elif status == "done":
+        trigger.log.info("the stream node's %s: %s", role, answer.get("summary", "done"))
+        if answer.get("per_trigger"):
+            trigger.log.info("computed trigger by trigger: %s", answer["per_trigger"])
+        value = answer.get("progress") if role == "compute" else {"sent": answer.get("sent", 0),
+                                                                  "dropped": answer.get("dropped", 0)}
+        yield TaskSuccessEvent(xcoms={"return_value": value})
+    elif status == "skipped":
+        trigger.log.info("the stream node's %s: %s", role, answer.get("message"))
+        yield TaskSkippedEvent()
+    else:
+        yield TriggerEvent({"status": ERROR, "message": answer.get("message", f"the {role} request failed")})
