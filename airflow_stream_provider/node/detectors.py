@@ -65,6 +65,8 @@ class Hosted:
     started: str = field(default_factory=lambda: datetime.now(UTC).isoformat())
     #: one request of the stream's tasks at a time (a run's compute, then its notify)
     busy: threading.Lock = field(default_factory=threading.Lock)
+    requests_seen: int | None = None  # the time of its requests folder when last looked into
+    requests_read: float = 0.0  # and when that was (monotonic)
 
 
 def _take_lock(stored: StoredStream) -> int | None:
@@ -241,9 +243,16 @@ class DetectorHost:
         """Take the requests the hosted streams' tasks left (:mod:`~airflow_stream_provider.streams.requests`)
         and start working on them; how many were taken."""
         taken = 0
+        now = time.monotonic()
         for hosted in list(self.hosted.values()):
             if hosted.runtime is None:
                 continue
+            # a folder whose time has not changed holds no new request (looked into anyway every
+            # second: two requests within one tick of the file system's clock share a time)
+            changed = requests.changed(hosted.stored.state_dir)
+            if changed == hosted.requests_seen and now - hosted.requests_read < 1.0:
+                continue
+            hosted.requests_seen, hosted.requests_read = changed, now
             for request, body in requests.waiting(hosted.stored.state_dir):
                 self.workers.submit(self._answer, hosted, request, body)
                 taken += 1

@@ -61,19 +61,32 @@ def withdraw(state_dir: Path, request: str) -> bool:
     return True
 
 
+def changed(state_dir: Path) -> int | None:
+    """When the requests folder last changed (nanoseconds; None: no folder): a new request changes
+    it, so a node looking for requests reads the folder only when this moved."""
+    try:
+        return os.stat(_folder(state_dir)).st_mtime_ns
+    except FileNotFoundError:
+        return None
+
+
 def waiting(state_dir: Path) -> list[tuple[str, dict]]:
     """The requests not taken yet, oldest first, each marked taken as it is returned (a request is
     taken once, by one node thread)."""
     folder = _folder(state_dir)
     try:
-        entries = sorted(os.scandir(folder), key=lambda e: e.stat().st_mtime_ns)
+        entries = list(os.scandir(folder))
     except FileNotFoundError:
         return []
-    out = []
+    found = []
     for entry in entries:
-        name = entry.name
-        if not name.endswith(".json") or name.endswith(_ANSWER):
-            continue
+        if entry.name.endswith(".json") and not entry.name.endswith(_ANSWER):
+            try:
+                found.append((entry.stat().st_mtime_ns, entry.name))
+            except FileNotFoundError:  # taken by another thread meanwhile
+                continue
+    out = []
+    for _, name in sorted(found):
         request = name.removesuffix(".json")
         try:  # taking it: a rename only one taker wins, and which a withdrawal cannot follow
             os.rename(folder / name, folder / f"{request}{_TAKEN}")

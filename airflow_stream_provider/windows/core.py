@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from pandas.core.internals.construction import arrays_to_mgr
 
 from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import StreamDefinitionError
@@ -182,10 +183,21 @@ def window_frame(wstart, wend, rows, closed, opened, **extra) -> pd.DataFrame:
     }
     if extra:
         raise TypeError(f"unknown window columns {sorted(extra)}")
-    # from the arrays as they are: the dict constructor checks and copies each column, which for the
-    # one or two windows of a live group costs three times the frame itself
-    return pd.DataFrame._from_arrays([np.asarray(data[c]) for c in WINDOW_COLUMNS], columns=_COLUMNS,
-                                     index=pd.RangeIndex(n), verify_integrity=False)
+    return _frame([np.asarray(data[c]) for c in WINDOW_COLUMNS], n)
+
+
+def _frame(arrays: list[np.ndarray], n: int) -> pd.DataFrame:
+    """Windows from their columns, as they are. A live batch builds one such frame for each group
+    with a window: pandas' constructor checks and copies every column and then merges columns of a
+    type into blocks, which for a window or two costs several times what reading it back does, so
+    the frame is made of the columns unmerged (merged later, if ever, by an operation that needs
+    it). Through pandas' own constructor where its internals differ."""
+    try:
+        manager = arrays_to_mgr(arrays, _COLUMNS, pd.RangeIndex(n), verify_integrity=False, typ="block",
+                                consolidate=False)
+        return pd.DataFrame._from_mgr(manager, axes=manager.axes)
+    except (TypeError, AttributeError):
+        return pd.DataFrame._from_arrays(arrays, columns=_COLUMNS, index=pd.RangeIndex(n), verify_integrity=False)
 
 
 _COLUMNS = pd.Index(WINDOW_COLUMNS)
@@ -207,8 +219,7 @@ def concat_windows(frames: list[pd.DataFrame]) -> pd.DataFrame:
         return frames[0]
     values = np.concatenate([f.to_numpy(dtype=object) for f in frames if len(f)]) if any(len(f) for f in frames) \
         else np.empty((0, len(WINDOW_COLUMNS)), object)
-    return pd.DataFrame._from_arrays([values[:, j].astype(kind) for j, kind in enumerate(_KINDS)], columns=_COLUMNS,
-                                     index=pd.RangeIndex(len(values)), verify_integrity=False)
+    return _frame([values[:, j].astype(kind) for j, kind in enumerate(_KINDS)], len(values))
 
 
 def plain(value: Any) -> Any:

@@ -357,16 +357,18 @@ class Detector:
         """Each group's rows through the step, and the groups whose timeout is due: their events,
         their new state, and how many groups ran."""
         keys = list(self.plan.keys)
-        work: list[tuple[str, tuple, pd.DataFrame | None]] = []
+        work: list[tuple[str, tuple, int | None]] = []  # key text, key, group (None: its timeout is due)
         codes = np.zeros(0, np.int64)
+        parts: Callable[[int], pd.DataFrame] = lambda g: rows  # noqa: E731 (one group: all the rows)
         if rows is not None:
             codes, key_values = rows.attrs.pop("groups")
-            order = np.argsort(codes, kind="stable")
-            bounds = np.searchsorted(codes[order], np.arange(len(key_values) + 1))
-            single = len(key_values) == 1
-            for g, key in enumerate(key_values):
-                part = rows if single else rows.iloc[order[bounds[g]:bounds[g + 1]]].reset_index(drop=True)
-                work.append((_key_text(key), key, part))
+            if len(key_values) > 1:
+                order = np.argsort(codes, kind="stable")
+                bounds = np.searchsorted(codes[order], np.arange(len(key_values) + 1))
+
+                def parts(g: int) -> pd.DataFrame:  # a group's raw rows, made only for the general road
+                    return rows.iloc[order[bounds[g]:bounds[g + 1]]].reset_index(drop=True)
+            work = [(_key_text(key), key, g) for g, key in enumerate(key_values)]
         if self.timeouts:
             touched = {text for text, _, _ in work}
             work += [(text, tuple(json.loads(text)), None) for text, (_, due) in self.groups.items()
@@ -374,23 +376,24 @@ class Detector:
         changed: dict[str, list | None] = {}
         if isinstance(self.step, _LegacyStep):
             events = []
-            for text, key, part in work:
+            for text, key, group in work:
                 saved = self.groups.get(text)
-                state = GroupState(saved[0] if saved else None, timed_out=part is None)
-                events.extend(self.step(key, iter([] if part is None else [part]), state))
+                state = GroupState(saved[0] if saved else None, timed_out=group is None)
+                events.extend(self.step(key, iter([] if group is None else [parts(group)]), state))
                 changed[text] = state.saved(now_ms)
             return [e for e in events if len(e)], changed, len(changed)
-        lanes = self._fast_lane(rows, codes, [text for text, _, part in work if part is not None]) \
+        lanes = self._fast_lane(rows, codes, [text for text, _, group in work if group is not None]) \
             if rows is not None else {}
         group_keys: list[dict] = []
         found: dict[str, list[pd.DataFrame]] = {}
         at: dict[str, list[np.ndarray]] = {}
-        for text, key, part in work:
+        for text, key, group in work:
             saved = self.groups.get(text)
             lane = lanes.get(text)
             done = None if lane is None else self.step.ready(*lane, saved[0] if saved else None, now_ms)
             if done is None:
-                done = self.step.advance(key, part, saved[0] if saved else None, now_ms)
+                done = self.step.advance(key, None if group is None else parts(group), saved[0] if saved else None,
+                                         now_ms)
             changed[text] = [done.state, now_ms + done.timeout_ms if done.timeout_ms is not None else None]
             if done.parts:
                 for kind, windows in done.parts:

@@ -263,6 +263,75 @@ def test_low_latency_calc_computes_and_notifies_inside_the_node_detector(running
         receiver.stop()
 
 
+def _first_event(trigger) -> object:
+    """The first event ``trigger`` yields, as the triggerer would take it."""
+    import asyncio
+
+    async def first() -> object:
+        async for event in trigger.run():
+            return event
+        raise AssertionError("the trigger ended without an event")
+
+    return asyncio.run(asyncio.wait_for(first(), 120))
+
+
+def test_the_triggerer_tasks_of_a_window_stream_have_the_node_compute_and_deliver(running_node, spark, monkeypatch,
+                                                                                 tmp_path):
+    """A window stream's DAG run without a worker: its compute starts in the triggerer, waits for a
+    committed batch with events, and the node computes it and answers with the progress the task
+    ends with; its notify has the node deliver. The windows are worked out by hand: [00:00, 00:01)
+    holds 1 and 3, [00:01, 00:02) holds 8."""
+    from airflow.triggers.base import TaskSuccessEvent
+
+    from airflow_stream_provider.operators import StreamCommitOperator, StreamNotifyOperator
+    from airflow_stream_provider.streams.run import commit_progress
+    from airflow_stream_provider.streams.store import StreamStore
+    from airflow_stream_provider.triggers import StreamComputeTrigger, StreamNotifyTrigger
+    from airflow_stream_provider.triggers.node import progress_of
+    from tests.notify.conftest import ReceiverProcess, events_of
+
+    home, _ = running_node
+    monkeypatch.setenv("AIRFLOW_STREAM_HOME", str(home))
+    monkeypatch.setenv("AIRFLOW_STREAM_API_URL", "http://127.0.0.1:9")
+    receiver = ReceiverProcess(tmp_path).start()
+    try:
+        wh = Warehouse(home / "warehouse", spark=spark)
+        list(statements.run(wh, f"""CREATE DATABASE viadag; USE viadag; CREATE TABLE m (ts TIMESTAMP, v DOUBLE);
+                        CREATE STREAM s INTERVAL(1m) SLIDING(1m) FROM m NOTIFY('{receiver.url}') ON (WINDOW_CLOSE)
+                          INTO s_out AS SELECT _twstart ts, sum(v) total FROM %%trows"""))
+        table = str(home / "warehouse" / "viadag" / "m")
+        compute = StreamComputeOperator(task_id="compute", stream="viadag.s", kind="window", wait=True, table=table,
+                                        home=str(home))
+        notify = StreamNotifyOperator(task_id="notify", stream="viadag.s", home=str(home), from_trigger=True)
+        commit = StreamCommitOperator(task_id="commit", stream="viadag.s", home=str(home), from_trigger=True)
+        for task, name in ((compute, "StreamComputeTrigger"), (notify, "StreamNotifyTrigger"),
+                           (commit, "StreamCommitTrigger")):
+            assert task.start_from_trigger and task.start_trigger_args.trigger_cls.endswith(name)
+        stored = StreamStore().get("viadag", "s")
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and not stored.detector_path.exists():
+            time.sleep(0.5)
+        list(statements.run(wh, "INSERT INTO m VALUES ('2025-01-01 00:00:10', 1) ('2025-01-01 00:00:50', 3)"))
+        list(statements.run(wh, "INSERT INTO m VALUES ('2025-01-01 00:01:30', 8)"))  # closes [00:00, 00:01)
+        list(statements.run(wh, "INSERT INTO m VALUES ('2025-01-01 00:02:01', 2)"))  # closes [00:01, 00:02)
+
+        totals: list[float] = []
+        while len(totals) < 2:
+            event = _first_event(StreamComputeTrigger(**compute.start_trigger_args.trigger_kwargs))
+            assert isinstance(event, TaskSuccessEvent), event
+            progress = progress_of(event.xcoms["return_value"])
+            assert progress["consumed_batch"] >= 0
+            delivered = _first_event(StreamNotifyTrigger(**notify.start_trigger_args.trigger_kwargs))
+            assert isinstance(delivered, TaskSuccessEvent), delivered
+            commit_progress("viadag", "s", progress)  # what the commit trigger does with the XCom
+            totals = sorted(r["total"] for r in list(statements.run(wh, "SELECT total FROM s_out"))[-1].table.to_pylist())
+        assert totals == [4.0, 8.0]
+        assert sorted(e["result"]["total"] for e in events_of(receiver.messages())) == [4.0, 8.0]
+        assert not any((stored.state_dir / "requests").iterdir())  # every request answered and read
+    finally:
+        receiver.stop()
+
+
 def test_the_node_computes_legacy_streams_as_their_rows_come(running_node, spark, monkeypatch):
     """Streams in TDengine's syntax before 3.3.7, with no run and no Airflow: AT_ONCE writes an open
     window as its rows come, a stream without a window writes each row, MAX_DELAY writes an open
