@@ -149,8 +149,9 @@ def measure(spark: SparkSession, work: Path, rows: int, groups: int, types: Sequ
     warm = TriggerPlan.build(parse("CREATE STREAM w STATE_WINDOW(voltage) FROM meters PARTITION BY tbname INTO out "
                                    "AS SELECT _twstart, count(*) FROM meters")[0],
                              "meters", path=str(small), columns=["ts", "current", "voltage", "tbname"], ts_column="ts")
-    detector.Detector(warm, detector.DetectorOptions(events_path=str(work / "warm_events"),
-                                                     checkpoint=str(work / "warm_cp"), starting_version=0)).run_available()
+    warm_options = detector.DetectorOptions(events_path=str(work / "warm_events"), checkpoint=str(work / "warm_cp"),
+                                            starting_version=0)
+    detector.Detector(warm, warm_options).run_available()
 
     def legacy_plan(window: str) -> TriggerPlan:
         (stmt,) = parse(f"CREATE STREAM b TRIGGER AT_ONCE INTO out AS SELECT _wstart, count(*) FROM meters "

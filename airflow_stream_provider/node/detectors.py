@@ -25,18 +25,18 @@ import traceback
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from pyspark.sql import SparkSession
 
 from airflow_stream_provider import model as m
+from airflow_stream_provider.notify.delivery import DeliveryPaused
 from airflow_stream_provider.plan.stream import computed_live, plan_stream
+from airflow_stream_provider.streams import requests
 from airflow_stream_provider.streams.fire import rows
 from airflow_stream_provider.streams.fire.windows import detector_options, trigger_plan
-from airflow_stream_provider.notify.delivery import DeliveryPaused
-from airflow_stream_provider.streams import requests
 from airflow_stream_provider.streams.routing import deliver
 from airflow_stream_provider.streams.run import commit_progress, skip_empty_batch
 from airflow_stream_provider.streams.run import run as run_stream
@@ -140,6 +140,7 @@ class DetectorHost:
             runtime = StreamRuntime(warehouse, stored.statement, stored.db, state.get("skip_versions", ()),
                                     text=stored.text)
             options = detector_options(stored, state)
+            query: Any
             if isinstance(stored.statement.trigger, m.RowTrigger):
                 query = rows.start(runtime, stored, options, available_now=False, interval="250 milliseconds",
                                    after_batch=self._consumed(stored))
@@ -147,7 +148,8 @@ class DetectorHost:
                 plan = trigger_plan(runtime)
                 # streams computed in place (LOW_LATENCY_CALC, legacy AT_ONCE and MAX_DELAY) compute what
                 # each batch fires right there; the others leave it to their DAG
-                after = self._low_latency(stored, runtime) if computed_live(stored.statement) else self._detected(stored)
+                live = computed_live(stored.statement)
+                after = self._low_latency(stored, runtime) if live else self._detected(stored)
                 found = detector.Detector(plan, options, feed=self.feeds.get(plan.path), after_batch=after)
                 query = detector.LiveDetector(found, name=key).start()
         except Exception as err:
@@ -245,7 +247,7 @@ class DetectorHost:
         taken = 0
         now = time.monotonic()
         for hosted in list(self.hosted.values()):
-            if hosted.runtime is None:
+            if hosted.runtime is None or computed_live(hosted.stored.statement):  # (its own batches compute it)
                 continue
             # a folder whose time has not changed holds no new request (looked into anyway every
             # second: two requests within one tick of the file system's clock share a time)

@@ -11,6 +11,8 @@ from airflow.sdk.exceptions import AirflowException
 from airflow_stream_provider.hooks import bind
 
 if TYPE_CHECKING:
+    from airflow.triggers.base import StartTriggerArgs
+
     from airflow_stream_provider.streams.store import StreamStore
     from airflow_stream_provider.triggers.checkpoint import CheckpointCommitTrigger
 
@@ -21,6 +23,8 @@ class StreamTask:
     stream: str
     home: str | None
     poll_interval: float
+    start_from_trigger: bool
+    start_trigger_args: StartTriggerArgs | None
 
     def init_stream(self, stream: str, home: str | None) -> None:
         db, _, name = stream.partition(".")

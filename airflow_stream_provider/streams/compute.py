@@ -47,11 +47,11 @@ from sqlglot import exp
 
 from airflow_stream_provider.exceptions import StreamDefinitionError
 from airflow_stream_provider.spark.session import arrow_frame
-from airflow_stream_provider.storage import is_remote
 from airflow_stream_provider.sql.ast import PseudoColumn, StreamPlaceholder, TriggerTable, WindowClause
 from airflow_stream_provider.sql.functions import AGGREGATES
 from airflow_stream_provider.sql.spark import Binding
 from airflow_stream_provider.sql.tdengine.dialect import result_name
+from airflow_stream_provider.storage import is_remote
 from airflow_stream_provider.streams import local
 from airflow_stream_provider.warehouse.warehouse import Warehouse, delta_table
 from airflow_stream_provider.windows import query as window_query
@@ -484,7 +484,8 @@ class Compute:
             rows = self._local_trows(found[0])
             if rows is None:
                 return None
-            parts.append(local.run(self._local_sql() or "", {"__trows": rows, "__triggers": self._trigger_table(group)}))
+            tables = {"__trows": rows, "__triggers": self._trigger_table(group)}
+            parts.append(local.run(self._local_sql() or "", tables))
         return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
 
     def _local_sql(self) -> str | None:
@@ -498,7 +499,8 @@ class Compute:
                 tree.args.get(c) is not None and tree.args[c].find(StreamPlaceholder) is not None
                 for c in ("group", "order"))
             typed = all(self._type_of(n) in _ARROW for n in self._placeholders())
-            if batchable and typed and not reads_tables and all(n.name == "%%trows" for n in tree.find_all(TriggerTable)):
+            only_trows = all(n.name == "%%trows" for n in tree.find_all(TriggerTable))
+            if batchable and typed and not reads_tables and only_trows:
                 try:
                     sql = local.duckdb_sql(self._lateral_sql("__trows", "__triggers"))
                 except (_Unbatchable, StreamDefinitionError):

@@ -6,12 +6,11 @@ the catalog, the PARTITION BY columns and their placeholder types, the compute, 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pandas as pd
 from deltalake import DeltaTable

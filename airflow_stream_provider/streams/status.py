@@ -88,7 +88,7 @@ def _detector(stored: StoredStream) -> dict:
 #: lag samples kept per stream (``samples.jsonl``), for the Streams page's chart
 SAMPLES_KEPT = 2_000
 #: at most one lag sample per stream per this many seconds (a LOW_LATENCY_CALC stream commits 4 times a second)
-SAMPLE_EVERY_S = 5.0
+SAMPLE_EVERY_S = 15.0
 
 
 def _trigger_latest(catalog: Catalog, stored: StoredStream) -> datetime | None:

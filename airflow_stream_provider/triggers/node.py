@@ -170,6 +170,7 @@ class StreamCommitTrigger(BaseTrigger):
         from airflow.sdk.execution_time.xcom import XCom
 
         ti = self.task_instance  # the triggerer serves single XComs (not the sequences xcom_pull asks for)
+        assert ti is not None, "a trigger the triggerer runs has its task instance"
         return progress_of(XCom.get_one(key="return_value", dag_id=ti.dag_id, task_id=self.compute_task,
                                         run_id=ti.run_id, map_index=-1))
 

@@ -10,13 +10,18 @@ object store), and the streams waiting on the feed are woken when one lands.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import threading
 import time
 from collections import OrderedDict
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
+
+if TYPE_CHECKING:
+    from deltalake import DeltaTable
 
 from airflow_stream_provider import storage
 from airflow_stream_provider.storage import Location, is_remote
@@ -39,7 +44,7 @@ class ChangeFeed:
         self.path = path
         self.remote = is_remote(path)
         self.poll_s = REMOTE_POLL_S if self.remote else LOCAL_POLL_S
-        self._table = None  # the kernel's DeltaTable, opened at the first read
+        self._table: DeltaTable | None = None  # the kernel's table, opened at the first read
         self._latest: int | None = None
         self._cache: OrderedDict[int, pa.Table] = OrderedDict()
         self._cached_bytes = 0
@@ -69,17 +74,17 @@ class ChangeFeed:
             return self._latest
 
     def _latest_local(self) -> int | None:
-        log = Path(self.path) / "_delta_log"
+        log = os.path.join(str(self.path), "_delta_log")
         version = self._latest
         if version is None:
             try:
-                entries = [int(p.name[:20]) for p in log.iterdir() if p.name.endswith(".json") and p.name[:20].isdigit()]
+                entries = [int(n[:20]) for n in os.listdir(log) if n.endswith(".json") and n[:20].isdigit()]
             except FileNotFoundError:
                 return None
             if not entries:
                 return None
             version = max(entries)
-        while (log / f"{version + 1:020d}.json").exists():
+        while os.path.exists(f"{log}/{version + 1:020d}.json"):  # (a stat every poll: kept to the minimum)
             version += 1
         return version
 
@@ -130,10 +135,8 @@ class ChangeFeed:
 
     def _poll(self) -> None:
         while not self._stopping:
-            try:
+            with contextlib.suppress(Exception):  # a table being replaced, an object store hiccup: next time
                 self.latest()
-            except Exception:  # a table being replaced, an object store hiccup: look again next time
-                pass
             time.sleep(self.poll_s)
 
     # --- reading ---------------------------------------------------------------------------------

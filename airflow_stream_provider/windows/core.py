@@ -204,7 +204,8 @@ _COLUMNS = pd.Index(WINDOW_COLUMNS)
 
 
 #: the type of each of :data:`WINDOW_COLUMNS`
-_KINDS = (np.int64, np.int64, np.int64, bool, bool, np.int64, object, object, object, np.int64, object, np.int64, object)
+_KINDS = (np.int64, np.int64, np.int64, bool, bool, np.int64, object, object, object, np.int64, object, np.int64,
+          object)
 _NO_WINDOWS = pd.DataFrame({name: np.empty(0, kind) for name, kind in zip(WINDOW_COLUMNS, _KINDS, strict=True)},
                            columns=list(WINDOW_COLUMNS))
 

@@ -49,7 +49,7 @@ import pyarrow.compute as pc
 from airflow_stream_provider.model import TriggerMode
 from airflow_stream_provider.storage import is_remote
 from airflow_stream_provider.windows.changes import ChangeFeed
-from airflow_stream_provider.windows.checkpoint import SNAPSHOT_EVERY, RETAIN, Checkpoint
+from airflow_stream_provider.windows.checkpoint import RETAIN, SNAPSHOT_EVERY, Checkpoint
 from airflow_stream_provider.windows.clause import TriggerPlan, micros
 from airflow_stream_provider.windows.core import concat_windows, open_windows, plain, scan
 from airflow_stream_provider.windows.events import (
@@ -150,7 +150,7 @@ class GroupState:
     def remove(self) -> None:
         self._value, self.removed = None, True
 
-    def setTimeoutDuration(self, ms: int) -> None:  # noqa: N802 (the name Spark's GroupState gives it)
+    def setTimeoutDuration(self, ms: int) -> None:
         self.timeout_ms = int(ms)
 
     def saved(self, now_ms: int) -> list | None:
@@ -343,7 +343,8 @@ class Detector:
         if plan.subtable is not None:
             table = table.filter(pc.equal(table["tbname"], plan.subtable))
         if plan.since is not None:
-            table = table.filter(pc.greater_equal(table[plan.ts_column], _stamp(plan.since, table[plan.ts_column].type)))
+            ts = table[plan.ts_column]
+            table = table.filter(pc.greater_equal(ts, _stamp(plan.since, ts.type)))
         if not table.num_rows:
             return None
         table = table.select([*plan.columns, "_change_type", "_commit_version"])
@@ -375,7 +376,7 @@ class Detector:
                      if due is not None and due <= now_ms and text not in touched]
         changed: dict[str, list | None] = {}
         if isinstance(self.step, _LegacyStep):
-            events = []
+            events: list[pd.DataFrame] = []
             for text, key, group in work:
                 saved = self.groups.get(text)
                 state = GroupState(saved[0] if saved else None, timed_out=group is None)
@@ -407,7 +408,8 @@ class Detector:
         return ([events] if len(events) else []), changed, len(changed)
 
 
-    def _fast_lane(self, rows: pd.DataFrame, codes: np.ndarray, texts: list[str]) -> dict[str, tuple[pd.DataFrame, int, int]]:
+    def _fast_lane(self, rows: pd.DataFrame, codes: np.ndarray,
+                   texts: list[str]) -> dict[str, tuple[pd.DataFrame, int, int]]:
         """Each group's rows as the window core reads them, prepared for the whole batch at once,
         with the earliest and latest time of its raw rows, when the batch holds only new rows and
         the stream waits for no watermark (key text -> those; empty when the batch takes the general
@@ -479,14 +481,14 @@ class LiveDetector:
             detector.feed.unfollow()
 
     @property
-    def isActive(self) -> bool:  # noqa: N802 (the name of Spark's StreamingQuery)
+    def isActive(self) -> bool:
         return self._thread.is_alive()
 
     def exception(self) -> BaseException | None:
         return self._error
 
     @property
-    def lastProgress(self) -> dict | None:  # noqa: N802
+    def lastProgress(self) -> dict | None:
         last = self.detector.last
         return last.progress() if last is not None else None
 
@@ -495,7 +497,7 @@ class LiveDetector:
         self.detector.feed.wake()  # if it waits for a version
         self._thread.join(timeout)
 
-    def awaitTermination(self, timeout: float | None = None) -> bool:  # noqa: N802
+    def awaitTermination(self, timeout: float | None = None) -> bool:
         self._thread.join(timeout)
         return not self._thread.is_alive()
 

@@ -9,6 +9,7 @@ row count, ``prevState``/``curState``/``nextState`` (JSON text of the state valu
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -71,9 +72,9 @@ def event_rows(plan, keys: dict, windows: pd.DataFrame, *, invalidate: pd.DataFr
     :param delayed: open windows due for a ``MAX_DELAY`` trigger, as they stand.
     :param updated: open windows whose rows changed, as they stand (``WINDOW_UPDATE``).
     """
-    others = [(kind, frame, None) for kind, frame in ((EventType.WINDOW_INVALIDATION, invalidate),
-                                                      (EventType.MAX_DELAY, delayed), (EventType.WINDOW_UPDATE, updated))
-              if frame is not None]
+    given = ((EventType.WINDOW_INVALIDATION, invalidate), (EventType.MAX_DELAY, delayed),
+             (EventType.WINDOW_UPDATE, updated))
+    others = [(kind, frame, None) for kind, frame in given if frame is not None]
     return _events(plan, [keys], windows, None, others)
 
 
@@ -101,7 +102,7 @@ def batch_event_rows(plan, keys: list[dict], found: dict[str, tuple[pd.DataFrame
 
 
 def _events(plan, keys: list[dict], windows: pd.DataFrame, group: np.ndarray | None,
-            others: list[tuple[EventType, pd.DataFrame, np.ndarray | None]]) -> pd.DataFrame:
+            others: Sequence[tuple[EventType, pd.DataFrame, np.ndarray | None]]) -> pd.DataFrame:
     others = [(kind, frame, at) for kind, frame, at in others if len(frame)]
     if not len(windows) and not others:
         return empty_events()

@@ -324,7 +324,8 @@ def test_the_triggerer_tasks_of_a_window_stream_have_the_node_compute_and_delive
             delivered = _first_event(StreamNotifyTrigger(**notify.start_trigger_args.trigger_kwargs))
             assert isinstance(delivered, TaskSuccessEvent), delivered
             commit_progress("viadag", "s", progress)  # what the commit trigger does with the XCom
-            totals = sorted(r["total"] for r in list(statements.run(wh, "SELECT total FROM s_out"))[-1].table.to_pylist())
+            written = list(statements.run(wh, "SELECT total FROM s_out"))[-1].table.to_pylist()
+            totals = sorted(r["total"] for r in written)
         assert totals == [4.0, 8.0]
         assert sorted(e["result"]["total"] for e in events_of(receiver.messages())) == [4.0, 8.0]
         assert not any((stored.state_dir / "requests").iterdir())  # every request answered and read

@@ -55,7 +55,7 @@ def _keys(events: pd.DataFrame) -> list[tuple]:
 
 def test_a_batch_that_failed_before_its_commit_runs_again_with_the_same_versions(tmp_path):
     table, events = tmp_path / "m", tmp_path / "events"
-    _table(table, range(0, 10))
+    _table(table, range(10))
     plan = _plan(table)
     options = detector.DetectorOptions(events_path=str(events), checkpoint=str(tmp_path / "cp"), starting_version=0)
 
@@ -98,7 +98,7 @@ def test_state_survives_snapshots_and_pruning(tmp_path, monkeypatch):
 
 def test_a_checkpoint_of_another_engine_is_refused_and_left_as_it_is(tmp_path):
     table, cp = tmp_path / "m", tmp_path / "cp"
-    _table(table, range(0, 4))
+    _table(table, range(4))
     cp.mkdir()
     spark_metadata = json.dumps({"id": "5f0e0d1c-0000-4000-8000-000000000000"}) + "\n"
     (cp / "metadata").write_text(spark_metadata)
@@ -116,7 +116,7 @@ def test_the_commit_of_a_batch_says_what_the_sensors_read(tmp_path):
     from airflow_stream_provider.streams.probes import checkpoint_id, last_commit, last_event_batch
 
     table, cp = tmp_path / "m", tmp_path / "cp"
-    _table(table, range(0, 10))
+    _table(table, range(10))
     options = detector.DetectorOptions(events_path=str(tmp_path / "events"), checkpoint=str(cp), starting_version=0)
     found = detector.Detector(_plan(table), options)
     assert last_event_batch(cp) == -1 and last_commit(cp) is None

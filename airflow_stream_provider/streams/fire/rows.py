@@ -38,7 +38,6 @@ from airflow_stream_provider.warehouse.types import arrow_type
 from airflow_stream_provider.windows.core import plain
 from airflow_stream_provider.windows.detector import DetectorOptions
 
-
 #: a history fill admits the table's whole snapshot in one micro-batch
 _HISTORY_FILES = 1 << 30
 
