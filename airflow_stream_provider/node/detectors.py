@@ -22,6 +22,7 @@ import os
 import threading
 import time
 import traceback
+import zlib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -33,7 +34,7 @@ from pyspark.sql import SparkSession
 
 from airflow_stream_provider import model as m
 from airflow_stream_provider.notify.delivery import DeliveryPaused
-from airflow_stream_provider.plan.stream import computed_live, plan_stream
+from airflow_stream_provider.plan.stream import StreamKind, computed_live, plan_stream
 from airflow_stream_provider.streams import requests
 from airflow_stream_provider.streams.fire import rows
 from airflow_stream_provider.streams.fire.windows import detector_options, trigger_plan
@@ -87,12 +88,33 @@ def _report(path: Path, payload: dict) -> None:
     write_json(path, payload, default=str)
 
 
+#: which streams a host takes: (its kind, its trigger table's path, its db.name) -> yes or no
+Selection = Callable[[StreamKind, str | None, str], bool]
+
+
+def every_stream(kind: StreamKind, table: str | None, key: str) -> bool:
+    return True
+
+
+def slot_of(table: str | None, key: str, slots: int) -> int:
+    """The worker a window stream goes to: by its trigger table, so that the streams on one table
+    share one worker and one reader of its change feed (by its own name when the table is not known)."""
+    return zlib.crc32((table or key).encode()) % slots
+
+
 class DetectorHost:
-    def __init__(self, session: SparkSession, store: StreamStore | None = None,
-                 log: Callable[[str], None] = print) -> None:
+    """Hosts the live detectors of the streams ``selects`` takes.
+
+    :param session: the Spark session computations fall back to (the node's own), or a callable
+        returning one (a worker's Spark Connect session to the node, made when first needed).
+    """
+
+    def __init__(self, session: SparkSession | Callable[[], SparkSession], store: StreamStore | None = None,
+                 log: Callable[[str], None] = print, selects: Selection = every_stream) -> None:
         self.session = session
         self.store = store or StreamStore()
         self.log = log
+        self.selects = selects
         self.hosted: dict[str, Hosted] = {}
         self.failed_at: dict[str, float] = {}
         self.feeds = FeedRegistry()
@@ -109,6 +131,8 @@ class DetectorHost:
                 continue
             plan = plan_stream(stored.statement, db, self.store.load_state(db, name))
             if not plan.kind.detected or plan.paused:
+                continue
+            if not self.selects(plan.kind, plan.trigger_table.path if plan.trigger_table else None, stored.qualified):
                 continue
             out[stored.qualified] = stored
         return out

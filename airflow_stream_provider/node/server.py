@@ -376,8 +376,16 @@ def serve(port: int, instance: str, memory: str | None = None, master: str = LOC
                                         "instance": instance, "home": home_key()})
     print(f"stream node serving Spark Connect on sc://{HOST}:{port}", flush=True)
     from airflow_stream_provider.node.detectors import DetectorHost
+    from airflow_stream_provider.node.worker import WorkerPool, default_workers
+    from airflow_stream_provider.plan.stream import StreamKind
 
-    host = DetectorHost(session, log=lambda message: print(message, flush=True))
+    slots = default_workers()
+    pool = WorkerPool(slots, log=lambda message: print(message, flush=True)) if slots else None
+
+    def node_hosts(kind: StreamKind, table: str | None, key: str) -> bool:  # row streams run on its session
+        return pool is None or kind is StreamKind.ROW
+
+    host = DetectorHost(session, log=lambda message: print(message, flush=True), selects=node_hosts)
 
     def serve_requests() -> None:  # the streams' tasks wait on these: looked at every few tens of ms
         while not stopping:
@@ -392,14 +400,18 @@ def serve(port: int, instance: str, memory: str | None = None, master: str = LOC
         while not stopping:
             if cores:
                 cores = grown_cores(session, cores)
+            if pool is not None:
+                pool.keep_running()
             host.reconcile()
-            report(_queries(session) + host.queries())
+            report(_queries(session) + host.queries() + (pool.queries() if pool is not None else []))
             deadline = time.monotonic() + STATUS_EVERY_S
             while not stopping and time.monotonic() < deadline:
                 time.sleep(0.1)
     finally:
         print("stream node stopping", flush=True)
         triggers.stop()
+        if pool is not None:
+            pool.stop()
         host.stop_all()
         for query in session.streams.active:
             query.stop()

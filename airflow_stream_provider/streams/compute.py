@@ -254,9 +254,9 @@ class Compute:
         return None if found is None else arrow_frame(self.spark, *found)
 
     def _few_rows_table(self, version: int | None, bounds: tuple[datetime, datetime],
-                        limit: int = FEW_ROWS) -> tuple[pa.Table, T.StructType] | None:
+                        limit: int | None = None) -> tuple[pa.Table, T.StructType] | None:
         """The trigger table's rows in ``bounds`` at ``version`` and its schema, read by delta-rs
-        when the files that may hold them have at most ``limit`` rows in all.
+        when the files that may hold them have at most ``limit`` rows in all (default :data:`FEW_ROWS`).
 
         A live window reads a few rows of a table just written to. Spark would first rebuild the
         table's snapshot at the new version (a job of its own); the files' statistics tell which
@@ -267,6 +267,7 @@ class Compute:
 
         src = self.source
         assert src is not None
+        limit = FEW_ROWS if limit is None else limit
         if src.skip_versions:
             return None
         try:
@@ -290,8 +291,12 @@ class Compute:
             names = [str(Path(src.path) / unquote(f)) for f in files["path"].to_pylist()]
             dataset = pds.dataset(names, format="parquet", schema=arrow_schema)
         else:
-            with _snapshots_lock:
-                dataset = table.to_pyarrow_dataset()
+            try:
+                with _snapshots_lock:
+                    dataset = table.to_pyarrow_dataset()
+            except DeltaError as err:  # a table feature the kernel cannot read (deletion vectors)
+                log.info("reading %%trows with Spark: %s", err)
+                return None
         rows = dataset.to_table(filter=(pds.field(ts) >= lo) & (pds.field(ts) <= hi))
         log.debug("%%%%trows of %s at version %s in [%s, %s]: %d rows of %d files, read by delta-rs",
                   src.path, version, bounds[0], bounds[1], rows.num_rows, files.num_rows)

@@ -44,6 +44,7 @@ import fcntl
 import functools
 import os
 import queue
+import shutil
 import signal
 import socket
 import struct
@@ -484,6 +485,12 @@ def _java_command(
 
 
 def _spawn(cmd: list[str], cwd: Path, out: Any, parent: int) -> subprocess.Popen:
+    # util-linux's setpriv asks for the parent-death signal and then executes the JVM: no Python runs
+    # between fork and exec, which in a process with threads (a test run's) can hang the child
+    setpriv = shutil.which("setpriv")
+    if setpriv is not None:
+        return subprocess.Popen([setpriv, "--pdeathsig", "KILL", "--", *cmd], cwd=cwd, stdin=subprocess.DEVNULL,
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     return subprocess.Popen(
         cmd,
         cwd=cwd,

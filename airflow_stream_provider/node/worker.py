@@ -1,0 +1,168 @@
+"""A stream node's worker: a process of its own hosting the live detectors of a share of the window
+streams, so that detection and the computations done in process (Python, one core per process) use
+every core of the machine.
+
+The node starts ``workers`` of these (``AIRFLOW_STREAM_NODE_WORKERS``, by default one per core up
+to four) and keeps them running: a worker that dies is started again within a few seconds, and
+its streams resume from their checkpoints. Worker ``i`` of ``n`` hosts the window streams whose
+trigger table falls in slot ``i`` (:func:`~.detectors.slot_of`), so the streams on one table share
+one worker and one reader of the table's change feed; the node itself keeps the row streams, whose
+queries run on its Spark session. A worker reaches Spark, when a computation needs it, through the
+node's Spark Connect endpoint, and answers the requests of its streams' tasks. It reports its
+detectors in ``node/workers/<i>.json``, which the node's status merges, and ends with the node: it
+asks the kernel to be killed when its parent dies, and looks every second.
+
+    python -m airflow_stream_provider.node.worker --slot 0 --slots 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from types import FrameType
+
+from airflow_stream_provider.hooks import bind
+from airflow_stream_provider.spark.endpoint import folder
+from airflow_stream_provider.values import make_dirs, write_json
+
+#: seconds between two reconciliations of a worker's streams with the streams folder
+RECONCILE_EVERY_S = 2.0
+#: seconds between two looks at the requests of its streams' tasks
+REQUESTS_EVERY_S = 0.02
+_PR_SET_PDEATHSIG = 1
+
+
+def default_workers() -> int:
+    """``AIRFLOW_STREAM_NODE_WORKERS``, else one per core up to four (0: the node hosts every
+    detector itself)."""
+    value = os.environ.get("AIRFLOW_STREAM_NODE_WORKERS")
+    if value is not None and value.strip():
+        return max(0, int(value))
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+def status_path(slot: int) -> Path:
+    return folder() / "workers" / f"{slot}.json"
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to kill this process when its parent (the node) dies, even by SIGKILL."""
+    with contextlib.suppress(OSError):  # not Linux: the loop's parent check ends it within a second
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def serve(slot: int, slots: int) -> int:
+    from airflow_stream_provider.node.detectors import DetectorHost, slot_of
+    from airflow_stream_provider.plan.stream import StreamKind
+    from airflow_stream_provider.spark.session import spark_session
+
+    parent = os.getppid()
+    _die_with_parent()
+    bind()  # LOW_LATENCY_CALC detectors deliver notifications with Airflow's connections
+    stopping = threading.Event()
+
+    def request_stop(signum: int, frame: FrameType | None) -> None:
+        stopping.set()
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+
+    def selects(kind: StreamKind, table: str | None, key: str) -> bool:
+        return kind is StreamKind.WINDOW and slot_of(table, key, slots) == slot
+
+    def log(message: str) -> None:
+        print(f"[worker {slot}] {message}", flush=True)
+
+    host = DetectorHost(spark_session, log=log, selects=selects)
+    make_dirs(status_path(slot).parent)
+
+    def serve_requests() -> None:
+        while not stopping.is_set():
+            try:
+                host.serve_requests()
+            except Exception as err:  # a stream dropped while its folder was read: the next pass goes on
+                log(f"requests: {err}")
+            stopping.wait(REQUESTS_EVERY_S)
+
+    threading.Thread(target=serve_requests, name="stream-requests", daemon=True).start()
+    log(f"hosting the window streams of slot {slot} of {slots}")
+    try:
+        while not stopping.is_set() and os.getppid() == parent:
+            host.reconcile()
+            write_json(status_path(slot), {"slot": slot, "pid": os.getpid(), "at": datetime.now(UTC).isoformat(),
+                                           "queries": host.queries()})
+            deadline = time.monotonic() + RECONCILE_EVERY_S
+            while not stopping.is_set() and time.monotonic() < deadline and os.getppid() == parent:
+                stopping.wait(0.2)
+    finally:
+        host.stop_all()
+        status_path(slot).unlink(missing_ok=True)
+        log("stopped")
+    return 0
+
+
+class WorkerPool:
+    """The node's side: its workers started, kept running, and stopped."""
+
+    def __init__(self, slots: int, log=print) -> None:
+        self.slots = slots
+        self.log = log
+        self.processes: dict[int, subprocess.Popen] = {}
+        self.restarts = 0
+
+    def keep_running(self) -> None:
+        """Start the workers that do not run (the first time, or after one died)."""
+        for slot in range(self.slots):
+            process = self.processes.get(slot)
+            if process is not None and process.poll() is None:
+                continue
+            if process is not None:
+                self.restarts += 1
+                self.log(f"worker {slot} exited with {process.returncode}: starting it again")
+            self.processes[slot] = subprocess.Popen(
+                [sys.executable, "-m", __name__, "--slot", str(slot), "--slots", str(self.slots)],
+                stdin=subprocess.DEVNULL)
+
+    def queries(self) -> list[dict]:
+        """The detectors the workers reported."""
+        out = []
+        for slot in range(self.slots):
+            try:
+                out += json.loads(status_path(slot).read_text(encoding="utf-8")).get("queries", [])
+            except (FileNotFoundError, ValueError):
+                continue
+        return out
+
+    def stop(self, timeout: float = 60.0) -> None:
+        for process in self.processes.values():
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        for process in self.processes.values():
+            try:
+                process.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(10)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m airflow_stream_provider.node.worker")
+    parser.add_argument("--slot", type=int, required=True)
+    parser.add_argument("--slots", type=int, required=True)
+    args = parser.parse_args(argv)
+    return serve(args.slot, args.slots)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
