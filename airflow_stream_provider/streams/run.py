@@ -9,6 +9,7 @@ run killed at any point and started again writes the same rows once. A recalcula
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -21,13 +22,13 @@ import pandas as pd
 from airflow_stream_provider import config
 from airflow_stream_provider.notify.delivery import Settings
 from airflow_stream_provider.plan.schedule import Schedule
-from airflow_stream_provider.plan.stream import StreamKind, plan_stream
+from airflow_stream_provider.plan.stream import StreamKind, computed_live, plan_stream
 from airflow_stream_provider.streams import cq, routing, status
 from airflow_stream_provider.streams.compute import Fired
 from airflow_stream_provider.streams.fire import rows, schedules, windows
 from airflow_stream_provider.streams.routing import RunNotifications, outbox_of
 from airflow_stream_provider.streams.runtime import RunReport, StreamRuntime, StreamStopped, in_database
-from airflow_stream_provider.streams.store import StoredStream, StreamStore
+from airflow_stream_provider.streams.store import StoredStream, StreamStore, detector_lock
 from airflow_stream_provider.streams.write import compute_all, delete_outputs, retract, table_names
 from airflow_stream_provider.warehouse import Warehouse
 from airflow_stream_provider.warehouse.catalog import Catalog, WarehouseError
@@ -55,10 +56,26 @@ def run(warehouse: Warehouse, db: str, name: str, *, store: StreamStore | None =
     state = store.load_state(stored.db, stored.name)
     if state.get("stopped"):
         raise StreamStopped(f"stream {stored.qualified} is stopped; START STREAM {stored.qualified} resumes it")
+    # a stream computed in its live detector's batches (LOW_LATENCY_CALC, ...) is computed here only
+    # while this run holds its detector lock, from detection to the recorded progress: a node taking
+    # the stream over in between would compute later batches first, and this run's results, read at
+    # an older version of the table, would then overwrite theirs
+    exclusive = detect and detected is None and computed_live(stored.statement) \
+        and plan_stream(stored.statement, stored.db, state).kind is StreamKind.WINDOW
     try:
-        with in_database(warehouse, stored.db):
-            report = _run(warehouse, stored, state, store, now=now, batched=batched, progress=progress, at=at,
-                          upto_batch=upto_batch, detect=detect, commit=commit, runtime=runtime, detected=detected)
+        with in_database(warehouse, stored.db), \
+                (detector_lock(stored) if exclusive else contextlib.nullcontext(True)) as mine:
+            if not mine:
+                (progress or (lambda _msg: None))(
+                    f"the stream node hosts {stored.qualified}'s live detector and computes its batches")
+                report = RunReport(stored.qualified)
+            else:
+                report = _run(warehouse, stored, state, store, now=now, batched=batched, progress=progress, at=at,
+                              upto_batch=upto_batch, detect=detect, commit=commit, runtime=runtime,
+                              detected=detected, locked=exclusive)
+                if exclusive and not commit:  # (the batch marks only: a later commit of the rest moves nothing)
+                    commit_progress(stored.db, stored.name, {k: v for k, v in report.progress.items()
+                                                             if k in BATCH_MARKS}, store=store)
     except windows.CheckpointLost as err:  # SHOW STREAMS says so until the checkpoint is back
         with store.updating(stored.db, stored.name) as saved:
             saved["failed"] = str(err)
@@ -69,7 +86,8 @@ def run(warehouse: Warehouse, db: str, name: str, *, store: StreamStore | None =
 
 def _run(warehouse: Warehouse, stored: StoredStream, state: dict, store: StreamStore, *, now: datetime | None,
          batched: bool, progress: Callable[[str], None] | None, at: datetime | None, upto_batch: int | None,
-         detect: bool, commit: bool, runtime: StreamRuntime | None, detected: DetectedBatch | None) -> RunReport:
+         detect: bool, commit: bool, runtime: StreamRuntime | None, detected: DetectedBatch | None,
+         locked: bool = False) -> RunReport:
     report = RunReport(stored.qualified)
     say = progress or (lambda _msg: None)
     if stored.statement.series is not None:  # an IoTDB continuous query: its instants, its query
@@ -89,7 +107,7 @@ def _run(warehouse: Warehouse, stored: StoredStream, state: dict, store: StreamS
         update = rows.pending_rows(runtime, stored, state, say, report, detect=detect)
     elif plan.kind is StreamKind.WINDOW:
         fired, update, events = windows.pending_windows(runtime, stored, state, say, detect=detect,
-                                                        upto_batch=upto_batch, detected=detected)
+                                                        upto_batch=upto_batch, detected=detected, locked=locked)
     elif plan.kind is StreamKind.PERIOD:
         assert isinstance(plan.schedule, Schedule), "a PERIOD stream's plan has its schedule"
         fired, update = schedules.period_triggers(runtime, plan.schedule, state, now or datetime.now(UTC), report,
@@ -159,6 +177,10 @@ def queue_notifications(runtime: StreamRuntime, stored: StoredStream, notes: Run
     report.notified += len(notes.events)
 
 
+#: the progress keys that only move forward (and the checkpoint they belong to)
+BATCH_MARKS = ("consumed_batch", "detected_version", "last_version", "checkpoint_id")
+
+
 def commit_progress(db: str, name: str, update: dict, *, store: StreamStore | None = None) -> dict:
     """Record a run's progress. Batch and instant marks only move forward, so a late or repeated
     commit never rewinds a stream; ``computed`` is added to the stream's count. Then the outbox
@@ -166,7 +188,7 @@ def commit_progress(db: str, name: str, update: dict, *, store: StreamStore | No
     store = store or StreamStore()
     with store.updating(db, name) as state:
         for key, value in update.items():
-            if key in ("consumed_batch", "detected_version", "last_version") and state.get(key) is not None \
+            if key in BATCH_MARKS[:3] and state.get(key) is not None \
                     and value is not None:
                 state[key] = max(state[key], value)
             elif key == "computed":  # a count: each run adds its own

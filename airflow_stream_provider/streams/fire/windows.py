@@ -3,6 +3,8 @@ consumed) or found again in batch over a range of event time (recalculation)."""
 
 from __future__ import annotations
 
+import contextlib
+
 import json
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -64,14 +66,16 @@ def check_checkpoint(stored: StoredStream, state: dict) -> None:
 
 def pending_windows(runtime: StreamRuntime, stored: StoredStream, state: dict, say: Callable[[str], None], *,
                      detect: bool = True, upto_batch: int | None = None,
-                     detected: detector.DetectedBatch | None = None) -> tuple[list[Fired], dict, pd.DataFrame]:
+                     detected: detector.DetectedBatch | None = None,
+                     locked: bool = False) -> tuple[list[Fired], dict, pd.DataFrame]:
     """The windows fired since the stream's last consumed batch, up to ``upto_batch``, and the
     progress to record. ``detected``: the last of them as the detector just wrote it; when it is the
-    only one waiting, its events are taken as they are instead of read back."""
+    only one waiting, its events are taken as they are instead of read back. ``locked``: the caller
+    holds the stream's detector lock."""
     update: dict = {}
     if detect:
         version = runtime.table_version()  # (before detecting: the detector reads at least this far)
-        with detector_lock(stored) as mine:
+        with contextlib.nullcontext(True) if locked else detector_lock(stored) as mine:
             if mine:
                 detect_windows(runtime, stored, state, say)
                 update["detected_version"] = version
