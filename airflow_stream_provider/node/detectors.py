@@ -162,7 +162,7 @@ class DetectorHost:
         try:
             state = self.store.load_state(stored.db, stored.name)
             runtime = StreamRuntime(warehouse, stored.statement, stored.db, state.get("skip_versions", ()),
-                                    text=stored.text)
+                                    text=stored.text, schema=state.get("result_schema"))
             options = detector_options(stored, state)
             query: Any
             if isinstance(stored.statement.trigger, m.RowTrigger):

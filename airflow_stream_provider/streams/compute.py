@@ -249,14 +249,15 @@ class Compute:
         return min(lows), max(highs)
 
     def _few_rows(self, version: int | None, bounds: tuple[datetime, datetime]) -> DataFrame | None:
-        """:meth:`_few_rows_table` as a local relation of Spark."""
-        found = self._few_rows_table(version, bounds)
+        """:meth:`few_rows_table` as a local relation of Spark."""
+        found = self.few_rows_table(version, bounds)
         return None if found is None else arrow_frame(self.spark, *found)
 
-    def _few_rows_table(self, version: int | None, bounds: tuple[datetime, datetime],
-                        limit: int | None = None) -> tuple[pa.Table, T.StructType] | None:
+    def few_rows_table(self, version: int | None, bounds: tuple[datetime, datetime | None],
+                       limit: int | None = None) -> tuple[pa.Table, T.StructType] | None:
         """The trigger table's rows in ``bounds`` at ``version`` and its schema, read by delta-rs
-        when the files that may hold them have at most ``limit`` rows in all (default :data:`FEW_ROWS`).
+        when the files that may hold them have at most ``limit`` rows in all (default :data:`FEW_ROWS`);
+        both bounds are included, and an upper bound of None reads every row from the lower one on.
 
         A live window reads a few rows of a table just written to. Spark would first rebuild the
         table's snapshot at the new version (a job of its own); the files' statistics tell which
@@ -278,10 +279,13 @@ class Compute:
             return None
         ts = src.ts_column
         kind = arrow_schema.field(ts).type
-        lo, hi = (pa.scalar(b if kind.tz else b.astimezone(UTC).replace(tzinfo=None), kind) for b in bounds)
+        lo, hi = (None if b is None else pa.scalar(b if kind.tz else b.astimezone(UTC).replace(tzinfo=None), kind)
+                  for b in bounds)
         if f"min.{ts}" in files.column_names and f"max.{ts}" in files.column_names:
             # a file may hold rows in bounds unless its statistics say otherwise (none: it may)
-            outside = pc.or_(pc.greater(files[f"min.{ts}"], hi), pc.less(files[f"max.{ts}"], lo))
+            outside = pc.less(files[f"max.{ts}"], lo)
+            if hi is not None:
+                outside = pc.or_(pc.greater(files[f"min.{ts}"], hi), outside)
             files = files.filter(pc.invert(pc.fill_null(outside, False)))
         if files.num_rows and (pc.sum(files["num_records"]).as_py() or 0) > limit:
             return None
@@ -297,7 +301,8 @@ class Compute:
             except DeltaError as err:  # a table feature the kernel cannot read (deletion vectors)
                 log.info("reading %%trows with Spark: %s", err)
                 return None
-        rows = dataset.to_table(filter=(pds.field(ts) >= lo) & (pds.field(ts) <= hi))
+        inside = pds.field(ts) >= lo
+        rows = dataset.to_table(filter=inside if hi is None else inside & (pds.field(ts) <= hi))
         log.debug("%%%%trows of %s at version %s in [%s, %s]: %d rows of %d files, read by delta-rs",
                   src.path, version, bounds[0], bounds[1], rows.num_rows, files.num_rows)
         columns = [rows[name] for name in schema.fieldNames()]
@@ -483,7 +488,7 @@ class Compute:
         parts = []
         for version, group in by_version.items():
             bounds = self._bounds(group)
-            found = self._few_rows_table(version, bounds, limit=local.LOCAL_ROWS) if bounds is not None else None
+            found = self.few_rows_table(version, bounds, limit=local.LOCAL_ROWS) if bounds is not None else None
             if found is None:
                 return None
             rows = self._local_trows(found[0])

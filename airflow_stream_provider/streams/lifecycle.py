@@ -55,7 +55,8 @@ def create(warehouse: Warehouse, stmt: m.CreateStream, store: StreamStore | None
         plan.ensure_table(warehouse.catalog)
         target = f", output {plan.qualified}"
     now = datetime.now(UTC)
-    state: dict = {"created": now.isoformat(), "created_version": runtime.table_version()}
+    state: dict = {"created": now.isoformat(), "created_version": runtime.table_version(),
+                   "result_schema": runtime.schema_json()}
     if runtime.trigger_table is not None:
         state["trigger_table"] = runtime.trigger_table.to_state()
     store.create(db, stmt, stmt.text, state)

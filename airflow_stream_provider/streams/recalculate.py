@@ -55,14 +55,20 @@ def _recalculate(warehouse: Warehouse, stored: StoredStream, start: datetime, en
     report = RunReport(stored.qualified)
     version = runtime.table_version()
     assert runtime.info is not None
-    rows = warehouse.spark.read.format("delta").option("versionAsOf", version).load(str(runtime.info.path))
-    ts = F.col(f"`{runtime.info.timestamp_column}`")  # after the session exists: F.col needs one
-    rows = rows.where(ts >= F.lit(start))
+    # a range of few rows is read and scanned in the process; a larger one, or SLIDING instants, by Spark
+    found = windows.windows_in_range_locally(runtime, start, end, version, say) \
+        if plan.kind is StreamKind.WINDOW else None
     events = None
-    if plan.kind is StreamKind.WINDOW:
-        fired, events = windows.windows_in_range(runtime, rows, start, end, version, say)
+    if found is not None:
+        fired, events = found
     else:
-        fired = schedules.sliding_in_range(runtime, rows, start, end, version)
+        rows = warehouse.spark.read.format("delta").option("versionAsOf", version).load(str(runtime.info.path))
+        ts = F.col(f"`{runtime.info.timestamp_column}`")  # after the session exists: F.col needs one
+        rows = rows.where(ts >= F.lit(start))
+        if plan.kind is StreamKind.WINDOW:
+            fired, events = windows.windows_in_range(runtime, rows, start, end, version, say)
+        else:
+            fired = schedules.sliding_in_range(runtime, rows, start, end, version)
     say(f"recalculating {len(fired)} trigger(s)")
     process(runtime, stored, fired, events, report, notes, batched=batched, say=say,
             what=f"recalculation of {stored.qualified}")

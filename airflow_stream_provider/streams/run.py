@@ -98,7 +98,7 @@ def _run(warehouse: Warehouse, stored: StoredStream, state: dict, store: StreamS
         return report
     if runtime is None or runtime.text != stored.text:  # (another definition of the name: resolved afresh)
         runtime = StreamRuntime(warehouse, stored.statement, stored.db, state.get("skip_versions", ()),
-                                text=stored.text)
+                                text=stored.text, schema=state.get("result_schema"))
     plan = plan_stream(stored.statement, stored.db, state)
     notes = RunNotifications(runtime, state) if stored.statement.notify is not None else None
     events = None
@@ -122,6 +122,8 @@ def _run(warehouse: Warehouse, stored: StoredStream, state: dict, store: StreamS
             what=f"{'history fill' if history else 'compute'} of {stored.qualified}")
     if "trigger_table" not in state and runtime.trigger_table is not None:  # streams created before it was kept
         update["trigger_table"] = runtime.trigger_table.to_state()
+    if "result_schema" not in state and runtime.compute is not None:  # streams created before it was kept
+        update["result_schema"] = runtime.schema_json()
     if runtime.outputs:
         update["outputs"] = {**state.get("outputs", {}), **runtime.outputs}
     if stored.statement.options.delete_output_table:

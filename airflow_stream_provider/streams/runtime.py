@@ -6,6 +6,7 @@ the catalog, the PARTITION BY columns and their placeholder types, the compute, 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -93,7 +94,8 @@ class StreamRuntime:
     """A stored (or about to be stored) stream resolved against the warehouse."""
 
     def __init__(self, warehouse: Warehouse, stmt: m.CreateStream, db: str,
-                 skip_versions: tuple[tuple[int, int], ...] = (), *, text: str | None = None) -> None:
+                 skip_versions: tuple[tuple[int, int], ...] = (), *, text: str | None = None,
+                 schema: str | None = None) -> None:
         self.warehouse = warehouse
         #: the stored statement's text, when resolved for a stored stream: a later run may reuse this
         #: runtime only for the same text
@@ -116,7 +118,9 @@ class StreamRuntime:
         self.compute = (Compute(warehouse, stmt.query.tree, self.source, group_types=self.group_types,
                                 also=(self.info,) if self.info else ()) if stmt.query is not None else None)
         self._output: out.OutputPlan | None = None
-        self._schema: T.StructType | None = None
+        # the result's types as CREATE STREAM found them (recorded in the stream's state): a run of few
+        # rows then computes and writes without a Spark session
+        self._schema: T.StructType | None = T.StructType.fromJson(json.loads(schema)) if schema else None
         self.outputs: dict[str, str] = {}  # output subtable -> the trigger subtable it serves
         self.tables: dict[str, str] = {}  # group id -> the output (sub)table it writes
         self.groups: dict[str, tuple[str, list]] = {}  # group id -> its output subtable and tag values
@@ -188,12 +192,17 @@ class StreamRuntime:
         return Fired(0, values, version=self.table_version(), since_version=self.table_version())
 
     def result_schema(self) -> T.StructType:
-        """The computation's result columns (``__idx`` first), found once with typed sample values."""
+        """The computation's result columns (``__idx`` first), found once with typed sample values
+        (``schema_json`` records them)."""
         if self._schema is None:
             assert self.compute is not None
             with self.warehouse.scratch():
                 self._schema = self.compute.frame([self.sample()]).schema
         return self._schema
+
+    def schema_json(self) -> str | None:
+        """The result columns as a stream's state records them (None: no computation)."""
+        return self.result_schema().json() if self.compute is not None else None
 
     def output(self) -> out.OutputPlan | None:
         """The output table plan (None when results are not stored)."""

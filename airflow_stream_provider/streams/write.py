@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from datetime import datetime
+from decimal import Decimal
 
 import pandas as pd
 import pyarrow as pa
@@ -218,9 +219,9 @@ def write_results(runtime: StreamRuntime, fired: list[Fired], results: pa.Table,
 
 def _output_groups(runtime: StreamRuntime, plan: out.OutputPlan, info: TableInfo,
                    fired: list[Fired]) -> dict[str, tuple[str, list]]:
-    """group id -> (output subtable name, tag values), evaluated by Spark over the groups' keys
-    (once per group for the life of ``runtime``: the node keeps a stream's runtime from batch to
-    batch), and each output subtable registered."""
+    """group id -> (output subtable name, tag values), from the groups' keys (by Spark when
+    OUTPUT_SUBTABLE or a tag is an expression), once per group for the life of ``runtime`` (the node
+    keeps a stream's runtime from batch to batch), and each output subtable registered."""
     seen: dict[str, Fired] = {}
     for f in fired:
         seen.setdefault(f.group_id, f)
@@ -233,6 +234,60 @@ def _output_groups(runtime: StreamRuntime, plan: out.OutputPlan, info: TableInfo
         del seen[gid]
     if not seen:
         return out_groups
+    evaluated = _plain_group_rows(runtime, plan, seen)
+    if evaluated is None:
+        evaluated = _spark_group_rows(runtime, plan, seen)
+    for row in evaluated:
+        gid = row[0]
+        name = row[1] if plan.subtable is not None else f"{runtime.name}_{gid}"
+        if name is None or not str(name).strip():
+            raise StreamError(f"stream {runtime.qualified}: OUTPUT_SUBTABLE gave no name for group "
+                              f"{seen[gid].group}")
+        if plan.subtable is not None and plan.subtable_suffix:
+            name = f"{name}_{plan.name}_{gid}"
+        name = out.subtable_name(str(name))
+        tags = list(row[2:])
+        catalog.create_subtable(info, name, dict(zip([t.name for t in plan.tags], tags)), if_not_exists=True)
+        out_groups[gid] = runtime.groups[gid] = (name, tags)
+        runtime.registered[gid] = catalog.subtable_entry(info.db, name)
+        runtime.tables[gid] = name
+        tbname = runtime.group_values(seen[gid].group).get("%%tbname")
+        if tbname is not None:
+            runtime.outputs[name] = tbname
+    return out_groups
+
+
+def _plain_group_rows(runtime: StreamRuntime, plan: out.OutputPlan, seen: dict[str, Fired]) -> list[tuple] | None:
+    """(group id, subtable name, *tag values) of each group in ``seen`` when the plan names them
+    without expressions: the default subtable names, and tags that are the group id, NULL or a
+    PARTITION BY column of the tag's type. None: an expression Spark evaluates."""
+    if plan.subtable is not None:
+        return None
+    types = {c.name.lower(): (f"%%{i}", c.dtype) for i, c in enumerate(runtime.group_columns, start=1)}
+    pick: list[Callable[[str, dict], object]] = []
+    for tag in plan.tags:
+        if tag.expr is None:  # the group id, as a cast of its digits gives it
+            if spark_type(tag.dtype) != spark_type(out.GROUP_ID_TAG.dtype):
+                return None
+            pick.append(lambda gid, _values: Decimal(gid) if gid.isdigit() else None)
+        elif isinstance(tag.expr, exp.Null):
+            pick.append(lambda _gid, _values: None)
+        elif isinstance(tag.expr, exp.Column) and not tag.expr.table and tag.expr.name.lower() in types \
+                and spark_type(types[tag.expr.name.lower()][1]) == spark_type(tag.dtype):
+            placeholder = types[tag.expr.name.lower()][0]
+            pick.append(lambda _gid, values, key=placeholder: values.get(key))
+        else:
+            return None
+    rows = []
+    for gid, f in seen.items():
+        values = runtime.group_values(f.group)
+        rows.append((gid, None, *(choose(gid, values) for choose in pick)))
+    return rows
+
+
+def _spark_group_rows(runtime: StreamRuntime, plan: out.OutputPlan, seen: dict[str, Fired]) -> list[tuple]:
+    """(group id, subtable name, *tag values) of each group in ``seen``, OUTPUT_SUBTABLE and the tag
+    expressions evaluated by Spark over the groups' keys."""
     spark = runtime.warehouse.spark
     cols = runtime.group_columns
     rows = []
@@ -259,24 +314,9 @@ def _output_groups(runtime: StreamRuntime, plan: out.OutputPlan, info: TableInfo
         value = F.col("__gid") if tag.expr is None else F.expr(spark_expr(tag.expr))  # None: the group id
         exprs.append(value.cast(spark_type(tag.dtype)).alias(f"__tag{j}"))
     evaluated: pd.DataFrame = df.select(*exprs).toPandas()
-    for row in evaluated.itertuples(index=False):
-        gid = row[0]
-        name = row[1] if plan.subtable is not None else f"{runtime.name}_{gid}"
-        if name is None or not str(name).strip():
-            raise StreamError(f"stream {runtime.qualified}: OUTPUT_SUBTABLE gave no name for group "
-                              f"{seen[gid].group}")
-        if plan.subtable is not None and plan.subtable_suffix:
-            name = f"{name}_{plan.name}_{gid}"
-        name = out.subtable_name(str(name))
-        tags = [None if pd.isna(v) else (v.to_pydatetime() if isinstance(v, pd.Timestamp) else v) for v in row[2:]]
-        catalog.create_subtable(info, name, dict(zip([t.name for t in plan.tags], tags)), if_not_exists=True)
-        out_groups[gid] = runtime.groups[gid] = (name, tags)
-        runtime.registered[gid] = catalog.subtable_entry(info.db, name)
-        runtime.tables[gid] = name
-        tbname = runtime.group_values(seen[gid].group).get("%%tbname")
-        if tbname is not None:
-            runtime.outputs[name] = tbname
-    return out_groups
+    return [(row[0], row[1], *(None if pd.isna(v) else (v.to_pydatetime() if isinstance(v, pd.Timestamp) else v)
+                               for v in row[2:]))
+            for row in evaluated.itertuples(index=False)]
 
 
 def retract(runtime: StreamRuntime, gone: pd.DataFrame, report: RunReport) -> None:

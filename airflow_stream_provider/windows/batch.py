@@ -64,11 +64,13 @@ def scan_groups(df: DataFrame, plan: TriggerPlan, *, final: bool = False) -> Dat
     return grouped.applyInPandas(fn, schema=EVENT_SCHEMA)
 
 
-def group_events(plan: TriggerPlan, raw: pd.DataFrame, *, final: bool = False) -> pd.DataFrame:
-    """The events of one group's raw rows (all rows share the PARTITION BY values)."""
+def group_events(plan: TriggerPlan, raw: pd.DataFrame, *, final: bool = False,
+                 key: tuple | None = None) -> pd.DataFrame:
+    """The events of one group's raw rows (all rows share the PARTITION BY values, ``key`` when
+    given: else they are read from the first row)."""
     if raw.empty:
         return empty_events()
-    keys = plan.group_keys(tuple(raw[k].iat[0] for k in plan.keys))
+    keys = plan.group_keys(key if key is not None else tuple(raw[k].iat[0] for k in plan.keys))
     rows = plan.prepare(raw)
     watermark = None
     if not final and len(rows):

@@ -164,7 +164,7 @@ def _key_text(key: tuple) -> str:
     return json.dumps([plain(v) for v in key], default=str)
 
 
-def _groups(table: pa.Table, keys: tuple[str, ...]) -> tuple[np.ndarray, list[tuple]]:
+def group_codes(table: pa.Table, keys: tuple[str, ...]) -> tuple[np.ndarray, list[tuple]]:
     """Each row's group (a number) and each group's PARTITION BY values, numbered in the order the
     groups first appear. The values come from Arrow as they are, so an integer key stays an integer
     where pandas would make a column with NULLs floating point (and the group another id); a time
@@ -351,7 +351,7 @@ class Detector:
         frame = table.to_pandas()
         if plan.ts_column not in plan.keys:  # the step works in microseconds
             frame[plan.ts_column] = micros(frame[plan.ts_column])
-        frame.attrs["groups"] = _groups(table, plan.keys)
+        frame.attrs["groups"] = group_codes(table, plan.keys)
         return frame
 
     def _scan(self, rows: pd.DataFrame | None, now_ms: int) -> tuple[list[pd.DataFrame], dict[str, list | None], int]:

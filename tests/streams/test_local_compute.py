@@ -121,3 +121,43 @@ def test_many_rows_go_to_spark(wh, monkeypatch):
     monkeypatch.setattr(local, "LOCAL_ROWS", 5)  # a window holds 5 or 6 rows of its meter
     with wh.scratch():
         assert runtime.compute.local(fired) is None
+
+
+#: output subtables and tags named without expressions are found in the process, as Spark finds them
+OUTPUT_GROUPS = [
+    ("out_g0", "CREATE STREAM lc.g0 INTERVAL(10s) SLIDING(10s) FROM lc.meters PARTITION BY tbname, site "
+               "INTO lc.out_g0 AS SELECT _twstart ts, count(*) n FROM %%trows", True),
+    ("out_g1", "CREATE STREAM lc.g1 INTO lc.out_g1 AS SELECT _wstart, count(*) n FROM lc.meters "
+               "PARTITION BY tbname INTERVAL(10s)", True),
+    ("out_g2", "CREATE STREAM lc.g2 INTERVAL(10s) SLIDING(10s) FROM lc.meters PARTITION BY tbname "
+               "INTO lc.out_g2 OUTPUT_SUBTABLE(concat('m_', tbname)) AS SELECT _twstart ts, count(*) n FROM %%trows",
+     False),
+]
+
+
+@pytest.mark.parametrize(("table", "create", "plain"), OUTPUT_GROUPS)
+def test_output_subtables_and_tags_without_spark_equal_spark(wh, table, create, plain):
+    from airflow_stream_provider.streams.write import _plain_group_rows, _spark_group_rows
+
+    wh, rng = wh
+    sql(wh, create)
+    for second in range(0, 41, 2):
+        sql(wh, _rows(rng, second))
+    store = StreamStore()
+    name = create.split()[2].split(".")[1]
+    stored = store.get("lc", name)
+    runtime = StreamRuntime(wh, stored.statement, "lc", text=stored.text)
+    fired, _, _ = pending_windows(runtime, stored, store.load_state("lc", name), lambda _message: None)
+    seen = {}
+    for f in fired:
+        seen.setdefault(f.group_id, f)
+    assert len(seen) == 3  # the three meters
+    plan = runtime.output()
+    found = _plain_group_rows(runtime, plan, seen)
+    if not plain:
+        assert found is None  # OUTPUT_SUBTABLE is an expression: Spark evaluates it
+        return
+    with wh.scratch():
+        expected = _spark_group_rows(runtime, plan, seen)
+    assert sorted(found) == sorted(expected)
+    assert all(len(row) == 2 + len(plan.tags) for row in found)

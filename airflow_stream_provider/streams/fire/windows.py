@@ -10,12 +10,15 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import StreamError
 from airflow_stream_provider.model.events import EventType
+from airflow_stream_provider.streams import local
 from airflow_stream_provider.streams.compute import TROWS_FROM, TROWS_TO, Fired
 from airflow_stream_provider.streams.probes import checkpoint_id, read_events
 from airflow_stream_provider.streams.runtime import StreamRuntime, nanos
@@ -23,6 +26,7 @@ from airflow_stream_provider.streams.store import StoredStream, detector_lock
 from airflow_stream_provider.values import epoch_micros
 from airflow_stream_provider.windows import batch, detector
 from airflow_stream_provider.windows.clause import TriggerPlan, plan_trigger
+from airflow_stream_provider.windows.events import EVENT_COLUMNS, empty_events
 
 
 class CheckpointLost(StreamError):
@@ -184,6 +188,51 @@ def windows_in_range(runtime: StreamRuntime, rows: DataFrame, start: datetime, e
     say(f"finding the windows of {plan.table} in [{start.isoformat()}, {end.isoformat()})")
     events: pd.DataFrame = batch.detect(rows, plan).where((F.col("window_start") >= F.lit(start))
                                                           & (F.col("window_start") < F.lit(end))).toPandas()
+    return _range_events(runtime, events, version)
+
+
+def windows_in_range_locally(runtime: StreamRuntime, start: datetime, end: datetime, version: int | None,
+                             say: Callable[[str], None]) -> tuple[list[Fired], pd.DataFrame] | None:
+    """:func:`windows_in_range` without Spark when the rows it reads are few: read by delta-rs at
+    ``version`` and scanned group by group here (None: the rows are many, or need Spark to read)."""
+    plan = trigger_plan(runtime)
+    if runtime.compute is None:
+        return None
+    upper = {"interval": end + timedelta(microseconds=plan.spec.interval), "count": end}.get(plan.spec.kind)
+    found = runtime.compute.few_rows_table(version, (start, upper), limit=local.LOCAL_ROWS)
+    if found is None:
+        return None
+    say(f"finding the windows of {plan.table} in [{start.isoformat()}, {end.isoformat()}) in the process: "
+        f"{found[0].num_rows} rows")
+    table = found[0].select(list(plan.columns))
+    ts = table[plan.ts_column]
+    if upper is not None:  # (the upper bound read is inclusive; the range's is not)
+        table = table.filter(pc.less(ts, _stamp(upper, ts.type)))
+    if plan.subtable is not None:
+        table = table.filter(pc.equal(table["tbname"], plan.subtable))
+    if plan.since is not None:
+        table = table.filter(pc.greater_equal(table[plan.ts_column], _stamp(plan.since, ts.type)))
+    # the groups' PARTITION BY values as the live detector takes them, so the trigger ids are its own
+    codes, keys = detector.group_codes(table, plan.keys)
+    rows = table.to_pandas()
+    frames = [batch.group_events(plan, rows[codes == g].reset_index(drop=True), key=key) for g, key in enumerate(keys)]
+    events = pd.concat(frames, ignore_index=True)[list(EVENT_COLUMNS)] if frames else empty_events()
+    typed = pa.Table.from_pandas(events, preserve_index=False)
+    events = pa.table({f.name: typed[f.name].cast(f.type) for f in detector.EVENT_ARROW_SCHEMA
+                       if f.name in typed.column_names}).to_pandas()
+    starts = pd.to_datetime(events["window_start"], utc=True)
+    events = events[(starts >= pd.Timestamp(start)) & (starts < pd.Timestamp(end))]
+    return _range_events(runtime, events, version)
+
+
+def _stamp(at: datetime | int, kind: pa.DataType) -> pa.Scalar:
+    """A time (or microseconds since the epoch) as a scalar of the timestamp type ``kind``."""
+    return pa.scalar(at, pa.timestamp("us", tz="UTC")).cast(kind)
+
+
+def _range_events(runtime: StreamRuntime, events: pd.DataFrame,
+                  version: int | None) -> tuple[list[Fired], pd.DataFrame]:
+    """The fired windows of a range's events, and the events in order."""
     if events.empty:
         return [], events
     events["window_start"] = pd.to_datetime(events["window_start"], utc=True)
