@@ -35,7 +35,8 @@ def recalculate(warehouse: Warehouse, db: str, name: str, start: datetime, end: 
     store = store or StreamStore()
     stored = store.get(db, name)
     with in_database(warehouse, stored.db):
-        report = _recalculate(warehouse, stored, start, end, batched=batched, say=progress or (lambda _msg: None))
+        report = _recalculate(warehouse, stored, start, end, batched=batched, say=progress or (lambda _msg: None),
+                              schema=store.load_state(stored.db, stored.name).get("result_schema"))
     with store.updating(stored.db, stored.name) as state:
         state["recalculations"] = int(state.get("recalculations", 0)) + 1
         state["recalculated_triggers"] = int(state.get("recalculated_triggers", 0)) + report.triggers
@@ -44,12 +45,12 @@ def recalculate(warehouse: Warehouse, db: str, name: str, start: datetime, end: 
 
 
 def _recalculate(warehouse: Warehouse, stored: StoredStream, start: datetime, end: datetime, *, batched: bool,
-                 say: Callable[[str], None]) -> RunReport:
+                 say: Callable[[str], None], schema: str | None) -> RunReport:
     stmt = stored.statement
     plan = plan_stream(stmt, stored.db, {})
     if plan.recalc_step is None:
         raise StreamError(f"stream {stored.qualified} has a PERIOD trigger, which is not recalculated")
-    runtime = StreamRuntime(warehouse, stmt, stored.db)
+    runtime = StreamRuntime(warehouse, stmt, stored.db, schema=schema)
     # NOTIFY_HISTORY: recalculations notify too
     notes = RunNotifications(runtime, {}, history=True) if stmt.notify is not None and stmt.notify.history else None
     report = RunReport(stored.qualified)

@@ -112,9 +112,6 @@ class Warehouse:
     @property
     def spark(self) -> SparkSession:
         if self._spark is None:
-            import os, traceback
-            if os.environ.get("DEBUG_SPARK_TRACE"):
-                traceback.print_stack()
             self._spark = spark_session()
         elif callable(self._spark) and not _is_session(self._spark):
             self._spark = self._spark()
