@@ -309,14 +309,16 @@ class Demo:
 
     def _drain(self) -> None:
         """Wait (at most ``drain`` s) until no stream's counts changed for 10 s and no notification
-        is pending."""
+        is pending. A stream on a schedule (PERIOD) computes at every instant: only its
+        notifications count."""
         self.say(f"[demo] letting the streams finish what was written (at most {self.drain:.0f} s)")
         deadline = time.monotonic() + self.drain
         last, steady_since = None, time.monotonic()
         try:
             while time.monotonic() < deadline:
                 rows = self._status_rows()
-                now = [(r["stream_name"], r["windows_closed"], r["computations"], r["notify_sent"]) for r in rows]
+                now = [(r["stream_name"], r["windows_closed"], r["notify_sent"],
+                        r["computations"] if r["next_instant"] is None else None) for r in rows]
                 if now != last:
                     last, steady_since = now, time.monotonic()
                 elif time.monotonic() - steady_since >= 10 and not any(r["notify_pending"] for r in rows):
