@@ -146,7 +146,7 @@ def test_the_scaled_out_topology_loses_and_duplicates_nothing(tmp_path, monkeypa
         airflow = LocalAirflow(tmp_path / "airflow", stream_home, database=postgres.url, celery=redis.url,
                                workers=2, parallelism=6)
         # a task whose worker was killed is failed (and retried) after this long without a heartbeat
-        airflow.env["AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT"] = "45"
+        airflow.env["AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT"] = "30"
         monkeypatch.setenv("AIRFLOW_STREAM_API_URL", airflow.url)
         airflow.start(timeout=300)
 
