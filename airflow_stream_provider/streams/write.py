@@ -264,24 +264,24 @@ def _plain_group_rows(runtime: StreamRuntime, plan: out.OutputPlan, seen: dict[s
     if plan.subtable is not None:
         return None
     types = {c.name.lower(): (f"%%{i}", c.dtype) for i, c in enumerate(runtime.group_columns, start=1)}
-    pick: list[Callable[[str, dict], object]] = []
+    picks: list[str | None] = []  # per tag: the placeholder of its value, "" for the group id, None for NULL
     for tag in plan.tags:
         if tag.expr is None:  # the group id, as a cast of its digits gives it
             if spark_type(tag.dtype) != spark_type(out.GROUP_ID_TAG.dtype):
                 return None
-            pick.append(lambda gid, _values: Decimal(gid) if gid.isdigit() else None)
+            picks.append("")
         elif isinstance(tag.expr, exp.Null):
-            pick.append(lambda _gid, _values: None)
+            picks.append(None)
         elif isinstance(tag.expr, exp.Column) and not tag.expr.table and tag.expr.name.lower() in types \
                 and spark_type(types[tag.expr.name.lower()][1]) == spark_type(tag.dtype):
-            placeholder = types[tag.expr.name.lower()][0]
-            pick.append(lambda _gid, values, key=placeholder: values.get(key))
+            picks.append(types[tag.expr.name.lower()][0])
         else:
             return None
     rows = []
     for gid, f in seen.items():
         values = runtime.group_values(f.group)
-        rows.append((gid, None, *(choose(gid, values) for choose in pick)))
+        rows.append((gid, None, *((Decimal(gid) if gid.isdigit() else None) if pick == "" else
+                                  None if pick is None else values.get(pick) for pick in picks)))
     return rows
 
 

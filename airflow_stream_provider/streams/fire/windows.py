@@ -4,7 +4,6 @@ consumed) or found again in batch over a range of event time (recalculation)."""
 from __future__ import annotations
 
 import contextlib
-
 import json
 from collections.abc import Callable
 from datetime import datetime, timedelta
