@@ -51,12 +51,12 @@ def test_demo_runs_and_its_outputs_are_right(spark, tmp_path):
     home = tmp_path / "demo"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW_STREAM", "AIRFLOW__", "SPARK_CONNECT"))}
     env["PYTHONUNBUFFERED"] = "1"
-    done = subprocess.run([str(CLI), "demo", "--duration", "75", "--drain", "150", "--meters", "3",
+    done = subprocess.run([str(CLI), "demo", "--duration", "55", "--drain", "150", "--meters", "3",
                            "--home", str(home), "--port", "0"],
                           env=env, capture_output=True, text=True, timeout=1200, check=False)
     log = done.stdout + done.stderr
     assert done.returncode == 0, log[-4000:]
-    for line in ("Streams page", "writing live readings for 75 s", "stopped writing", "[demo] stopped"):
+    for line in ("Streams page", "writing live readings for 55 s", "stopped writing", "[demo] stopped"):
         assert line in log, log[-3000:]
 
     wh = Warehouse(home / "stream" / "warehouse", spark=spark, database="power")

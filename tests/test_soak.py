@@ -1,11 +1,11 @@
-"""The soak with faults (``bench/soak.py``) for 105 s of feed: twelve streams fed with late rows,
+"""The soak with faults (``bench/soak.py``) for 90 s of feed: twelve streams fed with late rows,
 updates and deletes while the stream node, the scheduler, the triggerer, a task process and the
 WebSocket receiver are each killed with SIGKILL at least once and restarted; afterwards every output
 and notification equals the oracle's, nothing twice, and no stream failed. With start-up and the
 catch-up, about four minutes.
 
 The seed comes from ``SOAK_SEED`` when set, else at random, and is printed: ``SOAK_SEED=<seed>`` (or
-``bench/soak.py --minutes 1.75 --seed <seed>``) writes the same rows and kills at the same moments,
+``bench/soak.py --minutes 1.5 --seed <seed>``) writes the same rows and kills at the same moments,
 though the processes' own timing differs from run to run.
 """
 
@@ -57,7 +57,7 @@ def test_streams_survive_killed_processes(spark, tmp_path, monkeypatch):
     home.mkdir()
     monkeypatch.setenv("AIRFLOW_STREAM_HOME", str(home))
     monkeypatch.setenv("AIRFLOW_STREAM_API_URL", "http://127.0.0.1:9")  # run_soak points it at its Airflow
-    report = run_soak(home, 105, seed, spark, settle=150)
+    report = run_soak(home, 90, seed, spark, settle=150)
     print(report.table())
     killed = {fault.component for fault in report.faults if fault.done}
     assert killed == set(COMPONENTS), report.table()

@@ -18,6 +18,7 @@ import os
 import signal
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -125,10 +126,21 @@ def test_the_scaled_out_topology_loses_and_duplicates_nothing(tmp_path, monkeypa
         for key, value in (minio.environ | {"AIRFLOW_STREAM_WAREHOUSE": minio.url("topology")}).items():
             monkeypatch.setenv(key, value)
         avg_out, tick_out = minio.url("topology/power/avg_out"), minio.url("topology/power/tick_out")
-        started = cli(stream_home, "node", "start", "--port", str(free_port()), "--master", cluster.master_url,
-                      timeout=300)
-        assert started.returncode == 0, started.stdout + started.stderr
-        node_started = True
+        # the node (waiting for the cluster's executors) and Airflow start side by side
+        airflow = LocalAirflow(tmp_path / "airflow", stream_home, database=postgres.url, celery=redis.url,
+                               workers=2, parallelism=6)
+        # a task whose worker was killed is failed (and retried) after this long without a heartbeat
+        airflow.env["AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT"] = "30"
+        monkeypatch.setenv("AIRFLOW_STREAM_API_URL", airflow.url)
+        with ThreadPoolExecutor(1) as pool:
+            node = pool.submit(cli, stream_home, "node", "start", "--port", str(free_port()), "--master",
+                               cluster.master_url, timeout=300)
+            try:
+                airflow.start(timeout=300)
+            finally:
+                started = node.result()
+                node_started = started.returncode == 0
+        assert node_started, started.stdout + started.stderr
         made = cli(stream_home, "sql", f"""
             CREATE DATABASE power; USE power;
             CREATE STABLE meters (ts TIMESTAMP, v DOUBLE) TAGS (site VARCHAR(16));
@@ -143,12 +155,6 @@ def test_the_scaled_out_topology_loses_and_duplicates_nothing(tmp_path, monkeypa
         assert made.returncode == 0, made.stdout + made.stderr
         # the inserts commit through the kernel, without Spark
         wh = Warehouse(stream_home / "warehouse", database="power")
-        airflow = LocalAirflow(tmp_path / "airflow", stream_home, database=postgres.url, celery=redis.url,
-                               workers=2, parallelism=6)
-        # a task whose worker was killed is failed (and retried) after this long without a heartbeat
-        airflow.env["AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT"] = "30"
-        monkeypatch.setenv("AIRFLOW_STREAM_API_URL", airflow.url)
-        airflow.start(timeout=300)
 
         written = readings(range(3))
         insert(wh, written)  # closes minutes 0 and 1 of each meter

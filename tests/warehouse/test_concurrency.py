@@ -1,6 +1,6 @@
 """Concurrent writers on one supertable lose nothing and duplicate nothing.
 
-Four processes write at once into `power.meters`: two insert 250 single rows each, two insert 10
+Four processes write at once into `power.meters`: two insert 150 single rows each, two insert 6
 batches of 1,000 rows each, into the same subtables (created by whichever writer comes first).
 Every row's value is a function of its key, so the final table is known exactly.
 """
@@ -18,8 +18,8 @@ from deltalake import DeltaTable, QueryBuilder
 from airflow_stream_provider import statements
 from airflow_stream_provider.warehouse import Warehouse
 
-SINGLE_ROWS = 250
-BATCHES = 10
+SINGLE_ROWS = 150
+BATCHES = 6
 BATCH_ROWS = 1000
 BASE_MS = 1_735_689_600_000  # 2025-01-01T00:00:00Z
 
