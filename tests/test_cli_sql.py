@@ -14,6 +14,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from airflow_stream_provider.cli.commands import main
+
 SCRIPT = Path(sys.executable).with_name("airflow-stream")
 
 SCHEMA = """CREATE DATABASE power;
@@ -76,7 +78,7 @@ def test_a_syntax_error_runs_nothing(home):
 
 
 @pytest.mark.spark
-def test_select_prints_table_csv_and_json_with_iso_timestamps(home):
+def test_select_prints_table_csv_and_json_with_iso_timestamps(home, spark, monkeypatch, capsys):
     query = "SELECT tbname, location, ts, current, voltage FROM power.meters ORDER BY ts"
     table = run(home, "sql", query)
     assert table.returncode == 0, table.stderr
@@ -87,14 +89,23 @@ def test_select_prints_table_csv_and_json_with_iso_timestamps(home):
         "d1001  | California.SanFrancisco | 2018-10-03T14:38:15.000+00:00 |    12.6 |     218",
         "(2 rows)",
     ]
-    both = run(home, "sql", "--format", "csv", f"{query}; SELECT count(*) AS n FROM power.d1001")
+    # the other formats through the command's entry point in this process, on the suite's Spark session
+    monkeypatch.setenv("AIRFLOW_STREAM_HOME", str(home))
+    capsys.readouterr()
+
+    def command(*args: str) -> subprocess.CompletedProcess:
+        code = main(list(args))
+        out, err = capsys.readouterr()
+        return subprocess.CompletedProcess(args, code, out, err)
+
+    both = command("sql", "--format", "csv", f"{query}; SELECT count(*) AS n FROM power.d1001")
     assert both.returncode == 0, both.stderr
     first, second = both.stdout.split("n\n")[0], both.stdout.split("n\n")[1]
     records = list(csv.DictReader(io.StringIO(first)))
     assert records[0] == {"tbname": "d1001", "location": "California.SanFrancisco",
                           "ts": "2018-10-03T14:38:05.000+00:00", "current": "10.3", "voltage": "219"}
     assert second.strip() == "2"
-    as_json = run(home, "sql", "--format", "json", "-d", "power", "SELECT ts, voltage FROM d1001 WHERE voltage > 218")
+    as_json = command("sql", "--format", "json", "-d", "power", "SELECT ts, voltage FROM d1001 WHERE voltage > 218")
     assert as_json.returncode == 0, as_json.stderr
     assert json.loads(as_json.stdout) == [{"ts": "2018-10-03T14:38:05.000+00:00", "voltage": 219}]
     # csv and json keep standard output for the rows: statement notes go to standard error

@@ -12,7 +12,7 @@ node's Spark Connect endpoint, and answers the requests of its streams' tasks. I
 detectors in ``node/workers/<i>.json``, which the node's status merges, and ends with the node: it
 asks the kernel to be killed when its parent dies, and looks every second.
 
-    python -m airflow_stream_provider.node.worker --slot 0 --slots 2
+    python -m airflow_stream_provider.node.worker --slot 0 --slots 2 --parent <node pid>
 """
 
 from __future__ import annotations
@@ -61,13 +61,17 @@ def _die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
-def serve(slot: int, slots: int) -> int:
+def serve(slot: int, slots: int, parent: int | None = None) -> int:
+    """Host the slot's streams until stopped or until ``parent`` (the node; default: this
+    process's parent now) is gone."""
     from airflow_stream_provider.node.detectors import DetectorHost, slot_of
     from airflow_stream_provider.plan.stream import StreamKind
     from airflow_stream_provider.spark.session import spark_session
 
-    parent = os.getppid()
+    parent = os.getppid() if parent is None else parent
     _die_with_parent()
+    if os.getppid() != parent:  # the node died before the line above could take effect
+        return 0
     bind()  # LOW_LATENCY_CALC detectors deliver notifications with Airflow's connections
     stopping = threading.Event()
 
@@ -130,7 +134,8 @@ class WorkerPool:
                 self.restarts += 1
                 self.log(f"worker {slot} exited with {process.returncode}: starting it again")
             self.processes[slot] = subprocess.Popen(
-                [sys.executable, "-m", __name__, "--slot", str(slot), "--slots", str(self.slots)],
+                [sys.executable, "-m", __name__, "--slot", str(slot), "--slots", str(self.slots),
+                 "--parent", str(os.getpid())],
                 stdin=subprocess.DEVNULL)
 
     def queries(self) -> list[dict]:
@@ -160,8 +165,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m airflow_stream_provider.node.worker")
     parser.add_argument("--slot", type=int, required=True)
     parser.add_argument("--slots", type=int, required=True)
+    parser.add_argument("--parent", type=int, help="the node's pid: the worker ends when it is gone")
     args = parser.parse_args(argv)
-    return serve(args.slot, args.slots)
+    return serve(args.slot, args.slots, args.parent)
 
 
 if __name__ == "__main__":
