@@ -214,8 +214,8 @@ def windows_in_range_locally(runtime: StreamRuntime, start: datetime, end: datet
     # the groups' PARTITION BY values as the live detector takes them, so the trigger ids are its own
     codes, keys = detector.group_codes(table, plan.keys)
     rows = table.to_pandas()
-    frames = [found for found in (batch.group_events(plan, rows[codes == g].reset_index(drop=True), key=key)
-                                  for g, key in enumerate(keys)) if len(found)]
+    frames = [part for part in (batch.group_events(plan, rows[codes == g].reset_index(drop=True), key=key)
+                                for g, key in enumerate(keys)) if len(part)]
     events = pd.concat(frames, ignore_index=True)[list(EVENT_COLUMNS)] if frames else empty_events()
     typed = pa.Table.from_pandas(events, preserve_index=False)
     events = pa.table({f.name: typed[f.name].cast(f.type) for f in detector.EVENT_ARROW_SCHEMA
