@@ -38,14 +38,10 @@ def free_port() -> int:
 def wait_for(check: Callable[[], Any], timeout: float, what: str, every: float = 1.0) -> Any:
     """The first truthy value of ``check()``, polled every ``every`` seconds; AssertionError after
     ``timeout`` seconds, naming ``what``."""
-    began = time.monotonic()
-    deadline = began + timeout
+    deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = check()
         if value:
-            if os.environ.get("AIRFLOW_STREAM_TRACE_WAITS"):
-                print(f"[wait {time.strftime('%H:%M:%S')}] {what.splitlines()[0]}: "
-                      f"{time.monotonic() - began:.1f} s", file=sys.stderr, flush=True)
             return value
         time.sleep(every)
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")

@@ -179,8 +179,10 @@ def queue_notifications(runtime: StreamRuntime, stored: StoredStream, notes: Run
     report.notified += len(notes.events)
 
 
-#: the progress keys that only move forward (and the checkpoint they belong to)
-BATCH_MARKS = ("consumed_batch", "detected_version", "last_version", "checkpoint_id")
+#: the progress keys that only move forward
+FORWARD_MARKS = ("consumed_batch", "detected_version", "last_version")
+#: those, and the checkpoint they belong to
+BATCH_MARKS = (*FORWARD_MARKS, "checkpoint_id")
 
 
 def commit_progress(db: str, name: str, update: dict, *, store: StreamStore | None = None) -> dict:
@@ -190,7 +192,7 @@ def commit_progress(db: str, name: str, update: dict, *, store: StreamStore | No
     store = store or StreamStore()
     with store.updating(db, name) as state:
         for key, value in update.items():
-            if key in BATCH_MARKS[:3] and state.get(key) is not None \
+            if key in FORWARD_MARKS and state.get(key) is not None \
                     and value is not None:
                 state[key] = max(state[key], value)
             elif key == "computed":  # a count: each run adds its own

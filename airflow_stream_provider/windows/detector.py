@@ -195,6 +195,14 @@ def group_codes(table: pa.Table, keys: tuple[str, ...]) -> tuple[np.ndarray, lis
     return codes.astype(np.int64), key_values
 
 
+def group_slices(rows: pd.DataFrame, codes: np.ndarray, groups: int) -> Callable[[int], pd.DataFrame]:
+    """Group ``g``'s rows of ``rows`` (``codes``: each row's group, as :func:`group_codes` numbers
+    them), in their order, each made only when asked for; the rows are sorted once."""
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(groups + 1))
+    return lambda g: rows.iloc[order[bounds[g]:bounds[g + 1]]].reset_index(drop=True)
+
+
 class Detector:
     """The windows of one stream, batch by batch over its trigger table's change feed.
 
@@ -363,12 +371,8 @@ class Detector:
         parts: Callable[[int], pd.DataFrame] = lambda g: rows  # noqa: E731 (one group: all the rows)
         if rows is not None:
             codes, key_values = rows.attrs.pop("groups")
-            if len(key_values) > 1:
-                order = np.argsort(codes, kind="stable")
-                bounds = np.searchsorted(codes[order], np.arange(len(key_values) + 1))
-
-                def parts(g: int) -> pd.DataFrame:  # a group's raw rows, made only for the general road
-                    return rows.iloc[order[bounds[g]:bounds[g + 1]]].reset_index(drop=True)
+            if len(key_values) > 1:  # a group's raw rows, made only for the general road
+                parts = group_slices(rows, codes, len(key_values))
             work = [(_key_text(key), key, g) for g, key in enumerate(key_values)]
         if self.timeouts:
             touched = {text for text, _, _ in work}

@@ -213,9 +213,9 @@ def windows_in_range_locally(runtime: StreamRuntime, start: datetime, end: datet
         table = table.filter(pc.greater_equal(table[plan.ts_column], _stamp(plan.since, ts.type)))
     # the groups' PARTITION BY values as the live detector takes them, so the trigger ids are its own
     codes, keys = detector.group_codes(table, plan.keys)
-    rows = table.to_pandas()
-    frames = [part for part in (batch.group_events(plan, rows[codes == g].reset_index(drop=True), key=key)
-                                for g, key in enumerate(keys)) if len(part)]
+    rows = detector.group_slices(table.to_pandas(), codes, len(keys))
+    frames = [part for part in (batch.group_events(plan, rows(g), key=key) for g, key in enumerate(keys))
+              if len(part)]
     events = pd.concat(frames, ignore_index=True)[list(EVENT_COLUMNS)] if frames else empty_events()
     typed = pa.Table.from_pandas(events, preserve_index=False)
     events = pa.table({f.name: typed[f.name].cast(f.type) for f in detector.EVENT_ARROW_SCHEMA
