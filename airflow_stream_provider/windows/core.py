@@ -6,9 +6,9 @@ next call continues exactly where this one stopped. Batch mode calls a scanner o
 of a group; the streaming detector calls it once per micro-batch with the carry kept in Spark
 state. Either way the same code decides, so both give the same windows.
 
-Input rows are a pandas DataFrame sorted by ``ts`` (int64 microseconds since the epoch) holding
-only the rows the caller judged eligible (pre-filtered, at or before the watermark), plus the
-columns the trigger type needs:
+Input rows are a pandas DataFrame, or a :class:`Chunk` of numpy columns, sorted by ``ts`` (int64
+microseconds since the epoch) holding only the rows the caller judged eligible (pre-filtered, at or
+before the watermark), plus the columns the trigger type needs:
 
 =========  ===================================================================================
 type       columns
@@ -278,7 +278,49 @@ def _fields_json(columns: dict[str, np.ndarray], index: int) -> str:
 # --- scanners ------------------------------------------------------------------------------
 
 
-def scan(spec: WindowSpec, rows: pd.DataFrame, carry: dict | None, *, watermark: int | None = None,
+class Chunk:
+    """A group's rows as numpy columns: slices of a batch's columns, so that the live detector, which
+    scans each group of each batch for a row or a few, builds no DataFrame per group."""
+
+    __slots__ = ("columns", "length")
+
+    def __init__(self, columns: dict[str, np.ndarray], length: int) -> None:
+        self.columns = columns
+        self.length = length
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.columns
+
+
+#: the rows a scanner reads
+Rows = pd.DataFrame | Chunk
+
+
+def _values(rows: Rows, name: str, dtype: type | None = None) -> np.ndarray:
+    """Column ``name`` of ``rows`` as a numpy array (of ``dtype``, when given)."""
+    if not isinstance(rows, Chunk):
+        return rows[name].to_numpy() if dtype is None else rows[name].to_numpy(dtype)
+    values = rows.columns[name]
+    return values if dtype is None or values.dtype == dtype else values.astype(dtype)
+
+
+def _flags(rows: Rows, name: str) -> np.ndarray:
+    """Condition column ``name`` as booleans, NULL as false."""
+    if not isinstance(rows, Chunk):
+        return rows[name].fillna(False).to_numpy(bool)
+    values = rows.columns[name]
+    if values.dtype == bool:
+        return values
+    known = ~pd.isna(values)
+    out = np.zeros(len(values), bool)
+    out[known] = values[known].astype(bool)
+    return out
+
+
+def scan(spec: WindowSpec, rows: Rows, carry: dict | None, *, watermark: int | None = None,
          final: bool = False, reported_only: bool = False) -> tuple[pd.DataFrame, dict | None]:
     """Continue the scan of one group over ``rows``.
 
@@ -290,21 +332,21 @@ def scan(spec: WindowSpec, rows: pd.DataFrame, carry: dict | None, *, watermark:
         on): the live detector, which turns windows into events, needs no others.
     """
     if watermark is None:
-        last = int(rows["ts"].iat[-1]) if len(rows) else (carry or {}).get("max_ts")
+        last = int(_values(rows, "ts")[-1]) if len(rows) else (carry or {}).get("max_ts")
         watermark = None if last is None else last - spec.watermark
     result, carry = _SCANNERS[spec.kind](spec, rows, carry, watermark, final, reported_only)
     if carry is not None and len(rows):
-        carry["max_ts"] = max(int(rows["ts"].iat[-1]), carry.get("max_ts", -(2**63)))
+        carry["max_ts"] = max(int(_values(rows, "ts")[-1]), carry.get("max_ts", -(2**63)))
     return result, carry
 
 
-def _interval(spec: WindowSpec, rows: pd.DataFrame, carry: dict | None, watermark: int | None,
+def _interval(spec: WindowSpec, rows: Rows, carry: dict | None, watermark: int | None,
               final: bool, reported_only: bool = False) -> tuple[pd.DataFrame, dict | None]:
     size, step, offset = spec.interval, spec.sliding, spec.offset
     carry = dict(carry) if carry else {"lo": None, "counts": {}}
     counts: dict[int, int] = {int(k): v for k, v in carry["counts"].items()}
     before = set(counts)
-    ts = rows["ts"].to_numpy(np.int64)
+    ts = _values(rows, "ts", np.int64)
     if len(ts):
         last_k = (ts - offset) // step
         ks = []
@@ -370,9 +412,9 @@ def _segments(breaks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return starts.astype(np.int64), ends.astype(np.int64)
 
 
-def _session(spec: WindowSpec, rows: pd.DataFrame, carry: dict | None, watermark: int | None,
+def _session(spec: WindowSpec, rows: Rows, carry: dict | None, watermark: int | None,
              final: bool, reported_only: bool = False) -> tuple[pd.DataFrame, dict | None]:
-    ts = rows["ts"].to_numpy(np.int64)
+    ts = _values(rows, "ts", np.int64)
     if len(ts) == 0:
         if carry and carry.get("open") and (
             final or (watermark is not None and watermark - carry["open"]["last"] > spec.gap)
@@ -409,13 +451,13 @@ def _session(spec: WindowSpec, rows: pd.DataFrame, carry: dict | None, watermark
     return window_frame(starts, ends, counts, closed, opened), {**(carry or {}), "open": new_open}
 
 
-def _state(spec: WindowSpec, rows: pd.DataFrame, carry: dict | None, watermark: int | None,
+def _state(spec: WindowSpec, rows: Rows, carry: dict | None, watermark: int | None,
            final: bool, reported_only: bool = False) -> tuple[pd.DataFrame, dict | None]:
     carry = dict(carry or {"open": None, "prev": None})
-    state = rows["_state"] if len(rows) else pd.Series([], dtype=object)
-    keep = state.notna().to_numpy()
-    ts = rows["ts"].to_numpy(np.int64)[keep]
-    values = state.to_numpy()[keep]
+    state = _values(rows, "_state") if len(rows) else np.empty(0, object)
+    keep = ~pd.isna(state)
+    ts = _values(rows, "ts", np.int64)[keep]
+    values = state[keep]
     o = carry.get("open")
     if len(ts) == 0:
         if o and final:
@@ -466,7 +508,7 @@ def _state(spec: WindowSpec, rows: pd.DataFrame, carry: dict | None, watermark: 
     carry.update(open=new_open, prev=win_state[last] if final else carry.get("prev"))
     if not final and n > 1:
         carry["prev"] = win_state[last - 1]
-    return out.reset_index(drop=True), carry
+    return out, carry
 
 
 def _close_only(spec: WindowSpec, o: dict, carry: dict) -> pd.DataFrame:
@@ -481,16 +523,16 @@ def _close_only(spec: WindowSpec, o: dict, carry: dict) -> pd.DataFrame:
     return window_frame([o["start"]], [o["last"]], [o["count"]], [True], [not o["opened"]], **extra)
 
 
-def _event(spec: WindowSpec, rows: pd.DataFrame, carry: dict | None, watermark: int | None,
+def _event(spec: WindowSpec, rows: Rows, carry: dict | None, watermark: int | None,
            final: bool, reported_only: bool = False) -> tuple[pd.DataFrame, dict | None]:
     carry = dict(carry or {"open": None})
-    ts = rows["ts"].to_numpy(np.int64)
+    ts = _values(rows, "ts", np.int64)
     n = len(ts)
-    start_at = np.flatnonzero(rows["_start"].fillna(False).to_numpy(bool)) if n else np.empty(0, np.int64)
-    end_at = np.flatnonzero(rows["_end"].fillna(False).to_numpy(bool)) if n else np.empty(0, np.int64)
+    start_at = np.flatnonzero(_flags(rows, "_start")) if n else np.empty(0, np.int64)
+    end_at = np.flatnonzero(_flags(rows, "_end")) if n else np.empty(0, np.int64)
     out: dict[str, list] = {k: [] for k in ("s", "e", "c", "closed", "opened", "of", "cf")}
-    start_fields = {name: rows[f"_f_{name}"].to_numpy() for name in spec.start_fields}
-    end_fields = {name: rows[f"_f_{name}"].to_numpy() for name in spec.end_fields}
+    start_fields = {name: _values(rows, f"_f_{name}") for name in spec.start_fields}
+    end_fields = {name: _values(rows, f"_f_{name}") for name in spec.end_fields}
     o = carry.get("open")
 
     # the fields of the condition rows: JSON text (carried), a row index (made JSON at the end), or None
@@ -542,12 +584,12 @@ def _event(spec: WindowSpec, rows: pd.DataFrame, carry: dict | None, watermark: 
     return frame, carry
 
 
-def _count(spec: WindowSpec, rows: pd.DataFrame, carry: dict | None, watermark: int | None,
+def _count(spec: WindowSpec, rows: Rows, carry: dict | None, watermark: int | None,
            final: bool, reported_only: bool = False) -> tuple[pd.DataFrame, dict | None]:
     size, step = spec.count, spec.count_sliding
     carry = dict(carry or {"total": 0, "open": []})
-    valid = rows["_valid"].fillna(False).to_numpy(bool) if "_valid" in rows else np.ones(len(rows), bool)
-    ts = rows["ts"].to_numpy(np.int64)[valid]
+    valid = _flags(rows, "_valid") if "_valid" in rows else np.ones(len(rows), bool)
+    ts = _values(rows, "ts", np.int64)[valid]
     before = carry["total"]
     total = before + len(ts)
     open_before: dict[int, int] = {int(j): s for j, s in carry["open"]}  # window ordinal -> start ts
@@ -576,7 +618,7 @@ def _count(spec: WindowSpec, rows: pd.DataFrame, carry: dict | None, watermark: 
                          ordinal=js[report])
     carry.update(total=int(total), open=[[int(j), int(starts_of[j])] for j in still_open],
                  last=int(ts[-1]) if len(ts) else last_ts)
-    return frame.reset_index(drop=True), carry
+    return frame, carry
 
 
 def open_windows(spec: WindowSpec, carry: dict | None) -> pd.DataFrame:

@@ -51,7 +51,7 @@ from airflow_stream_provider.storage import is_remote
 from airflow_stream_provider.windows.changes import ChangeFeed
 from airflow_stream_provider.windows.checkpoint import RETAIN, SNAPSHOT_EVERY, Checkpoint
 from airflow_stream_provider.windows.clause import TriggerPlan, micros
-from airflow_stream_provider.windows.core import concat_windows, open_windows, plain, scan
+from airflow_stream_provider.windows.core import Chunk, concat_windows, open_windows, plain, scan
 from airflow_stream_provider.windows.events import (
     EVENT_COLUMNS,
     EVENT_FIELDS,
@@ -413,7 +413,7 @@ class Detector:
 
 
     def _fast_lane(self, rows: pd.DataFrame, codes: np.ndarray,
-                   texts: list[str]) -> dict[str, tuple[pd.DataFrame, int, int]]:
+                   texts: list[str]) -> dict[str, tuple[Chunk, int, int]]:
         """Each group's rows as the window core reads them, prepared for the whole batch at once,
         with the earliest and latest time of its raw rows, when the batch holds only new rows and
         the stream waits for no watermark (key text -> those; empty when the batch takes the general
@@ -435,9 +435,10 @@ class Detector:
         ordered = rows.iloc[order].reset_index(drop=True)
         ordered["__group"] = codes
         prepared = plan.prepare(ordered, ordered=True, keep=("__group",))
-        bounds = np.searchsorted(prepared["__group"].to_numpy(np.int64), groups)
-        prepared = prepared.drop(columns=["__group"])
-        return {text: (prepared.iloc[bounds[i]:bounds[i + 1]].reset_index(drop=True),
+        bounds = np.searchsorted(prepared["__group"].to_numpy(np.int64), groups).tolist()
+        columns = {name: prepared[name].to_numpy() for name in prepared.columns if name != "__group"}
+        return {text: (Chunk({name: values[bounds[i]:bounds[i + 1]] for name, values in columns.items()},
+                             bounds[i + 1] - bounds[i]),
                        int(ts[raw_bounds[i]]), int(ts[raw_bounds[i + 1] - 1]))
                 for i, text in enumerate(texts)}
 
@@ -635,7 +636,7 @@ class _Step:
                      pending=_records(pending, plan.columns))
         return Advanced(json.dumps(saved, default=_json_default), timeout, [(k, w) for k, w in parts if len(w)])
 
-    def ready(self, rows: pd.DataFrame, low: int, high: int, text: str | None, now_ms: int) -> Advanced | None:
+    def ready(self, rows: Chunk, low: int, high: int, text: str | None, now_ms: int) -> Advanced | None:
         """:meth:`advance` for a group whose batch is new rows in time order (``rows`` prepared,
         ``low`` and ``high`` the times of the first and last raw row), without WATERMARK (every row
         is ready at once); None when its state asks for the general road (rows waiting, or rows at
