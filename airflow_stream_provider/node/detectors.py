@@ -1,5 +1,6 @@
-"""The live detectors a stream node hosts: one per running window stream, the streams on one trigger
-table sharing one reader of its change feed (:class:`~airflow_stream_provider.windows.changes.ChangeFeed`).
+"""The live detectors a stream node hosts: one per running window stream, the streams a host has on
+one trigger table sharing one reader of its change feed
+(:class:`~airflow_stream_provider.windows.changes.ChangeFeed`).
 
 Every few seconds the node reconciles what runs with the streams folder: a window stream that
 exists and is not stopped gets its detector (CREATE STREAM, START STREAM), and a detector whose
@@ -96,10 +97,11 @@ def every_stream(kind: StreamKind, table: str | None, key: str) -> bool:
     return True
 
 
-def slot_of(table: str | None, key: str, slots: int) -> int:
-    """The worker a window stream goes to: by its trigger table, so that the streams on one table
-    share one worker and one reader of its change feed (by its own name when the table is not known)."""
-    return zlib.crc32((table or key).encode()) % slots
+def slot_of(key: str, slots: int) -> int:
+    """The worker a window stream goes to, by its name (``db.name``): the streams on one table are
+    spread over the workers, so that many of them use every core (each worker reads the table's
+    change feed once for the streams it hosts)."""
+    return zlib.crc32(key.encode()) % slots
 
 
 class DetectorHost:

@@ -18,6 +18,7 @@ inside ``streams/`` or ``state/``: no read, write or removal happens anywhere el
 from __future__ import annotations
 
 import fcntl
+import functools
 import json
 import os
 import shutil
@@ -118,6 +119,15 @@ def _atomic_write(path: Path, text: str) -> None:
     write_text(make_dirs(path.parent) / path.name, text, durable=True)
 
 
+@functools.lru_cache(maxsize=1024)
+def _definition(text: str) -> m.CreateStream:
+    """A stream's CREATE STREAM, parsed once per process: the node looks at every stream's definition
+    every few seconds, and a live stream's runs at it every second (statements are immutable)."""
+    (stmt,) = parse(text)
+    assert isinstance(stmt, m.CreateStream)
+    return stmt
+
+
 class StreamStore:
     def __init__(self, home: Path | None = None) -> None:
         root = Path(home) if home else config.home()
@@ -171,9 +181,8 @@ class StreamStore:
             hint = did_you_mean(name, [n for _, n in self.names(db)])
             raise StreamNotFound(f"stream {db.lower()}.{name.lower()} does not exist" + (f" ({hint})" if hint else ""))
         text = path.read_text(encoding="utf-8")
-        (stmt,) = parse(text)
-        assert isinstance(stmt, m.CreateStream)
-        return StoredStream(db.lower(), name.lower(), text, stmt, self.state_dir(db, name), self.data_dir(db, name))
+        return StoredStream(db.lower(), name.lower(), text, _definition(text), self.state_dir(db, name),
+                            self.data_dir(db, name))
 
     def drop(self, db: str, name: str) -> None:
         self.definition(db, name).unlink(missing_ok=True)

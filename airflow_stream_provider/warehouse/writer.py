@@ -8,16 +8,20 @@ deletes from them, and the two writers serialize through Delta's optimistic conc
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import random
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from airflow_stream_provider.storage import Location
+from airflow_stream_provider.storage import Location, is_remote
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
@@ -60,24 +64,73 @@ def _is_conflict(err: Exception) -> bool:
     return isinstance(err, CommitFailedError) or "concurrent" in text or "version already exists" in text
 
 
-def retrying(path: Location, action: Callable[[DeltaTable], object]) -> Commit:
-    """Run ``action(table)`` on a fresh snapshot until it commits; conflicts are retried with backoff."""
+#: local tables kept open between commits (the most recently used)
+KEPT_TABLES = 64
+_kept: OrderedDict[str, tuple[DeltaTable, tuple]] = OrderedDict()
+_kept_lock = threading.Lock()
+_path_locks: dict[str, threading.Lock] = {}
+
+
+def _commit_file(path: str, table: DeltaTable) -> tuple:
+    """What identifies the table's latest commit file (the same path is another table once dropped
+    and created again); () when it cannot be seen."""
+    try:
+        found = os.stat(os.path.join(path, "_delta_log", f"{table.version():020d}.json"))
+    except OSError:
+        return ()
+    return found.st_ino, found.st_mtime_ns, found.st_size
+
+
+@contextlib.contextmanager
+def latest(path: Location) -> Iterator[DeltaTable]:
+    """The Delta table at ``path`` as it is now, for this thread alone until the block ends; raises
+    :class:`deltalake.exceptions.TableNotFoundError` when there is none.
+
+    A local table is kept open from one use to the next (writes through it move it along), and
+    brought up to date by reading the log entries written since: a live stream commits to its
+    tables every second, and opening one afresh reads its log from the last checkpoint, tens of
+    milliseconds each time. A table is opened afresh when its latest commit file is not the one
+    seen last (the table was dropped and made again) and after a block that raised."""
     from deltalake import DeltaTable
 
+    key = str(path)
+    if is_remote(path):
+        yield DeltaTable(key)
+        return
+    with _kept_lock:
+        lock = _path_locks.setdefault(key, threading.Lock())
+    with lock:
+        with _kept_lock:
+            table, seen = _kept.pop(key, (None, ()))
+        if table is None or not seen or _commit_file(key, table) != seen:
+            table = DeltaTable(key)
+        else:
+            table.update_incremental()
+        yield table  # (an error leaves it out of the kept tables)
+        seen = _commit_file(key, table)
+        with _kept_lock:
+            _kept[key] = (table, seen)
+            while len(_kept) > KEPT_TABLES:
+                _kept.popitem(last=False)
+
+
+def retrying(path: Location, action: Callable[[DeltaTable], object]) -> Commit:
+    """Run ``action(table)`` on the table as it is now until it commits; conflicts are retried with
+    backoff, each on the table read again."""
     deadline = time.monotonic() + COMMIT_DEADLINE_S
     attempt = 0
     while True:
         attempt += 1
-        table = DeltaTable(str(path))
-        before = table.version()
         try:
-            action(table)
+            with latest(path) as table:
+                before = table.version()
+                action(table)
+                version = table.version()
         except Exception as err:
             if not _is_conflict(err) or time.monotonic() > deadline:
                 raise
             time.sleep(min(0.5, 0.005 * 2 ** min(attempt, 7)) * random.uniform(0.5, 1.5))
             continue
-        version = table.version()
         _maybe_compact(path, before, version)
         return Commit(path, before, version, attempt)
 

@@ -1,5 +1,5 @@
 """A trigger table's Delta change feed, read by the Delta Lake Rust kernel: one reader per table for
-every stream that follows it.
+every stream of the process that follows it.
 
 A version's changes are read once (``load_cdf`` of that version: its change-data files, or the files
 it added and removed) and kept while the streams behind it still need them, so twenty streams on one

@@ -152,8 +152,9 @@ def _micros(duration: m.Duration, clause: str) -> int:
 
 def empty_windows() -> pd.DataFrame:
     """No windows, in the window columns (a copy of one frame built once: most scans of a live
-    group find none, and a copy costs a small part of a new frame)."""
-    return _NO_WINDOWS.copy()
+    group find none, and a copy costs a small part of a new frame; it shares the empty columns,
+    which a column set on it replaces)."""
+    return _NO_WINDOWS.copy(deep=False)
 
 
 def window_frame(wstart, wend, rows, closed, opened, **extra) -> pd.DataFrame:

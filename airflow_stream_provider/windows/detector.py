@@ -48,6 +48,7 @@ import pyarrow.compute as pc
 
 from airflow_stream_provider.model import TriggerMode
 from airflow_stream_provider.storage import is_remote
+from airflow_stream_provider.warehouse import writer
 from airflow_stream_provider.windows.changes import ChangeFeed
 from airflow_stream_provider.windows.checkpoint import RETAIN, SNAPSHOT_EVERY, Checkpoint
 from airflow_stream_provider.windows.clause import TriggerPlan, micros
@@ -543,20 +544,19 @@ def write_events(frames: list[pd.DataFrame], path: str, app_id: str, batch_id: i
 
 
 def _commit_arrow(events: pa.Table, path: str, app_id: str, batch_id: int) -> None:
-    from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+    from deltalake import CommitProperties, Transaction, write_deltalake
     from deltalake.exceptions import TableNotFoundError
 
-    target: str | DeltaTable
+    commit = CommitProperties(app_transactions=[Transaction(app_id, batch_id)])
     try:
-        target, configuration = DeltaTable(path), None
+        with writer.latest(path) as table:
+            done = table.transaction_version(app_id)
+            if done is None or done < batch_id:
+                # event tables made before a column was added take it on their next write
+                write_deltalake(table, events, mode="append", schema_mode="merge", commit_properties=commit)
     except TableNotFoundError:
-        target, configuration = path, {"delta.dataSkippingStatsColumns": EVENT_STATS_COLUMNS}
-    done = target.transaction_version(app_id) if isinstance(target, DeltaTable) else None
-    if done is not None and done >= batch_id:
-        return
-    # event tables made before a column was added take it on their next write
-    write_deltalake(target, events, mode="append", configuration=configuration, schema_mode="merge",
-                    commit_properties=CommitProperties(app_transactions=[Transaction(app_id, batch_id)]))
+        write_deltalake(path, events, mode="append", schema_mode="merge", commit_properties=commit,
+                        configuration={"delta.dataSkippingStatsColumns": EVENT_STATS_COLUMNS})
 
 
 class _Step:

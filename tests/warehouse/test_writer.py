@@ -1,0 +1,68 @@
+"""The writer keeps local tables open between commits: what it writes must be what a table opened
+afresh each time would hold, also when the table changes under it."""
+
+import shutil
+
+import pyarrow as pa
+from deltalake import DeltaTable, write_deltalake
+
+from airflow_stream_provider.warehouse import writer
+
+
+def rows(keys: list[int], value: str) -> pa.Table:
+    return pa.table({"k": pa.array(keys, pa.int64()), "v": pa.array([value] * len(keys))})
+
+
+def content(path) -> dict[int, str]:
+    table = DeltaTable(str(path)).to_pyarrow_table()
+    got = list(zip(table["k"].to_pylist(), table["v"].to_pylist(), strict=True))
+    assert len(got) == len({k for k, _ in got}), got  # no key twice
+    return dict(got)
+
+
+def test_commits_of_another_writer_are_seen(tmp_path):
+    path = tmp_path / "t"
+    write_deltalake(str(path), rows([1, 2], "a"))
+    writer.upsert(path, rows([2, 3], "b"), ["k"])
+    write_deltalake(str(path), rows([4], "other"), mode="append")  # another writer, between two of ours
+    commit = writer.upsert(path, rows([4, 5], "c"), ["k"])
+    assert content(path) == {1: "a", 2: "b", 3: "b", 4: "c", 5: "c"}
+    assert (commit.before, commit.version) == (2, 3)
+
+
+def test_a_table_dropped_and_made_again_is_read_afresh(tmp_path):
+    path = tmp_path / "t"
+    write_deltalake(str(path), rows([1], "old"))
+    for key in range(2, 5):  # the kept table is at version 3
+        writer.upsert(path, rows([key], "old"), ["k"])
+    shutil.rmtree(path)
+    # made again, and further along than the kept table: its version 3 is another commit
+    write_deltalake(str(path), rows([10], "new"))
+    for key in range(11, 15):
+        write_deltalake(str(path), rows([key], "new"), mode="append")
+    writer.upsert(path, rows([10, 20], "upserted"), ["k"])
+    assert content(path) == {10: "upserted", 11: "new", 12: "new", 13: "new", 14: "new", 20: "upserted"}
+    shutil.rmtree(path)
+    write_deltalake(str(path), rows([7], "again"))  # and made again behind it
+    writer.upsert(path, rows([7], "upserted"), ["k"])
+    assert content(path) == {7: "upserted"}
+
+
+def test_after_a_failed_action_the_table_is_read_again(tmp_path):
+    path = tmp_path / "t"
+    write_deltalake(str(path), rows([1], "a"))
+    writer.upsert(path, rows([2], "a"), ["k"])
+
+    def fails(table: DeltaTable) -> None:
+        table.merge(rows([3], "lost"), "t.k = s.k", source_alias="s", target_alias="t")  # not executed
+        raise ValueError("the action failed")
+
+    try:
+        writer.retrying(path, fails)
+    except ValueError:
+        pass
+    else:
+        raise AssertionError("the action's error was swallowed")
+    write_deltalake(str(path), rows([4], "other"), mode="append")
+    assert writer.upsert(path, rows([1, 5], "b"), ["k"]).before == 2
+    assert content(path) == {1: "b", 2: "a", 4: "other", 5: "b"}
