@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from airflow_stream_provider.storage import Location, is_remote
 
@@ -135,10 +136,29 @@ def retrying(path: Location, action: Callable[[DeltaTable], object]) -> Commit:
         return Commit(path, before, version, attempt)
 
 
+def _key_bounds(rows: pa.Table, keys: Sequence[str]) -> list[str]:
+    """The range of each time or integer key of ``rows``, as conditions on the target: a row that
+    matches one of ``rows`` lies within them, and the kernel skips the files whose statistics lie
+    outside (a live stream's MERGE of its latest windows then reads its latest files, not all)."""
+    out = []
+    for key in keys:
+        column = rows[key]
+        kind = column.type
+        if not (pa.types.is_integer(kind) or pa.types.is_timestamp(kind) and kind.unit in ("s", "ms", "us")):
+            continue
+        low, high = (value.as_py() for value in pc.min_max(column).values())
+        if low is None or high is None:
+            continue
+        if pa.types.is_timestamp(kind):
+            low, high = f"'{low.isoformat()}'", f"'{high.isoformat()}'"
+        out.append(f"t.{_quote(key)} >= {low} AND t.{_quote(key)} <= {high}")
+    return out
+
+
 def upsert(path: Location, rows: pa.Table, keys: Sequence[str]) -> Commit:
     """MERGE ``rows`` into the table: an existing key is replaced, a new key inserted, atomically."""
     rows = dedupe_last(rows, keys)
-    predicate = " AND ".join(f"t.{_quote(k)} = s.{_quote(k)}" for k in keys)
+    predicate = " AND ".join([f"t.{_quote(k)} = s.{_quote(k)}" for k in keys] + _key_bounds(rows, keys))
 
     def merge(table: DeltaTable) -> None:
         (

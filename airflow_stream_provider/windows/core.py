@@ -33,8 +33,9 @@ from __future__ import annotations
 
 import json
 from bisect import bisect_left
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 import pandas as pd
@@ -157,14 +158,36 @@ def empty_windows() -> pd.DataFrame:
     return _NO_WINDOWS.copy(deep=False)
 
 
+class Windows:
+    """Windows as the scanners find them: one array per column of :data:`WINDOW_COLUMNS`. The live
+    detector scans each group of a batch, and stacks what the groups found into one frame
+    (:func:`concat_windows`) instead of making a frame per group."""
+
+    __slots__ = ("arrays",)
+
+    def __init__(self, arrays: list[np.ndarray]) -> None:
+        self.arrays = arrays
+
+    def __len__(self) -> int:
+        return len(self.arrays[0])
+
+    def frame(self) -> pd.DataFrame:
+        return _frame(self.arrays, len(self)) if len(self) else empty_windows()
+
+
 def window_frame(wstart, wend, rows, closed, opened, **extra) -> pd.DataFrame:
-    """Windows as the scanners return them (:data:`WINDOW_COLUMNS`); the columns not given are empty."""
+    """Windows as a frame (:data:`WINDOW_COLUMNS`); the columns not given are empty."""
+    return window_columns(wstart, wend, rows, closed, opened, **extra).frame()
+
+
+def window_columns(wstart, wend, rows, closed, opened, **extra) -> Windows:
+    """Windows as the scanners return them; the columns not given are empty."""
     n = len(wstart)
     if not n:  # the usual scan of a live group
         unknown = set(extra) - set(WINDOW_COLUMNS)
         if unknown:
             raise TypeError(f"unknown window columns {sorted(unknown)}")
-        return empty_windows()
+        return NO_WINDOWS
     none = np.full(n, None, dtype=object)
     minus = np.full(n, -1, dtype=np.int64)
     data = {
@@ -184,7 +207,7 @@ def window_frame(wstart, wend, rows, closed, opened, **extra) -> pd.DataFrame:
     }
     if extra:
         raise TypeError(f"unknown window columns {sorted(extra)}")
-    return _frame([np.asarray(data[c]) for c in WINDOW_COLUMNS], n)
+    return Windows([np.asarray(data[c]) for c in WINDOW_COLUMNS])
 
 
 def _frame(arrays: list[np.ndarray], n: int) -> pd.DataFrame:
@@ -209,19 +232,32 @@ _KINDS = (np.int64, np.int64, np.int64, bool, bool, np.int64, object, object, ob
           object)
 _NO_WINDOWS = pd.DataFrame({name: np.empty(0, kind) for name, kind in zip(WINDOW_COLUMNS, _KINDS, strict=True)},
                            columns=list(WINDOW_COLUMNS))
+#: no windows (its arrays are read-only: it is shared)
+NO_WINDOWS = Windows([np.empty(0, kind) for kind in _KINDS])
+for _empty in NO_WINDOWS.arrays:
+    _empty.flags.writeable = False
 
 
-def concat_windows(frames: list[pd.DataFrame]) -> pd.DataFrame:
-    """Windows of several scans in one frame. Many small frames (a live batch's groups) are stacked
-    as one block of values and typed again column by column, which costs a part of reading every
-    frame's columns one by one; ``pd.concat`` would check every value of the all-NULL object columns."""
-    if not frames:
+def concat_windows(parts: Sequence[pd.DataFrame | Windows]) -> pd.DataFrame:
+    """Windows of several scans in one frame, column by column (``pd.concat`` would check every value
+    of the all-NULL object columns)."""
+    columns: list[list[np.ndarray]] = [[] for _ in WINDOW_COLUMNS]
+    for part in parts:
+        if not len(part):
+            continue
+        if isinstance(part, pd.DataFrame):
+            if len(parts) == 1:
+                return part
+            arrays = [part[name].to_numpy() for name in WINDOW_COLUMNS]
+        else:
+            arrays = part.arrays
+        for column, values in zip(columns, arrays, strict=True):
+            column.append(values)
+    if not columns[0]:
         return empty_windows()
-    if len(frames) == 1:
-        return frames[0]
-    values = np.concatenate([f.to_numpy(dtype=object) for f in frames if len(f)]) if any(len(f) for f in frames) \
-        else np.empty((0, len(WINDOW_COLUMNS)), object)
-    return _frame([values[:, j].astype(kind) for j, kind in enumerate(_KINDS)], len(values))
+    merged = [np.concatenate(column) if len(column) > 1 else column[0] for column in columns]
+    return _frame([values.astype(kind, copy=False) for values, kind in zip(merged, _KINDS, strict=True)],
+                  len(merged[0]))
 
 
 def plain(value: Any) -> Any:
@@ -297,7 +333,7 @@ class Chunk:
 
 
 #: the rows a scanner reads
-Rows = pd.DataFrame | Chunk
+Rows: TypeAlias = "pd.DataFrame | Chunk"
 
 
 def _values(rows: Rows, name: str, dtype: type | None = None) -> np.ndarray:
@@ -323,7 +359,14 @@ def _flags(rows: Rows, name: str) -> np.ndarray:
 
 def scan(spec: WindowSpec, rows: Rows, carry: dict | None, *, watermark: int | None = None,
          final: bool = False, reported_only: bool = False) -> tuple[pd.DataFrame, dict | None]:
-    """Continue the scan of one group over ``rows``.
+    """Continue the scan of one group over ``rows``: :func:`scan_columns`, the windows as a frame."""
+    windows, carry = scan_columns(spec, rows, carry, watermark=watermark, final=final, reported_only=reported_only)
+    return windows.frame(), carry
+
+
+def scan_columns(spec: WindowSpec, rows: Rows, carry: dict | None, *, watermark: int | None = None,
+                 final: bool = False, reported_only: bool = False) -> tuple[Windows, dict | None]:
+    """Continue the scan of one group over ``rows``: the windows that opened or closed, and the carry.
 
     :param carry: what the previous call returned (``None`` for a fresh group).
     :param watermark: event time up to which the group is complete; time-based windows (INTERVAL,
@@ -342,7 +385,7 @@ def scan(spec: WindowSpec, rows: Rows, carry: dict | None, *, watermark: int | N
 
 
 def _interval(spec: WindowSpec, rows: Rows, carry: dict | None, watermark: int | None,
-              final: bool, reported_only: bool = False) -> tuple[pd.DataFrame, dict | None]:
+              final: bool, reported_only: bool = False) -> tuple[Windows, dict | None]:
     size, step, offset = spec.interval, spec.sliding, spec.offset
     carry = dict(carry) if carry else {"lo": None, "counts": {}}
     counts: dict[int, int] = {int(k): v for k, v in carry["counts"].items()}
@@ -361,7 +404,7 @@ def _interval(spec: WindowSpec, rows: Rows, carry: dict | None, watermark: int |
         first_k = first_window(spec, int(ts[0]))
         if carry["lo"] is None or first_k < carry["lo"]:
             carry["lo"] = first_k
-    return interval_windows(spec, counts, before, carry, watermark, final)
+    return _interval_windows(spec, counts, before, carry, watermark, final)
 
 
 def first_window(spec: WindowSpec, ts: int) -> int:
@@ -369,14 +412,14 @@ def first_window(spec: WindowSpec, ts: int) -> int:
     return (ts - spec.offset - spec.interval) // spec.sliding + 1
 
 
-def interval_windows(spec: WindowSpec, counts: dict[int, int], before: set[int], carry: dict,
-                     watermark: int | None, final: bool) -> tuple[pd.DataFrame, dict]:
+def _interval_windows(spec: WindowSpec, counts: dict[int, int], before: set[int], carry: dict,
+                     watermark: int | None, final: bool) -> tuple[Windows, dict]:
     """INTERVAL windows from row counts per window index (``before``: the indices already reported
     open). Batch mode calls this directly with counts Spark aggregated."""
     size, step, offset = spec.interval, spec.sliding, spec.offset
     lo = carry["lo"]
     if lo is None:
-        return empty_windows(), carry
+        return NO_WINDOWS, carry
     # Windows k < close_hi are closed: their end k*step + offset + size is at or before the watermark.
     if final:
         close_hi = max(counts) + 1 if counts else lo
@@ -391,7 +434,7 @@ def interval_windows(spec: WindowSpec, counts: dict[int, int], before: set[int],
     open_k = np.array(sorted(k for k in counts if k >= close_hi and k not in before), dtype=np.int64)
     all_k = np.concatenate([closed_k, open_k])
     if not len(all_k):  # nothing opened or closed (most calls of a live group): no frame to build
-        return empty_windows(), {**carry, "lo": int(close_hi), "counts": {str(k): v for k, v in counts.items()}}
+        return NO_WINDOWS, {**carry, "lo": int(close_hi), "counts": {str(k): v for k, v in counts.items()}}
     starts = all_k * step + offset
     rows_out = np.fromiter((counts.get(k, 0) for k in all_k.tolist()), dtype=np.int64, count=len(all_k))
     closed = np.concatenate([np.ones(len(closed_k), bool), np.zeros(len(open_k), bool)])
@@ -400,7 +443,14 @@ def interval_windows(spec: WindowSpec, counts: dict[int, int], before: set[int],
     for k in closed_k.tolist():
         counts.pop(k, None)
     carry = {**carry, "lo": int(close_hi), "counts": {str(k): v for k, v in counts.items()}}
-    return window_frame(starts, starts + size, rows_out, closed, opened), carry
+    return window_columns(starts, starts + size, rows_out, closed, opened), carry
+
+
+def interval_windows(spec: WindowSpec, counts: dict[int, int], before: set[int], carry: dict,
+                     watermark: int | None, final: bool) -> tuple[pd.DataFrame, dict]:
+    """:func:`_interval_windows` as a frame: batch mode calls it with the counts Spark aggregated."""
+    windows, carry = _interval_windows(spec, counts, before, carry, watermark, final)
+    return windows.frame(), carry
 
 
 def _segments(breaks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -414,16 +464,16 @@ def _segments(breaks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _session(spec: WindowSpec, rows: Rows, carry: dict | None, watermark: int | None,
-             final: bool, reported_only: bool = False) -> tuple[pd.DataFrame, dict | None]:
+             final: bool, reported_only: bool = False) -> tuple[Windows, dict | None]:
     ts = _values(rows, "ts", np.int64)
     if len(ts) == 0:
         if carry and carry.get("open") and (
             final or (watermark is not None and watermark - carry["open"]["last"] > spec.gap)
         ):
             o = carry["open"]
-            out = window_frame([o["start"]], [o["last"]], [o["count"]], [True], [False])
+            out = window_columns([o["start"]], [o["last"]], [o["count"]], [True], [False])
             return out, {**carry, "open": None}
-        return empty_windows(), carry
+        return NO_WINDOWS, carry
     o = (carry or {}).get("open")
     prev = np.concatenate([[o["last"]], ts[:-1]]) if o else np.concatenate([[ts[0]], ts[:-1]])
     breaks = (ts - prev) > spec.gap
@@ -449,11 +499,11 @@ def _session(spec: WindowSpec, rows: Rows, carry: dict | None, watermark: int | 
     if reported_only:
         keep = closed | opened
         starts, ends, counts, closed, opened = starts[keep], ends[keep], counts[keep], closed[keep], opened[keep]
-    return window_frame(starts, ends, counts, closed, opened), {**(carry or {}), "open": new_open}
+    return window_columns(starts, ends, counts, closed, opened), {**(carry or {}), "open": new_open}
 
 
 def _state(spec: WindowSpec, rows: Rows, carry: dict | None, watermark: int | None,
-           final: bool, reported_only: bool = False) -> tuple[pd.DataFrame, dict | None]:
+           final: bool, reported_only: bool = False) -> tuple[Windows, dict | None]:
     carry = dict(carry or {"open": None, "prev": None})
     state = _values(rows, "_state") if len(rows) else np.empty(0, object)
     keep = ~pd.isna(state)
@@ -463,7 +513,7 @@ def _state(spec: WindowSpec, rows: Rows, carry: dict | None, watermark: int | No
     if len(ts) == 0:
         if o and final:
             return _close_only(spec, o, carry), {**carry, "open": None}
-        return empty_windows(), carry
+        return NO_WINDOWS, carry
     breaks = np.empty(len(values), dtype=bool)
     breaks[1:] = values[1:] != values[:-1]
     breaks[0] = o is None or plain(values[0]) != o["state"]
@@ -504,7 +554,7 @@ def _state(spec: WindowSpec, rows: Rows, carry: dict | None, watermark: int | No
     if not final:
         report[last] = opened[last]  # an open window is reported once, when it opens
     # the windows reported, before the frame is built (most calls of a live group report none)
-    out = window_frame(starts[report], ends[report], counts[report], closed[report], opened[report],
+    out = window_columns(starts[report], ends[report], counts[report], closed[report], opened[report],
                        prev_state=prev_state[report], cur_state=win_state[report], next_state=next_state[report])
     carry.update(open=new_open, prev=win_state[last] if final else carry.get("prev"))
     if not final and n > 1:
@@ -512,20 +562,20 @@ def _state(spec: WindowSpec, rows: Rows, carry: dict | None, watermark: int | No
     return out, carry
 
 
-def _close_only(spec: WindowSpec, o: dict, carry: dict) -> pd.DataFrame:
+def _close_only(spec: WindowSpec, o: dict, carry: dict) -> Windows:
     if not (o["opened"] or spec.qualifies_one(o["last"] - o["start"], o["count"])):
-        return empty_windows()
+        return NO_WINDOWS
     extra: dict[str, object] = {}
     if spec.kind == "state":
         extra = {"prev_state": np.array([o["prev"]], object), "cur_state": np.array([o["state"]], object),
                  "next_state": np.array([None], object)}
     if spec.kind == "event":
         extra = {"open_index": [0], "open_fields": np.array([o["fields"]], object)}
-    return window_frame([o["start"]], [o["last"]], [o["count"]], [True], [not o["opened"]], **extra)
+    return window_columns([o["start"]], [o["last"]], [o["count"]], [True], [not o["opened"]], **extra)
 
 
 def _event(spec: WindowSpec, rows: Rows, carry: dict | None, watermark: int | None,
-           final: bool, reported_only: bool = False) -> tuple[pd.DataFrame, dict | None]:
+           final: bool, reported_only: bool = False) -> tuple[Windows, dict | None]:
     carry = dict(carry or {"open": None})
     ts = _values(rows, "ts", np.int64)
     n = len(ts)
@@ -577,7 +627,7 @@ def _event(spec: WindowSpec, rows: Rows, carry: dict | None, watermark: int | No
             add(o["start"], o["last"], o["count"], False, True, o["fields"], None)
     carry["open"] = o
     size = len(out["s"])
-    frame = window_frame(out["s"], out["e"], out["c"], out["closed"], out["opened"],
+    frame = window_columns(out["s"], out["e"], out["c"], out["closed"], out["opened"],
                    open_index=np.zeros(size, np.int64),
                    open_fields=np.array(_fields_texts(start_fields, out["of"]), dtype=object),
                    close_index=np.array([1 if c else -1 for c in out["closed"]], np.int64),
@@ -586,7 +636,7 @@ def _event(spec: WindowSpec, rows: Rows, carry: dict | None, watermark: int | No
 
 
 def _count(spec: WindowSpec, rows: Rows, carry: dict | None, watermark: int | None,
-           final: bool, reported_only: bool = False) -> tuple[pd.DataFrame, dict | None]:
+           final: bool, reported_only: bool = False) -> tuple[Windows, dict | None]:
     size, step = spec.count, spec.count_sliding
     carry = dict(carry or {"total": 0, "open": []})
     valid = _flags(rows, "_valid") if "_valid" in rows else np.ones(len(rows), bool)
@@ -615,7 +665,7 @@ def _count(spec: WindowSpec, rows: Rows, carry: dict | None, watermark: int | No
     opened = np.array([j not in open_before for j in js.tolist()], dtype=bool)
     report = closed | opened
     starts = np.array([starts_of[j] for j in js.tolist()], dtype=np.int64)
-    frame = window_frame(starts[report], ends[report], counts[report], closed[report], opened[report],
+    frame = window_columns(starts[report], ends[report], counts[report], closed[report], opened[report],
                          ordinal=js[report])
     carry.update(total=int(total), open=[[int(j), int(starts_of[j])] for j in still_open],
                  last=int(ts[-1]) if len(ts) else last_ts)

@@ -52,7 +52,7 @@ from airflow_stream_provider.warehouse import writer
 from airflow_stream_provider.windows.changes import ChangeFeed
 from airflow_stream_provider.windows.checkpoint import RETAIN, SNAPSHOT_EVERY, Checkpoint
 from airflow_stream_provider.windows.clause import TriggerPlan, micros
-from airflow_stream_provider.windows.core import Chunk, concat_windows, open_windows, plain, scan
+from airflow_stream_provider.windows.core import Chunk, Windows, concat_windows, open_windows, plain, scan, scan_columns
 from airflow_stream_provider.windows.events import (
     EVENT_COLUMNS,
     EVENT_FIELDS,
@@ -391,7 +391,7 @@ class Detector:
         lanes = self._fast_lane(rows, codes, [text for text, _, group in work if group is not None]) \
             if rows is not None else {}
         group_keys: list[dict] = []
-        found: dict[str, list[pd.DataFrame]] = {}
+        found: dict[str, list[pd.DataFrame | Windows]] = {}
         at: dict[str, list[np.ndarray]] = {}
         for text, key, group in work:
             saved = self.groups.get(text)
@@ -648,8 +648,8 @@ class _Step:
         carry, max_ts, first_ts = saved.get("carry"), saved.get("max_ts"), saved.get("first_ts")
         max_ts = high if max_ts is None else max(max_ts, high)
         first_ts = low if first_ts is None else min(first_ts, low)
-        windows, carry = scan(self.plan.spec, rows, carry, watermark=max_ts, reported_only=True)
-        parts: list[tuple[str, pd.DataFrame]] = [("windows", windows)]
+        windows, carry = scan_columns(self.plan.spec, rows, carry, watermark=max_ts, reported_only=True)
+        parts: list[tuple[str, pd.DataFrame | Windows]] = [("windows", windows)]
         timeout = None
         if self.plan.max_delay is not None:
             delayed, timeout = self._max_delay(saved, carry, now_ms * 1000)
@@ -684,7 +684,7 @@ class Advanced:
 
     state: str
     timeout_ms: int | None
-    parts: list[tuple[str, pd.DataFrame]]
+    parts: list[tuple[str, pd.DataFrame | Windows]]
 
 
 class _LegacyStep:

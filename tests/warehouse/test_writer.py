@@ -4,6 +4,7 @@ afresh each time would hold, also when the table changes under it."""
 import shutil
 
 import pyarrow as pa
+import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from airflow_stream_provider.warehouse import writer
@@ -66,3 +67,24 @@ def test_after_a_failed_action_the_table_is_read_again(tmp_path):
     write_deltalake(str(path), rows([4], "other"), mode="append")
     assert writer.upsert(path, rows([1, 5], "b"), ["k"]).before == 2
     assert content(path) == {1: "b", 2: "a", 4: "other", 5: "b"}
+
+
+@pytest.mark.parametrize("kind", [pa.timestamp("us", tz="UTC"), pa.timestamp("us"), pa.timestamp("ms", tz="UTC"),
+                                  pa.int64(), pa.int32()])
+def test_an_upsert_replaces_the_keys_at_both_ends_of_its_range(tmp_path, kind):
+    """The MERGE reads only the files within the range of its keys: the rows at the first and the last
+    key are replaced, a key between them is added, and the rows outside it stay."""
+    path = tmp_path / "t"
+
+    def keyed(times: list[int], value: str) -> pa.Table:
+        return pa.table({"ts": pa.array(times, pa.int64()).cast(kind),
+                         "tbname": pa.array(["d0"] * len(times)), "v": pa.array([value] * len(times))})
+
+    for times in ([1_000, 2_000], [3_000, 4_000], [5_000, 6_000]):  # three files
+        write_deltalake(str(path), keyed(times, "old"), mode="append")
+    writer.upsert(path, keyed([2_000, 3_500, 5_000], "new"), ["ts", "tbname"])
+    table = DeltaTable(str(path)).to_pyarrow_table()
+    # (Delta keeps times in microseconds: read back in the unit written)
+    got = sorted(zip(table["ts"].cast(kind).cast(pa.int64()).to_pylist(), table["v"].to_pylist(), strict=True))
+    assert got == [(1_000, "old"), (2_000, "new"), (3_000, "old"), (3_500, "new"), (4_000, "old"), (5_000, "new"),
+                   (6_000, "old")]
