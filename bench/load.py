@@ -5,7 +5,10 @@
 A supertable of ``--meters`` meters receives one row per meter per second, in real time (the row's
 ``ts`` is the second it is written in, one commit per second), for ``--minutes`` minutes per phase.
 Each phase runs N streams on a fresh stream node (``local[2]``) beside one set of Airflow components
-(api-server, scheduler, dag-processor, triggerer; LocalExecutor): with N = 1 an INTERVAL stream per
+(api-server, scheduler, dag-processor, triggerer; LocalExecutor) whose metadata database is a
+PostgreSQL server the script starts (``--database sqlite``: Airflow's SQLite file, which Airflow
+supports for development only: its writes take turns, and twenty DAGs running continuously wait on
+them): with N = 1 an INTERVAL stream per
 meter; with more, a mix of INTERVAL per meter, STATE_WINDOW, EVENT_WINDOW, SESSION and COUNT_WINDOW
 windows, all partitioned by meter, plus one PERIOD(10s) stream. Every phase runs once with every
 stream on the Airflow path (the node detects; a DAG run computes each batch of windows) and once
@@ -22,8 +25,8 @@ Measured per phase, over the feed after its first minute:
 - whether a stream falls behind: the largest growth of a stream's median lag from the first measured
   minute to the last;
 - CPU seconds per stream per minute of the node (its JVM and Python workers), of Airflow's
-  components, and of the task processes (from ``/proc``: every process's own time and that of the
-  children it reaped, so short task processes are counted);
+  components (with the PostgreSQL server), and of the task processes (from ``/proc``: every
+  process's own time and that of the children it reaped, so short task processes are counted);
 - resident memory of the node and of Airflow (largest sum over their processes, sampled every 5 s);
 - Airflow task runs per minute.
 
@@ -315,7 +318,8 @@ def task_runs(airflow: LocalAirflow, db: str, count: int, since: datetime) -> in
 
 
 def run_phase(home: Path, airflow: LocalAirflow, path: str, count: int, args: argparse.Namespace,
-              say: Callable[[str], None]) -> Phase:
+              say: Callable[[str], None], extra_roots: tuple[int, ...] = ()) -> Phase:
+    """One phase; ``extra_roots``: processes whose CPU and memory count as Airflow's (its database)."""
     from latency import _dag_known as dag_known  # bench/latency.py: the DAG is parsed and unpaused
 
     from airflow_stream_provider import statements
@@ -343,7 +347,7 @@ def run_phase(home: Path, airflow: LocalAirflow, path: str, count: int, args: ar
 
         base = DeltaTable(str(home / "warehouse" / db / "meters")).version()
         say(f"{LABELS[path]}, {count} stream(s): feeding {args.meters} meters for {args.minutes} min")
-        roots = [proc.pid for proc in airflow.processes.values()]
+        roots = [proc.pid for proc in airflow.processes.values()] + list(extra_roots)
         before = usage(info.pid, roots)
         sampler = Sampler(info.pid, roots)
         sampler.start()
@@ -411,6 +415,8 @@ def main() -> int:
     parser.add_argument("--meters", type=int, default=100)
     parser.add_argument("--drain", type=float, default=20.0, help="seconds to wait for outputs after the feed")
     parser.add_argument("--parallelism", type=int, default=8, help="Airflow's task slots")
+    parser.add_argument("--database", choices=("postgres", "sqlite"), default="postgres",
+                        help="Airflow's metadata database: a PostgreSQL server started here, or a SQLite file")
     args = parser.parse_args()
 
     home = Path(tempfile.mkdtemp(prefix="airflow-stream-bench-load-"))
@@ -421,17 +427,26 @@ def main() -> int:
     def say(message: str) -> None:
         print(f"[{datetime.now(UTC):%H:%M:%S}] {message}", file=sys.stderr, flush=True)
 
-    airflow = LocalAirflow(home / "airflow", home, parallelism=args.parallelism)
+    database = None
+    if args.database == "postgres":
+        from airflow_stream_provider.local_servers import Postgres
+
+        database = Postgres(home / "postgres").start()
+    airflow = LocalAirflow(home / "airflow", home, parallelism=args.parallelism,
+                           database=database.url if database else None)
     os.environ["AIRFLOW_STREAM_API_URL"] = airflow.url
     phases = []
-    airflow.start()
+    extra = (database.process.pid,) if database and database.process else ()
     try:
+        airflow.start()
         for path in args.paths.split(","):
             for count in (int(n) for n in args.streams.split(",")):
-                phases.append(run_phase(home, airflow, path, count, args, say))
+                phases.append(run_phase(home, airflow, path, count, args, say, extra))
                 report(phases[-1:])
     finally:
         airflow.stop()
+        if database is not None:
+            database.stop()
     report(phases)
     return 0
 
