@@ -69,7 +69,7 @@ def _is_conflict(err: Exception) -> bool:
 KEPT_TABLES = 64
 _kept: OrderedDict[str, tuple[DeltaTable, tuple]] = OrderedDict()
 _kept_lock = threading.Lock()
-_path_locks: dict[str, threading.Lock] = {}
+_path_locks: dict[str, threading.RLock] = {}
 
 
 def _commit_file(path: str, table: DeltaTable) -> tuple:
@@ -99,7 +99,7 @@ def latest(path: Location) -> Iterator[DeltaTable]:
         yield DeltaTable(key)
         return
     with _kept_lock:
-        lock = _path_locks.setdefault(key, threading.Lock())
+        lock = _path_locks.setdefault(key, threading.RLock())
     with lock:
         with _kept_lock:
             table, seen = _kept.pop(key, (None, ()))
