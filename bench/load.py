@@ -215,12 +215,22 @@ def feed(wh: Warehouse, db: str, meters: int, seconds: int, say: Callable[[str],
     return written
 
 
-def commit_times(path: Path, since_version: int) -> list[tuple[int, float]]:
-    """(version, commit epoch seconds) of a table's commits after ``since_version``, in order."""
+def row_commits(path: Path, since_version: int) -> dict[int, float]:
+    """Each second written after ``since_version`` (a row's ``ts``, epoch seconds) and the commit
+    time of its rows, from the table's change feed (the table's compactions commit no rows, so
+    they are not counted as the feed's commits)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
     from deltalake import DeltaTable
 
-    return sorted((e["version"], e["timestamp"] / 1000) for e in DeltaTable(str(path)).history()
-                  if e["version"] > since_version)
+    feed = DeltaTable(str(path)).load_cdf(starting_version=since_version + 1)
+    read = pa.RecordBatchReader.from_stream(feed).read_all()
+    seconds = read.column("ts").cast(pa.timestamp("s", tz="UTC")).cast(pa.int64()).to_pylist()
+    at = pc.divide(read.column("_commit_timestamp").cast(pa.timestamp("ms")).cast(pa.int64()), 1000.0).to_pylist()
+    out: dict[int, float] = {}
+    for second, when in zip(seconds, at, strict=True):
+        out[second] = min(out.get(second, when), when)
+    return out
 
 
 def first_commits(path: Path) -> dict[tuple, float]:
@@ -281,11 +291,11 @@ class Phase:
         return worst
 
 
-def measure(home: Path, wh: Warehouse, db: str, phase: Phase, written: list[int], base_version: int,
-            kinds_of: list[Kind | None], measured_from: int) -> None:
+def measure(home: Path, db: str, phase: Phase, base_version: int, kinds_of: list[Kind | None],
+            measured_from: int) -> None:
     """The lag of every window closed by a row written from ``measured_from`` on."""
     table = home / "warehouse" / db / "meters"
-    commit_at = dict(zip(written, (at for _, at in commit_times(table, base_version)), strict=False))
+    commit_at = row_commits(table, base_version)
     for i, kind in enumerate(kinds_of):
         outputs = first_commits(home / "warehouse" / db / f"out{i}")
         samples = []
@@ -361,7 +371,7 @@ def run_phase(home: Path, airflow: LocalAirflow, path: str, count: int, args: ar
         phase.cpu = {key: after[key] - before[key] for key in ("node", "components", "tasks")}
         phase.task_runs = task_runs(airflow, db, count, since)
         time.sleep(args.drain)  # windows closed by the last rows: their outputs come in
-        measure(home, wh, db, phase, written, base, stream_kinds(count), written[0] + 60)
+        measure(home, db, phase, base, stream_kinds(count), written[0] + 60)
         list(statements.run(wh, "; ".join(f"DROP STREAM {db}.s{i}" for i in range(count))))
     finally:
         spark_session().stop()
