@@ -413,7 +413,7 @@ def first_window(spec: WindowSpec, ts: int) -> int:
 
 
 def _interval_windows(spec: WindowSpec, counts: dict[int, int], before: set[int], carry: dict,
-                     watermark: int | None, final: bool) -> tuple[Windows, dict]:
+                      watermark: int | None, final: bool) -> tuple[Windows, dict]:
     """INTERVAL windows from row counts per window index (``before``: the indices already reported
     open). Batch mode calls this directly with counts Spark aggregated."""
     size, step, offset = spec.interval, spec.sliding, spec.offset
