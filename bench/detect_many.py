@@ -31,11 +31,9 @@ def replay(db: str, count: int, commits: int, meters: int) -> float:
     from airflow_stream_provider import statements
     from airflow_stream_provider.node.detectors import DetectorHost
     from airflow_stream_provider.spark.session import spark_session
-    from airflow_stream_provider.streams.fire.windows import detector_options, trigger_plan
-    from airflow_stream_provider.streams.runtime import StreamRuntime
+    from airflow_stream_provider.streams.fire.windows import detector_options
     from airflow_stream_provider.streams.store import StreamStore
     from airflow_stream_provider.warehouse import Warehouse
-    from airflow_stream_provider.windows import detector
 
     wh = Warehouse(spark=spark_session())
     tags = " ".join(f"{db}.d{m} USING {db}.meters TAGS ({m})" for m in range(meters))
@@ -50,14 +48,10 @@ def replay(db: str, count: int, commits: int, meters: int) -> float:
     store = StreamStore()
     host = DetectorHost(no_spark, store=store, log=lambda _message: None)
     detectors = []
-    for i in range(len(window_streams)):
+    for i in range(len(window_streams)):  # as the node's workers make them, run here one after the other
         stored = store.get(db, f"s{i}")
         state = store.load_state(db, f"s{i}")
-        runtime = StreamRuntime(Warehouse(spark=no_spark, database=db), stored.statement, db, (), text=stored.text,
-                                schema=state.get("result_schema"))
-        plan = trigger_plan(runtime)
-        detectors.append(detector.Detector(plan, detector_options(stored, state), feed=host.feeds.get(plan.path),
-                                           after_batch=host._low_latency(stored, runtime)))
+        detectors.append(host.window_detector(stored, host.runtime(stored, state), detector_options(stored, state)))
     first = int(time.time()) - commits
     cpu = 0.0
     for c in range(commits):

@@ -89,11 +89,11 @@ def _report(path: Path, payload: dict) -> None:
     write_json(path, payload, default=str)
 
 
-#: which streams a host takes: (its kind, its trigger table's path, its db.name) -> yes or no
-Selection = Callable[[StreamKind, str | None, str], bool]
+#: which streams a host takes: (its kind, its db.name) -> yes or no
+Selection = Callable[[StreamKind, str], bool]
 
 
-def every_stream(kind: StreamKind, table: str | None, key: str) -> bool:
+def every_stream(kind: StreamKind, key: str) -> bool:
     return True
 
 
@@ -134,7 +134,7 @@ class DetectorHost:
             plan = plan_stream(stored.statement, db, self.store.load_state(db, name))
             if not plan.kind.detected or plan.paused:
                 continue
-            if not self.selects(plan.kind, plan.trigger_table.path if plan.trigger_table else None, stored.qualified):
+            if not self.selects(plan.kind, stored.qualified):
                 continue
             out[stored.qualified] = stored
         return out
@@ -160,24 +160,16 @@ class DetectorHost:
             return  # a task is detecting right now; try on the next round
         # a warehouse of the stream's own, on the node's session: the streams' batches run at once,
         # each on its query's thread, and a warehouse holds a current database and temporary views
-        warehouse = Warehouse(spark=self.session, database=stored.db)
         try:
             state = self.store.load_state(stored.db, stored.name)
-            runtime = StreamRuntime(warehouse, stored.statement, stored.db, state.get("skip_versions", ()),
-                                    text=stored.text, schema=state.get("result_schema"))
+            runtime = self.runtime(stored, state)
             options = detector_options(stored, state)
             query: Any
             if isinstance(stored.statement.trigger, m.RowTrigger):
                 query = rows.start(runtime, stored, options, available_now=False, interval="250 milliseconds",
                                    after_batch=self._consumed(stored))
             else:
-                plan = trigger_plan(runtime)
-                # streams computed in place (LOW_LATENCY_CALC, legacy AT_ONCE and MAX_DELAY) compute what
-                # each batch fires right there; the others leave it to their DAG
-                live = computed_live(stored.statement)
-                after = self._low_latency(stored, runtime) if live else self._detected(stored)
-                found = detector.Detector(plan, options, feed=self.feeds.get(plan.path), after_batch=after)
-                query = detector.LiveDetector(found, name=key).start()
+                query = detector.LiveDetector(self.window_detector(stored, runtime, options), name=key).start()
         except Exception as err:
             os.close(fd)
             self.failed_at[key] = time.monotonic()
@@ -190,6 +182,22 @@ class DetectorHost:
         self.failed_at.pop(key, None)
         self.log(f"stream {key}: live detector started ({query.id})")
         self._progress(self.hosted[key])
+
+    def runtime(self, stored: StoredStream, state: dict) -> StreamRuntime:
+        """The stream resolved for its detector's batches, on a warehouse of its own over the host's
+        session: the streams' batches run at once, each on its detector's thread, and a warehouse
+        holds a current database and temporary views."""
+        return StreamRuntime(Warehouse(spark=self.session, database=stored.db), stored.statement, stored.db,
+                             state.get("skip_versions", ()), text=stored.text, schema=state.get("result_schema"))
+
+    def window_detector(self, stored: StoredStream, runtime: StreamRuntime,
+                        options: detector.DetectorOptions) -> detector.Detector:
+        """A window stream's detector, on the host's reader of its trigger table. Streams computed in
+        place (LOW_LATENCY_CALC, legacy AT_ONCE and MAX_DELAY) compute what each batch fires right
+        there; the others leave it to their DAG."""
+        plan = trigger_plan(runtime)
+        after = self._low_latency(stored, runtime) if computed_live(stored.statement) else self._detected(stored)
+        return detector.Detector(plan, options, feed=self.feeds.get(plan.path), after_batch=after)
 
     def _low_latency(self, stored: StoredStream, runtime: StreamRuntime) -> Callable[[detector.DetectedBatch], None]:
         """LOW_LATENCY_CALC: compute, write, notify and commit each batch's windows right in the

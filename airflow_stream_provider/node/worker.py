@@ -7,8 +7,7 @@ to four) and keeps them running: a worker that dies is started again within a fe
 its streams resume from their checkpoints. Worker ``i`` of ``n`` hosts the window streams whose
 name falls in slot ``i`` (:func:`~.detectors.slot_of`), so that many streams on one table use every
 core, each worker reading the table's change feed once for its streams; the node itself keeps the
-row streams, whose
-queries run on its Spark session. A worker reaches Spark, when a computation needs it, through the
+row streams, whose queries run on its Spark session. A worker reaches Spark, when a computation needs it, through the
 node's Spark Connect endpoint, and answers the requests of its streams' tasks. It reports its
 detectors in ``node/workers/<i>.json``, which the node's status merges, and ends with the node: it
 asks the kernel to be killed when its parent dies, and looks every second.
@@ -82,7 +81,7 @@ def serve(slot: int, slots: int, parent: int | None = None) -> int:
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
 
-    def selects(kind: StreamKind, table: str | None, key: str) -> bool:
+    def selects(kind: StreamKind, key: str) -> bool:
         return kind is StreamKind.WINDOW and slot_of(key, slots) == slot
 
     def log(message: str) -> None:
