@@ -48,6 +48,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+#: a local DELETE matching at most this many rows is done by the kernel, by key (a larger one by Spark)
+SMALL_DELETE = 10_000
+
 #: computes a table of ``information_schema`` from the warehouse
 SystemView = Callable[["Warehouse"], pa.Table]
 
@@ -374,22 +377,28 @@ class Warehouse:
             conditions.append(f"({where})")
         target = delta_table(info.path).sql(dialect="spark")
         where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
-        if self.catalog.store.remote:
-            count = self._delete_by_key(info, target, where)
-        else:
+        count = self._delete_by_key(info, target, where, at_most=None if self.catalog.store.remote else SMALL_DELETE)
+        if count is None:  # many rows: Spark rewrites the files they are in
             with self.local_time():
                 affected = self.spark.sql(f"DELETE FROM {target}{where}").collect()
             count = int(affected[0][0]) if affected else 0
         return Result(stmt, f"{count} row{'s' if count != 1 else ''} deleted from {found.qualified}", rows=count)
 
-    def _delete_by_key(self, info: TableInfo, target: str, where: str) -> int:
-        """DELETE on an object store: Spark finds the keys of the rows the condition matches, and the
-        kernel deletes those rows. The kernel's commit is a conditional PUT; Spark's own commit
-        through S3A would be a plain one, which a concurrent writer's commit of the same version
-        could be overwritten by."""
+    def _delete_by_key(self, info: TableInfo, target: str, where: str, *, at_most: int | None) -> int | None:
+        """Spark finds the keys of the rows the condition matches, and the kernel deletes those rows;
+        how many (None: more than ``at_most``, and nothing was deleted).
+
+        On an object store every DELETE goes this way (``at_most`` None): the kernel's commit is a
+        conditional PUT, while Spark's own commit through S3A would be a plain one, which a concurrent
+        writer's commit of the same version could overwrite. On local disk a DELETE of a few rows
+        does, since a Spark DELETE costs seconds however few rows it removes; a larger one is left
+        to Spark, which does not collect the keys."""
         keys = ", ".join(f"`{k}`" for k in info.key_columns)
+        limit = "" if at_most is None else f" LIMIT {at_most + 1}"
         with self.local_time():
-            doomed = self.spark.sql(f"SELECT {keys} FROM {target}{where}").toArrow()
+            doomed = self.spark.sql(f"SELECT {keys} FROM {target}{where}{limit}").toArrow()
+        if at_most is not None and doomed.num_rows > at_most:
+            return None
         if doomed.num_rows:
             writer.delete_matching(info.path, doomed.cast(pa.schema(
                 [info.arrow_schema().field(name) for name in info.key_columns])))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
@@ -98,9 +99,33 @@ def test_delete_removes_rows_and_the_change_feed_records_every_write(wh, spark):
         "insert": 2, "update_preimage": 1, "update_postimage": 1, "delete": 1}
 
 
-def test_files_rewritten_by_spark_keep_standard_timestamps(wh):
+@pytest.mark.parametrize("small", [10, 1], ids=["by key", "by Spark"])
+def test_a_delete_of_a_few_rows_is_the_kernels_and_of_many_sparks(wh, monkeypatch, small):
+    """A DELETE matching at most SMALL_DELETE rows is a kernel MERGE on the rows' keys, a larger one
+    Spark's DELETE (each names itself in the table's history); both delete the same rows, and the
+    change feed has a delete row for each."""
+    monkeypatch.setattr(warehouse_module, "SMALL_DELETE", small)
+    sql(wh, "CREATE TABLE d1002 USING meters TAGS ('California.LosAngeles', 3)")
+    list(statements.run(wh, "INSERT INTO d1001 VALUES ('2018-10-03 14:38:05', 10.3, 219, 0.31) "
+                            "('2018-10-03 14:38:15', 12.6, 218, 0.33) ('2018-10-03 14:38:25', 12.1, 220, 0.32) "
+                            "d1002 VALUES ('2018-10-03 14:38:05', 11.0, 217, 0.30)"))
+    path = str(wh.catalog.root / "power" / "meters")
+    before = DeltaTable(path).version()
+    (deleted,) = list(statements.run(wh, "DELETE FROM d1001 WHERE ts <= '2018-10-03 14:38:15'"))
+    assert deleted.rows == 2
+    assert rows(wh, "SELECT tbname, ts, voltage FROM meters ORDER BY tbname") == [
+        ("d1001", t("2018-10-03 14:38:25"), 220), ("d1002", t("2018-10-03 14:38:05"), 217)]
+    history = DeltaTable(path).history()
+    assert [h["operation"] for h in history if h["version"] > before] == ["MERGE" if small >= 2 else "DELETE"]
+    changes = pa.table(DeltaTable(path).load_cdf(starting_version=before + 1).read_all()).to_pylist()
+    assert sorted((r["_change_type"], r["tbname"], r["ts"]) for r in changes) == [
+        ("delete", "d1001", t("2018-10-03 14:38:05")), ("delete", "d1001", t("2018-10-03 14:38:15"))]
+
+
+def test_files_rewritten_by_spark_keep_standard_timestamps(wh, monkeypatch):
     """Spark writes INT96 timestamps unless told otherwise: a file a DELETE rewrites must hold the same
     UTC microsecond timestamps as the files the kernel writes, for every Parquet reader."""
+    monkeypatch.setattr(warehouse_module, "SMALL_DELETE", 0)  # the DELETE is Spark's
     list(statements.run(wh, "INSERT INTO d1001 VALUES ('2018-10-03 14:38:05', 10.3, 219, 0.31) "
                             "('2018-10-03 14:38:15', 12.6, 218, 0.33)"))
     list(statements.run(wh, "DELETE FROM d1001 WHERE ts < '2018-10-03 14:38:10'"))
