@@ -1,6 +1,6 @@
 """The CPU of the node's live batches for many LOW_LATENCY_CALC streams on one table, without Airflow.
 
-    .venv/bin/python bench/detect_many.py [--streams 1,20] [--commits 30] [--meters 100]
+    .venv/bin/python bench/detect_many.py [--streams 1,20] [--commits 30] [--meters 100] [--every N]
 
 The streams of ``bench/load.py`` (its window streams, without the PERIOD one) are created over a
 supertable of ``--meters`` meters. Then ``--commits`` commits of one row per meter are written,
@@ -24,8 +24,9 @@ from pathlib import Path
 WARMUP = 5
 
 
-def replay(db: str, count: int, commits: int, meters: int) -> float:
-    """CPU seconds of the streams' batches per commit, over the commits after the first WARMUP."""
+def replay(db: str, count: int, commits: int, meters: int, every: int = 0) -> float:
+    """CPU seconds of the streams' batches per commit, over the commits after the first WARMUP (and
+    with ``every``, printed for each ``every`` commits)."""
     from load import row_values, streams_sql  # bench/load.py
 
     from airflow_stream_provider import statements
@@ -53,15 +54,20 @@ def replay(db: str, count: int, commits: int, meters: int) -> float:
         state = store.load_state(db, f"s{i}")
         detectors.append(host.window_detector(stored, host.runtime(stored, state), detector_options(stored, state)))
     first = int(time.time()) - commits
-    cpu = 0.0
+    cpu = block = 0.0
     for c in range(commits):
         values = " ".join(f"{db}.d{m} VALUES {row_values(m, first + c)}" for m in range(meters))
         list(statements.run(wh, f"INSERT INTO {values}"))
         began = time.process_time()
         for found in detectors:
             found.run_available()
+        spent = time.process_time() - began
         if c >= WARMUP:
-            cpu += time.process_time() - began
+            cpu += spent
+        block += spent
+        if every and (c + 1) % every == 0:  # whether the cost grows with the tables' history
+            print(f"commits {c + 2 - every}-{c + 1}: {block / every:.3f} CPU s per commit", file=sys.stderr, flush=True)
+            block = 0.0
     return cpu / (commits - WARMUP)
 
 
@@ -72,6 +78,9 @@ def main() -> int:
                              "the first is the baseline")
     parser.add_argument("--commits", type=int, default=30)
     parser.add_argument("--meters", type=int, default=100)
+    parser.add_argument("--every", type=int, default=0,
+                        help="also print the CPU per commit of each this many commits (a cost growing with "
+                             "the tables' history shows there)")
     args = parser.parse_args()
     if args.commits <= WARMUP:
         parser.error(f"--commits must be more than {WARMUP}")
@@ -84,7 +93,7 @@ def main() -> int:
     counts = [int(n) for n in args.streams.split(",")]
     rows = []
     for count in counts:
-        per_commit = replay(f"m{count}", count, args.commits, args.meters)
+        per_commit = replay(f"m{count}", count, args.commits, args.meters, args.every)
         streams = sum(kind is not None for kind in stream_kinds(count))
         rows.append((streams, per_commit, per_commit / streams))
         print(f"{streams} stream(s): {per_commit:.3f} CPU s per commit", file=sys.stderr)

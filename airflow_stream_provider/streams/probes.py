@@ -11,12 +11,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
 from airflow_stream_provider import storage
 from airflow_stream_provider.storage import Location, export_credentials, is_remote
 from airflow_stream_provider.streams.store import StoredStream, detector_hosted
+from airflow_stream_provider.warehouse import writer
 from airflow_stream_provider.windows.checkpoint import ENGINE, EVENTS_MARK
 
 _COMMIT = re.compile(r"^\d+$")
@@ -142,19 +145,25 @@ def check_windows(state_dir: str | Path, table: str | Path | None = None,
 
 def max_event_time(table: str | Path, ts_column: str) -> datetime | None:
     """The latest event time of a Delta table, from its files' statistics (read only where a file
-    has none)."""
-    dt = open_delta(table)
-    if dt is None:
+    has none). A local table is the one the writer keeps open, brought up to date."""
+    if is_remote(table):
+        dt = open_delta(table)
+        return None if dt is None else _max_time(dt, ts_column)
+    try:
+        with writer.latest(table) as kept:
+            return _max_time(kept, ts_column)
+    except TableNotFoundError:
         return None
-    actions = dt.get_add_actions(flatten=True)
+
+
+def _max_time(dt: DeltaTable, ts_column: str) -> datetime | None:
+    actions = pa.table(dt.get_add_actions(flatten=True))
     key = f"max.{ts_column}"
     if actions.num_rows == 0:
         return None
     if key in actions.schema.names and actions.column(key).null_count == 0:
         values = [v for v in actions.column(key).to_pylist() if v is not None]
     else:
-        import pyarrow.compute as pc
-
         values = [pc.max(dt.to_pyarrow_table(columns=[ts_column]).column(ts_column)).as_py()]
     values = [v for v in values if v is not None]
     if not values:

@@ -31,8 +31,14 @@ log = logging.getLogger(__name__)
 
 #: give up on a commit that keeps conflicting after this long
 COMMIT_DEADLINE_S = 300.0
-#: compact small files every this many commits (only the writer landing on such a version does it)
-COMPACT_EVERY = 200
+#: compact small files every this many commits (only the writer landing on such a version does it).
+#: A live stream commits a small file to its tables every second, and each MERGE and append costs
+#: more with every file the table holds (the kernel's MERGE of 100 rows: 25 ms at 1 file, 95 ms at
+#: 400); compacting every 50 commits keeps them near the first cost, for about 2 ms per commit.
+COMPACT_EVERY = 50
+#: compaction joins files smaller than this; a larger file is left as it is, so a compaction
+#: rewrites at most this much however large the table grows
+COMPACT_TARGET_BYTES = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -132,7 +138,7 @@ def retrying(path: Location, action: Callable[[DeltaTable], object]) -> Commit:
                 raise
             time.sleep(min(0.5, 0.005 * 2 ** min(attempt, 7)) * random.uniform(0.5, 1.5))
             continue
-        _maybe_compact(path, before, version)
+        compact_if_due(path, before, version)
         return Commit(path, before, version, attempt)
 
 
@@ -201,13 +207,15 @@ def undo(commit: Commit) -> bool:
     return True
 
 
-def _maybe_compact(path: Location, before: int, after: int) -> None:
+def compact_if_due(path: Location, before: int, after: int) -> None:
+    """Compact the table's small files when a commit from version ``before`` to ``after`` crossed a
+    multiple of :data:`COMPACT_EVERY`. The compaction commits no rows: change-feed readers skip it,
+    and earlier versions stay readable."""
     if after // COMPACT_EVERY == before // COMPACT_EVERY:
         return
-    from deltalake import DeltaTable
-
     try:
-        metrics = DeltaTable(str(path)).optimize.compact()
+        with latest(path) as table:
+            metrics = table.optimize.compact(target_size=COMPACT_TARGET_BYTES)
         log.info("compacted %s: %s files into %s", path, metrics.get("numFilesRemoved"), metrics.get("numFilesAdded"))
     except Exception as err:  # a concurrent writer won; the next multiple compacts instead
         if not _is_conflict(err):

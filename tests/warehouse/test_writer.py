@@ -88,3 +88,27 @@ def test_an_upsert_replaces_the_keys_at_both_ends_of_its_range(tmp_path, kind):
     got = sorted(zip(table["ts"].cast(kind).cast(pa.int64()).to_pylist(), table["v"].to_pylist(), strict=True))
     assert got == [(1_000, "old"), (2_000, "new"), (3_000, "old"), (3_500, "new"), (4_000, "old"), (5_000, "new"),
                    (6_000, "old")]
+
+
+def test_a_table_written_often_is_compacted_and_reads_the_same(tmp_path, monkeypatch):
+    """Every COMPACT_EVERY commits the kernel joins the table's small files: the table keeps fewer
+    files than commits, holds the same rows, its change feed has no row for a compaction, and its
+    versions before one stay readable."""
+    monkeypatch.setattr(writer, "COMPACT_EVERY", 5)
+    path = tmp_path / "t"
+    write_deltalake(str(path), rows([0], "v0"), configuration={"delta.enableChangeDataFeed": "true"})
+    for key in range(1, 13):  # a file each
+        writer.upsert(path, rows([key], f"v{key}"), ["k"])
+    writer.upsert(path, rows([3, 11], "again"), ["k"])
+    table = DeltaTable(str(path))
+    # upserts made versions 1 to 5, 7 to 10 and 12 to 15; compactions 6, 11 and 16
+    assert [h["version"] for h in table.history() if h["operation"] == "OPTIMIZE"] == [16, 11, 6]
+    assert len(table.file_uris()) <= 5
+    assert content(path) == {k: f"v{k}" for k in range(13)} | {3: "again", 11: "again"}
+    changes = pa.table(table.load_cdf(starting_version=0).read_all())
+    kinds = set(zip(changes["_change_type"].to_pylist(), changes["_commit_version"].to_pylist(), strict=True))
+    optimized = {h["version"] for h in table.history() if h["operation"] == "OPTIMIZE"}
+    assert not {version for _, version in kinds} & optimized
+    before_first = min(optimized) - 1
+    old = DeltaTable(str(path), version=before_first).to_pyarrow_table()
+    assert sorted(old["k"].to_pylist()) == list(range(before_first + 1))  # (before it, upsert n made version n)

@@ -227,3 +227,26 @@ def test_a_replayed_batch_is_written_once(spark, tmp_path):
     rows = spark.read.format("delta").load(path).orderBy("batch_id", "seq").collect()
     assert [(r.batch_id, r.seq) for r in rows] == [(0, 0), (0, 0), (0, 1), (0, 2), (1, 0), (1, 1)]
     assert rows[-1].event_time.timestamp() == 2.0  # the batch's processing time, in seconds
+
+
+def test_an_event_table_is_compacted_and_still_skips_replayed_batches(tmp_path, monkeypatch):
+    """Every COMPACT_EVERY commits the event table's small files are joined; the transactions stay,
+    so a batch replayed after a compaction is still skipped."""
+    monkeypatch.setattr(writer, "COMPACT_EVERY", 4)
+    path = str(tmp_path / "events")
+
+    def batch(batch_id: int) -> list[pd.DataFrame]:
+        frame = pd.DataFrame({name: [None] for name in EVENT_COLUMNS})
+        frame["trigger_id"] = [f"{batch_id}:0"]
+        return [frame]
+
+    for batch_id in range(10):
+        detector.write_events(batch(batch_id), path, "app", batch_id, 1_000 * batch_id)
+    detector.write_events(batch(9), path, "app", 9, 9_000)  # replayed after the compactions: skipped
+    table = DeltaTable(path)
+    # batches 0 to 9 made versions 0 to 4, 6 to 8 and 10 to 11; compactions 5 and 9
+    assert [h["version"] for h in table.history() if h["operation"] == "OPTIMIZE"] == [9, 5]
+    assert len(table.file_uris()) <= 4
+    assert sorted(table.to_pyarrow_table(columns=["trigger_id"])["trigger_id"].to_pylist()) == [
+        f"{b}:0" for b in range(10)]
+    assert table.transaction_version("app") == 9
