@@ -158,6 +158,7 @@ def test_load_parquet_and_csv_into_supertable_and_subtable(home):
         ("ts,current,volts\n2018-10-03 14:38:25,1.5,230\n",
          "bad.csv has column 'volts', which power.meters does not have"),
         ("current,voltage\n1.5,230\n", "bad.csv lacks column ts"),
+        ("ts,voltage,VOLTAGE\n2018-10-03 14:38:25,230,231\n", "bad.csv has column 'VOLTAGE' twice"),
         ("ts,current,voltage\n2018-10-03 14:38:25,1.5,230,7\n", "load into power.d1001"),
         ("ts,current,voltage\nsoon,1.5,230\n", "column ts (TIMESTAMP) in bad.csv"),
     ],

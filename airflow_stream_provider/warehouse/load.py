@@ -105,6 +105,9 @@ class _Converter:
                             "is the header line missing?")
                 raise WarehouseError(f"{self.label}: {self.source} has column {name!r}, which {self.info.qualified} "
                                      "does not have", hint=hint)
+            if column.name in {c.name for c in mapping.values()} or name in mapping:
+                raise WarehouseError(f"{self.label}: {self.source} has column {name!r} twice",
+                                     hint="a file names each column once; remove or rename the other")
             mapping[name] = column
         self.mapped = {c.name for c in mapping.values()}
         required = [c.name for c in self.info.columns if c.role in ("ts", "key")]

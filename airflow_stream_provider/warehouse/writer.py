@@ -39,6 +39,9 @@ COMPACT_EVERY = 50
 #: compaction joins files smaller than this; a larger file is left as it is, so a compaction
 #: rewrites at most this much however large the table grows
 COMPACT_TARGET_BYTES = 16 * 1024 * 1024
+#: the file beside a local table's log whose lock a compaction holds (readers and VACUUM pass over
+#: names starting with an underscore)
+COMPACTION_LOCK = "_compaction.lock"
 
 
 @dataclass(frozen=True)
@@ -138,7 +141,8 @@ def retrying(path: Location, action: Callable[[DeltaTable], object]) -> Commit:
                 raise
             time.sleep(min(0.5, 0.005 * 2 ** min(attempt, 7)) * random.uniform(0.5, 1.5))
             continue
-        compact_if_due(path, before, version)
+        if version > before:
+            compact_if_due(path, version)
         return Commit(path, before, version, attempt)
 
 
@@ -207,16 +211,47 @@ def undo(commit: Commit) -> bool:
     return True
 
 
-def compact_if_due(path: Location, before: int, after: int) -> None:
-    """Compact the table's small files when a commit from version ``before`` to ``after`` crossed a
-    multiple of :data:`COMPACT_EVERY`. The compaction commits no rows: change-feed readers skip it,
-    and earlier versions stay readable."""
-    if after // COMPACT_EVERY == before // COMPACT_EVERY:
+def compact_if_due(path: Location, version: int) -> None:
+    """Compact the table's small files when this process's commit made a version that is a multiple
+    of :data:`COMPACT_EVERY`. The compaction commits no rows: change-feed readers skip it, and
+    earlier versions stay readable.
+
+    Two compactions of the same files must never run at once: the kernel commits both, and the
+    table then holds their rows twice. Each version is one commit, so one writer is due for each
+    multiple; a local table's compactions also take a file lock beside it, which a compaction
+    still running from the last multiple holds (the next one is then skipped)."""
+    if version <= 0 or version % COMPACT_EVERY:
         return
+    from deltalake import DeltaTable
+
+    with _compaction_lock(path) as mine:
+        if not mine:
+            return
+        try:  # (a table of its own: the kept one reads the compaction from the log on its next use)
+            metrics = DeltaTable(str(path)).optimize.compact(target_size=COMPACT_TARGET_BYTES)
+            log.info("compacted %s: %s files into %s", path, metrics.get("numFilesRemoved"),
+                     metrics.get("numFilesAdded"))
+        except Exception as err:  # a concurrent writer won; the next multiple compacts instead
+            if not _is_conflict(err):
+                raise
+
+
+@contextlib.contextmanager
+def _compaction_lock(path: Location) -> Iterator[bool]:
+    """Whether this process holds the table's compaction lock for the block (an object store's table:
+    always; its writers are told apart by their versions alone)."""
+    if is_remote(path):
+        yield True
+        return
+    import fcntl
+
+    fd = os.open(os.path.join(str(path), COMPACTION_LOCK), os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        with latest(path) as table:
-            metrics = table.optimize.compact(target_size=COMPACT_TARGET_BYTES)
-        log.info("compacted %s: %s files into %s", path, metrics.get("numFilesRemoved"), metrics.get("numFilesAdded"))
-    except Exception as err:  # a concurrent writer won; the next multiple compacts instead
-        if not _is_conflict(err):
-            raise
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)  # (closing it lets go of the lock)

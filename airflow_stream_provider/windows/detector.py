@@ -553,11 +553,10 @@ def _commit_arrow(events: pa.Table, path: str, app_id: str, batch_id: int) -> No
             done = table.transaction_version(app_id)
             if done is not None and done >= batch_id:
                 return
-            before = table.version()
             # event tables made before a column was added take it on their next write
             write_deltalake(table, events, mode="append", schema_mode="merge", commit_properties=commit)
-            after = table.version()
-        writer.compact_if_due(path, before, after)
+            version = table.version()
+        writer.compact_if_due(path, version)
     except TableNotFoundError:
         write_deltalake(path, events, mode="append", schema_mode="merge", commit_properties=commit,
                         configuration={"delta.dataSkippingStatsColumns": EVENT_STATS_COLUMNS})

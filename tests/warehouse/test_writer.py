@@ -112,3 +112,46 @@ def test_a_table_written_often_is_compacted_and_reads_the_same(tmp_path, monkeyp
     before_first = min(optimized) - 1
     old = DeltaTable(str(path), version=before_first).to_pyarrow_table()
     assert sorted(old["k"].to_pylist()) == list(range(before_first + 1))  # (before it, upsert n made version n)
+
+
+def test_two_compactions_of_a_table_never_run_at_once(tmp_path, monkeypatch):
+    """The kernel commits two compactions of the same files made from one snapshot, and the table
+    then holds every row twice (shown first, on tables of its own). So a compaction runs only for
+    the commit that made a multiple of COMPACT_EVERY, and not while another holds the table's lock."""
+    doubled = tmp_path / "doubled"
+    for key in range(3):
+        write_deltalake(str(doubled), rows([key], "a"), mode="append")
+    first, second = DeltaTable(str(doubled)), DeltaTable(str(doubled))
+    first.optimize.compact()
+    second.optimize.compact()
+    assert DeltaTable(str(doubled)).to_pyarrow_table().num_rows == 6  # why the lock is needed
+
+    monkeypatch.setattr(writer, "COMPACT_EVERY", 3)
+    path = tmp_path / "t"
+    for key in range(4):  # versions 0 to 3
+        write_deltalake(str(path), rows([key], "a"), mode="append")
+    writer.compact_if_due(path, 2)  # not a multiple
+    with writer._compaction_lock(path) as mine:
+        assert mine
+        writer.compact_if_due(path, 3)  # another compaction holds the lock
+    assert "OPTIMIZE" not in [h["operation"] for h in DeltaTable(str(path)).history()]
+    writer.compact_if_due(path, 3)
+    assert [h["operation"] for h in DeltaTable(str(path)).history()].count("OPTIMIZE") == 1
+    assert content(path) == {0: "a", 1: "a", 2: "a", 3: "a"}
+
+
+def test_a_commit_landing_after_another_writers_leaves_the_table_right(tmp_path):
+    """Another writer commits while an append runs: the kernel commits the append after it, and the
+    next upsert through the kept table still sees that writer's rows."""
+    path = tmp_path / "t"
+    write_deltalake(str(path), rows([1], "a"))
+    writer.upsert(path, rows([2], "a"), ["k"])  # kept from here
+
+    def append_after_another(table: DeltaTable) -> None:
+        write_deltalake(str(path), rows([3], "other"), mode="append")  # lands first
+        write_deltalake(table, rows([4], "b"), mode="append")
+
+    commit = writer.retrying(path, append_after_another)
+    assert commit.version == commit.before + 2
+    writer.upsert(path, rows([3, 5], "c"), ["k"])
+    assert content(path) == {1: "a", 2: "a", 3: "c", 4: "b", 5: "c"}
