@@ -239,13 +239,18 @@ def compact_if_due(path: Location, version: int) -> None:
 @contextlib.contextmanager
 def _compaction_lock(path: Location) -> Iterator[bool]:
     """Whether this process holds the table's compaction lock for the block (an object store's table:
-    always; its writers are told apart by their versions alone)."""
+    always; its writers are told apart by their versions alone). A table whose folder is gone (dropped
+    since the commit) is not compacted."""
     if is_remote(path):
         yield True
         return
     import fcntl
 
-    fd = os.open(os.path.join(str(path), COMPACTION_LOCK), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fd = os.open(os.path.join(str(path), COMPACTION_LOCK), os.O_RDWR | os.O_CREAT, 0o644)
+    except FileNotFoundError:
+        yield False
+        return
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -138,6 +138,7 @@ def test_two_compactions_of_a_table_never_run_at_once(tmp_path, monkeypatch):
     writer.compact_if_due(path, 3)
     assert [h["operation"] for h in DeltaTable(str(path)).history()].count("OPTIMIZE") == 1
     assert content(path) == {0: "a", 1: "a", 2: "a", 3: "a"}
+    writer.compact_if_due(tmp_path / "dropped", 3)  # a table dropped since its commit: nothing to do
 
 
 def test_a_commit_landing_after_another_writers_leaves_the_table_right(tmp_path):
