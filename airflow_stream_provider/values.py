@@ -14,7 +14,7 @@ import contextlib
 import json
 import os
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -111,3 +111,21 @@ def append_file(path: Path) -> int:
 def lock_file(path: Path) -> int:
     """A descriptor of the lock file ``path`` (created with :data:`FILE_MODE`), to ``flock``."""
     return os.open(path, os.O_RDWR | os.O_CREAT, FILE_MODE)
+
+
+@contextlib.contextmanager
+def try_lock(path: Path) -> Iterator[bool]:
+    """Hold the lock file ``path`` exclusively while the block runs, if no other holder has it;
+    yields whether this one does. The lock goes with the process that held it."""
+    import fcntl
+
+    fd = lock_file(path)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)  # (closing it lets go of the lock)

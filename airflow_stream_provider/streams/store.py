@@ -34,7 +34,7 @@ from airflow_stream_provider.exceptions import StreamError, did_you_mean, read_j
 from airflow_stream_provider.model.names import DATABASE, STREAM, check_name, path_under
 from airflow_stream_provider.sql import parse
 from airflow_stream_provider.storage import Location
-from airflow_stream_provider.values import lock_file, make_dirs, write_text
+from airflow_stream_provider.values import lock_file, make_dirs, try_lock, write_text
 
 
 class StreamNotFound(StreamError):
@@ -84,19 +84,8 @@ def detector_lock(stream: StoredStream) -> Iterator[bool]:
     nothing) when another process holds it, such as the stream node hosting the live detector.
     One detector at a time writes a checkpoint; the lock goes with the process that held it."""
     make_dirs(stream.state_dir)
-    fd = lock_file(stream.lock_path)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            yield False
-            return
-        try:
-            yield True
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-    finally:
-        os.close(fd)
+    with try_lock(stream.lock_path) as mine:
+        yield mine
 
 
 def detector_hosted(state_dir: Path) -> bool:

@@ -17,12 +17,14 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_stream_provider.storage import Location, is_remote
+from airflow_stream_provider.values import try_lock
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
@@ -244,19 +246,8 @@ def _compaction_lock(path: Location) -> Iterator[bool]:
     if is_remote(path):
         yield True
         return
-    import fcntl
-
-    try:
-        fd = os.open(os.path.join(str(path), COMPACTION_LOCK), os.O_RDWR | os.O_CREAT, 0o644)
-    except FileNotFoundError:
+    if not os.path.isdir(str(path)):
         yield False
         return
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            yield False
-            return
-        yield True
-    finally:
-        os.close(fd)  # (closing it lets go of the lock)
+    with try_lock(Path(str(path), COMPACTION_LOCK)) as mine:
+        yield mine
