@@ -17,6 +17,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -148,31 +149,77 @@ def retrying(path: Location, action: Callable[[DeltaTable], object]) -> Commit:
         return Commit(path, before, version, attempt)
 
 
-def _key_bounds(rows: pa.Table, keys: Sequence[str]) -> list[str]:
-    """The range of each time or integer key of ``rows``, as conditions on the target: a row that
-    matches one of ``rows`` lies within them, and the kernel skips the files whose statistics lie
-    outside (a live stream's MERGE of its latest windows then reads its latest files, not all)."""
+#: a key range: a time or integer key column and the least and greatest of its values
+KeyRange = tuple[str, object, object]
+#: Delta keeps a file's time statistics truncated to the millisecond: its latest time can be later
+#: than its statistic by less than this
+_STATS_TRUNCATION = timedelta(milliseconds=1)
+
+
+def _key_ranges(rows: pa.Table, keys: Sequence[str]) -> list[KeyRange]:
+    """The range of each time or integer key of ``rows``: a row of the table whose key equals one
+    of ``rows`` lies within all of them."""
     out = []
     for key in keys:
-        column = rows[key]
-        kind = column.type
+        kind = rows.schema.field(key).type
         if not (pa.types.is_integer(kind) or pa.types.is_timestamp(kind) and kind.unit in ("s", "ms", "us")):
             continue
-        low, high = (value.as_py() for value in pc.min_max(column).values())
-        if low is None or high is None:
-            continue
-        if pa.types.is_timestamp(kind):
-            low, high = f"'{low.isoformat()}'", f"'{high.isoformat()}'"
-        out.append(f"t.{_quote(key)} >= {low} AND t.{_quote(key)} <= {high}")
+        low, high = (value.as_py() for value in pc.min_max(rows[key]).values())
+        if low is not None and high is not None:
+            out.append((key, low, high))
     return out
 
 
+def _within_sql(ranges: list[KeyRange], alias: str = "") -> list[str]:
+    """The conditions of ``ranges`` in the kernel's SQL (the table's columns prefixed by ``alias``)."""
+    def literal(value: object) -> str:
+        return f"'{value.isoformat()}'" if isinstance(value, datetime) else str(value)
+
+    return [f"{alias}{_quote(key)} >= {literal(low)} AND {alias}{_quote(key)} <= {literal(high)}"
+            for key, low, high in ranges]
+
+
+def _holds_none_within(table: DeltaTable, rows: pa.Table, ranges: list[KeyRange]) -> bool:
+    """Whether the table's file statistics show that none of its rows lies within ``ranges`` (and
+    ``rows`` have the table's columns): then every key of ``rows`` is new. A file without statistics
+    for a key might hold any."""
+    if not ranges or pa.schema(table.schema().to_arrow()) != rows.schema:
+        return False
+    files = pa.table(table.get_add_actions(flatten=True))
+    columns = set(files.column_names)
+    bounds = []
+    for key, low, high in ranges:
+        if f"min.{key}" not in columns or f"max.{key}" not in columns:
+            return False
+        slack = _STATS_TRUNCATION if isinstance(high, datetime) else 0
+        bounds.append((files[f"min.{key}"].to_pylist(), files[f"max.{key}"].to_pylist(), low, high, slack))
+    try:
+        return not any(all(least is None or greatest is None or (least <= high and greatest + slack >= low)
+                           for lows, highs, low, high, slack in bounds
+                           for least, greatest in [(lows[i], highs[i])])
+                       for i in range(files.num_rows))
+    except TypeError:  # a time without a zone against one with a zone
+        return False
+
+
 def upsert(path: Location, rows: pa.Table, keys: Sequence[str]) -> Commit:
-    """MERGE ``rows`` into the table: an existing key is replaced, a new key inserted, atomically."""
+    """MERGE ``rows`` into the table: an existing key is replaced, a new key inserted, atomically.
+
+    When the table's file statistics show that no row lies within the range of ``rows``' keys (a
+    time series' new rows, a stream's new windows), the rows are written as they are, replacing
+    the rows within that range (there are none): a third of a MERGE's cost. The commit reads that
+    range, so a concurrent commit adding a row there conflicts with it, and its retry MERGEs; a
+    batch written again finds its rows there, and MERGEs too."""
+    from deltalake import write_deltalake
+
     rows = dedupe_last(rows, keys)
-    predicate = " AND ".join([f"t.{_quote(k)} = s.{_quote(k)}" for k in keys] + _key_bounds(rows, keys))
+    ranges = _key_ranges(rows, keys)
+    predicate = " AND ".join([f"t.{_quote(k)} = s.{_quote(k)}" for k in keys] + _within_sql(ranges, "t."))
 
     def merge(table: DeltaTable) -> None:
+        if _holds_none_within(table, rows, ranges):
+            write_deltalake(table, rows, mode="overwrite", predicate=" AND ".join(_within_sql(ranges)))
+            return
         (
             table.merge(rows, predicate, source_alias="s", target_alias="t")
             .when_matched_update_all()

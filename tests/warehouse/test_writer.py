@@ -156,3 +156,82 @@ def test_a_commit_landing_after_another_writers_leaves_the_table_right(tmp_path)
     assert commit.version == commit.before + 2
     writer.upsert(path, rows([3, 5], "c"), ["k"])
     assert content(path) == {1: "a", 2: "a", 3: "c", 4: "b", 5: "c"}
+
+
+def operations(path, after: int = 0) -> list[str]:
+    """The table's commits after version ``after``, oldest first (a plain write and a MERGE told apart)."""
+    history = sorted(DeltaTable(str(path)).history(), key=lambda h: h["version"])
+    return [h["operation"] + (f" {h['operationParameters']['mode']}" if h["operation"] == "WRITE" else "")
+            for h in history if h["version"] > after]
+
+
+def test_new_keys_beyond_the_tables_are_written_without_a_merge_and_read_as_inserts(tmp_path):
+    """Keys beyond every file's statistics cannot be in the table: they are written as they are (a
+    write replacing the rows of their range, of which there are none). The change feed reads them as
+    inserts. The same rows written again find their range taken and MERGE: nothing twice."""
+    path = tmp_path / "t"
+    write_deltalake(str(path), rows([1, 2], "a"), configuration={"delta.enableChangeDataFeed": "true"})
+    writer.upsert(path, rows([3, 4], "b"), ["k"])
+    writer.upsert(path, rows([3, 4], "b"), ["k"])  # a batch written again
+    writer.upsert(path, rows([2, 5], "c"), ["k"])  # one key within the table's range
+    writer.upsert(path, rows([7], "d"), ["k"])
+    assert operations(path) == ["WRITE Overwrite", "MERGE", "MERGE", "WRITE Overwrite"]
+    assert content(path) == {1: "a", 2: "c", 3: "b", 4: "b", 5: "c", 7: "d"}
+    changes = pa.table(DeltaTable(str(path)).load_cdf(starting_version=1).read_all())
+    kinds = sorted(zip(changes["_commit_version"].to_pylist(), changes["_change_type"].to_pylist(),
+                       changes["k"].to_pylist(), strict=True))
+    assert [c for c in kinds if c[0] in (1, 4)] == [(1, "insert", 3), (1, "insert", 4), (4, "insert", 7)]
+
+
+def test_a_time_key_within_a_files_truncated_statistics_is_merged(tmp_path):
+    """Delta keeps a file's time statistics in milliseconds, truncated: a row at 0.5 ms past a
+    millisecond has a maximum statistic before it. A key equal to that row is still found and
+    replaced, not written twice."""
+    path = tmp_path / "t"
+    at = pa.array([1_000_500], pa.int64()).cast(pa.timestamp("us", tz="UTC"))  # 1.0005 s
+
+    def keyed(value: str) -> pa.Table:
+        return pa.table({"ts": at, "v": pa.array([value])})
+
+    write_deltalake(str(path), keyed("old"))
+    stats = pa.table(DeltaTable(str(path)).get_add_actions(flatten=True))
+    assert stats["max.ts"].cast(pa.int64()).to_pylist() == [1_000_000]  # why the slack is needed
+    writer.upsert(path, keyed("new"), ["ts"])
+    assert operations(path) == ["MERGE"]
+    assert DeltaTable(str(path)).to_pyarrow_table()["v"].to_pylist() == ["new"]
+
+
+def test_a_key_committed_by_another_writer_between_the_look_and_the_write_is_merged(tmp_path, monkeypatch):
+    """Another writer adds a row within the range after the statistics showed none: the write
+    conflicts with that commit (it read the range), and its retry MERGEs over the row."""
+    path = tmp_path / "t"
+    write_deltalake(str(path), rows([1], "a"))
+    looked = writer._holds_none_within
+    looks = []
+
+    def then_another_writer(table, new, ranges):
+        empty = looked(table, new, ranges)
+        looks.append(empty)
+        if len(looks) == 1:  # the other writer's own upsert looks second
+            writer.upsert(path, rows([5], "other"), ["k"])
+        return empty
+
+    monkeypatch.setattr(writer, "_holds_none_within", then_another_writer)
+    commit = writer.upsert(path, rows([5, 6], "mine"), ["k"])
+    assert commit.attempts == 2
+    assert content(path) == {1: "a", 5: "mine", 6: "mine"}
+    assert operations(path) == ["WRITE Overwrite", "MERGE"]
+
+
+@pytest.mark.parametrize("column, kind", [("v", pa.large_string()), ("ts", pa.timestamp("us"))])
+def test_rows_of_other_types_than_the_tables_are_merged(tmp_path, column, kind):
+    """Rows whose columns differ from the table's (another string type, a time without a zone) go by
+    MERGE, which casts them."""
+    path = tmp_path / "t"
+    zoned = pa.timestamp("us", tz="UTC")
+    write_deltalake(str(path), pa.table({"ts": pa.array([1_000], pa.int64()).cast(zoned), "v": pa.array(["a"])}))
+    new = pa.table({"ts": pa.array([2_000], pa.int64()).cast(zoned), "v": pa.array(["b"])})
+    new = new.set_column(new.schema.get_field_index(column), column, new[column].cast(kind))
+    writer.upsert(path, new, ["ts"])
+    assert operations(path) == ["MERGE"]
+    assert sorted(DeltaTable(str(path)).to_pyarrow_table()["v"].to_pylist()) == ["a", "b"]
