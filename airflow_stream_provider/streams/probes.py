@@ -9,8 +9,8 @@ import json
 import re
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable
@@ -21,6 +21,9 @@ from airflow_stream_provider.storage import Location, export_credentials, is_rem
 from airflow_stream_provider.streams.store import StoredStream, detector_hosted
 from airflow_stream_provider.warehouse import writer
 from airflow_stream_provider.windows.checkpoint import ENGINE, EVENTS_MARK
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 _COMMIT = re.compile(r"^\d+$")
 _LOG_ENTRY = re.compile(r"^(\d{20})\.json$")
@@ -175,6 +178,8 @@ def _max_time(dt: DeltaTable, ts_column: str) -> datetime | None:
 
 
 def read_events(path: Location, after_batch: int, upto_batch: int | None = None) -> pd.DataFrame:
+    import pandas as pd  # (the triggerer and Airflow's DAG parsing import this module, and need no pandas)
+
     table = open_delta(path)
     if table is None:
         return pd.DataFrame()
@@ -198,7 +203,6 @@ def progress_time(stored: StoredStream) -> datetime | None:
     events = read_events(stored.events_path, -1)
     if events.empty:
         return None
-    latest = events["window_end"].dropna().max()
-    if pd.isna(latest):
-        latest = events["window_start"].max()
+    ends = events["window_end"].dropna()
+    latest = ends.max() if len(ends) else events["window_start"].max()
     return latest.to_pydatetime().astimezone(UTC)
