@@ -158,20 +158,25 @@ def tree(table: dict[int, Proc], roots: list[int]) -> list[int]:
 EXECUTOR_WORKER = "airflow worker -- LocalExecutor"
 
 
-def usage(node_pid: int, airflow_roots: list[int]) -> dict[str, float]:
-    """CPU seconds so far of the node, Airflow's components and the task processes, and the resident
-    bytes of the node and of Airflow. The LocalExecutor's workers run each task in a child process:
-    what those children used (live, or reaped by the worker) is the tasks'."""
+def usage(node_pid: int, airflow_roots: dict[str, int]) -> dict[str, float]:
+    """CPU seconds so far of the node, Airflow's components (in all, and each: ``airflow:<name>``)
+    and the task processes, and the resident bytes of the node and of Airflow. The LocalExecutor's
+    workers run each task in a child process: what those children used (live, or reaped by the
+    worker) is the tasks'."""
     table = processes()
     node = tree(table, [node_pid])
-    airflow = tree(table, airflow_roots)
+    airflow = tree(table, list(airflow_roots.values()))
     executors = [pid for pid in airflow if table[pid].cmd.startswith(EXECUTOR_WORKER)]
     tasks = set(tree(table, executors)) - set(executors)
     def total(pids: list[int] | set[int]) -> int:
         return sum(table[p].own + table[p].reaped for p in pids)
 
     by_executors = sum(table[p].reaped for p in executors)
-    return {"node": total(node) / TICK,
+    each = {}
+    for name, root in airflow_roots.items():
+        own = [p for p in tree(table, [root]) if p not in tasks]
+        each[f"airflow:{name}"] = (total(own) - sum(table[p].reaped for p in own if p in executors)) / TICK
+    return each | {"node": total(node) / TICK,
             "tasks": (total(tasks) + by_executors) / TICK,
             "components": (total([p for p in airflow if p not in tasks]) - by_executors) / TICK,
             "node_rss": sum(table[p].rss for p in node), "airflow_rss": sum(table[p].rss for p in airflow)}
@@ -180,7 +185,7 @@ def usage(node_pid: int, airflow_roots: list[int]) -> dict[str, float]:
 class Sampler(threading.Thread):
     """Memory every few seconds while a phase runs: the largest sums seen."""
 
-    def __init__(self, node_pid: int, airflow_roots: list[int], every: float = 5.0) -> None:
+    def __init__(self, node_pid: int, airflow_roots: dict[str, int], every: float = 5.0) -> None:
         super().__init__(daemon=True)
         self.node_pid, self.roots, self.every = node_pid, airflow_roots, every
         self.peak = {"node_rss": 0.0, "airflow_rss": 0.0}
@@ -269,6 +274,7 @@ class Phase:
     count: int
     lags: dict[int, list[tuple[float, float]]] = field(default_factory=dict)  # stream -> (close second, lag)
     cpu: dict[str, float] = field(default_factory=dict)
+    components: dict[str, float] = field(default_factory=dict)  # CPU seconds of each Airflow component
     peak: dict[str, float] = field(default_factory=dict)
     task_runs: int = 0
     minutes: float = 0.0
@@ -328,8 +334,9 @@ def task_runs(airflow: LocalAirflow, db: str, count: int, since: datetime) -> in
 
 
 def run_phase(home: Path, airflow: LocalAirflow, path: str, count: int, args: argparse.Namespace,
-              say: Callable[[str], None], extra_roots: tuple[int, ...] = ()) -> Phase:
+              say: Callable[[str], None], extra_roots: dict[str, int] | None = None) -> Phase:
     """One phase; ``extra_roots``: processes whose CPU and memory count as Airflow's (its database)."""
+    extra_roots = extra_roots or {}
     from latency import _dag_known as dag_known  # bench/latency.py: the DAG is parsed and unpaused
 
     from airflow_stream_provider import statements
@@ -357,7 +364,7 @@ def run_phase(home: Path, airflow: LocalAirflow, path: str, count: int, args: ar
 
         base = DeltaTable(str(home / "warehouse" / db / "meters")).version()
         say(f"{LABELS[path]}, {count} stream(s): feeding {args.meters} meters for {args.minutes} min")
-        roots = [proc.pid for proc in airflow.processes.values()] + list(extra_roots)
+        roots = {name: proc.pid for name, proc in airflow.processes.items()} | extra_roots
         before = usage(info.pid, roots)
         sampler = Sampler(info.pid, roots)
         sampler.start()
@@ -369,6 +376,8 @@ def run_phase(home: Path, airflow: LocalAirflow, path: str, count: int, args: ar
         sampler.done.set()
         phase.peak = sampler.peak
         phase.cpu = {key: after[key] - before[key] for key in ("node", "components", "tasks")}
+        phase.components = {key.removeprefix("airflow:"): after[key] - before.get(key, 0.0)
+                            for key in after if key.startswith("airflow:")}
         phase.task_runs = task_runs(airflow, db, count, since)
         time.sleep(args.drain)  # windows closed by the last rows: their outputs come in
         measure(home, db, phase, base, stream_kinds(count), written[0] + 60)
@@ -394,6 +403,12 @@ def report(phases: list[Phase]) -> None:
               f"{p.cpu['tasks'] / per:>10.2f} {p.peak['node_rss'] / 2**20:>8.0f} "
               f"{p.peak['airflow_rss'] / 2**20:>11.0f} "
               f"{p.task_runs / p.minutes:>9.1f} {len(lags):>8}")
+    print("\nAirflow's components: cores used (CPU seconds per second), the task processes apart")
+    names = sorted({name for p in phases for name in p.components})
+    print(f"{'path':<17} {'N':>3} " + " ".join(f"{name:>13}" for name in names))
+    for p in phases:
+        print(f"{LABELS[p.path]:<17} {p.count:>3} " + " ".join(
+            f"{p.components.get(name, 0.0) / (60 * p.minutes):>13.3f}" for name in names))
     print()
     by = {(p.path, p.count): p for p in phases}
     checks = [("low_latency", 1, 0.5), ("airflow", 1, 3.0), ("low_latency", 20, 2.0), ("airflow", 20, 10.0)]
@@ -446,7 +461,7 @@ def main() -> int:
                            database=database.url if database else None)
     os.environ["AIRFLOW_STREAM_API_URL"] = airflow.url
     phases = []
-    extra = (database.process.pid,) if database and database.process else ()
+    extra = {"database": database.process.pid} if database and database.process else {}
     try:
         airflow.start()
         for path in args.paths.split(","):

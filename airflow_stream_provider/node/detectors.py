@@ -53,6 +53,14 @@ from airflow_stream_provider.windows.changes import FeedRegistry
 RETRY_AFTER_S = 15.0
 #: requests of the streams' tasks the node works on at once
 REQUEST_WORKERS = 4
+#: detector batches a host runs at once (``AIRFLOW_STREAM_NODE_BATCH_SLOTS``), the others waiting
+#: their turn (:class:`~airflow_stream_provider.windows.detector.Turns`)
+BATCH_SLOTS = 2
+
+
+def batch_slots() -> int:
+    value = os.environ.get("AIRFLOW_STREAM_NODE_BATCH_SLOTS", "").strip()
+    return int(value) if value else BATCH_SLOTS
 #: how long a notify request delivers to an ON_FAILURE_PAUSE receiver that fails before it answers
 #: that the messages still wait (the task asks again: its run, and so its stream, waits)
 NOTIFY_PATIENCE_S = 30.0
@@ -121,6 +129,7 @@ class DetectorHost:
         self.failed_at: dict[str, float] = {}
         self.feeds = FeedRegistry()
         self.workers = ThreadPoolExecutor(REQUEST_WORKERS, thread_name_prefix="stream-request")
+        self.turns = detector.Turns(batch_slots())
 
     def wanted(self) -> dict[str, StoredStream]:
         """The window streams that exist and are not stopped."""
@@ -169,7 +178,8 @@ class DetectorHost:
                 query = rows.start(runtime, stored, options, available_now=False, interval="250 milliseconds",
                                    after_batch=self._consumed(stored))
             else:
-                query = detector.LiveDetector(self.window_detector(stored, runtime, options), name=key).start()
+                query = detector.LiveDetector(self.window_detector(stored, runtime, options), name=key,
+                                              turns=self.turns).start()
         except Exception as err:
             os.close(fd)
             self.failed_at[key] = time.monotonic()

@@ -250,3 +250,59 @@ def test_an_event_table_is_compacted_and_still_skips_replayed_batches(tmp_path, 
     assert sorted(table.to_pyarrow_table(columns=["trigger_id"])["trigger_id"].to_pylist()) == [
         f"{b}:0" for b in range(10)]
     assert table.transaction_version("app") == 9
+
+
+def test_batches_take_their_turns_in_the_order_they_asked():
+    """With one slot, the detectors woken while a batch runs go one after the other, first come first
+    served; with two, two batches run at once and never three."""
+    import threading
+
+    turns = detector.Turns(1)
+    order: list[str] = []
+    held = threading.Event()
+    release = threading.Event()
+
+    def first() -> None:
+        with turns.turn():
+            held.set()
+            release.wait(10)
+            order.append("first")
+
+    def later(name: str) -> None:
+        with turns.turn():
+            order.append(name)
+
+    threads = [threading.Thread(target=first)]
+    threads[0].start()
+    assert held.wait(10)
+    for name in ("b", "c", "d"):
+        threads.append(threading.Thread(target=later, args=(name,)))
+        threads[-1].start()
+        deadline = time.monotonic() + 10
+        while len(turns._waiting) < len(threads) - 1 and time.monotonic() < deadline:
+            time.sleep(0.001)  # each asks after the one before
+    release.set()
+    for thread in threads:
+        thread.join(10)
+    assert order == ["first", "b", "c", "d"]
+
+    two = detector.Turns(2)
+    inside, most, lock = [0], [0], threading.Lock()
+
+    def batch() -> None:
+        with two.turn():
+            with lock:
+                inside[0] += 1
+                most[0] = max(most[0], inside[0])
+            time.sleep(0.02)
+            with lock:
+                inside[0] -= 1
+
+    workers = [threading.Thread(target=batch) for _ in range(8)]
+    for thread in workers:
+        thread.start()
+    for thread in workers:
+        thread.join(10)
+    assert most[0] == 2 and inside[0] == 0
+    with pytest.raises(ValueError, match="at least one batch slot"):
+        detector.Turns(0)
