@@ -447,18 +447,22 @@ class Detector:
 
 
 class Turns:
-    """At most ``slots`` batches at once among the detectors of a process, in the order they asked.
+    """At most ``slots`` batches at once among the detectors of a process, in the order they asked,
+    and none waiting more than ``max_wait_s`` for its turn.
 
     A new version of a table wakes every stream on it at once. Run side by side, their batches share
     the interpreter's lock, and each of them ends only when nearly all have: every stream's output
     waits for the whole round. Taken in turns, the first ends after one batch, the next after two:
-    half the round on average, for the same work. Two slots rather than one let a batch that waits
-    on Spark leave the others a turn; a freed slot goes to the detector that has waited longest."""
+    half the round on average, for the same work. A freed slot goes to the detector that has waited
+    longest. A batch that holds its turn long (its computation waits for Spark, its notifications
+    for a receiver) delays the others by ``max_wait_s`` at most: then they run beside it, over the
+    slots, as they would without turns."""
 
-    def __init__(self, slots: int) -> None:
+    def __init__(self, slots: int, max_wait_s: float = 1.0) -> None:
         if slots < 1:
             raise ValueError(f"a process needs at least one batch slot, not {slots}")
-        self._free = slots
+        self.max_wait_s = max_wait_s
+        self._free = slots  # below zero while batches that waited too long run over the slots
         self._lock = threading.Lock()
         self._waiting: collections.deque[threading.Event] = collections.deque()
 
@@ -466,18 +470,21 @@ class Turns:
     def turn(self) -> Iterator[None]:
         with self._lock:
             mine = None
-            if self._free and not self._waiting:
+            if self._free > 0 and not self._waiting:
                 self._free -= 1
             else:
                 mine = threading.Event()
                 self._waiting.append(mine)
-        if mine is not None:
-            mine.wait()  # the slot is handed over by the batch that ends
+        if mine is not None and not mine.wait(self.max_wait_s):  # (set: the slot was handed over)
+            with self._lock:
+                if not mine.is_set():  # waited long enough: run over the slots
+                    self._waiting.remove(mine)
+                    self._free -= 1
         try:
             yield
         finally:
             with self._lock:
-                if self._waiting:
+                if self._free >= 0 and self._waiting:
                     self._waiting.popleft().set()
                 else:
                     self._free += 1

@@ -257,7 +257,7 @@ def test_batches_take_their_turns_in_the_order_they_asked():
     served; with two, two batches run at once and never three."""
     import threading
 
-    turns = detector.Turns(1)
+    turns = detector.Turns(1, max_wait_s=60)  # (no batch here waits long enough to run over)
     order: list[str] = []
     held = threading.Event()
     release = threading.Event()
@@ -286,7 +286,7 @@ def test_batches_take_their_turns_in_the_order_they_asked():
         thread.join(10)
     assert order == ["first", "b", "c", "d"]
 
-    two = detector.Turns(2)
+    two = detector.Turns(2, max_wait_s=60)
     inside, most, lock = [0], [0], threading.Lock()
 
     def batch() -> None:
@@ -306,3 +306,46 @@ def test_batches_take_their_turns_in_the_order_they_asked():
     assert most[0] == 2 and inside[0] == 0
     with pytest.raises(ValueError, match="at least one batch slot"):
         detector.Turns(0)
+
+
+def test_a_batch_holding_its_turn_long_delays_the_others_by_the_longest_wait_only():
+    """A batch that keeps its turn (its computation waits for Spark, its notifications for a
+    receiver) holds the others back for ``max_wait_s``; then they run beside it. Once it ends, the
+    slot count holds again."""
+    import threading
+
+    turns = detector.Turns(1, max_wait_s=0.2)
+    held, release = threading.Event(), threading.Event()
+
+    def stuck() -> None:
+        with turns.turn():
+            held.set()
+            release.wait(10)
+
+    slow = threading.Thread(target=stuck)
+    slow.start()
+    assert held.wait(10)
+    began = time.monotonic()
+    with turns.turn():  # waits 0.2 s, then runs over the slot
+        waited = time.monotonic() - began
+    assert 0.15 <= waited < 5
+    release.set()
+    slow.join(10)
+    # back to one slot: a second batch waits while the first runs
+    inside, most, lock = [0], [0], threading.Lock()
+
+    def batch() -> None:
+        with turns.turn():
+            with lock:
+                inside[0] += 1
+                most[0] = max(most[0], inside[0])
+            time.sleep(0.02)
+            with lock:
+                inside[0] -= 1
+
+    workers = [threading.Thread(target=batch) for _ in range(4)]
+    for thread in workers:
+        thread.start()
+    for thread in workers:
+        thread.join(10)
+    assert most[0] == 1 and inside[0] == 0
