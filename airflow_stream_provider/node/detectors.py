@@ -56,11 +56,6 @@ REQUEST_WORKERS = 4
 #: detector batches a host runs at once (``AIRFLOW_STREAM_NODE_BATCH_SLOTS``), the others waiting
 #: their turn (:class:`~airflow_stream_provider.windows.detector.Turns`)
 BATCH_SLOTS = 2
-
-
-def batch_slots() -> int:
-    value = os.environ.get("AIRFLOW_STREAM_NODE_BATCH_SLOTS", "").strip()
-    return int(value) if value else BATCH_SLOTS
 #: how long a notify request delivers to an ON_FAILURE_PAUSE receiver that fails before it answers
 #: that the messages still wait (the task asks again: its run, and so its stream, waits)
 NOTIFY_PATIENCE_S = 30.0
@@ -77,6 +72,15 @@ class Hosted:
     busy: threading.Lock = field(default_factory=threading.Lock)
     requests_seen: int | None = None  # the time of its requests folder when last looked into
     requests_read: float = 0.0  # and when that was (monotonic)
+
+
+def batch_slots() -> int:
+    """``AIRFLOW_STREAM_NODE_BATCH_SLOTS``, else :data:`BATCH_SLOTS`."""
+    value = os.environ.get("AIRFLOW_STREAM_NODE_BATCH_SLOTS", "").strip()
+    try:
+        return int(value) if value else BATCH_SLOTS
+    except ValueError:
+        raise ValueError(f"AIRFLOW_STREAM_NODE_BATCH_SLOTS is a number of batches, not {value!r}") from None
 
 
 def _take_lock(stored: StoredStream) -> int | None:

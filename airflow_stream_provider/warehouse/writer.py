@@ -193,11 +193,13 @@ def _holds_none_within(table: DeltaTable, rows: pa.Table, ranges: list[KeyRange]
             return False
         slack = _STATS_TRUNCATION if isinstance(high, datetime) else 0
         bounds.append((files[f"min.{key}"].to_pylist(), files[f"max.{key}"].to_pylist(), low, high, slack))
+
+    def may_hold(i: int) -> bool:  # file i: whether its statistics leave room for a row within every range
+        return all(lows[i] is None or highs[i] is None or (lows[i] <= high and highs[i] + slack >= low)
+                   for lows, highs, low, high, slack in bounds)
+
     try:
-        return not any(all(least is None or greatest is None or (least <= high and greatest + slack >= low)
-                           for lows, highs, low, high, slack in bounds
-                           for least, greatest in [(lows[i], highs[i])])
-                       for i in range(files.num_rows))
+        return not any(may_hold(i) for i in range(files.num_rows))
     except TypeError:  # a time without a zone against one with a zone
         return False
 

@@ -349,3 +349,15 @@ def test_a_batch_holding_its_turn_long_delays_the_others_by_the_longest_wait_onl
     for thread in workers:
         thread.join(10)
     assert most[0] == 1 and inside[0] == 0
+
+
+def test_the_nodes_batch_slots_come_from_the_environment(monkeypatch):
+    from airflow_stream_provider.node.detectors import BATCH_SLOTS, batch_slots
+
+    monkeypatch.delenv("AIRFLOW_STREAM_NODE_BATCH_SLOTS", raising=False)
+    assert batch_slots() == BATCH_SLOTS == 2
+    monkeypatch.setenv("AIRFLOW_STREAM_NODE_BATCH_SLOTS", " 1 ")
+    assert batch_slots() == 1
+    monkeypatch.setenv("AIRFLOW_STREAM_NODE_BATCH_SLOTS", "two")
+    with pytest.raises(ValueError, match="AIRFLOW_STREAM_NODE_BATCH_SLOTS is a number of batches, not 'two'"):
+        batch_slots()
