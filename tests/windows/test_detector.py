@@ -252,6 +252,30 @@ def test_an_event_table_is_compacted_and_still_skips_replayed_batches(tmp_path, 
     assert table.transaction_version("app") == 9
 
 
+def most_at_once(turns: detector.Turns, batches: int) -> int:
+    """How many of ``batches`` batches of 20 ms, started together, ran at once at the most."""
+    import threading
+
+    inside, most, lock = [0], [0], threading.Lock()
+
+    def batch() -> None:
+        with turns.turn():
+            with lock:
+                inside[0] += 1
+                most[0] = max(most[0], inside[0])
+            time.sleep(0.02)
+            with lock:
+                inside[0] -= 1
+
+    workers = [threading.Thread(target=batch) for _ in range(batches)]
+    for thread in workers:
+        thread.start()
+    for thread in workers:
+        thread.join(10)
+    assert inside[0] == 0
+    return most[0]
+
+
 def test_batches_take_their_turns_in_the_order_they_asked():
     """With one slot, the detectors woken while a batch runs go one after the other, first come first
     served; with two, two batches run at once and never three."""
@@ -286,24 +310,7 @@ def test_batches_take_their_turns_in_the_order_they_asked():
         thread.join(10)
     assert order == ["first", "b", "c", "d"]
 
-    two = detector.Turns(2, max_wait_s=60)
-    inside, most, lock = [0], [0], threading.Lock()
-
-    def batch() -> None:
-        with two.turn():
-            with lock:
-                inside[0] += 1
-                most[0] = max(most[0], inside[0])
-            time.sleep(0.02)
-            with lock:
-                inside[0] -= 1
-
-    workers = [threading.Thread(target=batch) for _ in range(8)]
-    for thread in workers:
-        thread.start()
-    for thread in workers:
-        thread.join(10)
-    assert most[0] == 2 and inside[0] == 0
+    assert most_at_once(detector.Turns(2, max_wait_s=60), 8) == 2
     with pytest.raises(ValueError, match="at least one batch slot"):
         detector.Turns(0)
 
@@ -331,24 +338,7 @@ def test_a_batch_holding_its_turn_long_delays_the_others_by_the_longest_wait_onl
     assert 0.15 <= waited < 5
     release.set()
     slow.join(10)
-    # back to one slot: a second batch waits while the first runs
-    inside, most, lock = [0], [0], threading.Lock()
-
-    def batch() -> None:
-        with turns.turn():
-            with lock:
-                inside[0] += 1
-                most[0] = max(most[0], inside[0])
-            time.sleep(0.02)
-            with lock:
-                inside[0] -= 1
-
-    workers = [threading.Thread(target=batch) for _ in range(4)]
-    for thread in workers:
-        thread.start()
-    for thread in workers:
-        thread.join(10)
-    assert most[0] == 1 and inside[0] == 0
+    assert most_at_once(turns, 4) == 1  # back to one slot: a second batch waits while the first runs
 
 
 def test_the_nodes_batch_slots_come_from_the_environment(monkeypatch):
