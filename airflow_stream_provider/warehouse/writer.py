@@ -217,10 +217,11 @@ def upsert(path: Location, rows: pa.Table, keys: Sequence[str]) -> Commit:
     rows = dedupe_last(rows, keys)
     ranges = _key_ranges(rows, keys)
     predicate = " AND ".join([f"t.{_quote(k)} = s.{_quote(k)}" for k in keys] + _within_sql(ranges, "t."))
+    within = " AND ".join(_within_sql(ranges))
 
     def merge(table: DeltaTable) -> None:
         if _holds_none_within(table, rows, ranges):
-            write_deltalake(table, rows, mode="overwrite", predicate=" AND ".join(_within_sql(ranges)))
+            write_deltalake(table, rows, mode="overwrite", predicate=within)
             return
         (
             table.merge(rows, predicate, source_alias="s", target_alias="t")
