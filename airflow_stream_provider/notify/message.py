@@ -57,6 +57,9 @@ class NotifyEvent:
     #: "3.3.7" (reference 000) or "3.3.6" (reference 003: ``windowId`` and ``windowType``, with
     #: ``Time`` for INTERVAL windows, and no ``groupId``), as the stream's language sends
     style: str = "3.3.7"
+    #: the detector batch of a window event (None for other events): once the stream's progress
+    #: has consumed it, its notification is settled and never queued again
+    batch: int | None = None
 
     def to_json(self) -> dict:
         if self.style == "3.3.6":

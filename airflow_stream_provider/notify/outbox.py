@@ -7,7 +7,12 @@ sent and dropped.
 
 A message is written before it is sent and stays until the stream's progress is committed, so a
 run killed at any point sends the same messages, byte for byte, when it runs again, and a rerun
-that rebuilds the same events adds nothing (events are matched by key).
+that rebuilds the same events adds nothing (events are matched by key). A message of window events
+records the latest detector batch it holds and stays, once delivered, until the committed progress
+has consumed that batch (``settled_batch`` in ``outbox.json``), and the events of a batch already
+consumed are never queued again. So a run that commits less than another one already delivered
+(an Airflow task attempt left running after its supervisor died, pushing its progress after the
+retry's) and a run that queues after a later run committed (that same attempt) add nothing.
 
 A message file that cannot be read back is moved to ``quarantine/``, logged, and reported as every
 receiver's last error, so later runs proceed without it; an unreadable ``outbox.json`` stops
@@ -130,17 +135,21 @@ class Outbox:
         with self._locked():
             records = self._messages()
             waiting = {key for rec in records for key in rec["keys"]}
-            fresh = [ev for ev in events if f"{ev.stream}/{ev.key}" not in waiting]
+            state = self._state()
+            settled = state.get("settled_batch")
+            fresh = [ev for ev in events if f"{ev.stream}/{ev.key}" not in waiting
+                     and (ev.batch is None or settled is None or ev.batch > settled)]
             if not fresh:
                 return []
-            state = self._state()
+            batch_of = {f"{ev.stream}/{ev.key}": ev.batch for ev in fresh}
             files = self._files() + sorted((self.directory / "quarantine").glob("*.json"))
             seq = max([state["next_seq"], *(int(p.stem) + 1 for p in files if p.stem.isdigit())])
             stamp = now_ms if now_ms is not None else int(datetime.now(UTC).timestamp() * 1000)
             added = []
             for msg in pack(fresh, stamp, max_bytes):
+                batches = [b for b in (batch_of[key] for key in msg.keys) if b is not None]
                 record = {"seq": seq, "messageId": msg.message_id, "keys": list(msg.keys), "events": msg.events,
-                          "text": msg.text}
+                          "text": msg.text, "batch": max(batches) if batches else None}
                 write_text(self.directory / f"{seq:012d}.json", json.dumps(record), durable=True)
                 added.append(Queued(seq, msg.message_id, msg.events, msg.text))
                 seq += 1
@@ -172,17 +181,36 @@ class Outbox:
                 target["last_error_at"] = datetime.now(UTC).isoformat()
             self._save(state)
 
-    def prune(self) -> int:
-        """Remove the messages every receiver has been given (called when progress is committed)."""
+    def prune(self, consumed_batch: int | None = None) -> int:
+        """Remove the messages every receiver has been given (called when progress is committed,
+        with the stream's consumed detector batch): those of window events once that batch is
+        consumed, so that their events, built again by a run that read older progress, are still
+        found waiting."""
         with self._locked():
             state = self._state()
+            settled = state.get("settled_batch")
+            if consumed_batch is not None and (settled is None or consumed_batch > settled):
+                settled = state["settled_batch"] = consumed_batch
+                self._save(state)
             through = min((t["through"] for u, t in state["targets"].items() if u in self.targets), default=0)
             gone = 0
             for path in self._files():
-                if int(path.stem) <= through:
+                if int(path.stem) > through:
+                    continue
+                batch = self._batch_of(path)
+                if batch is None or (settled is not None and batch <= settled):
                     path.unlink()
                     gone += 1
             return gone
+
+    @staticmethod
+    def _batch_of(path: Path) -> int | None:
+        """The latest detector batch a message file holds events of (None: none, or unreadable)."""
+        try:
+            batch = read_json_object(path, MESSAGE_KEYS).get("batch")
+        except (FileNotFoundError, CorruptStateError):
+            return None
+        return batch if isinstance(batch, int) else None
 
     def stats(self) -> dict:
         """Counts for SHOW STREAMS: events sent, dropped and pending, and the last error."""

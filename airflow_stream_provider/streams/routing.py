@@ -131,11 +131,12 @@ class RunNotifications:
             if not self.notify.history and self._history(end if kind != EventType.WINDOW_OPEN else None, start):
                 continue
             fields = window_fields(row["trigger_type"], kind, row, self.precision)
-            key = f"{row['batch_id']}:{row['seq']}" if "batch_id" in row else f"recalc:{row['trigger_id']}:{kind}"
+            batch = int(row["batch_id"]) if "batch_id" in row else None
+            key = f"{batch}:{row['seq']}" if batch is not None else f"recalc:{row['trigger_id']}:{kind}"
             stamp = row.get("event_time")
             when = epoch(stamp.to_pydatetime(), "ms") if stamp is not None and not pd.isna(stamp) else _now_ms()
             self._add(key, table_names.get(str(row["group_id"]), ""), kind, when, row["trigger_id"],
-                      row["trigger_type"], str(row["group_id"]), fields, self._rows_of(fired_of.get(pos)))
+                      row["trigger_type"], str(row["group_id"]), fields, self._rows_of(fired_of.get(pos)), batch)
 
     def add_scheduled(self, fired: Iterable[Fired], table_names: dict[str, str]) -> None:
         """ON_TIME events of PERIOD and SLIDING triggers."""
@@ -155,11 +156,11 @@ class RunNotifications:
                       f.trigger_id, kind, f.group_id, {}, self._rows_of(f.idx))
 
     def _add(self, key: str, table: str, kind: str, when: int, trigger_id: str, trigger_type: str, group_id: str,
-             fields: dict, rows: list[dict | None]) -> None:
+             fields: dict, rows: list[dict | None], batch: int | None = None) -> None:
         for r, result in enumerate(rows):
             self.events.append(NotifyEvent(self.stream, key if r == 0 else f"{key}#{r}", table, kind, when,
                                            trigger_id, trigger_type, group_id, fields, result,
-                                           style=self.notify.message_format))
+                                           style=self.notify.message_format, batch=batch))
 
 
 def _now_ms() -> int:

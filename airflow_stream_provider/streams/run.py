@@ -206,7 +206,7 @@ def commit_progress(db: str, name: str, update: dict, *, store: StreamStore | No
         stored = store.get(db, name)
         box = outbox_of(stored)
         if box is not None:  # what every receiver has is not needed to rebuild this progress any more
-            box.prune()
+            box.prune(committed.get("consumed_batch"))
         try:
             if status.sample_due(stored):
                 status.record_sample(Catalog(config.warehouse()), stored, committed)

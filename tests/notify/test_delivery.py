@@ -60,6 +60,33 @@ def test_a_rebuilt_event_is_not_queued_twice_and_keeps_its_message_id(tmp_path):
     assert other[0].message_id == first[0].message_id  # derived from the events, not the time
 
 
+def window_events(batches: list[int], stream: str = "s1") -> list[NotifyEvent]:
+    """One WINDOW_CLOSE per detector batch, keyed as a stream's window events are."""
+    return [NotifyEvent(stream, f"{b}:0", f"{stream}_0", "WINDOW_CLOSE", 1_700_000_000_000 + b, f"w{b}", "Count", "0",
+                        {"windowStart": b, "windowEnd": b + 1}, batch=b) for b in batches]
+
+
+def test_window_events_of_consumed_batches_are_never_queued_again(tmp_path, receivers):
+    rec = receivers()
+    box = Outbox(tmp_path / "outbox", [rec.url])
+    box.enqueue(window_events([7, 11]), now_ms=1)
+    box.enqueue(window_events([7, 11, 14, 20]), now_ms=2)
+    delivery.deliver(box, pause=False, settings=FAST)
+    # a commit of less than was delivered: the message holding batch 20 stays, so 14 and 20 are
+    # still found waiting when the next run reads them again
+    assert box.prune(consumed_batch=13) == 1
+    assert [q.events for q in box.enqueue(window_events([14, 20, 24]), now_ms=3)] == [1]
+    delivery.deliver(box, pause=False, settings=FAST)
+    assert box.prune(consumed_batch=24) == 2
+    # a run that read the progress before batch 24 was consumed queues after the commit: nothing
+    assert box.enqueue(window_events([20, 24]), now_ms=4) == []
+    assert box.enqueue(window_events([25]), now_ms=5)[0].events == 1
+    delivery.deliver(box, pause=False, settings=FAST)
+    assert [ev["triggerId"] for ev in events_of(rec.messages())] == ["w7", "w11", "w14", "w20", "w24", "w25"]
+    assert box.prune() == 0  # delivered, and batch 25 not yet consumed: it stays
+    assert box.prune(consumed_batch=25) == 1
+
+
 def test_on_failure_pause_waits_for_a_receiver_that_comes_up(tmp_path, receivers):
     rec = receivers(start=False)
     box = Outbox(tmp_path / "outbox", [rec.url])

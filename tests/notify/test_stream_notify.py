@@ -12,7 +12,9 @@ import pytest
 
 from airflow_stream_provider.notify import delivery
 from airflow_stream_provider.notify.message import validate
+from airflow_stream_provider.streams import routing
 from airflow_stream_provider.streams.routing import outbox_of
+from airflow_stream_provider.streams.run import commit_progress
 from airflow_stream_provider.streams.run import run as run_stream
 from airflow_stream_provider.streams.store import StreamStore
 from tests.conftest import sql
@@ -159,6 +161,28 @@ def test_notify_only_count_window_and_calc_notify_only_with_where(wh, receivers)
     big = received(rec)[len(counts):]
     assert [(brief(e), e["result"]) for e in big] == [(("WINDOW_CLOSE", MS0 + 2 * MIN, MS0 + 3 * MIN), {"avg_c": 15.0})]
     assert (report.result_rows, report.written) == (3, 0)  # computed, and not stored
+
+
+def test_a_run_committing_less_than_was_delivered_sends_nothing_twice(wh, receivers):
+    """An Airflow task attempt left running after its supervisor died pushes its progress after the
+    retry has delivered more: the commit then records less than was delivered. The next run reads
+    those batches again; their notifications were delivered once and stay so."""
+    rec = receivers()
+    sql(wh, "CREATE TABLE tb1 (ts TIMESTAMP, col1 INT)")
+    sql(wh, f"CREATE STREAM cnt COUNT_WINDOW(2) FROM tb1 NOTIFY('{rec.url}') ON (WINDOW_CLOSE)")
+    sql(wh, "INSERT INTO tb1 VALUES ('2025-01-01 00:00:00', 1) ('2025-01-01 00:01:00', 2)")  # batch 0: window A
+    stale = run_stream(wh, "d", "cnt", commit=False)  # the attempt that outlives its supervisor
+    sql(wh, "INSERT INTO tb1 VALUES ('2025-01-01 00:02:00', 3) ('2025-01-01 00:03:00', 4)")  # batch 1: window B
+    retry = run_stream(wh, "d", "cnt", commit=False)
+    stored = StreamStore().get("d", "cnt")
+    routing.deliver(stored)
+    assert (stale.progress["consumed_batch"], retry.progress["consumed_batch"]) == (0, 1)
+    commit_progress("d", "cnt", stale.progress)  # the stale attempt's progress is the one recorded
+    sql(wh, "INSERT INTO tb1 VALUES ('2025-01-01 00:04:00', 5) ('2025-01-01 00:05:00', 6)")  # window C
+    run_stream(wh, "d", "cnt")  # reads window B again, and C
+    closes = [brief(e) for e in received(rec)]
+    # windows of 2 rows, each closed once: [00:00, 00:01], [00:02, 00:03], [00:04, 00:05]
+    assert closes == [("WINDOW_CLOSE", MS0 + 2 * i * MIN, MS0 + (2 * i + 1) * MIN) for i in range(3)]
 
 
 def test_period_sends_on_time_events(wh, receivers):
