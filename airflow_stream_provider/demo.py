@@ -105,14 +105,20 @@ class Meter:
     bursty: bool  # reports 10 s on, 8 s off
     voltage: float = 225.0
     surge_left: int = 0
+    calm: int = 0  # readings at normal voltage since the last surge of 5 s or more began
     mode: int = 0
     mode_left: int = 0
 
 
 class Meters:
     """Simulated smart meters: one reading a second each, voltage as a random walk with surges to
-    240 V and more, an operating mode that changes every 10 to 25 s; the last meter reports in
-    bursts (10 s on, 8 s off)."""
+    240 V and more (3 to 9 s long at random, and one of 5 to 9 s after 25 readings at normal voltage
+    without one of 5 s or more: every meter surges long enough for ``surges``' TRUE_FOR(4s) at least
+    every half minute or so, even in a short run), an operating
+    mode that changes every 10 to 25 s; the last meter reports in bursts (10 s on, 8 s off)."""
+
+    #: readings at normal voltage without a surge of 5 s or more, after which a meter has one
+    MAX_CALM = 25
 
     def __init__(self, count: int, seed: int = 7) -> None:
         self.random = random.Random(seed)
@@ -127,8 +133,13 @@ class Meters:
             meter.surge_left -= 1
             voltage = 240 + r.randint(0, 8)
         else:
+            meter.calm += 1
             if r.random() < 0.03:
                 meter.surge_left = r.randint(3, 9)
+            if meter.calm >= self.MAX_CALM and meter.surge_left < 5:
+                meter.surge_left = r.randint(5, 9)
+            if meter.surge_left >= 5:
+                meter.calm = 0
             meter.voltage = min(236.0, max(214.0, meter.voltage + r.uniform(-2, 2)))
             voltage = round(meter.voltage)
         if meter.mode_left <= 0:

@@ -8,16 +8,20 @@ window, the reference's rules for each trigger.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
+import random
 import subprocess
 import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from airflow_stream_provider import statements
+from airflow_stream_provider.demo import Meters
 from airflow_stream_provider.notify.message import validate
 from airflow_stream_provider.warehouse import Warehouse
 
@@ -45,6 +49,30 @@ def runs(rows: pd.DataFrame, column: str) -> list[tuple]:
         else:
             out.append((ts, ts, value, 1))
     return out
+
+
+def test_every_simulated_meter_surges_long_enough_for_true_for_within_25_readings():
+    """The demo's ``surges`` stream (EVENT_WINDOW ... TRUE_FOR(4s)) must have windows to notify in a
+    short run, whichever order the meters draw their readings in: between two surges of 5 readings
+    or more (5 s at one a second), and before the first, a meter reads at most 25 normal voltages."""
+    start = datetime(2025, 1, 1, tzinfo=UTC)
+    for seed in range(20):
+        meters = Meters(3, seed=seed)
+        order = random.Random(seed)
+        highs: dict[str, list[bool]] = {m.name: [] for m in meters.meters}
+        for second in range(300):
+            for meter in order.sample(meters.meters, len(meters.meters)):
+                voltage = int(meters.reading(meter, start + timedelta(seconds=second)).strip("()").split(", ")[2])
+                highs[meter.name].append(voltage >= 240)
+        for name, values in highs.items():
+            normal, longest, surges = 0, 0, 0
+            for high, group in itertools.groupby(values):
+                n = len(list(group))
+                if not high:
+                    normal += n
+                elif n >= 5:
+                    longest, normal, surges = max(longest, normal), 0, surges + 1
+            assert surges >= 300 // (25 + 9) and max(longest, normal) <= 25, (seed, name, surges, longest, normal)
 
 
 def test_demo_runs_and_its_outputs_are_right(spark, tmp_path):
