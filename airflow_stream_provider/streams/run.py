@@ -28,7 +28,7 @@ from airflow_stream_provider.streams.compute import Fired
 from airflow_stream_provider.streams.fire import rows, schedules, windows
 from airflow_stream_provider.streams.routing import RunNotifications, outbox_of
 from airflow_stream_provider.streams.runtime import RunReport, StreamRuntime, StreamStopped, in_database
-from airflow_stream_provider.streams.store import StoredStream, StreamStore, detector_lock
+from airflow_stream_provider.streams.store import StoredStream, StreamStore, detector_lock, run_lock
 from airflow_stream_provider.streams.write import compute_all, delete_outputs, retract, table_names
 from airflow_stream_provider.warehouse import Warehouse
 from airflow_stream_provider.warehouse.catalog import Catalog, WarehouseError
@@ -53,6 +53,17 @@ def run(warehouse: Warehouse, db: str, name: str, *, store: StreamStore | None =
     started = time.monotonic()
     store = store or StreamStore()
     stored = store.get(db, name)
+    with run_lock(stored):
+        report = _locked_run(warehouse, stored, store, now=now, batched=batched, progress=progress, at=at,
+                             upto_batch=upto_batch, detect=detect, commit=commit, runtime=runtime, detected=detected)
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def _locked_run(warehouse: Warehouse, stored: StoredStream, store: StreamStore, *, now: datetime | None,
+                batched: bool, progress: Callable[[str], None] | None, at: datetime | None, upto_batch: int | None,
+                detect: bool, commit: bool, runtime: StreamRuntime | None,
+                detected: DetectedBatch | None) -> RunReport:
     state = store.load_state(stored.db, stored.name)
     if state.get("stopped"):
         raise StreamStopped(f"stream {stored.qualified} is stopped; START STREAM {stored.qualified} resumes it")
@@ -80,7 +91,6 @@ def run(warehouse: Warehouse, db: str, name: str, *, store: StreamStore | None =
         with store.updating(stored.db, stored.name) as saved:
             saved["failed"] = str(err)
         raise
-    report.seconds = time.monotonic() - started
     return report
 
 

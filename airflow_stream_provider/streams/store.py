@@ -88,6 +88,22 @@ def detector_lock(stream: StoredStream) -> Iterator[bool]:
         yield mine
 
 
+@contextmanager
+def run_lock(stream: StoredStream) -> Iterator[None]:
+    """Held by a run of the stream from reading its progress to queuing its notifications, waiting
+    for any other run of it. Two runs at once (an Airflow task attempt left running after its
+    supervisor died, beside the retry) would read the trigger table at different versions and write
+    their results in either order, the older last; in turn, the later run reads what the earlier one
+    left. The lock goes with the process that held it."""
+    make_dirs(stream.state_dir)
+    fd = lock_file(stream.state_dir / "run.lock")
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
 def detector_hosted(state_dir: Path) -> bool:
     """True when a process holds the detector lock of the stream whose state is in ``state_dir``."""
     path = state_dir / "detector.lock"
