@@ -195,10 +195,25 @@ FORWARD_MARKS = ("consumed_batch", "detected_version", "last_version")
 BATCH_MARKS = (*FORWARD_MARKS, "checkpoint_id")
 
 
+def later_instants(saved: dict, new: dict) -> dict:
+    """The SLIDING marks of each group (``{"origin", "last"}``), ``saved`` and ``new`` taken
+    together: the later ``last`` of each group (a group without one has fired nothing yet)."""
+    def last(entry: dict) -> datetime | None:
+        return datetime.fromisoformat(entry["last"]) if entry.get("last") else None
+
+    out = dict(saved)
+    for group, entry in new.items():
+        before = out.get(group)
+        mark, old = last(entry), None if before is None else last(before)
+        if before is None or (mark is not None and (old is None or mark > old)):
+            out[group] = entry
+    return out
+
+
 def commit_progress(db: str, name: str, update: dict, *, store: StreamStore | None = None) -> dict:
-    """Record a run's progress. Batch and instant marks only move forward, so a late or repeated
-    commit never rewinds a stream; ``computed`` is added to the stream's count. Then the outbox
-    lets go of the messages every receiver has."""
+    """Record a run's progress. Batch and instant marks (each group's, for SLIDING) only move
+    forward, so a late or repeated commit never rewinds a stream; ``computed`` is added to the
+    stream's count. Then the outbox lets go of the messages every receiver has."""
     store = store or StreamStore()
     with store.updating(db, name) as state:
         for key, value in update.items():
@@ -209,6 +224,8 @@ def commit_progress(db: str, name: str, update: dict, *, store: StreamStore | No
                 state[key] = int(state.get(key, 0)) + int(value)
             elif key == "last_fired" and state.get(key):
                 state[key] = max(state[key], value, key=datetime.fromisoformat)
+            elif key == "sliding" and state.get(key):
+                state[key] = later_instants(state[key], value)
             else:
                 state[key] = value
         committed = dict(state)

@@ -288,3 +288,23 @@ def test_a_legacy_stream_notifies_in_the_3_3_6_format(wh, receivers):
     assert close["windowEnd"] == MS0 + MIN and close["result"]["c"] == 2 and close["result"]["total"] == 3
     assert all("groupId" not in e and "triggerId" not in e and e["windowId"] for e in events)
     assert close["windowId"] == events[0]["windowId"]
+
+
+def test_a_late_commit_of_older_sliding_marks_does_not_send_their_instants_again(wh, receivers):
+    """The SLIDING marks of a stale task attempt, committed after the retry's, leave each group's
+    later mark in place: the next run fires only the instants after it."""
+    rec = receivers()
+    sql(wh, "CREATE TABLE tb1 (ts TIMESTAMP, col1 INT)")
+    sql(wh, f"""CREATE STREAM sl SLIDING(1m) FROM tb1 NOTIFY('{rec.url}') INTO sl_out AS
+               SELECT _tcurrent_ts, count(*) n FROM %%trows""")
+    sql(wh, "INSERT INTO tb1 VALUES ('2025-01-01 00:00:30', 1) ('2025-01-01 00:02:00', 2)")
+    stale = run_stream(wh, "d", "sl", commit=False)  # instants 00:01 and 00:02
+    sql(wh, "INSERT INTO tb1 VALUES ('2025-01-01 00:04:00', 3)")
+    retry = run_stream(wh, "d", "sl", commit=False)  # 00:01 to 00:04
+    routing.deliver(StreamStore().get("d", "sl"))
+    commit_progress("d", "sl", retry.progress)
+    commit_progress("d", "sl", stale.progress)  # the stale attempt's progress lands last
+    sql(wh, "INSERT INTO tb1 VALUES ('2025-01-01 00:05:00', 4)")
+    run_stream(wh, "d", "sl")  # 00:05 only
+    # event time reached 00:05: each instant 00:01 .. 00:05 notified once
+    assert [e["eventTime"] for e in received(rec)] == [MS0 + k * MIN for k in range(1, 6)]
