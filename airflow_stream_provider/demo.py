@@ -112,10 +112,11 @@ class Meter:
 
 class Meters:
     """Simulated smart meters: one reading a second each, voltage as a random walk with surges to
-    240 V and more (3 to 9 s long at random, and one of 5 to 9 s after 25 readings at normal voltage
-    without one of 5 s or more: every meter surges long enough for ``surges``' TRUE_FOR(4s) at least
-    every half minute or so, even in a short run), an operating
-    mode that changes every 10 to 25 s; the last meter reports in bursts (10 s on, 8 s off)."""
+    240 V and more, an operating mode that changes every 10 to 25 s; the last meter reports in
+    bursts (10 s on, 8 s off). Surges come at random, 3 to 9 s long, and a meter that has read
+    :attr:`MAX_CALM` normal voltages since its last surge of 5 s or more has one of 5 to 9 s: every
+    meter surges long enough for ``surges``' TRUE_FOR(4s) every half minute or so, even in a short
+    run."""
 
     #: readings at normal voltage without a surge of 5 s or more, after which a meter has one
     MAX_CALM = 25
