@@ -129,7 +129,8 @@ class Outbox:
 
     def enqueue(self, events: Sequence[NotifyEvent], *, now_ms: int | None = None,
                 max_bytes: int = MAX_MESSAGE_BYTES) -> list[Queued]:
-        """Add the events not already waiting, packed into messages; returns the new messages."""
+        """Add the events not already waiting and not of a batch the stream has consumed, packed into
+        messages; returns the new messages."""
         if not events:
             return []
         with self._locked():
