@@ -114,6 +114,20 @@ def lock_file(path: Path) -> int:
 
 
 @contextlib.contextmanager
+def hold_lock(path: Path) -> Iterator[None]:
+    """Hold the lock file ``path`` exclusively while the block runs, waiting for any other holder.
+    The lock goes with the process that held it."""
+    import fcntl
+
+    fd = lock_file(path)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # (closing it lets go of the lock)
+
+
+@contextlib.contextmanager
 def try_lock(path: Path) -> Iterator[bool]:
     """Hold the lock file ``path`` exclusively while the block runs, if no other holder has it;
     yields whether this one does. The lock goes with the process that held it."""

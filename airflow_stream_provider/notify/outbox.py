@@ -21,7 +21,6 @@ delivery with a :class:`~airflow_stream_provider.exceptions.CorruptStateError` n
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import os
@@ -33,7 +32,7 @@ from pathlib import Path
 
 from airflow_stream_provider.exceptions import CorruptStateError, read_json_object
 from airflow_stream_provider.notify.message import MAX_MESSAGE_BYTES, NotifyEvent, pack
-from airflow_stream_provider.values import lock_file, make_dirs, write_text
+from airflow_stream_provider.values import hold_lock, make_dirs, write_text
 
 log = logging.getLogger(__name__)
 
@@ -59,12 +58,8 @@ class Outbox:
     @contextmanager
     def _locked(self, name: str = "outbox.lock") -> Iterator[None]:
         make_dirs(self.directory)
-        fd = lock_file(self.directory / name)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+        with hold_lock(self.directory / name):
             yield
-        finally:
-            os.close(fd)
 
     def delivering(self) -> AbstractContextManager[None]:
         """Held by the one process delivering this outbox; others wait their turn."""
@@ -195,23 +190,12 @@ class Outbox:
                 self._save(state)
             through = min((t["through"] for u, t in state["targets"].items() if u in self.targets), default=0)
             gone = 0
-            for path in self._files():
-                if int(path.stem) > through:
-                    continue
-                batch = self._batch_of(path)
-                if batch is None or (settled is not None and batch <= settled):
-                    path.unlink()
+            for rec in self._messages():
+                batch = rec.get("batch")
+                if rec["seq"] <= through and (batch is None or (settled is not None and batch <= settled)):
+                    (self.directory / f"{rec['seq']:012d}.json").unlink()
                     gone += 1
             return gone
-
-    @staticmethod
-    def _batch_of(path: Path) -> int | None:
-        """The latest detector batch a message file holds events of (None: none, or unreadable)."""
-        try:
-            batch = read_json_object(path, MESSAGE_KEYS).get("batch")
-        except (FileNotFoundError, CorruptStateError):
-            return None
-        return batch if isinstance(batch, int) else None
 
     def stats(self) -> dict:
         """Counts for SHOW STREAMS: events sent, dropped and pending, and the last error."""

@@ -34,7 +34,7 @@ from airflow_stream_provider.exceptions import StreamError, did_you_mean, read_j
 from airflow_stream_provider.model.names import DATABASE, STREAM, check_name, path_under
 from airflow_stream_provider.sql import parse
 from airflow_stream_provider.storage import Location
-from airflow_stream_provider.values import lock_file, make_dirs, try_lock, write_text
+from airflow_stream_provider.values import hold_lock, make_dirs, try_lock, write_text
 
 
 class StreamNotFound(StreamError):
@@ -96,12 +96,8 @@ def run_lock(stream: StoredStream) -> Iterator[None]:
     their results in either order, the older last; in turn, the later run reads what the earlier one
     left. The lock goes with the process that held it."""
     make_dirs(stream.state_dir)
-    fd = lock_file(stream.state_dir / "run.lock")
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    with hold_lock(stream.state_dir / "run.lock"):
         yield
-    finally:
-        os.close(fd)
 
 
 def detector_hosted(state_dir: Path) -> bool:
@@ -217,14 +213,10 @@ class StreamStore:
         committing progress, STOP STREAM) do not lose each other's keys."""
         state_dir = self.state_dir(db, name)
         make_dirs(state_dir)
-        fd = lock_file(state_dir / "stream.lock")
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+        with hold_lock(state_dir / "stream.lock"):
             state = self.load_state(db, name)
             yield state
             self.save_state(db, name, state)
-        finally:
-            os.close(fd)
 
 
 def _json_default(value: object) -> object:
