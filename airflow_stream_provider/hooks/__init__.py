@@ -5,16 +5,21 @@ URL) and the warehouse's object store (its credentials)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from airflow_stream_provider import storage
-from airflow_stream_provider.notify import delivery
-from airflow_stream_provider.spark import session
+
+if TYPE_CHECKING:
+    from airflow_stream_provider.notify import delivery
 
 
 def bind() -> None:
     """Register this package's connection lookups with delivery and the Spark session. Entry points
     that deliver notifications or open sessions call it once (again is harmless). Airflow itself is
-    imported only when a connection is read."""
+    imported only when a connection is read, and delivery's WebSocket client only when bound."""
+    from airflow_stream_provider.notify import delivery
+    from airflow_stream_provider.spark import session
+
     delivery.use_credentials(_credentials)
     session.use_connection_url(_connection_url)
     storage.use_connection_reader(_storage_variables)

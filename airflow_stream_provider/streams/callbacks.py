@@ -31,9 +31,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TextIO
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, TextIO
 
 from airflow_stream_provider import config
 from airflow_stream_provider import model as m
@@ -42,6 +40,9 @@ from airflow_stream_provider.spark import endpoint
 from airflow_stream_provider.values import lock_file, make_dirs, write_json
 from airflow_stream_provider.warehouse import listeners
 from airflow_stream_provider.warehouse.listeners import Write
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 _MODULE_PREFIX = "_airflow_stream_trigger_"
 _ARCHIVES = (".zip", ".whl")
@@ -623,6 +624,8 @@ SHOW_COLUMNS = ("TriggerName", "Event", "Type", "State", "PathPattern", "ClassNa
 
 def show() -> pa.Table:
     """SHOW TRIGGERS: IoTDB's columns, then the fire and failure counts and the last error."""
+    import pyarrow as pa
+
     home = LISTENER.home()
     entries = home.registry.entries()
     stats = home.registry.stats()

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_stream_provider.streams.probes import check_windows
 from airflow_stream_provider.triggers.base import CLASSPATH_MODULE, StreamTrigger
 
 
@@ -34,4 +33,6 @@ class CheckpointCommitTrigger(StreamTrigger):
                  "checkpoint": self.checkpoint})
 
     def check(self) -> dict | None:
+        from airflow_stream_provider.streams.probes import check_windows
+
         return check_windows(self.state_dir, self.table, self.checkpoint)

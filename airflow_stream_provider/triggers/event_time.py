@@ -10,7 +10,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from airflow_stream_provider.streams.probes import max_event_time, stream_state
 from airflow_stream_provider.triggers.base import CLASSPATH_MODULE, StreamTrigger
 
 
@@ -33,6 +32,8 @@ class EventTimeTrigger(StreamTrigger):
                  "instant": self.instant, "watermark_s": self.watermark_s, "poll_interval": self.poll_interval})
 
     def check(self) -> dict | None:
+        from airflow_stream_provider.streams.probes import max_event_time, stream_state
+
         if stream_state(Path(self.state_dir)).get("stopped"):
             return None
         latest = max_event_time(self.table, self.ts_column)

@@ -30,7 +30,6 @@ from airflow.triggers.base import BaseTrigger, TaskSkippedEvent, TaskSuccessEven
 
 from airflow_stream_provider.hooks import bind
 from airflow_stream_provider.streams import requests
-from airflow_stream_provider.streams.probes import check_windows, node_hosted
 from airflow_stream_provider.triggers.base import CLASSPATH_MODULE, ERROR
 
 #: how often a trigger looks for the node's answer
@@ -47,6 +46,8 @@ RESUME = "resume"
 async def ask_node(state_dir: str, role: str, **arguments: Any) -> dict | None:
     """Ask the node hosting the stream to do ``role`` and wait for its answer; None when the node
     stopped hosting it before taking the request (then the caller does the work elsewhere)."""
+    from airflow_stream_provider.streams.probes import node_hosted
+
     folder = Path(state_dir)
     request = await asyncio.to_thread(requests.submit, folder, role, **arguments)
     gone_since: float | None = None
@@ -83,6 +84,8 @@ class StreamComputeTrigger(BaseTrigger):
                  "checkpoint": self.checkpoint})
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
+        from airflow_stream_provider.streams.probes import check_windows, node_hosted
+
         bind()  # the checks read tables on an object store with the keys of an Airflow connection
         while True:
             try:
@@ -120,6 +123,8 @@ class StreamNotifyTrigger(BaseTrigger):
         return f"{CLASSPATH_MODULE}.{type(self).__qualname__}", {"state_dir": self.state_dir}
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
+        from airflow_stream_provider.streams.probes import node_hosted
+
         while True:
             if not await asyncio.to_thread(node_hosted, Path(self.state_dir)):
                 yield TriggerEvent({"status": RESUME})

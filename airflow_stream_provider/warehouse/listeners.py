@@ -18,12 +18,15 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, Protocol
 
 from airflow_stream_provider import model as m
-from airflow_stream_provider.warehouse.catalog import TBNAME, TableInfo
+from airflow_stream_provider.model.names import TBNAME
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from airflow_stream_provider.warehouse.catalog import TableInfo
 
 _lock = threading.Lock()
 _listeners: list[InsertListener] = []
@@ -116,6 +119,8 @@ def series_type(dtype: m.DataType) -> m.SeriesType:
 
 def _python(array: pa.Array, kind: m.SeriesType) -> tuple[object, ...]:
     """An Arrow column as the plain values a tablet holds (timestamps as epoch ms, decimals as numbers)."""
+    import pyarrow as pa  # here, not above: registering a listener (at DAG parsing) needs no Arrow
+
     if pa.types.is_timestamp(array.type):
         array = array.cast(pa.timestamp("ms", tz="UTC")).cast(pa.int64())
     elif pa.types.is_decimal(array.type):
@@ -127,6 +132,8 @@ def _python(array: pa.Array, kind: m.SeriesType) -> tuple[object, ...]:
 
 
 def _micros(array: pa.Array) -> tuple[int, ...]:
+    import pyarrow as pa
+
     return tuple(array.cast(pa.timestamp("us", tz="UTC")).cast(pa.int64()).to_pylist())
 
 
