@@ -21,30 +21,38 @@ class StreamComputeOperator(StreamTask, BaseOperator):
     A window stream's compute waits itself (``wait=True``, the DAGs' way): it starts in the
     triggerer with :class:`~airflow_stream_provider.triggers.StreamComputeTrigger`, which waits for
     the detector's next committed batch and has the stream node compute it, ending the task with
-    the node's progress: no worker process while the node runs. Without a node, the trigger resumes
-    the task on a worker, which detects and computes itself. With ``wait_task`` it takes the event a
-    :class:`~airflow_stream_provider.sensors.StreamCheckpointSensor` returned instead.
+    the node's progress: no worker process while the node runs. With ``keep_computing_s`` (the DAGs
+    give it to a stream without NOTIFY) the trigger goes on computing the batches that follow for
+    that long, recording each round's progress, and the task returns the last round's. Without a
+    node, the trigger resumes the task on a worker, which detects and computes itself, once. With
+    ``wait_task`` it takes the event a :class:`~airflow_stream_provider.sensors.StreamCheckpointSensor`
+    returned instead.
     """
 
     ui_color = "#e8f1fb"
 
     def __init__(self, *, stream: str, kind: str, home: str | None = None, wait_task: str | None = None,
-                 wait: bool = False, table: str | None = None, poll_interval: float = 0.25, **kwargs: Any) -> None:
+                 wait: bool = False, table: str | None = None, poll_interval: float = 0.25,
+                 keep_computing_s: float = 0.0, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if kind not in ("window", "row", "period", "sliding", "resample"):
             raise ValueError(f"kind must be window, row, period, sliding or resample, not {kind!r}")
         if wait and (kind not in ("window", "row") or wait_task):
             raise ValueError("wait=True is for window and row streams without a wait_task")
+        if keep_computing_s and not wait:
+            raise ValueError("keep_computing_s is for a compute that waits itself (wait=True)")
         self.init_stream(stream, home)
         self.kind = kind
         self.wait_task = wait_task
         self.wait = wait
         self.table = table
         self.poll_interval = poll_interval
+        self.keep_computing_s = keep_computing_s
         if wait:  # no worker while the stream node computes: the task starts (and mostly ends) in the triggerer
             state_dir, checkpoint = self.stream_paths()
             self.start_in_triggerer("StreamComputeTrigger", state_dir=state_dir, table=table,
-                                    poll_interval=poll_interval, checkpoint=checkpoint)
+                                    poll_interval=poll_interval, checkpoint=checkpoint,
+                                    keep_for_s=keep_computing_s, stream=stream, home=home)
 
     def execute(self, context: Any) -> dict:
         event = None

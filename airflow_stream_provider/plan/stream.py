@@ -22,6 +22,10 @@ from airflow_stream_provider.plan import ids
 from airflow_stream_provider.plan.schedule import ResampleSchedule, Schedule, recalc_step, schedule_of
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+#: how long the compute task of a detected stream without NOTIFY goes on computing the batches that
+#: follow its first, recording each round's progress: a busy stream's batches then wait for the
+#: stream node, not for Airflow to finish a run and start the next (several seconds at twenty streams)
+KEEP_COMPUTING_S = 30.0
 
 
 class StreamKind(StrEnum):
@@ -152,6 +156,8 @@ def plan_stream(stmt: m.CreateStream, db: str, state: Mapping[str, Any], *, home
     after_compute = ids.NOTIFY_TASK if stmt.notify is not None else ids.COMMIT_TASK
     if kind.detected:
         compute_args.update(wait=True, table=table.path if table else None)
+        if stmt.notify is None:  # nothing to deliver between rounds: one run computes for a while
+            compute_args["keep_computing_s"] = KEEP_COMPUTING_S
     elif kind is StreamKind.SLIDING:
         watermark = stmt.options.watermark.to_timedelta().total_seconds() if stmt.options.watermark else 0.0
         tasks.append(TaskSpec(ids.WAIT_EVENT_TIME_TASK, TaskRole.WAIT_EVENT_TIME,

@@ -7,7 +7,9 @@ notifications they queued and records the progress. Its tasks start in the trigg
 - :class:`StreamComputeTrigger` waits for the next committed batch (as
   :class:`~.checkpoint.CheckpointCommitTrigger`), asks the node to compute it
   (:mod:`airflow_stream_provider.streams.requests`) and ends the task with the node's progress as
-  its XCom;
+  its XCom. With ``keep_for_s`` (a stream without NOTIFY) it goes on: it records each round's
+  progress itself and waits for the next batch, until that many seconds have passed, so that a busy
+  stream's batches wait for the node and not for Airflow to start the next run;
 - :class:`StreamNotifyTrigger` asks the node to deliver the stream's outbox, and asks again while an
   ON_FAILURE_PAUSE receiver refuses it (the run, and so the stream, waits);
 - :class:`StreamCommitTrigger` records the progress the run's compute returned.
@@ -71,22 +73,33 @@ class StreamComputeTrigger(BaseTrigger):
     the module's text); fires a plain event for a worker when no node hosts the stream."""
 
     def __init__(self, state_dir: str, table: str | None = None, poll_interval: float = 0.5,
-                 checkpoint: str | None = None) -> None:
+                 checkpoint: str | None = None, keep_for_s: float = 0.0, stream: str | None = None,
+                 home: str | None = None) -> None:
         super().__init__()
+        if keep_for_s > 0 and not stream:
+            raise ValueError("keep_for_s needs the stream (db.name) whose progress the trigger records")
         self.state_dir = str(state_dir)
         self.table = str(table) if table is not None else None
         self.poll_interval = float(poll_interval)
         self.checkpoint = str(checkpoint) if checkpoint is not None else None
+        #: how long the task goes on computing: each round's progress is recorded here until then,
+        #: and the round that ends the task leaves its progress to the run's commit (0: one round)
+        self.keep_for_s = float(keep_for_s)
+        self.stream = stream
+        self.home = home
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (f"{CLASSPATH_MODULE}.{type(self).__qualname__}",
                 {"state_dir": self.state_dir, "table": self.table, "poll_interval": self.poll_interval,
-                 "checkpoint": self.checkpoint})
+                 "checkpoint": self.checkpoint, "keep_for_s": self.keep_for_s, "stream": self.stream,
+                 "home": self.home})
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         from airflow_stream_provider.streams.probes import check_windows, node_hosted
 
         bind()  # the checks read tables on an object store with the keys of an Airflow connection
+        until = time.monotonic() + self.keep_for_s
+        rounds = 0  # rounds computed and recorded here
         while True:
             try:
                 found = await asyncio.to_thread(check_windows, self.state_dir, self.table, self.checkpoint)
@@ -95,6 +108,10 @@ class StreamComputeTrigger(BaseTrigger):
                 yield TriggerEvent({"status": ERROR, "message": f"{type(err).__name__}: {err}"})
                 return
             if found is None:
+                if rounds and time.monotonic() >= until:  # all recorded: the run's commit has nothing left
+                    self.log.info("%d round(s) computed and recorded; no batch since", rounds)
+                    yield TaskSuccessEvent(xcoms={"return_value": {}})
+                    return
                 await asyncio.sleep(self.poll_interval)
                 continue
             if found["status"] != "committed" or not hosted:
@@ -106,9 +123,26 @@ class StreamComputeTrigger(BaseTrigger):
             if answer is None:
                 yield TriggerEvent(found)
                 return
+            if time.monotonic() < until and _succeeded(answer):
+                try:  # recorded before the next round, which the node computes from this progress
+                    await asyncio.to_thread(self._record, answer.get("progress") or {})
+                except Exception as err:
+                    yield TriggerEvent({"status": ERROR, "message": f"{type(err).__name__}: {err}"})
+                    return
+                rounds += 1
+                self.log.info("the stream node's compute: %s; recorded, computing on for %.0f s more",
+                              answer.get("summary", "done"), until - time.monotonic())
+                continue
             async for event in _ended(self, answer, "compute"):
                 yield event
             return
+
+    def _record(self, progress: dict) -> None:
+        from airflow_stream_provider.streams.run import commit_progress
+        from airflow_stream_provider.streams.store import StreamStore
+
+        db, _, name = str(self.stream).partition(".")
+        commit_progress(db, name, progress, store=StreamStore(Path(self.home) if self.home else None))
 
 
 class StreamNotifyTrigger(BaseTrigger):
@@ -196,10 +230,20 @@ def progress_of(value: object) -> dict:
     return dict(value) if isinstance(value, dict) else {}
 
 
+def _nodata(answer: dict) -> bool:
+    """The node computed nothing because no trigger had new rows (IGNORE_NODATA_TRIGGER)."""
+    return answer.get("status") == "done" and not answer.get("triggers") and bool(answer.get("skipped"))
+
+
+def _succeeded(answer: dict) -> bool:
+    """The node's compute ``answer`` ends its task with success (the progress to record)."""
+    return answer.get("status") == "done" and not _nodata(answer)
+
+
 async def _ended(trigger: BaseTrigger, answer: dict, role: str) -> AsyncIterator[TriggerEvent]:
     """The event that ends the task as the node's ``answer`` says."""
     status = answer.get("status")
-    if status == "done" and role == "compute" and not answer.get("triggers") and answer.get("skipped"):
+    if role == "compute" and _nodata(answer):
         trigger.log.info("IGNORE_NODATA_TRIGGER: no new rows for %s trigger(s)", answer["skipped"])
         yield TaskSkippedEvent()
     elif status == "done":

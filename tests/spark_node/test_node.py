@@ -333,6 +333,72 @@ def test_the_triggerer_tasks_of_a_window_stream_have_the_node_compute_and_delive
         receiver.stop()
 
 
+def test_a_compute_without_notify_goes_on_round_after_round_and_records_each(running_node, spark, monkeypatch):
+    """A window stream without NOTIFY: its compute trigger does not end after the first batch but
+    records its progress and computes the next one in the same task, until ``keep_for_s`` passes.
+    By hand: [00:00, 00:01) holds 1 and 3 (total 4), [00:01, 00:02) holds 8; two windows computed,
+    each once."""
+    import asyncio
+    import threading
+
+    from airflow.triggers.base import TaskSuccessEvent
+
+    from airflow_stream_provider.dag_factory import stream_dags
+    from airflow_stream_provider.plan.stream import KEEP_COMPUTING_S
+    from airflow_stream_provider.streams.run import commit_progress
+    from airflow_stream_provider.streams.store import StreamStore
+    from airflow_stream_provider.triggers import StreamComputeTrigger
+    from airflow_stream_provider.triggers.node import progress_of
+
+    home, _ = running_node
+    monkeypatch.setenv("AIRFLOW_STREAM_HOME", str(home))
+    monkeypatch.setenv("AIRFLOW_STREAM_API_URL", "http://127.0.0.1:9")
+    wh = Warehouse(home / "warehouse", spark=spark)
+    list(statements.run(wh, """CREATE DATABASE rounds; USE rounds; CREATE TABLE m (ts TIMESTAMP, v DOUBLE);
+                    CREATE STREAM s INTERVAL(1m) SLIDING(1m) FROM m INTO s_out
+                      AS SELECT _twstart ts, sum(v) total FROM %%trows"""))
+    store = StreamStore()
+    stored = store.get("rounds", "s")
+    (dag,) = [d for d in stream_dags(stored, store.load_state("rounds", "s"), home) if d.dag_id == "stream__rounds__s"]
+    compute = dag.get_task("compute")
+    assert compute.keep_computing_s == KEEP_COMPUTING_S  # the DAGs give it to a stream without NOTIFY
+    kwargs = {**compute.start_trigger_args.trigger_kwargs, "keep_for_s": 30.0}
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and not stored.detector_path.exists():
+        time.sleep(0.5)
+
+    def totals() -> list[float]:
+        return sorted(r["total"] for r in list(statements.run(wh, "SELECT total FROM s_out"))[-1].table.to_pylist())
+
+    ended: list[object] = []
+
+    def run_trigger() -> None:
+        async def first() -> object:
+            async for event in StreamComputeTrigger(**kwargs).run():
+                return event
+            raise AssertionError("the trigger ended without an event")
+
+        ended.append(asyncio.run(asyncio.wait_for(first(), 150)))
+
+    list(statements.run(wh, "INSERT INTO m VALUES ('2025-01-01 00:00:10', 1) ('2025-01-01 00:00:50', 3)"))
+    list(statements.run(wh, "INSERT INTO m VALUES ('2025-01-01 00:01:30', 8)"))  # closes [00:00, 00:01)
+    task = threading.Thread(target=run_trigger)
+    task.start()
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and totals() != [4.0]:
+        time.sleep(0.5)
+    assert totals() == [4.0] and not ended  # the first round is written, and the task goes on
+    assert store.load_state("rounds", "s")["computed"] == 1  # ... its progress recorded by the trigger
+    list(statements.run(wh, "INSERT INTO m VALUES ('2025-01-01 00:02:01', 2)"))  # closes [00:01, 00:02)
+    task.join(150)
+    assert totals() == [4.0, 8.0]  # nothing but that one task computes: it did both rounds
+    (event,) = ended
+    assert isinstance(event, TaskSuccessEvent)
+    commit_progress("rounds", "s", progress_of(event.xcoms["return_value"]))  # what the run's commit does
+    assert store.load_state("rounds", "s")["computed"] == 2  # each window counted once
+    assert not any((stored.state_dir / "requests").iterdir())
+
+
 def test_the_node_computes_legacy_streams_as_their_rows_come(running_node, spark, monkeypatch):
     """Streams in TDengine's syntax before 3.3.7, with no run and no Airflow: AT_ONCE writes an open
     window as its rows come, a stream without a window writes each row, MAX_DELAY writes an open
