@@ -43,6 +43,8 @@ LOST_AFTER_S = 10.0
 NOTIFY_RETRY_S = 5.0
 #: the event that resumes the task on a worker, which does the work itself
 RESUME = "resume"
+#: the longest pause between two rounds of a compute that goes on (``keep_for_s``)
+MAX_ROUND_PAUSE_S = 5.0
 
 
 async def ask_node(state_dir: str, role: str, **arguments: Any) -> dict | None:
@@ -119,11 +121,13 @@ class StreamComputeTrigger(BaseTrigger):
                 return
             self.log.info("detector batches %s to %s committed; the stream node computes them",
                           found["from_batch"], found["to_batch"])
+            asked = time.monotonic()
             answer = await ask_node(self.state_dir, "compute", upto_batch=found["to_batch"])
             if answer is None:
                 yield TriggerEvent(found)
                 return
             if time.monotonic() < until and _succeeded(answer):
+                took = time.monotonic() - asked
                 try:  # recorded before the next round, which the node computes from this progress
                     await asyncio.to_thread(self._record, answer.get("progress") or {})
                 except Exception as err:
@@ -132,6 +136,9 @@ class StreamComputeTrigger(BaseTrigger):
                 rounds += 1
                 self.log.info("the stream node's compute: %s; recorded, computing on for %.0f s more",
                               answer.get("summary", "done"), until - time.monotonic())
+                # the next round no sooner than this one took: on a busy node rounds take longer and
+                # each then takes more batches, sharing the cost a round has whatever its size
+                await asyncio.sleep(min(took, MAX_ROUND_PAUSE_S))
                 continue
             async for event in _ended(self, answer, "compute"):
                 yield event
