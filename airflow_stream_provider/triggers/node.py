@@ -129,7 +129,8 @@ class StreamComputeTrigger(BaseTrigger):
             if time.monotonic() < until and _succeeded(answer):
                 took = time.monotonic() - asked
                 try:  # recorded before the next round, which the node computes from this progress
-                    await asyncio.to_thread(self._record, answer.get("progress") or {})
+                    await asyncio.to_thread(record_progress, str(self.stream), self.home,
+                                            answer.get("progress") or {})
                 except Exception as err:
                     yield TriggerEvent({"status": ERROR, "message": f"{type(err).__name__}: {err}"})
                     return
@@ -143,13 +144,6 @@ class StreamComputeTrigger(BaseTrigger):
             async for event in _ended(self, answer, "compute"):
                 yield event
             return
-
-    def _record(self, progress: dict) -> None:
-        from airflow_stream_provider.streams.run import commit_progress
-        from airflow_stream_provider.streams.store import StreamStore
-
-        db, _, name = str(self.stream).partition(".")
-        commit_progress(db, name, progress, store=StreamStore(Path(self.home) if self.home else None))
 
 
 class StreamNotifyTrigger(BaseTrigger):
@@ -204,7 +198,7 @@ class StreamCommitTrigger(BaseTrigger):
             yield TriggerEvent({"status": RESUME})
             return
         try:
-            state = await asyncio.to_thread(self._commit, progress)
+            state = await asyncio.to_thread(record_progress, self.stream, self.home, progress)
         except Exception as err:
             yield TriggerEvent({"status": ERROR, "message": f"{type(err).__name__}: {err}"})
             return
@@ -220,12 +214,15 @@ class StreamCommitTrigger(BaseTrigger):
         return progress_of(XCom.get_one(key="return_value", dag_id=ti.dag_id, task_id=self.compute_task,
                                         run_id=ti.run_id, map_index=-1))
 
-    def _commit(self, progress: dict) -> dict:
-        from airflow_stream_provider.streams.run import commit_progress
-        from airflow_stream_provider.streams.store import StreamStore
 
-        db, _, name = self.stream.partition(".")
-        return commit_progress(db, name, progress, store=StreamStore(Path(self.home) if self.home else None))
+def record_progress(stream: str, home: str | None, progress: dict) -> dict:
+    """Record a run's ``progress`` for ``stream`` (``db.name``) in ``home``, as the commit task does;
+    the stream's state after it."""
+    from airflow_stream_provider.streams.run import commit_progress
+    from airflow_stream_provider.streams.store import StreamStore
+
+    db, _, name = stream.partition(".")
+    return commit_progress(db, name, progress, store=StreamStore(Path(home) if home else None))
 
 
 def progress_of(value: object) -> dict:
