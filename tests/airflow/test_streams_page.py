@@ -64,6 +64,11 @@ def browser() -> WebDriver:
     return webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
 
 
+def nth(elements: list, index: int):
+    """The element at index, or None while there are not that many yet: a wait that gets None looks again."""
+    return elements[index] if -len(elements) <= index < len(elements) else None
+
+
 def test_streams_page(spark, tmp_path, monkeypatch):
     from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
@@ -178,9 +183,11 @@ def test_streams_page(spark, tmp_path, monkeypatch):
         wait.until(lambda d: d.find_element(By.CSS_SELECTOR, "[data-testid=trigger-dag-button]")).click()
         wait.until(lambda d: d.find_element(By.XPATH, "//*[text()='Backfill']")).click()
         for index, (day, hhmm) in enumerate((("2025/01/01", "00:00"), ("2025/01/01", "00:02"))):
-            wait.until(lambda d, i=index: d.find_elements(By.CSS_SELECTOR, "[data-testid=datetime-input]")[i]).click()
-            picker = wait.until(lambda d: [p for p in d.find_elements(
-                By.CSS_SELECTOR, "[data-scope=popover][data-part=content]") if p.is_displayed()][-1])
+            # the dialog and its popovers open a moment after the click: wait until they are there
+            wait.until(lambda d, i=index: nth(d.find_elements(By.CSS_SELECTOR, "[data-testid=datetime-input]"), i)
+                       ).click()
+            picker = wait.until(lambda d: nth([p for p in d.find_elements(
+                By.CSS_SELECTOR, "[data-scope=popover][data-part=content]") if p.is_displayed()], -1))
             for box, text in zip(picker.find_elements(By.CSS_SELECTOR, "input"), (day, hhmm), strict=True):
                 box.send_keys(Keys.CONTROL, "a")
                 box.send_keys(Keys.BACKSPACE)
