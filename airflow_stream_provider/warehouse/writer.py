@@ -14,6 +14,7 @@ import os
 import random
 import threading
 import time
+import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -34,7 +35,8 @@ log = logging.getLogger(__name__)
 
 #: give up on a commit that keeps conflicting after this long
 COMMIT_DEADLINE_S = 300.0
-#: compact small files every this many commits (only the writer landing on such a version does it).
+#: compact small files every this many commits (only the writer landing on a due version does it,
+#: :func:`compaction_due`).
 #: A live stream commits a small file to its tables every second, and each MERGE and append costs
 #: more with every file the table holds (the kernel's MERGE of 100 rows: 25 ms at 1 file, 95 ms at
 #: 400); compacting every 50 commits keeps them near the first cost, for about 2 ms per commit.
@@ -263,16 +265,30 @@ def undo(commit: Commit) -> bool:
     return True
 
 
+def compaction_skew(path: Location) -> int:
+    """Where in each run of :data:`COMPACT_EVERY` versions the table at ``path`` is compacted, from
+    its location: the tables that live streams write together, one commit each per batch (their
+    outputs, their event tables), reach their versions together, and compacting them all in the
+    same second would hold every stream's batch back at once."""
+    return zlib.crc32(str(path).rstrip("/").encode()) % COMPACT_EVERY
+
+
+def compaction_due(path: Location, version: int) -> bool:
+    """Whether the commit that made ``version`` of the table compacts it: one version in every
+    :data:`COMPACT_EVERY`, offset by :func:`compaction_skew`, from version ``COMPACT_EVERY`` on."""
+    return version >= COMPACT_EVERY and (version - compaction_skew(path)) % COMPACT_EVERY == 0
+
+
 def compact_if_due(path: Location, version: int) -> None:
-    """Compact the table's small files when this process's commit made a version that is a multiple
-    of :data:`COMPACT_EVERY`. The compaction commits no rows: change-feed readers skip it, and
+    """Compact the table's small files when this process's commit made a version on which it is due
+    (:func:`compaction_due`). The compaction commits no rows: change-feed readers skip it, and
     earlier versions stay readable.
 
     Two compactions of the same files must never run at once: the kernel commits both, and the
     table then holds their rows twice. Each version is one commit, so one writer is due for each
-    multiple; a local table's compactions also take a file lock beside it, which a compaction
-    still running from the last multiple holds (the next one is then skipped)."""
-    if version <= 0 or version % COMPACT_EVERY:
+    due version; a local table's compactions also take a file lock beside it, which a compaction
+    still running from the last due version holds (the next one is then skipped)."""
+    if not compaction_due(path, version):
         return
     from deltalake import DeltaTable
 
@@ -283,7 +299,7 @@ def compact_if_due(path: Location, version: int) -> None:
             metrics = DeltaTable(str(path)).optimize.compact(target_size=COMPACT_TARGET_BYTES)
             log.info("compacted %s: %s files into %s", path, metrics.get("numFilesRemoved"),
                      metrics.get("numFilesAdded"))
-        except Exception as err:  # a concurrent writer won; the next multiple compacts instead
+        except Exception as err:  # a concurrent writer won; the next due version compacts instead
             if not _is_conflict(err):
                 raise
 

@@ -95,6 +95,7 @@ def test_a_table_written_often_is_compacted_and_reads_the_same(tmp_path, monkeyp
     files than commits, holds the same rows, its change feed has no row for a compaction, and its
     versions before one stay readable."""
     monkeypatch.setattr(writer, "COMPACT_EVERY", 5)
+    monkeypatch.setattr(writer, "compaction_skew", lambda path: 0)  # due on the multiples of 5
     path = tmp_path / "t"
     write_deltalake(str(path), rows([0], "v0"), configuration={"delta.enableChangeDataFeed": "true"})
     for key in range(1, 13):  # a file each
@@ -117,7 +118,7 @@ def test_a_table_written_often_is_compacted_and_reads_the_same(tmp_path, monkeyp
 def test_two_compactions_of_a_table_never_run_at_once(tmp_path, monkeypatch):
     """The kernel commits two compactions of the same files made from one snapshot, and the table
     then holds every row twice (shown first, on tables of its own). So a compaction runs only for
-    the commit that made a multiple of COMPACT_EVERY, and not while another holds the table's lock."""
+    the commit that made a due version, and not while another holds the table's lock."""
     doubled = tmp_path / "doubled"
     for key in range(3):
         write_deltalake(str(doubled), rows([key], "a"), mode="append")
@@ -127,6 +128,7 @@ def test_two_compactions_of_a_table_never_run_at_once(tmp_path, monkeypatch):
     assert DeltaTable(str(doubled)).to_pyarrow_table().num_rows == 6  # why the lock is needed
 
     monkeypatch.setattr(writer, "COMPACT_EVERY", 3)
+    monkeypatch.setattr(writer, "compaction_skew", lambda path: 0)  # due on the multiples of 3
     path = tmp_path / "t"
     for key in range(4):  # versions 0 to 3
         write_deltalake(str(path), rows([key], "a"), mode="append")
@@ -139,6 +141,24 @@ def test_two_compactions_of_a_table_never_run_at_once(tmp_path, monkeypatch):
     assert [h["operation"] for h in DeltaTable(str(path)).history()].count("OPTIMIZE") == 1
     assert content(path) == {0: "a", 1: "a", 2: "a", 3: "a"}
     writer.compact_if_due(tmp_path / "dropped", 3)  # a table dropped since its commit: nothing to do
+
+
+def test_tables_written_together_are_compacted_at_different_versions():
+    """Twenty streams write their output and event tables once a batch each, so the tables reach
+    their versions together: each is compacted once in every COMPACT_EVERY versions, at an offset of
+    its own, so that not all of them are compacted in the same batch."""
+    every = writer.COMPACT_EVERY
+    tables = [f"/home/warehouse/power/out{i}" for i in range(20)] + \
+        [f"/home/streams/power/s{i}/state/events" for i in range(20)]
+    for table in tables:
+        due = [v for v in range(3 * every) if writer.compaction_due(table, v)]
+        # one writer per due version, one due version in every run of COMPACT_EVERY, none before it
+        assert len(due) == 2 and due[1] - due[0] == every and every <= due[0] < 2 * every
+        assert writer.compaction_due(table.rstrip("/") + "/", due[0])  # the same table, however written
+    # forty tables spread over the fifty offsets: at most a few share a batch
+    offsets = [writer.compaction_skew(table) for table in tables]
+    assert max(offsets.count(o) for o in offsets) <= 4
+    assert len(set(offsets)) >= 20
 
 
 def test_a_commit_landing_after_another_writers_leaves_the_table_right(tmp_path):
