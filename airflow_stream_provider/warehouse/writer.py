@@ -269,8 +269,13 @@ def compaction_skew(path: Location) -> int:
     """Where in each run of :data:`COMPACT_EVERY` versions the table at ``path`` is compacted, from
     its location: the tables that live streams write together, one commit each per batch (their
     outputs, their event tables), reach their versions together, and compacting them all in the
-    same second would hold every stream's batch back at once."""
-    return zlib.crc32(str(path).rstrip("/").encode()) % COMPACT_EVERY
+    same second would hold every stream's batch back at once.
+
+    Only the location's last three parts count (``<database>/<table>`` and the folder above, or a
+    stream.s ``<database>/<stream>/events``), so that every writer of a table agrees on it whichever
+    way it names the warehouse's root (a relative or a linked path, ``s3://`` or ``s3a://``)."""
+    key = "/".join(str(path).rstrip("/").split("/")[-3:])
+    return zlib.crc32(key.encode()) % COMPACT_EVERY
 
 
 def compaction_due(path: Location, version: int) -> bool:
