@@ -27,9 +27,9 @@ Measured per phase, over the feed after its first minute:
   close in it) times the measured span, with a 95% interval (two standard errors). A stream falls
   behind when its growth is above 1 s with that confidence (the interval's low end above 1 s); the
   table's ``growth`` is that of all the streams together (each about its own mean lag). Streams
-  whose windows all close in the same second every 30 s have a point per 30 s, so a difference of
-  two one-minute medians (what this column used to be) compares two or three points and swings by
-  seconds without any trend;
+  whose windows all close in the same second every 20 or 30 s have a point per 20 or 30 s, so a
+  difference of two one-minute medians (what this column used to be) compares two or three points
+  and swings by seconds without any trend;
 - CPU seconds per stream per minute of the node (its JVM and Python workers), of Airflow's
   components (with the PostgreSQL server), and of the task processes (from ``/proc``: every
   process's own time and that of the children it reaped, so short task processes are counted);
