@@ -19,6 +19,12 @@ from datetime import datetime
 from airflow_stream_provider import config
 
 DEFAULT_URL = "http://127.0.0.1:8080"
+#: how many times a request that can be sent twice without harm (a read, a pause, a token) is sent
+#: while Airflow does not answer in time: a busy api-server (its database locked by the scheduler's
+#: writes, on SQLite) can take longer than the timeout now and then
+ATTEMPTS_ON_TIMEOUT = 3
+#: methods whose request can be sent again: a POST that timed out may have created its object
+SAFE_TO_REPEAT = frozenset({"GET", "PATCH", "PUT", "DELETE"})
 
 
 class AirflowApiError(RuntimeError):
@@ -27,6 +33,7 @@ class AirflowApiError(RuntimeError):
     def __init__(self, message: str, status: int | None = None) -> None:
         super().__init__(message)
         self.status = status
+        self.timed_out = False  # no answer within the client's timeout
 
 
 def configured_url() -> str | None:
@@ -44,7 +51,27 @@ class AirflowApi:
         self.timeout = timeout
         self._token: str | None = token  # a caller's own JWT, used as it is
 
-    def _send(self, method: str, path: str, body: dict | None = None, *, auth: bool = True) -> dict:
+    def _send(self, method: str, path: str, body: dict | None = None, *, auth: bool = True,
+              repeatable: bool | None = None) -> dict:
+        """Send a request; one that is ``repeatable`` (by default: by its method) is sent again, at
+        most :data:`ATTEMPTS_ON_TIMEOUT` times in all, when Airflow does not answer in time."""
+        if repeatable is None:
+            repeatable = method in SAFE_TO_REPEAT
+        attempts = ATTEMPTS_ON_TIMEOUT if repeatable else 1
+        attempt = 1
+        while True:
+            try:
+                return self._send_once(method, path, body, auth=auth)
+            except AirflowApiError as err:
+                if not err.timed_out:
+                    raise
+                if attempt == attempts:
+                    err.args = (f"{err} (sent {attempts} time(s), {self.timeout:g} s each)",)
+                    raise
+            time.sleep(attempt)
+            attempt += 1
+
+    def _send_once(self, method: str, path: str, body: dict | None, *, auth: bool) -> dict:
         data = json.dumps(body).encode() if body is not None else None
         request = urllib.request.Request(self.url + path, data=data, method=method)
         request.add_header("Accept", "application/json")
@@ -60,14 +87,16 @@ class AirflowApi:
             raise AirflowApiError(f"Airflow API {method} {path}: HTTP {err.code}: {detail}", err.code) from None
         except (urllib.error.URLError, OSError) as err:
             reason = getattr(err, "reason", err)
-            raise AirflowApiError(f"Airflow API at {self.url} is not reachable: {reason}") from None
+            error = AirflowApiError(f"Airflow API at {self.url} is not reachable: {reason}")
+            error.timed_out = isinstance(reason, TimeoutError)
+            raise error from None
         return json.loads(text) if text else {}
 
     def token(self) -> str:
         if self._token is None:
             if self.username:
                 answer = self._send("POST", "/auth/token", {"username": self.username, "password": self.password},
-                                    auth=False)
+                                    auth=False, repeatable=True)  # (a token more creates nothing)
             else:
                 answer = self._send("GET", "/auth/token", auth=False)
             self._token = answer["access_token"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -68,5 +69,57 @@ def test_other_refusals_and_a_lasting_503_are_reported():
         with pytest.raises(AirflowApiError, match="Database is locked") as info:
             api.create_backfill("d", start, end, attempts=2)
         assert info.value.status == 503 and len(received) == 3
+    finally:
+        httpd.shutdown()
+
+
+def stalling_server(stalls: int, stall_s: float) -> tuple[ThreadingHTTPServer, list[str]]:
+    """An HTTP server on 127.0.0.1 whose first ``stalls`` requests answer only after ``stall_s``
+    seconds, as a busy api-server does, and the others at once; each request's method and path."""
+    seen: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def answer(self) -> None:
+            seen.append(f"{self.command} {self.path}")
+            if len(seen) <= stalls:
+                time.sleep(stall_s)
+            data = json.dumps({"id": len(seen)}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        do_PATCH = do_POST = answer
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    return httpd, seen
+
+
+def test_a_pause_is_sent_again_when_airflow_answers_too_late():
+    httpd, seen = stalling_server(stalls=1, stall_s=2.0)
+    try:
+        api = AirflowApi(f"http://127.0.0.1:{httpd.server_port}", token="t", timeout=0.5)
+        assert api.set_paused("d", True) is True
+        assert seen == ["PATCH /api/v2/dags/d", "PATCH /api/v2/dags/d"]
+    finally:
+        httpd.shutdown()
+
+
+def test_a_pause_that_never_gets_an_answer_says_so_and_a_post_is_not_sent_twice():
+    httpd, seen = stalling_server(stalls=10, stall_s=1.5)
+    try:
+        api = AirflowApi(f"http://127.0.0.1:{httpd.server_port}", token="t", timeout=0.3)
+        with pytest.raises(AirflowApiError, match=r"not reachable: timed out \(sent 3 time\(s\), 0.3 s each\)") as info:
+            api.set_paused("d", True)
+        assert info.value.timed_out and len(seen) == 3
+        # a backfill that timed out may have been created: it is not created a second time
+        with pytest.raises(AirflowApiError, match=r"timed out \(sent 1 time\(s\)"):
+            api.create_backfill("d", datetime(2025, 1, 1, tzinfo=UTC), datetime(2025, 1, 2, tzinfo=UTC))
+        assert seen[3:] == ["POST /api/v2/backfills"]
     finally:
         httpd.shutdown()
