@@ -19,31 +19,43 @@ BUSY = {"detail": "Database is locked. Backfill creation is not supported on SQL
                   "Please use PostgreSQL or MySQL."}
 
 
+def reply(handler: BaseHTTPRequestHandler, status: int, body: dict) -> None:
+    """Answer a request with ``body`` as JSON, as the api-server does."""
+    data = json.dumps(body).encode()
+    handler.send_response(status)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
+
+
+class Quiet(BaseHTTPRequestHandler):
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def serve(handler: type[BaseHTTPRequestHandler]) -> ThreadingHTTPServer:
+    """``handler`` served on a free port of 127.0.0.1, in a thread of its own."""
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    return httpd
+
+
 def server(answers: list[tuple[int, dict]],
            requests: list[tuple[str, str, str]] | None = None) -> tuple[ThreadingHTTPServer, list[dict]]:
     """An HTTP server on 127.0.0.1 answering each POST with the next of ``answers``; the bodies it
     received, and in ``requests`` each request's method, path and Authorization header."""
     received: list[dict] = []
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(Quiet):
         def do_POST(self) -> None:
             if requests is not None:
                 requests.append(("POST", self.path, self.headers.get("Authorization", "")))
             received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-            status, body = answers.pop(0)
-            data = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            reply(self, *answers.pop(0))
 
-        def log_message(self, *args: Any) -> None:
-            pass
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    return httpd, received
+    return serve(Handler), received
 
 
 def test_a_busy_airflow_gets_the_backfill_again():
@@ -78,26 +90,17 @@ def stalling_server(stalls: int, stall_s: float) -> tuple[ThreadingHTTPServer, l
     seconds, as a busy api-server does, and the others at once; each request's method and path."""
     seen: list[str] = []
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(Quiet):
         def answer(self) -> None:
             seen.append(f"{self.command} {self.path}")
             if len(seen) <= stalls:
                 time.sleep(stall_s)
-            data = json.dumps({"id": len(seen)}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            reply(self, 200, {"id": len(seen)})
 
         do_PATCH = do_POST = answer
 
-        def log_message(self, *args: Any) -> None:
-            pass
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    return httpd, seen
+    return serve(Handler), seen
 
 
 def test_a_pause_is_sent_again_when_airflow_answers_too_late():
