@@ -30,6 +30,8 @@ def reply(handler: BaseHTTPRequestHandler, status: int, body: dict) -> None:
 
 
 class Quiet(BaseHTTPRequestHandler):
+    """A handler that does not print a line per request."""
+
     def log_message(self, *args: Any) -> None:
         pass
 
