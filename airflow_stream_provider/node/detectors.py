@@ -12,6 +12,11 @@ A ``LOW_LATENCY_CALC`` stream is also computed, written and notified inside each
 before the batch commits; its DAG then finds nothing left and only supervises. A batch without
 events is recorded consumed at once when every batch before it was, so no DAG run wakes for it.
 
+A PERIOD stream has no detector: its instants come from its DAG's timetable. A host that takes one
+holds its lock all the same and answers its tasks' requests: its compute task, started in Airflow's
+triggerer, has the node compute each instant on the node's running Spark session instead of
+starting a worker process and a Spark session of its own.
+
 Each stream's ``detector.json`` says who hosts its detector, the query's last progress, and the
 last error. A failed query is reported there and started again after a pause, from its checkpoint.
 """
@@ -23,6 +28,7 @@ import os
 import threading
 import time
 import traceback
+import uuid
 import zlib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -59,6 +65,26 @@ BATCH_SLOTS = 2
 #: how long a notify request delivers to an ON_FAILURE_PAUSE receiver that fails before it answers
 #: that the messages still wait (the task asks again: its run, and so its stream, waits)
 NOTIFY_PATIENCE_S = 30.0
+
+
+class Requests:
+    """What stands for the query of a stream the host runs none for (a PERIOD stream): it is active
+    until stopped, and only its tasks' requests are served."""
+
+    def __init__(self) -> None:
+        self.id = uuid.uuid4()
+        self.run_id = self.id
+        self.isActive = True
+
+    def exception(self) -> BaseException | None:
+        return None
+
+    @property
+    def lastProgress(self) -> dict | None:
+        return None
+
+    def stop(self) -> None:
+        self.isActive = False
 
 
 @dataclass
@@ -136,7 +162,7 @@ class DetectorHost:
         self.turns = detector.Turns(batch_slots())
 
     def wanted(self) -> dict[str, StoredStream]:
-        """The window streams that exist and are not stopped."""
+        """The streams the node serves (:attr:`StreamKind.served`) that exist and are not stopped."""
         out = {}
         for db, name in self.store.names():
             try:
@@ -145,7 +171,7 @@ class DetectorHost:
                 self.log(f"stream {db}.{name}: cannot read its definition: {err}")
                 continue
             plan = plan_stream(stored.statement, db, self.store.load_state(db, name))
-            if not plan.kind.detected or plan.paused:
+            if not plan.kind.served or plan.paused:
                 continue
             if not self.selects(plan.kind, stored.qualified):
                 continue
@@ -176,14 +202,15 @@ class DetectorHost:
         try:
             state = self.store.load_state(stored.db, stored.name)
             runtime = self.runtime(stored, state)
-            options = detector_options(stored, state)
             query: Any
-            if isinstance(stored.statement.trigger, m.RowTrigger):
-                query = rows.start(runtime, stored, options, available_now=False, interval="250 milliseconds",
-                                   after_batch=self._consumed(stored))
+            if isinstance(stored.statement.trigger, m.PeriodTrigger):  # no detector: its instants are its DAG's
+                query = Requests()
+            elif isinstance(stored.statement.trigger, m.RowTrigger):
+                query = rows.start(runtime, stored, detector_options(stored, state), available_now=False,
+                                   interval="250 milliseconds", after_batch=self._consumed(stored))
             else:
-                query = detector.LiveDetector(self.window_detector(stored, runtime, options), name=key,
-                                              turns=self.turns).start()
+                query = detector.LiveDetector(self.window_detector(stored, runtime, detector_options(stored, state)),
+                                              name=key, turns=self.turns).start()
         except Exception as err:
             os.close(fd)
             self.failed_at[key] = time.monotonic()
@@ -194,7 +221,8 @@ class DetectorHost:
             return
         self.hosted[key] = Hosted(stored, query, fd, runtime)
         self.failed_at.pop(key, None)
-        self.log(f"stream {key}: live detector started ({query.id})")
+        self.log(f"stream {key}: {'requests served' if isinstance(query, Requests) else 'live detector started'} "
+                 f"({query.id})")
         self._progress(self.hosted[key])
 
     def runtime(self, stored: StoredStream, state: dict) -> StreamRuntime:
@@ -295,7 +323,8 @@ class DetectorHost:
         taken = 0
         now = time.monotonic()
         for hosted in list(self.hosted.values()):
-            if hosted.runtime is None or computed_live(hosted.stored.statement):  # (its own batches compute it)
+            if hosted.runtime is None or (computed_live(hosted.stored.statement)
+                                          and not isinstance(hosted.query, Requests)):  # (its own batches compute it)
                 continue
             # a folder whose time has not changed holds no new request (looked into anyway every
             # second: two requests within one tick of the file system's clock share a time)
@@ -327,7 +356,8 @@ class DetectorHost:
         assert runtime is not None
         role = body.get("role")
         if role == "compute":
-            report = run_stream(runtime.warehouse, stored.db, stored.name, store=self.store,
+            at = datetime.fromisoformat(body["at"]) if body.get("at") else None  # a PERIOD run's instant
+            report = run_stream(runtime.warehouse, stored.db, stored.name, store=self.store, at=at,
                                 upto_batch=body.get("upto_batch"), detect=False, commit=False, runtime=runtime)
             return {"status": "done", "progress": report.progress, "summary": report.summary(),
                     "per_trigger": report.per_trigger, "skipped": report.skipped, "triggers": report.triggers}

@@ -382,8 +382,8 @@ def serve(port: int, instance: str, memory: str | None = None, master: str = LOC
     slots = default_workers()
     pool = WorkerPool(slots, log=lambda message: print(message, flush=True)) if slots else None
 
-    def node_hosts(kind: StreamKind, key: str) -> bool:  # row streams run on its session
-        return pool is None or kind is StreamKind.ROW
+    def node_hosts(kind: StreamKind, key: str) -> bool:  # row streams and PERIOD instants run on its session
+        return pool is None or kind in (StreamKind.ROW, StreamKind.PERIOD)
 
     host = DetectorHost(session, log=lambda message: print(message, flush=True), selects=node_hosts)
 

@@ -12,6 +12,9 @@ from airflow_stream_provider import model as m
 from airflow_stream_provider.operators.base import StreamTask
 from airflow_stream_provider.timetables.values import utc_datetime
 
+#: a PERIOD run's instant: the end of its data interval
+AT_TEMPLATE = "{{ data_interval_end }}"
+
 
 class StreamComputeOperator(StreamTask, BaseOperator):
     """Computes and writes what fired: the batches the detector committed (window triggers), the
@@ -27,13 +30,20 @@ class StreamComputeOperator(StreamTask, BaseOperator):
     node, the trigger resumes the task on a worker, which detects and computes itself, once. With
     ``wait_task`` it takes the event a :class:`~airflow_stream_provider.sensors.StreamCheckpointSensor`
     returned instead.
+
+    A PERIOD stream's compute (``on_node=True``, the DAGs' way) starts in the triggerer too, with
+    :class:`~airflow_stream_provider.triggers.StreamInstantTrigger`: the stream node computes the
+    run's instant on its running Spark session and the trigger ends the task with the progress.
+    Without a node the task resumes on a worker, which computes the instant itself.
     """
 
     ui_color = "#e8f1fb"
+    #: the run's instant, which the triggerer renders into :class:`StreamInstantTrigger`
+    template_fields = ("at",)
 
     def __init__(self, *, stream: str, kind: str, home: str | None = None, wait_task: str | None = None,
                  wait: bool = False, table: str | None = None, poll_interval: float = 0.25,
-                 keep_computing_s: float = 0.0, **kwargs: Any) -> None:
+                 keep_computing_s: float = 0.0, on_node: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if kind not in ("window", "row", "period", "sliding", "resample"):
             raise ValueError(f"kind must be window, row, period, sliding or resample, not {kind!r}")
@@ -41,6 +51,8 @@ class StreamComputeOperator(StreamTask, BaseOperator):
             raise ValueError("wait=True is for window and row streams without a wait_task")
         if keep_computing_s and not wait:
             raise ValueError("keep_computing_s is for a compute that waits itself (wait=True)")
+        if on_node and kind != "period":
+            raise ValueError("on_node is for PERIOD streams (window and row streams wait, wait=True)")
         self.init_stream(stream, home)
         self.kind = kind
         self.wait_task = wait_task
@@ -48,11 +60,16 @@ class StreamComputeOperator(StreamTask, BaseOperator):
         self.table = table
         self.poll_interval = poll_interval
         self.keep_computing_s = keep_computing_s
+        self.on_node = on_node
+        self.at = AT_TEMPLATE if on_node else None
         if wait:  # no worker while the stream node computes: the task starts (and mostly ends) in the triggerer
             state_dir, checkpoint = self.stream_paths()
             self.start_in_triggerer("StreamComputeTrigger", state_dir=state_dir, table=table,
                                     poll_interval=poll_interval, checkpoint=checkpoint,
                                     keep_for_s=keep_computing_s, stream=stream, home=home)
+        elif on_node:  # the node computes the instant: no worker process, no Spark session to start
+            state_dir, _ = self.stream_paths()
+            self.start_in_triggerer("StreamInstantTrigger", state_dir=state_dir, at=self.at)
 
     def execute(self, context: Any) -> dict:
         event = None
@@ -83,6 +100,8 @@ class StreamComputeOperator(StreamTask, BaseOperator):
 
     def _computed_by_node(self) -> bool:
         """The stream is computed in its live detector's batches, and a process (the node) hosts it."""
+        if self.kind not in ("window", "row"):
+            return False
         from airflow_stream_provider.plan.stream import computed_live
         from airflow_stream_provider.streams.store import detector_hosted
 

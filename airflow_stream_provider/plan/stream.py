@@ -45,6 +45,12 @@ class StreamKind(StrEnum):
         """Driven by a streaming query over the trigger table (the live detector, or the row query)."""
         return self in (StreamKind.WINDOW, StreamKind.ROW)
 
+    @property
+    def served(self) -> bool:
+        """The stream node does its tasks' work while it hosts the stream: the detected streams, and
+        PERIOD streams, whose instants the node computes on its warm Spark session."""
+        return self.detected or self is StreamKind.PERIOD
+
 
 class TaskRole(StrEnum):
     """What a task of a stream's DAG does; the renderer picks the operator class by role."""
@@ -158,6 +164,8 @@ def plan_stream(stmt: m.CreateStream, db: str, state: Mapping[str, Any], *, home
         compute_args.update(wait=True, table=table.path if table else None)
         if stmt.notify is None:  # nothing to deliver between rounds: one run computes for a while
             compute_args["keep_computing_s"] = KEEP_COMPUTING_S
+    elif kind is StreamKind.PERIOD:
+        compute_args["on_node"] = True
     elif kind is StreamKind.SLIDING:
         watermark = stmt.options.watermark.to_timedelta().total_seconds() if stmt.options.watermark else 0.0
         tasks.append(TaskSpec(ids.WAIT_EVENT_TIME_TASK, TaskRole.WAIT_EVENT_TIME,
@@ -165,8 +173,8 @@ def plan_stream(stmt: m.CreateStream, db: str, state: Mapping[str, Any], *, home
                                "ts_column": table.ts_column if table else "", "watermark_s": watermark},
                               (ids.COMPUTE_TASK,)))
     tasks.append(TaskSpec(ids.COMPUTE_TASK, TaskRole.COMPUTE, compute_args, (after_compute,)))
-    # a detected stream's tasks start in the triggerer, the stream node doing their work
-    after = {**common, "from_trigger": True} if kind.detected else common
+    # a served stream's tasks start in the triggerer, the stream node doing their work
+    after = {**common, "from_trigger": True} if kind.served else common
     if stmt.notify is not None:
         tasks.append(TaskSpec(ids.NOTIFY_TASK, TaskRole.NOTIFY, after, (ids.COMMIT_TASK,)))
     tasks.append(TaskSpec(ids.COMMIT_TASK, TaskRole.COMMIT, after))

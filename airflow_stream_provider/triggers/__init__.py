@@ -8,8 +8,9 @@ blocks, both serialize to JSON-safe keyword arguments, and both report a failed 
   committed a micro-batch past the last one consumed.
 - :class:`EventTimeTrigger` (:mod:`.event_time`) fires when the trigger table's latest event time
   minus WATERMARK reaches an instant (SLIDING triggers).
-- :class:`StreamComputeTrigger`, :class:`StreamNotifyTrigger` and :class:`StreamCommitTrigger`
-  (:mod:`.node`) run a window stream's tasks from the triggerer, the stream node doing the work.
+- :class:`StreamComputeTrigger`, :class:`StreamInstantTrigger`, :class:`StreamNotifyTrigger` and
+  :class:`StreamCommitTrigger` (:mod:`.node`) run a window or PERIOD stream's tasks from the
+  triggerer, the stream node doing the work.
 
 While the stream is stopped (STOP STREAM) neither fires. The classes are imported here because
 serialized triggers name them by this package's path (see :data:`.base.CLASSPATH_MODULE`). The
@@ -24,7 +25,12 @@ from typing import TYPE_CHECKING
 
 from airflow_stream_provider.triggers.checkpoint import CheckpointCommitTrigger
 from airflow_stream_provider.triggers.event_time import EventTimeTrigger
-from airflow_stream_provider.triggers.node import StreamCommitTrigger, StreamComputeTrigger, StreamNotifyTrigger
+from airflow_stream_provider.triggers.node import (
+    StreamCommitTrigger,
+    StreamComputeTrigger,
+    StreamInstantTrigger,
+    StreamNotifyTrigger,
+)
 
 if TYPE_CHECKING:
     from airflow_stream_provider.streams.probes import (  # noqa: F401  (named by __getattr__ below)
@@ -35,7 +41,7 @@ if TYPE_CHECKING:
     )
 
 __all__ = ["CheckpointCommitTrigger", "EventTimeTrigger", "StreamCommitTrigger", "StreamComputeTrigger",
-           "StreamNotifyTrigger"]
+           "StreamInstantTrigger", "StreamNotifyTrigger"]
 
 #: the probes, at their old paths; imported when first named, as they read Delta tables with Arrow
 _PROBES = {"check_windows", "last_commit", "latest_version", "max_event_time"}

@@ -1,8 +1,9 @@
-"""Triggers that run a window stream's tasks without a worker: the stream node does the work.
+"""Triggers that run a window or PERIOD stream's tasks without a worker: the stream node does the work.
 
 A window stream's DAG run computes the detector batches committed since the last run, delivers the
-notifications they queued and records the progress. Its tasks start in the triggerer
-(``start_from_trigger``), so a run costs no worker process while the stream node hosts the stream:
+notifications they queued and records the progress; a PERIOD stream's computes its instant. Their
+tasks start in the triggerer (``start_from_trigger``), so a run costs no worker process while the
+stream node hosts the stream:
 
 - :class:`StreamComputeTrigger` waits for the next committed batch (as
   :class:`~.checkpoint.CheckpointCommitTrigger`), asks the node to compute it
@@ -10,6 +11,9 @@ notifications they queued and records the progress. Its tasks start in the trigg
   its XCom. With ``keep_for_s`` (a stream without NOTIFY) it goes on: it records each round's
   progress itself and waits for the next batch, until that many seconds have passed, so that a busy
   stream's batches wait for the node and not for Airflow to start the next run;
+- :class:`StreamInstantTrigger` asks the node to compute a PERIOD stream's instant, the run's
+  (its data interval's end, which the triggerer renders into it), and ends the task with the node's
+  progress;
 - :class:`StreamNotifyTrigger` asks the node to deliver the stream's outbox, and asks again while an
   ON_FAILURE_PAUSE receiver refuses it (the run, and so the stream, waits);
 - :class:`StreamCommitTrigger` records the progress the run's compute returned.
@@ -144,6 +148,55 @@ class StreamComputeTrigger(BaseTrigger):
             async for event in _ended(self, answer, "compute"):
                 yield event
             return
+
+
+class StreamInstantTrigger(BaseTrigger):
+    """Has the stream node compute a PERIOD stream's instant ``at`` (the run's, as the triggerer
+    renders it); fires a plain event for a worker when no node hosts the stream, or when ``at`` was
+    not rendered (an Airflow whose triggerer renders no template)."""
+
+    def __init__(self, state_dir: str, at: str | None = None) -> None:
+        super().__init__()
+        self.state_dir = str(state_dir)
+        self.at = at
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return f"{CLASSPATH_MODULE}.{type(self).__qualname__}", {"state_dir": self.state_dir, "at": self.at}
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        from airflow_stream_provider.streams.probes import node_hosted
+
+        at = instant(self.at)
+        if at is None:
+            self.log.warning("the run's instant is not known here (%r); a worker computes it", self.at)
+            yield TriggerEvent({"status": RESUME})
+            return
+        if not await asyncio.to_thread(node_hosted, Path(self.state_dir)):
+            yield TriggerEvent({"status": RESUME})
+            return
+        self.log.info("the stream node computes the instant %s", at)
+        answer = await ask_node(self.state_dir, "compute", at=at)
+        if answer is None:
+            yield TriggerEvent({"status": RESUME})
+            return
+        async for event in _ended(self, answer, "compute"):
+            yield event
+
+
+def instant(value: object) -> str | None:
+    """A run's instant as ISO text: a rendered ``data_interval_end`` (text, or a datetime when
+    templates render to objects); None when it is not one (a template left as it was)."""
+    from datetime import datetime
+
+    if isinstance(value, datetime):
+        return value.isoformat() if value.tzinfo is not None else None
+    if not isinstance(value, str):
+        return None
+    try:
+        found = datetime.fromisoformat(value.strip())
+    except ValueError:
+        return None
+    return found.isoformat() if found.tzinfo is not None else None
 
 
 class StreamNotifyTrigger(BaseTrigger):

@@ -58,6 +58,13 @@ def test_plan_per_trigger_kind(text, kind, tasks, step):
     assert chain(plan.tasks) == tasks
     assert all(t.args["stream"] == "d.s" and t.args["home"] == "/home" for t in plan.tasks)
     assert plan.recalc_step == step
+    # the tasks the stream node serves start in the triggerer: a window stream's, and a PERIOD
+    # stream's, whose compute the node does on its running Spark session
+    served = kind in (StreamKind.WINDOW, StreamKind.PERIOD)
+    compute = plan.tasks[[t.role for t in plan.tasks].index(TaskRole.COMPUTE)]
+    assert compute.args.get("on_node", False) is (kind is StreamKind.PERIOD)
+    assert all(t.args.get("from_trigger", False) is served for t in plan.tasks if t.role is not TaskRole.COMPUTE
+               and t.role is not TaskRole.WAIT_EVENT_TIME)
     if kind is StreamKind.PERIOD:  # scheduled triggers are not recalculated
         assert (plan.recalc_dag_id, plan.recalc_tasks) == (None, ())
     else:

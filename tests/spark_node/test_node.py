@@ -399,6 +399,63 @@ def test_a_compute_without_notify_goes_on_round_after_round_and_records_each(run
     assert not any((stored.state_dir / "requests").iterdir())
 
 
+def test_the_node_computes_a_period_streams_instant_for_its_triggerer_task(running_node, spark, monkeypatch):
+    """A PERIOD stream's DAG run without a worker: its compute starts in the triggerer with the run's
+    instant (the data interval's end, which the triggerer renders into the trigger), the node hosting
+    the stream computes that instant on its own Spark session, and the trigger ends the task with the
+    progress. By hand: three rows are written before the instant, so its count is 3, at the instant's
+    time; the instant is recorded as the last fired once the commit records the progress. A
+    template the triggerer left as it was sends the task to a worker instead."""
+    from datetime import UTC, datetime, timedelta
+
+    from airflow.triggers.base import TaskSuccessEvent
+
+    from airflow_stream_provider.dag_factory import stream_dags
+    from airflow_stream_provider.streams.probes import node_hosted
+    from airflow_stream_provider.streams.run import commit_progress
+    from airflow_stream_provider.streams.store import StreamStore
+    from airflow_stream_provider.triggers import StreamInstantTrigger
+    from airflow_stream_provider.triggers.node import RESUME, progress_of
+
+    home, _ = running_node
+    monkeypatch.setenv("AIRFLOW_STREAM_HOME", str(home))
+    monkeypatch.setenv("AIRFLOW_STREAM_API_URL", "http://127.0.0.1:9")
+    wh = Warehouse(home / "warehouse", spark=spark)
+    list(statements.run(wh, """CREATE DATABASE ticks; USE ticks; CREATE TABLE m (ts TIMESTAMP, v DOUBLE);
+                    CREATE STREAM p PERIOD(10s) INTO p_out
+                      AS SELECT cast(_tlocaltime / 1000000 AS TIMESTAMP) ts, count(*) n FROM m"""))
+    list(statements.run(wh, "INSERT INTO m VALUES ('2025-01-01 00:00:10', 1) ('2025-01-01 00:00:50', 3)"))
+    list(statements.run(wh, "INSERT INTO m VALUES ('2025-01-01 00:01:30', 8)"))
+    time.sleep(1.1)  # the instant comes after the last commit's time
+    at = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=1)
+    store = StreamStore()
+    stored = store.get("ticks", "p")
+    (dag,) = stream_dags(stored, store.load_state("ticks", "p"), home)  # PERIOD streams have no recalculation DAG
+    compute, commit = dag.get_task("compute"), dag.get_task("commit")
+    assert compute.start_from_trigger and compute.start_trigger_args.trigger_cls.endswith("StreamInstantTrigger")
+    assert commit.start_from_trigger  # the triggerer records the progress, as for window streams
+    kwargs = compute.start_trigger_args.trigger_kwargs
+    assert kwargs["at"] == "{{ data_interval_end }}" and "at" in compute.template_fields
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and not node_hosted(stored.state_dir):
+        time.sleep(0.5)
+    assert node_hosted(stored.state_dir)
+    time.sleep(max(0.0, (at - datetime.now(UTC)).total_seconds()))
+
+    event = _first_event(StreamInstantTrigger(state_dir=kwargs["state_dir"], at=str(at)))  # as rendered
+    assert isinstance(event, TaskSuccessEvent), event
+    progress = progress_of(event.xcoms["return_value"])
+    written = list(statements.run(wh, "SELECT ts, n FROM p_out"))[-1].table.to_pylist()
+    assert [(r["ts"].replace(tzinfo=UTC), r["n"]) for r in written] == [(at, 3)]
+    assert datetime.fromisoformat(progress["last_fired"]) == at
+    commit_progress("ticks", "p", progress)  # what the run's commit does with the XCom
+    assert datetime.fromisoformat(store.load_state("ticks", "p")["last_fired"]) == at
+    assert not any((stored.state_dir / "requests").iterdir())
+
+    unrendered = _first_event(StreamInstantTrigger(**kwargs))
+    assert unrendered.payload == {"status": RESUME}
+
+
 def test_the_node_computes_legacy_streams_as_their_rows_come(running_node, spark, monkeypatch):
     """Streams in TDengine's syntax before 3.3.7, with no run and no Airflow: AT_ONCE writes an open
     window as its rows come, a stream without a window writes each row, MAX_DELAY writes an open
