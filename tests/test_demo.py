@@ -136,6 +136,10 @@ def test_demo_runs_and_its_outputs_are_right(spark, tmp_path):
     # PERIOD(10s): one row per 10 s instant
     counts = frame(wh, "SELECT ts, readings FROM row_counts")
     assert len(counts) > 0 and (counts["ts"].dt.microsecond == 0).all() and (counts["ts"].dt.second % 10 == 0).all()
+    # ... computed by the demo's stream node, the runs' compute tasks started in the triggerer with
+    # their instants rendered (their task logs say so)
+    computes = [p.read_text() for p in home.rglob("dag_id=stream__power__row_counts/*/task_id=compute/*.log*")]
+    assert any("the stream node computes the instant" in text for text in computes), computes[:2]
 
     # notifications: valid messages; every_20 (notify only) carries the average current of 20 readings
     messages = [json.loads(line) for line in (home / "notifications.jsonl").read_text().splitlines()]

@@ -245,7 +245,7 @@ TASK_COLUMNS = (
 
 def ins_stream_tasks(warehouse: Warehouse, store: StreamStore | None = None) -> pa.Table:
     """``information_schema.ins_stream_tasks``: what executes each stream: its live detector (window
-    triggers) and its Airflow DAGs."""
+    triggers), where a PERIOD stream's instants are computed, and its Airflow DAGs."""
     store = store or StreamStore()
     rows: list[tuple[str, str, str, str, str, str | None]] = []
     for db, name in store.names():
@@ -266,6 +266,13 @@ def ins_stream_tasks(warehouse: Warehouse, store: StreamStore | None = None) -> 
             rows.append((name, db, "detector" if plan.kind is StreamKind.WINDOW else "row query",
                          "stream node" if hosted else "compute task",
                          "stopped" if stopped else det.get("status") or "on demand", detail))
+        elif plan.kind is StreamKind.PERIOD:  # its instants, computed where its compute task asks
+            det = _detector(stored)
+            hosted = det.get("host") == "node" and det.get("status") == "running"
+            last = store.load_state(db, name).get("last_fired")
+            rows.append((name, db, "instants", "stream node" if hosted else "compute task",
+                         "stopped" if stopped else "running" if hosted else "on demand",
+                         f"last instant {last}" if last else None))
         rows.append((name, db, "dag", "Airflow", "paused" if stopped else "active", main))
         if recalc is not None:
             rows.append((name, db, "recalc_dag", "Airflow", "paused" if stopped else "active", recalc))

@@ -89,5 +89,9 @@ def test_information_schema_tables_answer_select(wh):
     assert [(r["task"], r["runs_in"], r["status"]) for r in tasks] == [
         ("dag", "Airflow", "active"), ("detector", "compute task", "on demand"), ("recalc_dag", "Airflow", "active")]
     assert tasks[0]["detail"] == "stream__d__s1"
+    tick = list(statements.run(wh, "SELECT task, runs_in, status FROM information_schema.ins_stream_tasks "
+                                   "WHERE stream_name = 'tick' ORDER BY task"))[-1].table.to_pylist()
+    assert [(r["task"], r["runs_in"], r["status"]) for r in tick] == [  # no node here: its task computes
+        ("dag", "Airflow", "paused"), ("instants", "compute task", "stopped")]
     with pytest.raises(WarehouseError, match="information_schema.ins_tables does not exist; the system tables"):
         list(statements.run(wh, "SELECT * FROM information_schema.ins_tables"))
