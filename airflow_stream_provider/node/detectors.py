@@ -300,7 +300,8 @@ class DetectorHost:
     def _stop(self, key: str, why: str) -> None:
         hosted = self._release(key)
         _report(hosted.stored.detector_path, {"host": None, "status": why, "at": datetime.now(UTC).isoformat()})
-        self.log(f"stream {key}: live detector {why}")
+        served = "requests served" if isinstance(hosted.query, Requests) else "live detector"
+        self.log(f"stream {key}: {served} {why}")
 
     def _fail(self, key: str, error: str) -> None:
         hosted = self._release(key)
