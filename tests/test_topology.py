@@ -4,11 +4,13 @@ MinIO holding the warehouse, PostgreSQL as Airflow's metadata database, Redis as
 and Airflow's api-server, scheduler, dag-processor, triggerer and two Celery workers.
 
 A window stream (INTERVAL(1m) per meter, notifying a WebSocket receiver) and a PERIOD(10s) stream run
-their DAGs on the Celery workers, whose tasks reach the node over Spark Connect and start no JVM. Rows
-are written; in the middle one Spark worker is killed (SIGKILL), and one Celery worker with its task
-processes while it runs a task, whose retry must run on the other worker; more rows are written.
-The outputs and the notifications must then equal an oracle computed here from the rows written:
-every window once, none lost, none duplicated.
+their DAGs with their tasks in the triggerer, the node computing; a recalculation of the window
+stream (RECALCULATE STREAM: backfill runs) runs its tasks on the Celery workers, which reach the node
+over Spark Connect and start no JVM. Rows are written; in the middle one Spark worker is killed
+(SIGKILL), and one Celery worker with its task processes while it runs a recalculation task, whose
+retry must run on the other worker; more rows are written. The outputs and the notifications must
+then equal an oracle computed here from the rows written: every window once, none lost, none
+duplicated.
 """
 
 from __future__ import annotations
@@ -82,26 +84,30 @@ def jvms_of(airflow: LocalAirflow) -> list[int]:
             if Path(f"/proc/{pid}/exe").exists() and "java" in os.path.basename(os.readlink(f"/proc/{pid}/exe"))]
 
 
-def kill_mid_task(airflow: LocalAirflow, worker: str, timeout: float = 240) -> dict:
-    """Kill Celery worker ``worker`` with its task processes (SIGKILL, as its machine dies) while it
-    runs a task; the task instance it held, as it was. The worker is frozen (SIGSTOP) first, then the
-    task is read again: it is killed only when still running, so that it is surely cut mid-run."""
+def kill_mid_task(airflow: LocalAirflow, workers: set[str], timeout: float = 240) -> tuple[dict, str]:
+    """Kill the first of the Celery ``workers`` seen running a task, with its task processes (SIGKILL,
+    as its machine dies); the task instance it held, as it was, and the worker. The worker is frozen
+    (SIGSTOP) first, then the task is read again: it is killed only when still running, so that it is
+    surely cut mid-run."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         running = [ti for ti in airflow.api("/api/v2/dags/~/dagRuns/~/taskInstances?state=running")["task_instances"]
-                   if ti["hostname"] == worker]
+                   if ti["hostname"] in workers]
         if running:
-            held, pids = running[0], airflow.tree(worker)
+            held = running[0]
+            worker = held["hostname"]
+            pids = airflow.tree(worker)
             signal_all(pids, signal.SIGSTOP)
             path = f"/api/v2/dags/{held['dag_id']}/dagRuns/{held['dag_run_id']}/taskInstances/{held['task_id']}"
             now = airflow.api(path)
             if now["state"] == "running" and now["try_number"] == held["try_number"]:
                 signal_all(airflow.tree(worker), signal.SIGKILL)
                 airflow.processes[worker].wait(30)
-                return held
+                return held, worker
             signal_all(pids, signal.SIGCONT)  # it finished meanwhile: let the worker go on, and look again
         time.sleep(0.2)
-    raise AssertionError(f"{worker} ran no task within {timeout:.0f} s\n" + airflow.log(worker))
+    raise AssertionError(f"no Celery worker ran a task within {timeout:.0f} s\n"
+                         + "".join(airflow.log(worker) for worker in sorted(workers)))
 
 
 def signal_all(pids: list[int], sig: int) -> None:
@@ -161,16 +167,23 @@ def test_the_scaled_out_topology_loses_and_duplicates_nothing(tmp_path, monkeypa
         want = oracle(written)
         wait_for(lambda: len(outputs(avg_out)) >= len(want), 300, "the first windows\n" + airflow.log("scheduler"))
 
-        # a machine of the Spark cluster dies, then a Celery worker's, in the middle of a task
+        # a machine of the Spark cluster dies, then a Celery worker's, in the middle of a task of a
+        # recalculation of the closed windows (backfill runs, their tasks on the Celery workers; not
+        # notified: recalculations are history)
         cluster.kill(cluster.workers()[0])
-        held = kill_mid_task(airflow, "celery-worker-1")
+        recalc = cli(stream_home, "sql",
+                     "RECALCULATE STREAM power.avg1m FROM '2025-01-01 00:00:00' TO '2025-01-01 00:02:00'")
+        assert recalc.returncode == 0, recalc.stdout + recalc.stderr
+        workers = {"celery-worker-1", "celery-worker-2"}
+        held, killed = kill_mid_task(airflow, workers)
+        (survivor,) = workers - {killed}
         batch = readings(range(3, 6))
         for minute in range(3, 6):  # three commits, a minute of readings each
             insert(wh, [r for r in batch if r[1].minute == minute])
         written += batch
         want = oracle(written)
         wait_for(lambda: len(outputs(avg_out)) >= len(want), 420,
-                 "the windows after the kills\n" + airflow.log("scheduler") + airflow.log("celery-worker-2"))
+                 "the windows after the kills\n" + airflow.log("scheduler") + airflow.log(survivor))
 
         got = outputs(avg_out)
         assert Counter((m, t) for m, t, _a, _n in got) == Counter(want.keys()), "a window lost or written twice"
@@ -183,14 +196,14 @@ def test_the_scaled_out_topology_loses_and_duplicates_nothing(tmp_path, monkeypa
                          for e in events)
         assert len(closes) == len(want) and max(closes.values()) == 1, closes
 
-        # the PERIOD stream's tasks run on the Celery workers: the kill may have cut its run short,
-        # whose retry waits for the missed heartbeats
+        # the PERIOD stream's instants, computed by the node
         ticks = wait_for(lambda: table_rows(tick_out, ["ts"]), 240, "the PERIOD instants\n" + airflow.log("scheduler"))
         assert all(r["ts"].second % 10 == 0 for r in ticks)  # instants of PERIOD(10s)
         assert len({r["ts"] for r in ticks}) == len(ticks)
 
-        # the PERIOD stream's tasks ran on a Celery worker, and none started a JVM: they reach the node
-        # over Connect; the window stream's ran in the triggerer, the node computing: on no worker
+        # the recalculation's tasks ran on the Celery workers, and none started a JVM: they reach the
+        # node over Connect; the window and PERIOD streams' ran in the triggerer, the node computing:
+        # on no worker
         def hosts(dag_id: str) -> set[str]:
             found = set()
             for run in airflow.api(f"/api/v2/dags/{dag_id}/dagRuns?limit=100")["dag_runs"]:
@@ -198,15 +211,15 @@ def test_the_scaled_out_topology_loses_and_duplicates_nothing(tmp_path, monkeypa
                 found |= {ti["hostname"] for ti in tis["task_instances"] if ti["state"] == "success"}
             return found
 
-        workers = {"celery-worker-1", "celery-worker-2"}
-        tick_hosts = hosts("stream__power__tick")
-        assert tick_hosts and tick_hosts <= workers and "celery-worker-2" in tick_hosts, tick_hosts
+        recalc_hosts = hosts("stream__power__avg1m__recalc")
+        assert recalc_hosts and recalc_hosts <= workers and survivor in recalc_hosts, recalc_hosts
+        assert not hosts("stream__power__tick") & workers
         assert not hosts("stream__power__avg1m") & workers
         # the task the killed worker held failed once it sent no heartbeat, and its retry ran on the other
         path = f"/api/v2/dags/{held['dag_id']}/dagRuns/{held['dag_run_id']}/taskInstances/{held['task_id']}"
         retried = wait_for(lambda: (ti := airflow.api(path))["state"] == "success" and ti, 240,
                            f"the retry of {held['task_id']}\n" + airflow.log("scheduler"))
-        assert retried["try_number"] > held["try_number"] and retried["hostname"] == "celery-worker-2", retried
+        assert retried["try_number"] > held["try_number"] and retried["hostname"] == survivor, retried
         assert jvms_of(airflow) == []
         alive = cluster.alive_workers()
         assert len(alive) == 1  # the killed worker stayed dead: the streams went on with one
