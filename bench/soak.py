@@ -430,17 +430,28 @@ class Fault:
     error: str | None = None
 
 
+#: seconds from a node's kill to the task process kill that follows it
+TASK_AFTER_NODE_S = 3.0
+
+
 def plan_faults(rng: random.Random, seconds: float) -> list[Fault]:
     """Each component killed ``max(1, 0.75 x minutes)`` times, at random moments between 10% and 75%
     of the feed (the rest shows that the streams recover while rows still come), each restarted 1 to
-    5 s after its kill; a component's kills are at least 20 s apart."""
+    5 s after its kill; a component's kills are at least 20 s apart.
+
+    A task process is killed :data:`TASK_AFTER_NODE_S` after each kill of the node: while the node
+    hosts the streams their tasks run in the triggerer, the node working, and no task process runs;
+    while it is down and starting again, their tasks resume on workers, which do the work themselves."""
     times = max(1, int(0.75 * seconds / 60))
     faults = []
     for component in COMPONENTS:
+        if component == "task":
+            continue
         slots = sorted(rng.uniform(0.1, 0.75) * seconds for _ in range(times))
         for i in range(1, len(slots)):
             slots[i] = max(slots[i], slots[i - 1] + 20)
         faults += [Fault(at, component, rng.uniform(1, 5)) for at in slots if at < seconds]
+    faults += [Fault(f.at + TASK_AFTER_NODE_S, "task", 0.0) for f in faults if f.component == "node"]
     return sorted(faults, key=lambda f: f.at)
 
 
