@@ -87,6 +87,11 @@ class Requests:
         self.isActive = False
 
 
+def _hosting(query: object) -> str:
+    """What the host runs for a stream, as its log says it."""
+    return "requests only" if isinstance(query, Requests) else "live detector"
+
+
 @dataclass
 class Hosted:
     stored: StoredStream
@@ -221,8 +226,7 @@ class DetectorHost:
             return
         self.hosted[key] = Hosted(stored, query, fd, runtime)
         self.failed_at.pop(key, None)
-        self.log(f"stream {key}: {'requests served' if isinstance(query, Requests) else 'live detector started'} "
-                 f"({query.id})")
+        self.log(f"stream {key}: {_hosting(query)} started ({query.id})")
         self._progress(self.hosted[key])
 
     def runtime(self, stored: StoredStream, state: dict) -> StreamRuntime:
@@ -300,8 +304,7 @@ class DetectorHost:
     def _stop(self, key: str, why: str) -> None:
         hosted = self._release(key)
         _report(hosted.stored.detector_path, {"host": None, "status": why, "at": datetime.now(UTC).isoformat()})
-        served = "requests served" if isinstance(hosted.query, Requests) else "live detector"
-        self.log(f"stream {key}: {served} {why}")
+        self.log(f"stream {key}: {_hosting(hosted.query)} {why}")
 
     def _fail(self, key: str, error: str) -> None:
         hosted = self._release(key)
@@ -324,8 +327,7 @@ class DetectorHost:
         taken = 0
         now = time.monotonic()
         for hosted in list(self.hosted.values()):
-            if hosted.runtime is None or (computed_live(hosted.stored.statement)
-                                          and not isinstance(hosted.query, Requests)):  # (its own batches compute it)
+            if hosted.runtime is None or computed_live(hosted.stored.statement):  # (its own batches compute it)
                 continue
             # a folder whose time has not changed holds no new request (looked into anyway every
             # second: two requests within one tick of the file system's clock share a time)

@@ -100,8 +100,6 @@ class StreamComputeOperator(StreamTask, BaseOperator):
 
     def _computed_by_node(self) -> bool:
         """The stream is computed in its live detector's batches, and a process (the node) hosts it."""
-        if self.kind not in ("window", "row"):
-            return False
         from airflow_stream_provider.plan.stream import computed_live
         from airflow_stream_provider.streams.store import detector_hosted
 

@@ -139,7 +139,10 @@ def computed_live(stmt: m.CreateStream) -> bool:
     """Whether the streaming query computes, writes and notifies each batch itself, where it runs
     (the stream node), leaving the DAG to supervise: LOW_LATENCY_CALC, and the streams of TDengine
     before 3.3.7 that write at every change or on the wall clock (AT_ONCE, MAX_DELAY,
-    FORCE_WINDOW_CLOSE, no window)."""
+    FORCE_WINDOW_CLOSE, no window). Only a detected stream has such a query: a PERIOD, SLIDING or
+    continuous query stream is computed by its DAG's runs, whatever its options."""
+    if not kind_of(stmt).detected:
+        return False
     legacy = stmt.legacy
     return stmt.options.low_latency_calc or (legacy is not None and (
         isinstance(stmt.trigger, m.RowTrigger) or legacy.trigger in LIVE_MODES))

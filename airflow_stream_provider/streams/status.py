@@ -257,9 +257,9 @@ def ins_stream_tasks(warehouse: Warehouse, store: StreamStore | None = None) -> 
             continue
         plan = plan_stream(stored.statement, db, store.load_state(db, name))
         main, recalc = plan.dag_id, plan.recalc_dag_id
+        det = _detector(stored) if plan.kind.served else {}
+        hosted = det.get("host") == "node" and det.get("status") == "running"
         if plan.kind.detected:
-            det = _detector(stored)
-            hosted = det.get("host") == "node" and det.get("status") == "running"
             progress = det.get("last_progress") or {}
             detail = det.get("error") if det.get("status") == "failed" else (
                 f"batch {progress.get('batchId')}, {progress.get('numInputRows')} rows" if progress else None)
@@ -267,8 +267,6 @@ def ins_stream_tasks(warehouse: Warehouse, store: StreamStore | None = None) -> 
                          "stream node" if hosted else "compute task",
                          "stopped" if stopped else det.get("status") or "on demand", detail))
         elif plan.kind is StreamKind.PERIOD:  # its instants, computed where its compute task asks
-            det = _detector(stored)
-            hosted = det.get("host") == "node" and det.get("status") == "running"
             last = store.load_state(db, name).get("last_fired")
             rows.append((name, db, "instants", "stream node" if hosted else "compute task",
                          "stopped" if stopped else "running" if hosted else "on demand",
