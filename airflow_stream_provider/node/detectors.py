@@ -41,7 +41,7 @@ from pyspark.sql import SparkSession
 
 from airflow_stream_provider import model as m
 from airflow_stream_provider.notify.delivery import DeliveryPaused
-from airflow_stream_provider.plan.stream import StreamKind, computed_live, plan_stream
+from airflow_stream_provider.plan.stream import StreamKind, computed_live, kind_of, plan_stream
 from airflow_stream_provider.streams import requests
 from airflow_stream_provider.streams.fire import rows
 from airflow_stream_provider.streams.fire.windows import detector_options, trigger_plan
@@ -60,8 +60,9 @@ RETRY_AFTER_S = 15.0
 #: requests of the streams' tasks the node works on at once
 REQUEST_WORKERS = 4
 #: detector batches a host runs at once (``AIRFLOW_STREAM_NODE_BATCH_SLOTS``), the others waiting
-#: their turn (:class:`~airflow_stream_provider.windows.detector.Turns`)
-BATCH_SLOTS = 2
+#: their turn (:class:`~airflow_stream_provider.windows.detector.Turns`): one per process, as a
+#: worker is one per core and a batch waiting for Spark or a receiver hands its turn on
+BATCH_SLOTS = 1
 #: how long a notify request delivers to an ON_FAILURE_PAUSE receiver that fails before it answers
 #: that the messages still wait (the task asks again: its run, and so its stream, waits)
 NOTIFY_PATIENCE_S = 30.0
@@ -175,10 +176,10 @@ class DetectorHost:
             except Exception as err:  # a definition that no longer parses: not ours to run
                 self.log(f"stream {db}.{name}: cannot read its definition: {err}")
                 continue
-            plan = plan_stream(stored.statement, db, self.store.load_state(db, name))
-            if not plan.kind.served or plan.paused:
-                continue
-            if not self.selects(plan.kind, stored.qualified):
+            kind = kind_of(stored.statement)
+            if not kind.served or not self.selects(kind, stored.qualified):
+                continue  # (a worker reads the state of its own streams only)
+            if plan_stream(stored.statement, db, self.store.load_state(db, name)).paused:
                 continue
             out[stored.qualified] = stored
         return out

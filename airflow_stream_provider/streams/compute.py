@@ -25,9 +25,11 @@ way, and the tests hold them to the same results.
 
 from __future__ import annotations
 
+import collections
 import functools
 import json
 import logging
+import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -272,12 +274,12 @@ class Compute:
         if src.skip_versions:
             return None
         try:
-            table, files, schema_json, arrow_schema, plain_files = _snapshot(src.path, version)  # None: the latest
-            schema = T.StructType.fromJson(json.loads(schema_json))
+            snapshot = _snapshot(src.path, version)  # None: the latest
         except DeltaError as err:
             log.info("reading %%trows with Spark: %s", err)
             return None
         ts = src.ts_column
+        files, schema, arrow_schema = snapshot.files, snapshot.schema, snapshot.arrow_schema
         kind = arrow_schema.field(ts).type
         lo, hi = (None if b is None else pa.scalar(b if kind.tz else b.astimezone(UTC).replace(tzinfo=None), kind)
                   for b in bounds)
@@ -289,15 +291,14 @@ class Compute:
             files = files.filter(pc.invert(pc.fill_null(outside, False)))
         if files.num_rows and (pc.sum(files["num_records"]).as_py() or 0) > limit:
             return None
-        if plain_files and not is_remote(src.path):
+        if snapshot.plain and not is_remote(src.path):
             # the few files the statistics keep, read as they are: a table of plain Parquet files
             # (no partitions, column mapping or deletion vectors: reader version 1) needs no more
             names = [str(Path(src.path) / unquote(f)) for f in files["path"].to_pylist()]
             dataset = pds.dataset(names, format="parquet", schema=arrow_schema)
         else:
             try:
-                with _snapshots_lock:
-                    dataset = table.to_pyarrow_dataset()
+                dataset = _dataset(src.path, snapshot.version)
             except DeltaError as err:  # a table feature the kernel cannot read (deletion vectors)
                 log.info("reading %%trows with Spark: %s", err)
                 return None
@@ -555,35 +556,87 @@ class Compute:
         raise StreamDefinitionError(f"placeholder {name} has no value here")
 
 
-_snapshots: dict[str, Any] = {}
+@dataclass(frozen=True)
+class _Snapshot:
+    """What :meth:`Compute.few_rows_table` needs of a table's version: its files (add actions with
+    statistics), its schema as Spark and Arrow type it, and whether its files are plain Parquet (no
+    partitions, column mapping or deletion vectors: reader version 1)."""
+
+    version: int
+    files: pa.Table
+    schema: T.StructType
+    arrow_schema: pa.Schema
+    plain: bool
+
+
+#: the kernel's table kept per path, at the latest version read, with what identified that
+#: version's commit file then (:func:`_version_key`)
+_tables: dict[str, tuple[Any, tuple | None]] = {}
+#: the snapshots of a local table's versions read lately, per (path, version, its commit file's
+#: inode and time: a table dropped and made again starts its versions anew): the streams on one
+#: table read each of its versions in turn
+_snapshots: collections.OrderedDict[tuple, _Snapshot] = collections.OrderedDict()
+_SNAPSHOTS_KEPT = 64
 _snapshots_lock = threading.Lock()
 
 
-def _snapshot(path: str, version: int | None) -> tuple[Any, pa.Table, str, pa.Schema, bool]:
-    """The Delta table at ``path`` as of ``version`` (None: the latest): the table, its files (add
-    actions with statistics), its schema as Spark JSON and as Arrow, and whether its files are plain
-    Parquet (no partitions, column mapping or deletion vectors: reader version 1).
+def _table_at(path: str, version: int | None) -> Any:
+    """The kernel's table at ``path`` as of ``version`` (None: the latest); call under the lock.
 
     The table is kept from call to call: a live stream reads its trigger table at each new version,
     which an open table reaches by reading the log entries since (milliseconds) rather than the whole
     log again. The kernel's table is not shared between threads: it is read under a lock."""
     from deltalake import DeltaTable
 
+    table, seen = _tables.get(path, (None, None))
+    if table is not None and not is_remote(path) and _version_key(path, table.version()) != seen:
+        table = None  # the table was dropped and made again since
+    if table is None or (version is not None and version < table.version()):
+        table = DeltaTable(path, version=version)
+    elif version is None:
+        table.update_incremental()
+    elif version > table.version():
+        table.load_as_version(version)
+    if version is None or table.version() == version:
+        _tables[path] = (table, None if is_remote(path) else _version_key(path, table.version()))
+    else:  # asked for a version before the one kept: a table of its own
+        table = DeltaTable(path, version=version)
+    return table
+
+
+def _snapshot(path: str, version: int | None) -> _Snapshot:
+    """The Delta table at ``path`` as of ``version`` (None: the latest). A version is read once
+    however many streams ask for it: its files and schema never change."""
+    key = None if version is None or is_remote(path) else _version_key(path, version)
     with _snapshots_lock:
-        table = _snapshots.get(path)
-        if table is None or (version is not None and version < table.version()):
-            table = DeltaTable(path, version=version)
-        elif version is None:
-            table.update_incremental()
-        elif version > table.version():
-            table.load_as_version(version)
-        if version is None or table.version() == version:
-            _snapshots[path] = table
-        else:  # asked for a version before the one kept: a table of its own
-            table = DeltaTable(path, version=version)
-        files = pa.table(table.get_add_actions(flatten=True))
-        plain = not table.metadata().partition_columns and table.protocol().min_reader_version < 2
-        return table, files, table.schema().to_json(), pa.schema(table.schema().to_arrow()), plain
+        if key is not None and (found := _snapshots.get(key)) is not None:
+            _snapshots.move_to_end(key)
+            return found
+        table = _table_at(path, version)
+        found = _Snapshot(table.version(), pa.table(table.get_add_actions(flatten=True)),
+                          T.StructType.fromJson(json.loads(table.schema().to_json())),
+                          pa.schema(table.schema().to_arrow()),
+                          not table.metadata().partition_columns and table.protocol().min_reader_version < 2)
+        if key is not None:
+            _snapshots[key] = found
+        while len(_snapshots) > _SNAPSHOTS_KEPT:
+            _snapshots.popitem(last=False)
+        return found
+
+
+def _version_key(path: str, version: int) -> tuple | None:
+    """What identifies ``version`` of the local table at ``path`` (None: no such commit file)."""
+    try:
+        found = os.stat(os.path.join(path, "_delta_log", f"{version:020d}.json"))
+    except OSError:
+        return None
+    return path, version, found.st_ino, found.st_mtime_ns
+
+
+def _dataset(path: str, version: int) -> pds.Dataset:
+    """The table at ``path`` as of ``version`` as an Arrow dataset, read by the kernel."""
+    with _snapshots_lock:
+        return _table_at(path, version).to_pyarrow_dataset()
 
 
 #: the Arrow types of the Spark types placeholders have, for the local path

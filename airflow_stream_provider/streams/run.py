@@ -32,7 +32,7 @@ from airflow_stream_provider.streams.store import StoredStream, StreamStore, det
 from airflow_stream_provider.streams.write import compute_all, delete_outputs, retract, table_names
 from airflow_stream_provider.warehouse import Warehouse
 from airflow_stream_provider.warehouse.catalog import Catalog, WarehouseError
-from airflow_stream_provider.windows.detector import DetectedBatch
+from airflow_stream_provider.windows.detector import DetectedBatch, elsewhere
 
 
 def run(warehouse: Warehouse, db: str, name: str, *, store: StreamStore | None = None,
@@ -145,7 +145,8 @@ def _run(warehouse: Warehouse, stored: StoredStream, state: dict, store: StreamS
     report.progress = update
     if commit:
         if stored.statement.notify is not None:
-            report.delivery = routing.deliver(stored, give_up_after=notify_patience(), say=say)
+            with elsewhere():  # the receivers' answers: the other batches of a node's worker go on meanwhile
+                report.delivery = routing.deliver(stored, give_up_after=notify_patience(), say=say)
         commit_progress(stored.db, stored.name, update, store=store)
     return report
 

@@ -29,6 +29,7 @@ from airflow_stream_provider.streams.store import StoredStream
 from airflow_stream_provider.warehouse import writer
 from airflow_stream_provider.warehouse.catalog import TBNAME, SubTable, TableInfo
 from airflow_stream_provider.warehouse.types import arrow_type, spark_type
+from airflow_stream_provider.windows.detector import elsewhere
 
 
 def table_names(runtime: StreamRuntime, groups: dict[str, tuple]) -> dict[str, str]:
@@ -95,12 +96,13 @@ def _compute(runtime: StreamRuntime, fired: list[Fired], report: RunReport, *,
         results = local.cast_to(results, to_arrow_schema(schema, timezone="UTC"))
         report.local += 1
     else:
-        frame = compute.frame(fired, batched=batched) if fired else None
-        if compute.batched_reason:
-            report.per_trigger = compute.batched_reason
-        schema = frame.schema if frame is not None else runtime.result_schema()
-        with runtime.warehouse.local_time():
-            results = frame.toArrow() if frame is not None else None
+        with elsewhere():  # while Spark computes, the other batches of a stream node's worker take their turns
+            frame = compute.frame(fired, batched=batched) if fired else None
+            if compute.batched_reason:
+                report.per_trigger = compute.batched_reason
+            schema = frame.schema if frame is not None else runtime.result_schema()
+            with runtime.warehouse.local_time():
+                results = frame.toArrow() if frame is not None else None
     if empty:
         assert fill is not None
         filled = fill_windows(runtime, empty, schema, fill, fired, results)

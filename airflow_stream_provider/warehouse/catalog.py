@@ -30,6 +30,7 @@ from airflow_stream_provider.model import ColumnDefinition, DataType, TableName
 from airflow_stream_provider.model.names import DATABASE, TABLE, TBNAME, InvalidName, NameKind, check_name, path_under
 from airflow_stream_provider.storage import Location, table_store
 from airflow_stream_provider.values import create_text, make_dirs
+from airflow_stream_provider.warehouse import writer
 from airflow_stream_provider.warehouse.types import arrow_type, from_json_value, parse_type, to_json_value
 
 ROLE = "tdengine.role"
@@ -266,9 +267,8 @@ class Catalog:
         cached = self._tables.get(path)
         if cached is not None:
             return cached
-        from deltalake import DeltaTable
-
-        fields = DeltaTable(str(path)).schema().fields
+        with writer.latest(path) as table:  # a local table's kept one: no log read from the start
+            fields = table.schema().fields
         columns = tuple(Column(f.name, parse_type(f.metadata[TYPE]), f.metadata[ROLE]) for f in fields
                         if ROLE in f.metadata)
         info = TableInfo(db.lower(), name, path, columns, self.precision(db))

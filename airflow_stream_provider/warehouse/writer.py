@@ -96,6 +96,13 @@ def _commit_file(path: str, table: DeltaTable) -> tuple:
     return found.st_ino, found.st_mtime_ns, found.st_size
 
 
+def _has_commit(path: str, version: int) -> bool:
+    """Whether the local table at ``path`` has a commit ``version``. Versions are consecutive, so
+    when the one after a kept table's is missing the table is current: bringing it up to date would
+    replay its log from the last checkpoint (milliseconds per commit since) only to find nothing."""
+    return os.path.exists(os.path.join(path, "_delta_log", f"{version:020d}.json"))
+
+
 @contextlib.contextmanager
 def latest(path: Location) -> Iterator[DeltaTable]:
     """The Delta table at ``path`` as it is now, for this thread alone until the block ends; raises
@@ -119,7 +126,7 @@ def latest(path: Location) -> Iterator[DeltaTable]:
             table, seen = _kept.pop(key, (None, ()))
         if table is None or not seen or _commit_file(key, table) != seen:
             table = DeltaTable(key)
-        else:
+        elif _has_commit(key, table.version() + 1):
             table.update_incremental()
         yield table  # (an error leaves it out of the kept tables)
         seen = _commit_file(key, table)

@@ -446,6 +446,10 @@ class Detector:
                 for i, text in enumerate(texts)}
 
 
+#: the turns whose slot the calling thread's batch holds (none: it holds no turn)
+_holding = threading.local()
+
+
 class Turns:
     """At most ``slots`` batches at once among the detectors of a process, in the order they asked,
     and none waiting more than ``max_wait_s`` for its turn.
@@ -454,9 +458,10 @@ class Turns:
     the interpreter's lock, and each of them ends only when nearly all have: every stream's output
     waits for the whole round. Taken in turns, the first ends after one batch, the next after two:
     half the round on average, for the same work. A freed slot goes to the detector that has waited
-    longest. A batch that holds its turn long (its computation waits for Spark, its notifications
-    for a receiver) delays the others by ``max_wait_s`` at most: then they run beside it, over the
-    slots, as they would without turns."""
+    longest. A batch that waits for something else (its computation for Spark, its notifications
+    for a receiver: :func:`elsewhere`) hands its slot on meanwhile, and takes the next one back
+    before any other. One that holds its turn long all the same delays the others by
+    ``max_wait_s`` at most: then they run beside it, over the slots, as they would without turns."""
 
     def __init__(self, slots: int, max_wait_s: float = 1.0) -> None:
         if slots < 1:
@@ -468,26 +473,61 @@ class Turns:
 
     @contextlib.contextmanager
     def turn(self) -> Iterator[None]:
+        self._take(first=False)
+        _holding.turns = self
+        try:
+            yield
+        finally:
+            _holding.turns = None
+            self._give()
+
+    @contextlib.contextmanager
+    def away(self) -> Iterator[None]:
+        """The block runs without the turn the calling thread holds, which it takes back after it,
+        first in line."""
+        _holding.turns = None
+        self._give()
+        try:
+            yield
+        finally:
+            self._take(first=True)
+            _holding.turns = self
+
+    def _take(self, *, first: bool) -> None:
         with self._lock:
             mine = None
             if self._free > 0 and not self._waiting:
                 self._free -= 1
             else:
                 mine = threading.Event()
-                self._waiting.append(mine)
+                if first:
+                    self._waiting.appendleft(mine)
+                else:
+                    self._waiting.append(mine)
         if mine is not None and not mine.wait(self.max_wait_s):  # (set: the slot was handed over)
             with self._lock:
                 if not mine.is_set():  # waited long enough: run over the slots
                     self._waiting.remove(mine)
                     self._free -= 1
-        try:
-            yield
-        finally:
-            with self._lock:
-                if self._free >= 0 and self._waiting:
-                    self._waiting.popleft().set()
-                else:
-                    self._free += 1
+
+    def _give(self) -> None:
+        with self._lock:
+            if self._free >= 0 and self._waiting:
+                self._waiting.popleft().set()
+            else:
+                self._free += 1
+
+
+@contextlib.contextmanager
+def elsewhere() -> Iterator[None]:
+    """The calling thread's batch waits for something other than this process (Spark, a receiver)
+    during the block: the turn it holds, if any, goes to the next batch meanwhile."""
+    turns = getattr(_holding, "turns", None)
+    if turns is None:
+        yield
+        return
+    with turns.away():
+        yield
 
 
 class LiveDetector:

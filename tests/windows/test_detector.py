@@ -342,13 +342,68 @@ def test_a_batch_holding_its_turn_long_delays_the_others_by_the_longest_wait_onl
     assert most_at_once(turns, 4) == 1  # back to one slot: a second batch waits while the first runs
 
 
+def test_a_batch_waiting_elsewhere_hands_its_turn_on_and_takes_the_next_back_first():
+    """A batch whose computation waits for Spark (or its notifications for a receiver) is not
+    holding the process's one slot meanwhile: the next batch runs; when the wait ends, the batch
+    resumes as soon as the slot is free, before the batches that asked after it. Outside a turn,
+    ``elsewhere`` changes nothing."""
+    import threading
+
+    turns = detector.Turns(1, max_wait_s=60)
+    order: list[str] = []
+    waiting, answered, second_in = threading.Event(), threading.Event(), threading.Event()
+    second_may_end = threading.Event()
+
+    def spark_batch() -> None:
+        with turns.turn():
+            order.append("a computes")
+            with detector.elsewhere():
+                waiting.set()
+                answered.wait(10)
+            order.append("a writes")
+
+    def second() -> None:
+        with turns.turn():
+            second_in.set()
+            order.append("b")
+            second_may_end.wait(10)
+
+    def third() -> None:
+        with turns.turn():
+            order.append("c")
+
+    a = threading.Thread(target=spark_batch)
+    a.start()
+    assert waiting.wait(10)
+    b = threading.Thread(target=second)
+    b.start()
+    assert second_in.wait(10)  # the slot was handed on while a waits
+    c = threading.Thread(target=third)
+    c.start()
+    deadline = time.monotonic() + 10
+    while len(turns._waiting) < 1 and time.monotonic() < deadline:
+        time.sleep(0.001)
+    answered.set()  # a's answer comes while b runs: a queues before c, which asked earlier
+    while len(turns._waiting) < 2 and time.monotonic() < deadline:
+        time.sleep(0.001)
+    second_may_end.set()
+    for thread in (a, b, c):
+        thread.join(10)
+    assert order == ["a computes", "b", "a writes", "c"]
+    assert most_at_once(turns, 4) == 1  # one slot still
+
+    with detector.elsewhere():  # no turn held
+        order.append("outside")
+    assert order[-1] == "outside"
+
+
 def test_the_nodes_batch_slots_come_from_the_environment(monkeypatch):
     from airflow_stream_provider.node.detectors import BATCH_SLOTS, batch_slots
 
     monkeypatch.delenv("AIRFLOW_STREAM_NODE_BATCH_SLOTS", raising=False)
-    assert batch_slots() == BATCH_SLOTS == 2
-    monkeypatch.setenv("AIRFLOW_STREAM_NODE_BATCH_SLOTS", " 1 ")
-    assert batch_slots() == 1
+    assert batch_slots() == BATCH_SLOTS == 1
+    monkeypatch.setenv("AIRFLOW_STREAM_NODE_BATCH_SLOTS", " 3 ")
+    assert batch_slots() == 3
     monkeypatch.setenv("AIRFLOW_STREAM_NODE_BATCH_SLOTS", "two")
     with pytest.raises(ValueError, match="AIRFLOW_STREAM_NODE_BATCH_SLOTS is a number of batches, not 'two'"):
         batch_slots()
