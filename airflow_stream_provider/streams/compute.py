@@ -29,7 +29,6 @@ import collections
 import functools
 import json
 import logging
-import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -55,6 +54,7 @@ from airflow_stream_provider.sql.spark import Binding
 from airflow_stream_provider.sql.tdengine.dialect import result_name
 from airflow_stream_provider.storage import is_remote
 from airflow_stream_provider.streams import local
+from airflow_stream_provider.warehouse import writer
 from airflow_stream_provider.warehouse.warehouse import Warehouse, delta_table
 from airflow_stream_provider.windows import query as window_query
 
@@ -570,7 +570,7 @@ class _Snapshot:
 
 
 #: the kernel's table kept per path, at the latest version read, with what identified that
-#: version's commit file then (:func:`_version_key`)
+#: version's commit file then (:func:`~airflow_stream_provider.warehouse.writer.commit_identity`)
 _tables: dict[str, tuple[Any, tuple | None]] = {}
 #: the snapshots of a local table's versions read lately, per (path, version, its commit file's
 #: inode and time: a table dropped and made again starts its versions anew): the streams on one
@@ -589,7 +589,7 @@ def _table_at(path: str, version: int | None) -> Any:
     from deltalake import DeltaTable
 
     table, seen = _tables.get(path, (None, None))
-    if table is not None and not is_remote(path) and _version_key(path, table.version()) != seen:
+    if table is not None and not is_remote(path) and writer.commit_identity(path, table.version()) != seen:
         table = None  # the table was dropped and made again since
     if table is None or (version is not None and version < table.version()):
         table = DeltaTable(path, version=version)
@@ -598,7 +598,7 @@ def _table_at(path: str, version: int | None) -> Any:
     elif version > table.version():
         table.load_as_version(version)
     if version is None or table.version() == version:
-        _tables[path] = (table, None if is_remote(path) else _version_key(path, table.version()))
+        _tables[path] = (table, None if is_remote(path) else writer.commit_identity(path, table.version()))
     else:  # asked for a version before the one kept: a table of its own
         table = DeltaTable(path, version=version)
     return table
@@ -607,7 +607,8 @@ def _table_at(path: str, version: int | None) -> Any:
 def _snapshot(path: str, version: int | None) -> _Snapshot:
     """The Delta table at ``path`` as of ``version`` (None: the latest). A version is read once
     however many streams ask for it: its files and schema never change."""
-    key = None if version is None or is_remote(path) else _version_key(path, version)
+    identity = () if version is None or is_remote(path) else writer.commit_identity(path, version)
+    key = (path, version, *identity) if identity else None
     with _snapshots_lock:
         if key is not None and (found := _snapshots.get(key)) is not None:
             _snapshots.move_to_end(key)
@@ -622,15 +623,6 @@ def _snapshot(path: str, version: int | None) -> _Snapshot:
         while len(_snapshots) > _SNAPSHOTS_KEPT:
             _snapshots.popitem(last=False)
         return found
-
-
-def _version_key(path: str, version: int) -> tuple | None:
-    """What identifies ``version`` of the local table at ``path`` (None: no such commit file)."""
-    try:
-        found = os.stat(os.path.join(path, "_delta_log", f"{version:020d}.json"))
-    except OSError:
-        return None
-    return path, version, found.st_ino, found.st_mtime_ns
 
 
 def _dataset(path: str, version: int) -> pds.Dataset:

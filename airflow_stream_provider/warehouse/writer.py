@@ -86,21 +86,19 @@ _kept_lock = threading.Lock()
 _path_locks: dict[str, threading.RLock] = {}
 
 
-def _commit_file(path: str, table: DeltaTable) -> tuple:
-    """What identifies the table's latest commit file (the same path is another table once dropped
-    and created again); () when it cannot be seen."""
+def commit_identity(path: str, version: int) -> tuple:
+    """What identifies the commit file of ``version`` of the local table at ``path`` (the same path
+    is another table once dropped and created again); () when there is none."""
     try:
-        found = os.stat(os.path.join(path, "_delta_log", f"{table.version():020d}.json"))
+        found = os.stat(os.path.join(path, "_delta_log", f"{version:020d}.json"))
     except OSError:
         return ()
     return found.st_ino, found.st_mtime_ns, found.st_size
 
 
-def _has_commit(path: str, version: int) -> bool:
-    """Whether the local table at ``path`` has a commit ``version``. Versions are consecutive, so
-    when the one after a kept table's is missing the table is current: bringing it up to date would
-    replay its log from the last checkpoint (milliseconds per commit since) only to find nothing."""
-    return os.path.exists(os.path.join(path, "_delta_log", f"{version:020d}.json"))
+def _commit_file(path: str, table: DeltaTable) -> tuple:
+    """What identifies the table's latest commit file; () when it cannot be seen."""
+    return commit_identity(path, table.version())
 
 
 @contextlib.contextmanager
@@ -126,7 +124,9 @@ def latest(path: Location) -> Iterator[DeltaTable]:
             table, seen = _kept.pop(key, (None, ()))
         if table is None or not seen or _commit_file(key, table) != seen:
             table = DeltaTable(key)
-        elif _has_commit(key, table.version() + 1):
+        elif commit_identity(key, table.version() + 1):
+            # (versions are consecutive: without the next one the table is current, and the kernel's
+            # update would replay the log from its last checkpoint only to find nothing)
             table.update_incremental()
         yield table  # (an error leaves it out of the kept tables)
         seen = _commit_file(key, table)
