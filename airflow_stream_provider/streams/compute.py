@@ -53,7 +53,7 @@ from airflow_stream_provider.sql.functions import AGGREGATES
 from airflow_stream_provider.sql.spark import Binding
 from airflow_stream_provider.sql.tdengine.dialect import result_name
 from airflow_stream_provider.storage import is_remote
-from airflow_stream_provider.streams import local
+from airflow_stream_provider.streams import aggregates, local
 from airflow_stream_provider.warehouse import writer
 from airflow_stream_provider.warehouse.warehouse import Warehouse, delta_table
 from airflow_stream_provider.windows import query as window_query
@@ -159,6 +159,7 @@ class Compute:
         self.trows = any(t.name == "%%trows" for t in self.tree.find_all(TriggerTable))
         self.batched_reason: str | None = None  # why the last batch ran per trigger, if it did
         self._local: str | None = None  # the query in DuckDB's dialect ("": Spark runs it), once known
+        self._items: tuple[aggregates.Item, ...] | None = None  # the query as aggregates (empty: it is not)
 
     @property
     def spark(self) -> SparkSession:
@@ -495,9 +496,27 @@ class Compute:
             rows = self._local_trows(found[0])
             if rows is None:
                 return None
-            tables = {"__trows": rows, "__triggers": self._trigger_table(group)}
-            parts.append(local.run(self._local_sql() or "", tables))
+            triggers = self._trigger_table(group)
+            computed = self._aggregated(group, rows, triggers)
+            if computed is None:
+                computed = local.run(self._local_sql() or "", {"__trows": rows, "__triggers": triggers})
+            parts.append(computed)
         return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+
+    def _aggregated(self, fired: Sequence[Fired], rows: pa.Table, triggers: pa.Table) -> pa.Table | None:
+        """The results of ``fired`` from its ``%%trows`` ``rows`` without SQL when the query is
+        placeholders and plain aggregates (:mod:`.aggregates`); None: DuckDB computes them."""
+        if self._items is None:
+            self._items = aggregates.plan(self.tree) or ()
+            log.info("computing %s", "window aggregates from the rows" if self._items else "with DuckDB")
+        src = self.source
+        if not self._items or src is None:
+            return None
+        slices = aggregates.window_slices(rows, src.ts_column, src.keys, [self._bindings(t) for t in fired],
+                                          end_inclusive=src.end_inclusive, bounds=(TROWS_FROM, TROWS_TO))
+        if slices is None:
+            return None
+        return aggregates.evaluate(self._items, rows, triggers, slices, column_of)
 
     def _local_sql(self) -> str | None:
         """The batched query in DuckDB's dialect over ``__triggers`` and ``__trows`` (None: not

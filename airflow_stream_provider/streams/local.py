@@ -11,7 +11,8 @@ Only SQL whose every part means the same in both engines goes this way: the node
 COALESCE, the aggregates COUNT, SUM, AVG, MIN and MAX, casts to floating point) and nothing that
 depends on the engine's time zone, string formats or function library. Anything else, and any
 query reading a table other than ``%%trows``, runs on Spark as before. The differential test
-(``tests/streams/test_local_compute.py``) holds the two paths to the same results.
+(``tests/streams/test_local_compute.py``) holds the two paths to the same results. The commonest
+query, placeholders and plain aggregates, does without DuckDB's query too (:mod:`.aggregates`).
 """
 
 from __future__ import annotations
