@@ -350,7 +350,8 @@ class Detector:
             for lo, hi in self.options.skip_versions:
                 version = table["_commit_version"]
                 keep = pc.and_(keep, pc.invert(pc.and_(pc.greater_equal(version, lo), pc.less_equal(version, hi))))
-            table = table.filter(keep)
+            if not pc.all(keep).as_py():  # (all kept: the feed's own table, whose frame the streams share)
+                table = table.filter(keep)
         if plan.subtable is not None:
             table = table.filter(pc.equal(table["tbname"], plan.subtable))
         if plan.since is not None:
@@ -358,11 +359,8 @@ class Detector:
             table = table.filter(pc.greater_equal(ts, _stamp(plan.since, ts.type)))
         if not table.num_rows:
             return None
-        table = table.select([*plan.columns, "_change_type", "_commit_version"])
-        frame = table.to_pandas()
-        if plan.ts_column not in plan.keys:  # the step works in microseconds
-            frame[plan.ts_column] = micros(frame[plan.ts_column])
-        frame.attrs["groups"] = group_codes(table, plan.keys)
+        frame, groups = _frame(table, plan)
+        frame.attrs["groups"] = groups
         return frame
 
     def _scan(self, rows: pd.DataFrame | None, now_ms: int) -> tuple[list[pd.DataFrame], dict[str, list | None], int]:
@@ -444,6 +442,39 @@ class Detector:
                              bounds[i + 1] - bounds[i]),
                        int(ts[raw_bounds[i]]), int(ts[raw_bounds[i + 1] - 1]))
                 for i, text in enumerate(texts)}
+
+
+#: a batch's rows as a frame, kept for the other streams of the process reading the same rows: the
+#: feed's table of a version (by identity), the columns, the PARTITION BY keys -> (table, frame, groups)
+_frames: collections.OrderedDict[tuple, tuple[pa.Table, pd.DataFrame, tuple]] = collections.OrderedDict()
+_frames_lock = threading.Lock()
+#: frames kept, and the most rows of one kept (a batch catching up is converted for its stream alone)
+FRAMES_KEPT, FRAME_ROWS = 64, 20_000
+
+
+def _frame(table: pa.Table, plan: TriggerPlan) -> tuple[pd.DataFrame, tuple[np.ndarray, list[tuple]]]:
+    """A batch's raw rows as :meth:`Detector._rows` gives them, and their groups (:func:`group_codes`).
+
+    Every stream on a table reads each new version's rows: the streams that read the same columns
+    and group them the same way share one conversion, and each gets its own copy of the frame."""
+    key = (id(table), plan.columns, plan.keys, plan.ts_column)
+    with _frames_lock:
+        found = _frames.get(key)
+        if found is not None and found[0] is table:  # (an id is reused only once its table is gone)
+            _frames.move_to_end(key)
+            return found[1].copy(), found[2]
+    selected = table.select([*plan.columns, "_change_type", "_commit_version"])
+    frame = selected.to_pandas()
+    if plan.ts_column not in plan.keys:  # the step works in microseconds
+        frame[plan.ts_column] = micros(frame[plan.ts_column])
+    groups = group_codes(selected, plan.keys)
+    if table.num_rows > FRAME_ROWS:
+        return frame, groups
+    with _frames_lock:
+        _frames[key] = (table, frame, groups)
+        while len(_frames) > FRAMES_KEPT:
+            _frames.popitem(last=False)
+    return frame.copy(), groups
 
 
 #: the turns whose slot the calling thread's batch holds (none: it holds no turn)

@@ -140,6 +140,43 @@ def test_restart_from_checkpoint_continues_without_loss_or_duplicates(spark, tmp
     assert streamed["trigger_id"].is_unique  # one close per window, none twice
 
 
+def test_streams_on_one_feed_share_each_versions_rows_and_detect_as_they_would_alone(spark, tmp_path, monkeypatch):
+    wh, info, plan, opts = setup(spark, tmp_path, "sh", TRIGGERS["state"])
+    (other,) = parse("CREATE STREAM power.s_sh2 STATE_WINDOW(voltage) FROM power.sh PARTITION BY tbname "
+                     "INTO power.out_sh2 AS SELECT _twstart, count(*) FROM power.sh")
+    plan2 = plan_trigger(other, wh.catalog, "power")
+    assert (plan2.columns, plan2.keys) == (plan.columns, plan.keys)
+    conversions = []
+    counted = detector.group_codes
+    monkeypatch.setattr(detector, "group_codes", lambda *a: conversions.append(1) or counted(*a))
+    rows = make_rows(11).sort_values("ts", kind="stable")
+    for part in np.array_split(np.arange(len(rows)), 3):
+        write(info, rows.iloc[part])
+    shared = detector.ChangeFeed(plan.path)
+    runs = {}
+    for name, p in (("a", plan), ("b", plan2)):
+        o = dataclasses.replace(opts, events_path=str(tmp_path / f"shared_{name}"),
+                                checkpoint=str(tmp_path / f"cs_{name}"), max_files_per_trigger=1)
+        step = detector.Detector(p, o, feed=shared)
+        if name == "a":  # a stream changing its rows changes no other stream's
+            original = step._rows
+
+            def mutating(offset, original=original):
+                frame = original(offset)
+                if frame is not None:
+                    frame["voltage"] = -1
+                return frame
+
+            step._rows = mutating
+        assert step.run_available() == 3
+        runs[name] = events_table(o)
+    assert len(conversions) == 3  # once per version: the second stream reads the first one's frames
+    alone = dataclasses.replace(opts, events_path=str(tmp_path / "alone"), checkpoint=str(tmp_path / "ca"))
+    detector.Detector(plan2, alone).run_available()
+    assert len(runs["b"]) > 0
+    assert key(runs["b"]) == key(events_table(alone))
+
+
 KILLED_RUN = textwrap.dedent("""
     import sys, time
     from airflow_stream_provider.sql import parse
