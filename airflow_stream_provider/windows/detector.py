@@ -244,6 +244,8 @@ class Detector:
         self.planned = found.planned
         self.snapshot = found.snapshot
         self.last: BatchReport | None = None
+        # batches since the last one that reported windows, and between the last two that did
+        self._quiet, self._period = 0, 1
 
     # --- planning --------------------------------------------------------------------------------
 
@@ -273,6 +275,13 @@ class Detector:
 
     def _due(self, now_ms: int) -> bool:
         return any(due is not None and due <= now_ms for _, due in self.groups.values())
+
+    def expects_windows(self) -> bool:
+        """Whether the next batch is expected to report windows: the stream has reported in every
+        batch, or as many batches have passed since it last did as passed between its last two
+        reports (an INTERVAL(10s) stream fed every second reports every tenth batch). Only the
+        order of turns (:class:`Turns`) depends on it."""
+        return self._quiet + 1 >= self._period
 
     def next_timeout(self) -> float | None:
         """Epoch seconds of the earliest processing-time timeout (None: none set)."""
@@ -314,6 +323,10 @@ class Detector:
             self.after_batch(DetectedBatch(batch, written, offset["last"]))
         self.checkpoint.commit(batch, count)
         self.batch, self.groups, self.planned = batch, merged, None
+        if count:
+            self._quiet, self._period = 0, self._quiet + 1
+        else:
+            self._quiet += 1
         if offset.get("snapshot") is not None or offset["first"] is not None:
             self.position = offset["last"]
         if snapshot:
@@ -482,17 +495,19 @@ _holding = threading.local()
 
 
 class Turns:
-    """At most ``slots`` batches at once among the detectors of a process, in the order they asked,
-    and none waiting more than ``max_wait_s`` for its turn.
+    """At most ``slots`` batches at once among the detectors of a process, in the order they asked
+    (those expected to report windows first), and none waiting more than ``max_wait_s`` for its turn.
 
     A new version of a table wakes every stream on it at once. Run side by side, their batches share
     the interpreter's lock, and each of them ends only when nearly all have: every stream's output
     waits for the whole round. Taken in turns, the first ends after one batch, the next after two:
     half the round on average, for the same work. A freed slot goes to the detector that has waited
-    longest. A batch that waits for something else (its computation for Spark, its notifications
-    for a receiver: :func:`elsewhere`) hands its slot on meanwhile, and takes the next one back
-    before any other. One that holds its turn long all the same delays the others by
-    ``max_wait_s`` at most: then they run beside it, over the slots, as they would without turns."""
+    longest, and one whose batch is not expected to report a window (:meth:`Detector.expects_windows`)
+    waits until no other does: its place in the round delays no result. A batch that waits for
+    something else (its computation for Spark, its notifications for a receiver: :func:`elsewhere`)
+    hands its slot on meanwhile, and takes the next one back before any other. One that holds its
+    turn long all the same delays the others by ``max_wait_s`` at most: then they run beside it,
+    over the slots, as they would without turns."""
 
     def __init__(self, slots: int, max_wait_s: float = 1.0) -> None:
         if slots < 1:
@@ -501,10 +516,12 @@ class Turns:
         self._free = slots  # below zero while batches that waited too long run over the slots
         self._lock = threading.Lock()
         self._waiting: collections.deque[threading.Event] = collections.deque()
+        self._later: collections.deque[threading.Event] = collections.deque()  # expected to report nothing
 
     @contextlib.contextmanager
-    def turn(self) -> Iterator[None]:
-        self._take(first=False)
+    def turn(self, *, expected: bool = True) -> Iterator[None]:
+        """The block runs in a turn; ``expected``: the batch is expected to report windows."""
+        self._take(first=False, later=not expected)
         _holding.turns = self
         try:
             yield
@@ -524,27 +541,29 @@ class Turns:
             self._take(first=True)
             _holding.turns = self
 
-    def _take(self, *, first: bool) -> None:
+    def _take(self, *, first: bool, later: bool = False) -> None:
         with self._lock:
             mine = None
-            if self._free > 0 and not self._waiting:
+            if self._free > 0 and not self._waiting and not self._later:
                 self._free -= 1
             else:
                 mine = threading.Event()
+                queue = self._later if later else self._waiting
                 if first:
-                    self._waiting.appendleft(mine)
+                    queue.appendleft(mine)
                 else:
-                    self._waiting.append(mine)
+                    queue.append(mine)
         if mine is not None and not mine.wait(self.max_wait_s):  # (set: the slot was handed over)
             with self._lock:
                 if not mine.is_set():  # waited long enough: run over the slots
-                    self._waiting.remove(mine)
+                    (self._later if later else self._waiting).remove(mine)
                     self._free -= 1
 
     def _give(self) -> None:
         with self._lock:
-            if self._free >= 0 and self._waiting:
-                self._waiting.popleft().set()
+            queue = self._waiting or self._later
+            if self._free >= 0 and queue:
+                queue.popleft().set()
             else:
                 self._free += 1
 
@@ -593,7 +612,8 @@ class LiveDetector:
         detector = self.detector
         try:
             while not self._stop.is_set():
-                with self.turns.turn() if self.turns is not None else contextlib.nullcontext():
+                with self.turns.turn(expected=detector.expects_windows()) if self.turns is not None \
+                        else contextlib.nullcontext():
                     ran = detector.run_once()
                 if ran is not None:
                     continue

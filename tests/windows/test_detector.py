@@ -379,6 +379,59 @@ def test_a_batch_holding_its_turn_long_delays_the_others_by_the_longest_wait_onl
     assert most_at_once(turns, 4) == 1  # back to one slot: a second batch waits while the first runs
 
 
+def test_batches_expected_to_report_windows_take_their_turns_first():
+    """With one slot, the batches not expected to report a window wait until those expected to have
+    had their turns, each kind in the order it asked."""
+    import threading
+
+    turns = detector.Turns(1, max_wait_s=60)
+    order: list[str] = []
+    held, release = threading.Event(), threading.Event()
+
+    def first() -> None:
+        with turns.turn():
+            held.set()
+            release.wait(10)
+            order.append("first")
+
+    def later(name: str, expected: bool) -> None:
+        with turns.turn(expected=expected):
+            order.append(name)
+
+    threads = [threading.Thread(target=first)]
+    threads[0].start()
+    assert held.wait(10)
+    for name, expected in (("quiet1", False), ("b", True), ("quiet2", False), ("c", True)):
+        threads.append(threading.Thread(target=later, args=(name, expected)))
+        threads[-1].start()
+        deadline = time.monotonic() + 10
+        while len(turns._waiting) + len(turns._later) < len(threads) - 1 and time.monotonic() < deadline:
+            time.sleep(0.001)
+    release.set()
+    for thread in threads:
+        thread.join(10)
+    assert order == ["first", "b", "c", "quiet1", "quiet2"]
+    with turns.turn(expected=False):  # a free slot is taken at once, expected or not
+        assert turns._free == 0
+
+
+def test_a_stream_reporting_every_third_batch_is_expected_to_every_third_batch(spark, tmp_path):
+    wh, info, plan, opts = setup(spark, tmp_path, "q", "INTERVAL(3s) SLIDING(3s)")
+    step = detector.Detector(plan, dataclasses.replace(opts, max_files_per_trigger=1))
+    expected, reported = [], []
+    for second in range(13):  # one row a second: the window [3k, 3k + 3) closes at the row of 3k + 3
+        write(info, pd.DataFrame({"ts": [second * S], "current": [1.0], "voltage": [220], "tbname": ["d1"],
+                                  "location": ["SF"]}))
+        expected.append(step.expects_windows())
+        ran = step.run_once()
+        assert ran is not None
+        reported.append(ran.events > 0)
+    assert reported == [second > 0 and second % 3 == 0 for second in range(13)]
+    assert expected[:1] == [True]  # nothing known yet
+    # from the second report on, the stream is expected in the batches that report, and only there
+    assert expected[7:] == reported[7:]
+
+
 def test_a_batch_waiting_elsewhere_hands_its_turn_on_and_takes_the_next_back_first():
     """A batch whose computation waits for Spark (or its notifications for a receiver) is not
     holding the process's one slot meanwhile: the next batch runs; when the wait ends, the batch
