@@ -93,10 +93,12 @@ def window_slices(rows: pa.Table, ts: str, keys: Sequence[str], triggers: Sequen
     """Where each trigger's rows are in ``rows`` sorted by group then time: the rows whose ``keys``
     equal the trigger's ``%%1``, ``%%2``... (NULL equal to NULL) and whose time is in the trigger's
     ``bounds`` (two placeholder names: from, included, and to, included when ``end_inclusive``).
-    None when a trigger's value cannot be compared with its column."""
+    None when a key is not a column of ``rows``, or a trigger's value cannot be compared with it."""
     count = rows.num_rows
     codes = np.zeros(count, np.int64)
     wanted = np.zeros(len(triggers), np.int64)
+    if any(key not in rows.column_names for key in keys):
+        return None
     for i, key in enumerate(keys, start=1):
         column = rows[key].combine_chunks()
         try:
@@ -107,6 +109,9 @@ def window_slices(rows: pa.Table, ts: str, keys: Sequence[str], triggers: Sequen
         indices = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
         size = len(encoded.dictionary)
         codes, wanted = codes * size + indices[:count], wanted * size + indices[count:]
+        if i < len(keys):  # numbered afresh, so that the next key's multiple stays within 64 bits
+            _, renumbered = np.unique(np.concatenate([codes, wanted]), return_inverse=True)
+            codes, wanted = renumbered[:count].astype(np.int64), renumbered[count:].astype(np.int64)
     times = _micros(rows[ts])
     order = np.lexsort((times, codes))
     codes, times = codes[order], times[order]
@@ -115,7 +120,8 @@ def window_slices(rows: pa.Table, ts: str, keys: Sequence[str], triggers: Sequen
     hi = np.empty(len(triggers), np.int64)
     for j, trigger in enumerate(triggers):
         low, high = trigger.get(bounds[0]), trigger.get(bounds[1])
-        if not isinstance(low, datetime) or not isinstance(high, datetime):
+        if not isinstance(low, datetime) or not isinstance(high, datetime) or low.tzinfo is None \
+                or high.tzinfo is None:
             return None
         run = times[start[j]:end[j]]
         lo[j] = start[j] + np.searchsorted(run, (low - _EPOCH) // _MICRO, "left")

@@ -129,3 +129,21 @@ def test_evaluate_gives_the_trigger_columns_then_the_items():
     assert out["__c1"].to_pylist() == [2, 1, 0, 1, 2]
     assert aggregates.evaluate(aggregates.plan(_tree("SELECT _twstart ts, max(w) FROM %%trows")), rows, triggers,
                                _slices(rows), lambda name: name) is None  # a column %%trows does not have
+
+
+def test_windows_of_two_keys_match_both_null_safely():
+    rows = pa.table({"ts": pa.array([T0 + timedelta(seconds=s) for s in range(6)], pa.timestamp("us", tz="UTC")),
+                     "tbname": ["a", "a", "b", "b", "a", "a"],
+                     "site": pa.array([1, 2, 1, None, None, 1], pa.int32())})
+    triggers = [{"%%1": "a", "%%2": 1, TROWS_FROM: T0, TROWS_TO: T0 + timedelta(seconds=9)},
+                {"%%1": "b", "%%2": None, TROWS_FROM: T0, TROWS_TO: T0 + timedelta(seconds=9)},
+                {"%%1": "a", "%%2": None, TROWS_FROM: T0, TROWS_TO: T0 + timedelta(seconds=9)},
+                {"%%1": "b", "%%2": 2, TROWS_FROM: T0, TROWS_TO: T0 + timedelta(seconds=9)}]
+    found = aggregates.window_slices(rows, "ts", ["tbname", "site"], triggers, end_inclusive=True,
+                                     bounds=(TROWS_FROM, TROWS_TO))
+    assert found is not None
+    assert aggregates.aggregate("count", None, found).to_pylist() == [2, 1, 1, 0]  # a/1 at 0 and 5; b/NULL at 3
+    assert aggregates.aggregate("max", rows["ts"], found).to_pylist() == [
+        T0 + timedelta(seconds=5), T0 + timedelta(seconds=3), T0 + timedelta(seconds=4), None]
+    assert aggregates.window_slices(rows, "ts", ["tbname", "meter"], triggers, end_inclusive=True,
+                                    bounds=(TROWS_FROM, TROWS_TO)) is None  # a key %%trows does not have
