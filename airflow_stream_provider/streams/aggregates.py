@@ -25,10 +25,10 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from sqlglot import exp
 
 from airflow_stream_provider.sql.ast import StreamPlaceholder, TriggerTable
+from airflow_stream_provider.windows.detector import group_codes
 
 #: the aggregates computed here, by their TDengine names
 FUNCTIONS = ("count", "sum", "avg", "min", "max")
@@ -94,24 +94,19 @@ def window_slices(rows: pa.Table, ts: str, keys: Sequence[str], triggers: Sequen
     equal the trigger's ``%%1``, ``%%2``... (NULL equal to NULL) and whose time is in the trigger's
     ``bounds`` (two placeholder names: from, included, and to, included when ``end_inclusive``).
     None when a key is not a column of ``rows``, or a trigger's value cannot be compared with it."""
-    count = rows.num_rows
-    codes = np.zeros(count, np.int64)
-    wanted = np.zeros(len(triggers), np.int64)
     if any(key not in rows.column_names for key in keys):
         return None
-    for i, key in enumerate(keys, start=1):
+    count = rows.num_rows
+    both = {}
+    for i, key in enumerate(keys, start=1):  # the rows' keys, then the triggers', in one numbering
         column = rows[key].combine_chunks()
         try:
             theirs = pa.array([t.get(f"%%{i}") for t in triggers], column.type)
         except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
             return None
-        encoded = pc.dictionary_encode(pa.concat_arrays([column, theirs]), null_encoding="encode")
-        indices = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-        size = len(encoded.dictionary)
-        codes, wanted = codes * size + indices[:count], wanted * size + indices[count:]
-        if i < len(keys):  # numbered afresh, so that the next key's multiple stays within 64 bits
-            _, renumbered = np.unique(np.concatenate([codes, wanted]), return_inverse=True)
-            codes, wanted = renumbered[:count].astype(np.int64), renumbered[count:].astype(np.int64)
+        both[key] = pa.concat_arrays([column, theirs])
+    numbered = group_codes(pa.table(both), tuple(keys))[0] if keys else np.zeros(count + len(triggers), np.int64)
+    codes, wanted = numbered[:count], numbered[count:]
     times = _micros(rows[ts])
     order = np.lexsort((times, codes))
     codes, times = codes[order], times[order]
