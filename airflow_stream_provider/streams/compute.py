@@ -159,6 +159,7 @@ class Compute:
         self.trows = any(t.name == "%%trows" for t in self.tree.find_all(TriggerTable))
         self.batched_reason: str | None = None  # why the last batch ran per trigger, if it did
         self._local: str | None = None  # the query in DuckDB's dialect ("": Spark runs it), once known
+        self._local_paths: tuple[str, ...] = ()  # the tables it reads as local.TABLE 0, 1, ...
         self._items: tuple[aggregates.Item, ...] | None = None  # the query as aggregates (empty: it is not)
 
     @property
@@ -477,13 +478,23 @@ class Compute:
 
     def local(self, fired: Sequence[Fired]) -> pa.Table | None:
         """The results of ``fired`` computed in this process by DuckDB (:mod:`.local`), as
-        :meth:`frame` gives them but as Arrow; None when Spark must run them: the query reads more
-        than ``%%trows`` or has a part DuckDB does not evaluate as Spark does, or the rows are many."""
+        :meth:`frame` gives them but as Arrow; None when Spark must run them: the query has a part
+        DuckDB does not evaluate as Spark does, its rows are many, or DuckDB failed (a value out of
+        range): Spark then gives the result or the error."""
         src = self.source
-        if not fired or not self.trows or src is None or src.changes or src.skip_versions:
+        if not fired or any(t.adjust is not None for t in fired) or self._local_sql() is None:
             return None
-        if any(t.adjust is not None for t in fired) or self._local_sql() is None:
+        if self.trows and (src is None or src.changes or src.skip_versions):
             return None
+        tables: dict[str, pa.Table | pds.Dataset] = {}
+        for i, path in enumerate(self._local_paths):
+            scan = table_scan(path, local.LOCAL_TABLE_ROWS)
+            if scan is None:
+                return None
+            tables[local.TABLE.format(i)] = scan
+        if not self.trows:
+            return local.try_run(self._local_sql() or "", {"__triggers": self._trigger_table(fired), **tables})
+        assert src is not None
         by_version: dict[int | None, list[Fired]] = {}
         for trigger in fired:
             by_version.setdefault(trigger.version, []).append(trigger)
@@ -497,9 +508,11 @@ class Compute:
             if rows is None:
                 return None
             triggers = self._trigger_table(group)
-            computed = self._aggregated(group, rows, triggers)
+            computed = None if tables else self._aggregated(group, rows, triggers)
             if computed is None:
-                computed = local.run(self._local_sql() or "", {"__trows": rows, "__triggers": triggers})
+                computed = local.try_run(self._local_sql() or "", {"__trows": rows, "__triggers": triggers, **tables})
+                if computed is None:
+                    return None
             parts.append(computed)
         return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
 
@@ -519,25 +532,27 @@ class Compute:
         return aggregates.evaluate(self._items, rows, triggers, slices, column_of)
 
     def _local_sql(self) -> str | None:
-        """The batched query in DuckDB's dialect over ``__triggers`` and ``__trows`` (None: not
-        local), decided once."""
+        """The batched query in DuckDB's dialect over ``__triggers``, ``__trows`` and the tables it
+        names (:attr:`_local_paths`); None: not local. Decided once."""
         if self._local is None:
             self._local = ""
             tree = self.tree
-            reads_tables = any(not isinstance(t, TriggerTable) for t in tree.find_all(exp.Table))
             batchable = isinstance(tree, exp.Select) and tree.find(WindowClause) is None and not any(
                 tree.args.get(c) is not None and tree.args[c].find(StreamPlaceholder) is not None
                 for c in ("group", "order"))
             typed = all(self._type_of(n) in _ARROW for n in self._placeholders())
             only_trows = all(n.name == "%%trows" for n in tree.find_all(TriggerTable))
-            if batchable and typed and not reads_tables and only_trows:
+            if batchable and typed and only_trows:
+                types = (("__triggers", tuple((column_of(n), self._type_of(n)) for n in self._placeholders())),)
                 try:
-                    sql = local.duckdb_sql(self._lateral_sql("__trows", "__triggers"))
+                    spark_sql, paths = local.delta_tables(self._lateral_sql("__trows" if self.trows else None,
+                                                                            "__triggers"))
+                    sql = local.duckdb_sql(spark_sql, types)
                 except (_Unbatchable, StreamDefinitionError):
-                    sql = None
-                pre = self.source.pre_filter if self.source is not None else None
+                    sql, paths = None, ()
+                pre = self.source.pre_filter if self.source is not None and self.trows else None
                 if sql is not None and (pre is None or local.duckdb_sql(f"SELECT * FROM t WHERE {pre}")):
-                    self._local = sql
+                    self._local, self._local_paths = sql, paths
             log.info("computing %s", "in the process when its rows are few" if self._local else "on Spark")
         return self._local or None
 
@@ -642,6 +657,30 @@ def _snapshot(path: str, version: int | None) -> _Snapshot:
         while len(_snapshots) > _SNAPSHOTS_KEPT:
             _snapshots.popitem(last=False)
         return found
+
+
+def table_scan(path: str, limit: int) -> pds.Dataset | None:
+    """The latest version of the Delta table at ``path``, as a dataset DuckDB scans for the columns
+    and rows a query reads, when its files hold at most ``limit`` rows in all; None: they hold
+    more (or some file does not say), or the kernel cannot read the table."""
+    from deltalake.exceptions import DeltaError
+
+    try:
+        snapshot = _snapshot(path, None)
+    except DeltaError as err:
+        log.info("reading %s with Spark: %s", path, err)
+        return None
+    records = snapshot.files["num_records"]
+    if records.null_count or (pc.sum(records).as_py() or 0) > limit:
+        return None
+    if snapshot.plain and not is_remote(path):
+        names = [str(Path(path) / unquote(f)) for f in snapshot.files["path"].to_pylist()]
+        return pds.dataset(names, format="parquet", schema=snapshot.arrow_schema)
+    try:
+        return _dataset(path, snapshot.version)
+    except DeltaError as err:  # a table feature the kernel cannot read (deletion vectors)
+        log.info("reading %s with Spark: %s", path, err)
+        return None
 
 
 def _dataset(path: str, version: int) -> pds.Dataset:

@@ -36,11 +36,11 @@ LOCAL = [
     ("STREAM_OPTIONS(PRE_FILTER(v BETWEEN 2 AND 7 OR f < 0))", "SELECT _twstart ts, sum(v) s FROM %%trows"),
 ]
 #: left to Spark: a string literal (read in the session's time zone when compared with a time), a
-#: function outside the common set, a table other than %%trows
+#: function outside the common set, a subtable (read with its name as a string)
 SPARK = [
     "SELECT _twstart ts, count(*) n, 'x' label FROM %%trows",
     "SELECT _twstart ts, stddev(v) s FROM %%trows",
-    "SELECT _twstart ts, count(*) n FROM lc.meters",
+    "SELECT _twstart ts, count(*) n FROM lc.d0",
 ]
 
 
@@ -149,6 +149,84 @@ def test_many_rows_go_to_spark(wh, monkeypatch):
     monkeypatch.setattr(local, "LOCAL_ROWS", 5)  # a window holds 5 or 6 rows of its meter
     with wh.scratch():
         assert runtime.compute.local(fired) is None
+
+
+#: PERIOD queries over a whole table (TDengine's own example first): computed in the process, the
+#: table's files scanned by DuckDB
+TABLES = [
+    "SELECT cast(_tlocaltime / 1000000 AS TIMESTAMP) ts, count(*) n FROM lc.meters",
+    "SELECT cast(_tlocaltime / 1000000 AS TIMESTAMP) ts, count(v) c, sum(v) s, avg(f) a, min(f) lo, max(ts) last "
+    "FROM lc.meters WHERE v > 2 OR f IS NULL",
+    "SELECT cast(_tlocaltime / 1000000 AS TIMESTAMP) ts, cast(_tlocaltime / 7 AS BIGINT) seventh, count(*) n, "
+    "sum(v * site) w FROM lc.meters",
+]
+#: PERIOD instants in nanoseconds: whole milliseconds and halves (Spark truncates ``1.5`` to 1 where
+#: DuckDB's own cast rounds it to 2) on both sides of the epoch (truncated toward zero, not floored)
+INSTANTS = [1_735_689_600_123_500_000, 1_735_689_610_000_000_000, 1_735_689_620_000_999_999, -1_500_000]
+
+
+def _period(wh, name: str, query: str, rng):
+    from airflow_stream_provider.streams.compute import Fired
+
+    sql(wh, f"CREATE STREAM lc.{name} PERIOD(10s) INTO lc.out_{name} AS {query}")
+    for second in range(0, 41, 2):
+        sql(wh, _rows(rng, second))
+    stored = StreamStore().get("lc", name)
+    runtime = StreamRuntime(wh, stored.statement, "lc", text=stored.text)
+    return runtime, [Fired(i, {"_tlocaltime": t, "_tgrpid": 0}) for i, t in enumerate(INSTANTS)]
+
+
+@pytest.mark.parametrize("query", TABLES)
+def test_queries_over_whole_tables_computed_in_the_process_equal_spark_results(wh, query):
+    wh, rng = wh
+    runtime, fired = _period(wh, f"t{TABLES.index(query)}", query, rng)
+    _same_as_spark(wh, runtime.compute, fired, query)
+
+
+#: over a whole table, left to Spark: a cast to an integer of a value of a type unknown before the
+#: query runs (a sum: DuckDB's cast rounds a fraction Spark truncates), and one that leaves the
+#: integer's range (DuckDB fails; Spark gives the error)
+TABLES_SPARK = [
+    "SELECT cast(_tlocaltime / 1000000 AS TIMESTAMP) ts, cast(sum(f) AS BIGINT) n FROM lc.meters",
+    "SELECT cast(_tlocaltime / 1000000 AS TIMESTAMP) ts, cast(_tlocaltime / 1000 AS INT) n FROM lc.meters",
+]
+
+
+@pytest.mark.parametrize("query", TABLES_SPARK)
+def test_whole_table_queries_duckdb_cannot_compute_as_spark_go_to_spark(wh, query):
+    wh, rng = wh
+    runtime, fired = _period(wh, f"u{TABLES_SPARK.index(query)}", query, rng)
+    with wh.scratch():
+        assert runtime.compute.local(fired[:3]) is None
+
+
+def test_large_tables_go_to_spark(wh, monkeypatch):
+    wh, rng = wh
+    runtime, fired = _period(wh, "big", TABLES[0], rng)
+    monkeypatch.setattr(local, "LOCAL_TABLE_ROWS", 62)  # three meters, 21 seconds: 63 rows
+    with wh.scratch():
+        assert runtime.compute.local(fired) is None
+    monkeypatch.setattr(local, "LOCAL_TABLE_ROWS", 63)
+    with wh.scratch():
+        assert runtime.compute.local(fired) is not None
+
+
+def test_spark_casts_to_integers_are_truncations_in_duckdb():
+    types = (("__triggers", (("a", "bigint"), ("d", "double"))),)
+    found = local.duckdb_sql("SELECT CAST(`__t`.`a` / 10 AS BIGINT) x, CAST(`__t`.`d` AS INT) y "
+                             "FROM `__triggers` `__t`", types)
+    assert found is not None
+    rows = pa.table({"a": pa.array([15, -15, 19], pa.int64()), "d": [-3.5, 2.5, 0.999]})
+    # Spark truncates toward zero: 1.5 -> 1, -1.5 -> -1, 1.9 -> 1; -3.5 -> -3, 2.5 -> 2, 0.999 -> 0
+    # (DuckDB's cast alone rounds: 2, -2, 2; -4, 2, 1)
+    assert local.run(found, {"__triggers": rows}).to_pylist() == [
+        {"x": 1, "y": -3}, {"x": -1, "y": 2}, {"x": 1, "y": 0}]
+    # a value of an unknown type, a decimal literal (Spark divides decimals with a precision of its
+    # own), a time from a fraction: left to Spark
+    assert local.duckdb_sql("SELECT CAST(`__t`.`a` / 10 AS BIGINT) FROM `__triggers` `__t`") is None
+    assert local.duckdb_sql("SELECT CAST(`__t`.`a` / 1.5 AS BIGINT) FROM `__triggers` `__t`", types) is None
+    assert local.duckdb_sql("SELECT TIMESTAMP_MILLIS(`__t`.`d`) FROM `__triggers` `__t`", types) is None
+    assert "EPOCH_MS(" in (local.duckdb_sql("SELECT TIMESTAMP_MILLIS(`__t`.`a`) FROM `__triggers` `__t`", types) or "")
 
 
 #: output subtables and tags named without expressions are found in the process, as Spark finds them
