@@ -188,16 +188,16 @@ def operations(path, after: int = 0) -> list[str]:
 
 
 def test_new_keys_beyond_the_tables_are_written_without_a_merge_and_read_as_inserts(tmp_path):
-    """Keys beyond every file's statistics cannot be in the table: they are written as they are (a
-    write replacing the rows of their range, of which there are none). The change feed reads them as
-    inserts. The same rows written again find their range taken and MERGE: nothing twice."""
+    """Keys beyond every file's statistics cannot be in the table: they are appended as they are. The
+    change feed reads them as inserts. The same rows written again find their range taken and MERGE:
+    nothing twice."""
     path = tmp_path / "t"
     write_deltalake(str(path), rows([1, 2], "a"), configuration={"delta.enableChangeDataFeed": "true"})
     writer.upsert(path, rows([3, 4], "b"), ["k"])
     writer.upsert(path, rows([3, 4], "b"), ["k"])  # a batch written again
     writer.upsert(path, rows([2, 5], "c"), ["k"])  # one key within the table's range
     writer.upsert(path, rows([7], "d"), ["k"])
-    assert operations(path) == ["WRITE Overwrite", "MERGE", "MERGE", "WRITE Overwrite"]
+    assert operations(path) == ["WRITE Append", "MERGE", "MERGE", "WRITE Append"]
     assert content(path) == {1: "a", 2: "c", 3: "b", 4: "b", 5: "c", 7: "d"}
     changes = pa.table(DeltaTable(str(path)).load_cdf(starting_version=1).read_all())
     kinds = sorted(zip(changes["_commit_version"].to_pylist(), changes["_change_type"].to_pylist(),
@@ -224,8 +224,8 @@ def test_a_time_key_within_a_files_truncated_statistics_is_merged(tmp_path):
 
 
 def test_a_key_committed_by_another_writer_between_the_look_and_the_write_is_merged(tmp_path, monkeypatch):
-    """Another writer adds a row within the range after the statistics showed none: the write
-    conflicts with that commit (it read the range), and its retry MERGEs over the row."""
+    """Another writer adds a row within the range after the statistics showed none: the append, which
+    may only follow the version it looked at, fails, and its retry MERGEs over the row."""
     path = tmp_path / "t"
     write_deltalake(str(path), rows([1], "a"))
     looked = writer._holds_none_within
@@ -242,7 +242,30 @@ def test_a_key_committed_by_another_writer_between_the_look_and_the_write_is_mer
     commit = writer.upsert(path, rows([5, 6], "mine"), ["k"])
     assert commit.attempts == 2
     assert content(path) == {1: "a", 5: "mine", 6: "mine"}
-    assert operations(path) == ["WRITE Overwrite", "MERGE"]
+    assert operations(path) == ["WRITE Append", "MERGE"]
+
+
+def test_an_append_after_another_writers_commit_looks_again(tmp_path, monkeypatch):
+    """Another writer commits outside the range after the statistics showed none: the append, which
+    may only follow the version it looked at, fails; its retry looks at the table again, finds the
+    range still empty, and appends."""
+    path = tmp_path / "t"
+    write_deltalake(str(path), rows([1], "a"))
+    looked = writer._holds_none_within
+    looks = []
+
+    def then_another_writer(table, new, ranges):
+        empty = looked(table, new, ranges)
+        looks.append(table.version())
+        if len(looks) == 1:
+            write_deltalake(str(path), rows([9], "other"), mode="append")
+        return empty
+
+    monkeypatch.setattr(writer, "_holds_none_within", then_another_writer)
+    commit = writer.upsert(path, rows([5, 6], "mine"), ["k"])
+    assert commit.attempts == 2 and looks == [0, 1]
+    assert content(path) == {1: "a", 5: "mine", 6: "mine", 9: "other"}
+    assert operations(path) == ["WRITE Append", "WRITE Append"]
 
 
 @pytest.mark.parametrize("column, kind", [("v", pa.large_string()), ("ts", pa.timestamp("us"))])
