@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -81,6 +82,8 @@ def main() -> int:
     parser.add_argument("--every", type=int, default=0,
                         help="also print the CPU per commit of each this many commits (a cost growing with "
                              "the tables' history shows there)")
+    parser.add_argument("--keep", action="store_true", help="keep the run's folder (tables, stream state) "
+                        "instead of removing it at the end")
     args = parser.parse_args()
     if args.commits <= WARMUP:
         parser.error(f"--commits must be more than {WARMUP}")
@@ -92,11 +95,17 @@ def main() -> int:
 
     counts = [int(n) for n in args.streams.split(",")]
     rows = []
-    for count in counts:
-        per_commit = replay(f"m{count}", count, args.commits, args.meters, args.every)
-        streams = sum(kind is not None for kind in stream_kinds(count))
-        rows.append((streams, per_commit, per_commit / streams))
-        print(f"{streams} stream(s): {per_commit:.3f} CPU s per commit", file=sys.stderr)
+    try:
+        for count in counts:
+            per_commit = replay(f"m{count}", count, args.commits, args.meters, args.every)
+            streams = sum(kind is not None for kind in stream_kinds(count))
+            rows.append((streams, per_commit, per_commit / streams))
+            print(f"{streams} stream(s): {per_commit:.3f} CPU s per commit", file=sys.stderr)
+    finally:
+        if args.keep:
+            print(f"kept: {home}", file=sys.stderr)
+        else:
+            shutil.rmtree(home, ignore_errors=True)
     base = rows[0][2]
     print(f"\n{args.meters} meters, {args.commits - WARMUP} commits measured; CPU of the live batches in one process")
     print(f"{'streams':>7}  {'s/commit':>8}  {'ms/stream batch':>15}  {'vs ' + str(rows[0][0]):>6}")

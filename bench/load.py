@@ -46,6 +46,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -499,6 +500,8 @@ def main() -> int:
                         "{path: {N: {stream: [[close second, lag], ...]}}}")
     parser.add_argument("--database", choices=("postgres", "sqlite"), default="postgres",
                         help="Airflow's metadata database: a PostgreSQL server started here, or a SQLite file")
+    parser.add_argument("--keep", action="store_true", help="keep the run's folder (tables, stream state, "
+                        "Airflow's logs) instead of removing it at the end")
     args = parser.parse_args()
 
     home = Path(tempfile.mkdtemp(prefix="airflow-stream-bench-load-"))
@@ -534,6 +537,10 @@ def main() -> int:
         airflow.stop()
         if database is not None:
             database.stop()
+        if args.keep:
+            say(f"kept: {home}")
+        else:
+            shutil.rmtree(home, ignore_errors=True)
     report(phases)
     return 0
 
