@@ -297,15 +297,17 @@ class Compute:
             # the few files the statistics keep, read as they are: a table of plain Parquet files
             # (no partitions, column mapping or deletion vectors: reader version 1) needs no more
             names = [str(Path(src.path) / unquote(f)) for f in files["path"].to_pylist()]
-            dataset = pds.dataset(names, format="parquet", schema=arrow_schema)
+            rows = file_rows(names, arrow_schema)
+            inside = pc.greater_equal(rows[ts], lo)
+            rows = rows.filter(inside if hi is None else pc.and_(inside, pc.less_equal(rows[ts], hi)))
         else:
             try:
                 dataset = _dataset(src.path, snapshot.version)
             except DeltaError as err:  # a table feature the kernel cannot read (deletion vectors)
                 log.info("reading %%trows with Spark: %s", err)
                 return None
-        inside = pds.field(ts) >= lo
-        rows = dataset.to_table(filter=inside if hi is None else inside & (pds.field(ts) <= hi))
+            inside = pds.field(ts) >= lo
+            rows = dataset.to_table(filter=inside if hi is None else inside & (pds.field(ts) <= hi))
         log.debug("%%%%trows of %s at version %s in [%s, %s]: %d rows of %d files, read by delta-rs",
                   src.path, version, bounds[0], bounds[1], rows.num_rows, files.num_rows)
         columns = [rows[name] for name in schema.fieldNames()]
@@ -681,6 +683,42 @@ def table_scan(path: str, limit: int) -> pds.Dataset | None:
     except DeltaError as err:  # a table feature the kernel cannot read (deletion vectors)
         log.info("reading %s with Spark: %s", path, err)
         return None
+
+
+#: the rows of data files read lately, per (file, the table's schema then), up to this many bytes
+#: in all: a Delta data file never changes once written, and the streams on one table read the
+#: same recent files for their windows, each batch of each stream
+FILES_KEPT_BYTES = 64 * 1024 * 1024
+_files: collections.OrderedDict[tuple[str, str], pa.Table] = collections.OrderedDict()
+_files_bytes = 0
+_files_lock = threading.Lock()
+
+
+def file_rows(names: Sequence[str], schema: pa.Schema) -> pa.Table:
+    """The rows of the local Parquet data files ``names``, in order, as ``schema`` types them (a
+    column a file lacks, added to the table since, is NULL), each file read once while kept."""
+    global _files_bytes
+    typed = schema.to_string()
+    parts: list[pa.Table | None] = []
+    with _files_lock:
+        for name in names:
+            found = _files.get((name, typed))
+            if found is not None:
+                _files.move_to_end((name, typed))
+            parts.append(found)
+    missing = [name for name, part in zip(names, parts) if part is None]
+    if missing:
+        fresh = {name: pds.dataset([name], format="parquet", schema=schema).to_table() for name in missing}
+        with _files_lock:
+            for name, rows in fresh.items():
+                if (name, typed) not in _files and rows.nbytes <= FILES_KEPT_BYTES // 8:
+                    _files[(name, typed)] = rows
+                    _files_bytes += rows.nbytes
+            while _files_bytes > FILES_KEPT_BYTES:
+                _, dropped = _files.popitem(last=False)
+                _files_bytes -= dropped.nbytes
+        parts = [fresh[name] if part is None else part for name, part in zip(names, parts)]
+    return pa.concat_tables(parts) if parts else schema.empty_table()
 
 
 def _dataset(path: str, version: int) -> pds.Dataset:
