@@ -49,6 +49,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_stream_provider.model import TriggerMode
+from airflow_stream_provider.model.events import EventType
 from airflow_stream_provider.storage import is_remote
 from airflow_stream_provider.warehouse import writer
 from airflow_stream_provider.windows.changes import ChangeFeed
@@ -66,6 +67,9 @@ from airflow_stream_provider.windows.legacy import LegacyGroup, as_micros
 
 #: a batch reads at most this many versions (a stream far behind catches up in several)
 MAX_VERSIONS = 2000
+#: a live batch whose rows can close no window is held, and read with the next versions, for at most
+#: this many versions (:meth:`Detector.can_hold`)
+HOLD_VERSIONS = 60
 
 
 @dataclass(frozen=True)
@@ -246,6 +250,13 @@ class Detector:
         self.last: BatchReport | None = None
         # batches since the last one that reported windows, and between the last two that did
         self._quiet, self._period = 0, 1
+        self.held: int | None = None  # the last version of a batch held (:meth:`can_hold`), read again next
+        self._latest: int | None = None  # the table's latest version when the last batch was planned
+        # each group's event time decided and rows counted, as its state says, where known; and as the
+        # last scan left them
+        self._known: dict[str, tuple[int, int]] = {}
+        self._known_now: dict[str, tuple[int, int]] = {}
+        self._texts: dict[tuple, str] = {}  # each group's key as its state is stored under
 
     # --- planning --------------------------------------------------------------------------------
 
@@ -259,7 +270,8 @@ class Detector:
                 return None
             return {"first": None, "last": latest, "snapshot": latest, "at_ms": now_ms}
         after = -1 if self.position is None else self.position
-        if latest is not None and latest > after:
+        self._latest = latest
+        if latest is not None and latest > max(after, -1 if self.held is None else self.held):
             last = min(latest, after + MAX_VERSIONS)
             if self.options.max_files_per_trigger:
                 files, last = 0, after
@@ -279,9 +291,68 @@ class Detector:
     def expects_windows(self) -> bool:
         """Whether the next batch is expected to report windows: the stream has reported in every
         batch, or as many batches have passed since it last did as passed between its last two
-        reports (an INTERVAL(10s) stream fed every second reports every tenth batch). Only the
+        reports (a COUNT_WINDOW(10) stream fed every second reports every tenth batch). Only the
         order of turns (:class:`Turns`) depends on it."""
         return self._quiet + 1 >= self._period
+
+    def waits_after(self) -> int | None:
+        """The version a new batch needs one after: the last one read (held, or the batch's)."""
+        return self.position if self.held is None else max(self.held, -1 if self.position is None else self.position)
+
+    def can_hold(self, offset: dict, rows: pd.DataFrame) -> bool:
+        """Whether the batch of ``offset`` and its ``rows`` can wait for the next versions: its rows
+        can close no window, and nothing but closed windows is reported. Then it is held: not run,
+        its versions read again with the next ones (at most :data:`HOLD_VERSIONS`), and when it runs
+        its events are those it would have had, its windows found a batch later. A batch that does
+        not reach the table's latest version is never held: the next versions are there already.
+
+        An INTERVAL(10s) or COUNT_WINDOW(10) stream fed every second closes windows every tenth
+        second; in the others it would scan every group and commit their state for nothing. Held
+        are the batches of new rows only, each after every row its group decided before (no late
+        row, update or delete), of a stream that reports window closes only (not their opening),
+        without WATERMARK, EXPIRED_TIME or MAX_DELAY, whose groups' state is known: INTERVAL, where a
+        group's windows (empty ones too) close at the first window end its rows reach; COUNT_WINDOW
+        counting every row (no PRE_FILTER or trigger columns), where a window closes at its last row."""
+        plan = self.plan
+        spec = plan.spec
+        counting = spec.kind == "count" and not plan.pre_filter and not plan.count_columns
+        if (not isinstance(self.step, _Step) or not (spec.kind == "interval" or counting) or spec.watermark
+                or plan.expired_time is not None or plan.max_delay is not None
+                or set(plan.event_types) != {EventType.WINDOW_CLOSE} or offset.get("first") is None
+                or offset.get("snapshot") is not None or self.position is None
+                or int(offset["last"]) - self.position > HOLD_VERSIONS or self._due(int(offset["at_ms"]))
+                or int(offset["last"]) != self._latest):  # (more to read now: MAX_FILES_PER_TRIGGER)
+            return False
+        if not bool(np.all(rows["_change_type"].to_numpy(object) == "insert")):
+            return False
+        if not pd.api.types.is_integer_dtype(rows[plan.ts_column].dtype):  # a time that is a key too
+            return False
+        codes, key_values = rows.attrs["groups"]
+        known = np.empty((len(key_values), 2), np.int64)  # each group's decided time and rows counted
+        for g, key in enumerate(key_values):
+            text = self._texts.get(key)
+            if text is None:
+                text = self._texts[key] = _key_text(key)
+            found = self._known.get(text)
+            if found is None:
+                return False
+            known[g] = found
+        decided, total = known[:, 0], known[:, 1]
+        ts = rows[plan.ts_column].to_numpy(np.int64)
+        low = np.full(len(key_values), np.iinfo(np.int64).max)
+        high = np.full(len(key_values), np.iinfo(np.int64).min)
+        np.minimum.at(low, codes, ts)
+        np.maximum.at(high, codes, ts)
+        if not bool(np.all(low > decided)):
+            return False
+        if spec.kind == "interval":
+            # the first window end after what each group decided: a window closes when its end is reached
+            reach = spec.offset + spec.interval  # window k ends at k * sliding + reach
+            return bool(np.all(high < ((decided - reach) // spec.sliding + 1) * spec.sliding + reach))
+        # window j holds rows j * sliding ... j * sliding + count - 1 of its group: it closes at the last
+        last = spec.count - 1
+        closes_at = last + np.maximum(0, -(-(total - last) // spec.count_sliding)) * spec.count_sliding
+        return bool(np.all(total + np.bincount(codes, minlength=len(key_values)) - 1 < closes_at))
 
     def next_timeout(self) -> float | None:
         """Epoch seconds of the earliest processing-time timeout (None: none set)."""
@@ -299,6 +370,9 @@ class Detector:
         batch = self.batch + 1
         rows = self._rows(offset)
         if self.planned is None:
+            if rows is not None and self.can_hold(offset, rows):
+                self.held = int(offset["last"])
+                return None
             if rows is None and offset["first"] is not None and not self._due(int(offset["at_ms"])):
                 # versions that changed no row the stream reads (the table's creation, a compaction,
                 # another subtable's rows): passed without a batch, and read again after a restart
@@ -322,7 +396,12 @@ class Detector:
         if self.after_batch is not None:
             self.after_batch(DetectedBatch(batch, written, offset["last"]))
         self.checkpoint.commit(batch, count)
-        self.batch, self.groups, self.planned = batch, merged, None
+        self.batch, self.groups, self.planned, self.held = batch, merged, None, None
+        for key, value in changed.items():
+            if value is None or key not in self._known_now:
+                self._known.pop(key, None)
+            else:
+                self._known[key] = self._known_now[key]
         if count:
             self._quiet, self._period = 0, self._quiet + 1
         else:
@@ -393,6 +472,7 @@ class Detector:
             work += [(text, tuple(json.loads(text)), None) for text, (_, due) in self.groups.items()
                      if due is not None and due <= now_ms and text not in touched]
         changed: dict[str, list | None] = {}
+        self._known_now = {}
         if isinstance(self.step, _LegacyStep):
             events: list[pd.DataFrame] = []
             for text, key, group in work:
@@ -414,6 +494,8 @@ class Detector:
                 done = self.step.advance(key, None if group is None else parts(group), saved[0] if saved else None,
                                          now_ms)
             changed[text] = [done.state, now_ms + done.timeout_ms if done.timeout_ms is not None else None]
+            if done.decided is not None:
+                self._known_now[text] = (done.decided, done.counted)
             if done.parts:
                 for kind, windows in done.parts:
                     found.setdefault(kind, []).append(windows)
@@ -621,7 +703,7 @@ class LiveDetector:
                 due = detector.next_timeout()
                 if due is not None:
                     wait = max(0.0, min(wait, due - time.time()))
-                detector.feed.wait(detector.position, wait)
+                detector.feed.wait(detector.waits_after(), wait)
         except BaseException as err:  # reported to the host, which starts the stream again later
             self._error = err
         finally:
@@ -799,7 +881,8 @@ class _Step:
             delayed, timeout = self._max_delay(saved, carry, now_ms * 1000)
             parts.append(("delayed", delayed))
         saved.update(carry=carry, decided=max_ts, max_ts=max_ts, first_ts=first_ts, pending=None)
-        return Advanced(json.dumps(saved, default=_json_default), timeout, [(k, w) for k, w in parts if len(w)])
+        return Advanced(json.dumps(saved, default=_json_default), timeout, [(k, w) for k, w in parts if len(w)],
+                        decided=max_ts, counted=int((carry or {}).get("total", 0)))
 
     def _max_delay(self, saved: dict, carry: dict | None, now: int) -> tuple[pd.DataFrame, int | None]:
         """The open windows due for another MAX_DELAY trigger at ``now`` (microseconds), and the
@@ -829,6 +912,8 @@ class Advanced:
     state: str
     timeout_ms: int | None
     parts: list[tuple[str, pd.DataFrame | Windows]]
+    decided: int | None = None  # the event time the group decided up to, when known without its state
+    counted: int = 0  # COUNT_WINDOW: the group's rows counted so far
 
 
 class _LegacyStep:

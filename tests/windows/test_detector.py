@@ -416,20 +416,97 @@ def test_batches_expected_to_report_windows_take_their_turns_first():
 
 
 def test_a_stream_reporting_every_third_batch_is_expected_to_every_third_batch(spark, tmp_path):
-    wh, info, plan, opts = setup(spark, tmp_path, "q", "INTERVAL(3s) SLIDING(3s)")
+    # (a column to count: its batches are never held, as COUNT_WINDOW(3)'s are between closes)
+    wh, info, plan, opts = setup(spark, tmp_path, "q", "COUNT_WINDOW(3, 3, current)")
     step = detector.Detector(plan, dataclasses.replace(opts, max_files_per_trigger=1))
     expected, reported = [], []
-    for second in range(13):  # one row a second: the window [3k, 3k + 3) closes at the row of 3k + 3
+    for second in range(13):  # one row a second: a window closes at every third row
         write(info, pd.DataFrame({"ts": [second * S], "current": [1.0], "voltage": [220], "tbname": ["d1"],
                                   "location": ["SF"]}))
         expected.append(step.expects_windows())
         ran = step.run_once()
         assert ran is not None
         reported.append(ran.events > 0)
-    assert reported == [second > 0 and second % 3 == 0 for second in range(13)]
+    assert reported == [second % 3 == 2 for second in range(13)]
     assert expected[:1] == [True]  # nothing known yet
     # from the second report on, the stream is expected in the batches that report, and only there
     assert expected[7:] == reported[7:]
+
+
+def _every_second(info, step, seconds, meters=("d1", "d2")) -> list[int]:
+    """Write one row per meter per second, one commit each, running the detector after each as a
+    live one does; the seconds after which a batch ran."""
+    ran = []
+    for second in seconds:
+        write(info, pd.DataFrame({"ts": [second * S] * len(meters), "current": [1.0] * len(meters),
+                                  "voltage": [220] * len(meters), "tbname": list(meters),
+                                  "location": ["SF"] * len(meters)}))
+        if step.run_available():
+            ran.append(second)
+    return ran
+
+
+def test_interval_batches_that_can_close_no_window_are_held_and_read_with_the_next(spark, tmp_path):
+    wh, info, plan, opts = setup(spark, tmp_path, "h", "INTERVAL(3s) SLIDING(3s)")
+    step = detector.Detector(plan, opts)
+    before = step.batch
+    # the first batch runs (nothing is known of the meters); then a batch runs when its rows reach
+    # the end of a window, 3, 6, 9 and 12 s, reading the seconds held before it
+    assert _every_second(info, step, range(13)) == [0, 3, 6, 9, 12]
+    assert step.batch - before == 5 and step.held is None
+    held = events_table(opts)
+    assert sorted(held["window_start"].astype("int64") // 1000) == sorted([0, 3_000, 6_000, 9_000] * 2)
+    assert (held["event_type"] == "WINDOW_CLOSE").all() and (held["row_count"] == 3).all()
+    # the events every batch run alone finds (nothing held) and batch mode finds
+    alone = dataclasses.replace(opts, events_path=str(tmp_path / "alone"), checkpoint=str(tmp_path / "ca"),
+                                max_files_per_trigger=1)
+    assert detector.Detector(plan, alone).run_available() == 13
+    assert key(held) == key(events_table(alone))
+    assert key(held) == key(detect(spark.read.format("delta").load(plan.path), plan).toPandas())
+
+
+def test_count_window_batches_that_can_close_no_window_are_held(spark, tmp_path):
+    wh, info, plan, opts = setup(spark, tmp_path, "hc", "COUNT_WINDOW(3)")
+    step = detector.Detector(plan, opts)
+    # a window closes at every meter's third row: the rows of seconds 2, 5 and 8
+    assert _every_second(info, step, range(9)) == [0, 2, 5, 8]
+    held = events_table(opts)
+    assert sorted(held["window_start"].astype("int64") // S) == [0, 0, 3, 3, 6, 6]
+    assert (held["row_count"] == 3).all()
+    alone = dataclasses.replace(opts, events_path=str(tmp_path / "alone"), checkpoint=str(tmp_path / "ca"),
+                                max_files_per_trigger=1)
+    detector.Detector(plan, alone).run_available()
+    assert key(held) == key(events_table(alone))
+
+
+def test_a_batch_is_held_for_at_most_hold_versions(spark, tmp_path, monkeypatch):
+    monkeypatch.setattr(detector, "HOLD_VERSIONS", 1)
+    wh, info, plan, opts = setup(spark, tmp_path, "hv", "INTERVAL(10s) SLIDING(10s)")
+    step = detector.Detector(plan, opts)
+    assert _every_second(info, step, range(6)) == [0, 2, 4]  # held one version, run with the second
+
+
+def test_batches_with_an_open_window_reported_late_rows_or_new_meters_are_not_held(spark, tmp_path):
+    wh, info, plan, opts = setup(spark, tmp_path, "o", "INTERVAL(10s) SLIDING(10s)",
+                                 "STREAM_OPTIONS(EVENT_TYPE(WINDOW_OPEN|WINDOW_CLOSE))")
+    assert _every_second(info, detector.Detector(plan, opts), range(4)) == [0, 1, 2, 3]  # openings are told
+    wh, info, plan, opts = setup(spark, tmp_path, "l", "INTERVAL(10s) SLIDING(10s)")
+    step = detector.Detector(plan, opts)
+    assert _every_second(info, step, [10, 11, 12]) == [10]
+    assert _every_second(info, step, [5]) == [5]  # a late row: it may change a window decided before
+    assert _every_second(info, step, [13], meters=("d1", "d3")) == [13]  # d3: its state is not known yet
+    assert _every_second(info, step, [14], meters=("d1", "d3")) == []
+
+
+def test_a_held_batch_is_read_again_after_a_restart(spark, tmp_path):
+    wh, info, plan, opts = setup(spark, tmp_path, "hr", "INTERVAL(5s) SLIDING(5s)")
+    step = detector.Detector(plan, opts)
+    assert _every_second(info, step, range(4)) == [0]
+    assert step.held is not None and step.position < step.held
+    again = detector.Detector(plan, opts)  # the held versions were never committed: read again, with the
+    assert _every_second(info, again, range(4, 6)) == [4, 5]  # next, in a batch (its meters not known yet)
+    assert sorted(events_table(opts)["window_start"].astype("int64")) == [0, 0]
+    assert events_table(opts)["row_count"].tolist() == [5, 5]
 
 
 def test_a_batch_waiting_elsewhere_hands_its_turn_on_and_takes_the_next_back_first():
