@@ -47,6 +47,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import statistics
 import sys
 import tempfile
@@ -503,6 +504,8 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="keep the run's folder (tables, stream state, "
                         "Airflow's logs) instead of removing it at the end")
     args = parser.parse_args()
+    # a run stopped by SIGTERM stops what it started (Airflow, the node, PostgreSQL) as one ended by ^C
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
     home = Path(tempfile.mkdtemp(prefix="airflow-stream-bench-load-"))
     os.environ["AIRFLOW_STREAM_HOME"] = str(home)
