@@ -223,22 +223,29 @@ def test_a_time_key_within_a_files_truncated_statistics_is_merged(tmp_path):
     assert DeltaTable(str(path)).to_pyarrow_table()["v"].to_pylist() == ["new"]
 
 
+def _another_writer_after_the_first_look(monkeypatch, other) -> list[int]:
+    """Run ``other()`` right after the first look at the table's statistics; the versions looked at."""
+    looked = writer._holds_none_within
+    looks: list[int] = []
+
+    def then_another_writer(table, new, ranges):
+        empty = looked(table, new, ranges)
+        looks.append(table.version())
+        if len(looks) == 1:
+            other()
+        return empty
+
+    monkeypatch.setattr(writer, "_holds_none_within", then_another_writer)
+    return looks
+
+
 def test_a_key_committed_by_another_writer_between_the_look_and_the_write_is_merged(tmp_path, monkeypatch):
     """Another writer adds a row within the range after the statistics showed none: the append, which
     may only follow the version it looked at, fails, and its retry MERGEs over the row."""
     path = tmp_path / "t"
     write_deltalake(str(path), rows([1], "a"))
-    looked = writer._holds_none_within
-    looks = []
-
-    def then_another_writer(table, new, ranges):
-        empty = looked(table, new, ranges)
-        looks.append(empty)
-        if len(looks) == 1:  # the other writer's own upsert looks second
-            writer.upsert(path, rows([5], "other"), ["k"])
-        return empty
-
-    monkeypatch.setattr(writer, "_holds_none_within", then_another_writer)
+    # (the other writer's own upsert looks second)
+    _another_writer_after_the_first_look(monkeypatch, lambda: writer.upsert(path, rows([5], "other"), ["k"]))
     commit = writer.upsert(path, rows([5, 6], "mine"), ["k"])
     assert commit.attempts == 2
     assert content(path) == {1: "a", 5: "mine", 6: "mine"}
@@ -251,17 +258,8 @@ def test_an_append_after_another_writers_commit_looks_again(tmp_path, monkeypatc
     range still empty, and appends."""
     path = tmp_path / "t"
     write_deltalake(str(path), rows([1], "a"))
-    looked = writer._holds_none_within
-    looks = []
-
-    def then_another_writer(table, new, ranges):
-        empty = looked(table, new, ranges)
-        looks.append(table.version())
-        if len(looks) == 1:
-            write_deltalake(str(path), rows([9], "other"), mode="append")
-        return empty
-
-    monkeypatch.setattr(writer, "_holds_none_within", then_another_writer)
+    looks = _another_writer_after_the_first_look(
+        monkeypatch, lambda: write_deltalake(str(path), rows([9], "other"), mode="append"))
     commit = writer.upsert(path, rows([5, 6], "mine"), ["k"])
     assert commit.attempts == 2 and looks == [0, 1]
     assert content(path) == {1: "a", 5: "mine", 6: "mine", 9: "other"}
