@@ -330,10 +330,7 @@ class Detector:
         codes, key_values = rows.attrs["groups"]
         known = np.empty((len(key_values), 2), np.int64)  # each group's decided time and rows counted
         for g, key in enumerate(key_values):
-            text = self._texts.get(key)
-            if text is None:
-                text = self._texts[key] = _key_text(key)
-            found = self._known.get(text)
+            found = self._known.get(self._text_of(key))
             if found is None:
                 return False
             known[g] = found
@@ -353,6 +350,13 @@ class Detector:
         last = spec.count - 1
         closes_at = last + np.maximum(0, -(-(total - last) // spec.count_sliding)) * spec.count_sliding
         return bool(np.all(total + np.bincount(codes, minlength=len(key_values)) - 1 < closes_at))
+
+    def _text_of(self, key: tuple) -> str:
+        """The text a group's state is kept under, made once per key (every batch names its groups)."""
+        text = self._texts.get(key)
+        if text is None:
+            text = self._texts[key] = _key_text(key)
+        return text
 
     def next_timeout(self) -> float | None:
         """Epoch seconds of the earliest processing-time timeout (None: none set)."""
@@ -466,7 +470,7 @@ class Detector:
             codes, key_values = rows.attrs.pop("groups")
             if len(key_values) > 1:  # a group's raw rows, made only for the general road
                 parts = group_slices(rows, codes, len(key_values))
-            work = [(_key_text(key), key, g) for g, key in enumerate(key_values)]
+            work = [(self._text_of(key), key, g) for g, key in enumerate(key_values)]
         if self.timeouts:
             touched = {text for text, _, _ in work}
             work += [(text, tuple(json.loads(text)), None) for text, (_, due) in self.groups.items()
