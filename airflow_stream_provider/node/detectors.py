@@ -12,6 +12,11 @@ A ``LOW_LATENCY_CALC`` stream is also computed, written and notified inside each
 before the batch commits; its DAG then finds nothing left and only supervises. A batch without
 events is recorded consumed at once when every batch before it was, so no DAG run wakes for it.
 
+A stream its DAG computes asks the node, from its compute task in Airflow's triggerer, to compute
+the batches its detector committed. A stream without NOTIFY asks for a compute that goes on
+(``keep_for_s``): the node records each round's progress and computes the next batch as soon as the
+detector commits it, with no polling in between, until the task's time is up.
+
 A PERIOD stream has no detector: its instants come from its DAG's timetable. A host that takes one
 holds its lock all the same and answers its tasks' requests: its compute task, started in Airflow's
 triggerer, has the node compute each instant on the node's running Spark session instead of
@@ -104,6 +109,11 @@ class Hosted:
     busy: threading.Lock = field(default_factory=threading.Lock)
     requests_seen: int | None = None  # the time of its requests folder when last looked into
     requests_read: float = 0.0  # and when that was (monotonic)
+    #: set when its detector commits a batch: a compute that goes on waits for it
+    committed: threading.Event = field(default_factory=threading.Event)
+    #: the request of the compute that goes on for it, if any (a newer request of it takes over)
+    keeping: str | None = None
+    released: bool = False  # no longer hosted: a compute that goes on ends
 
 
 def batch_slots() -> int:
@@ -166,6 +176,8 @@ class DetectorHost:
         self.feeds = FeedRegistry()
         self.workers = ThreadPoolExecutor(REQUEST_WORKERS, thread_name_prefix="stream-request")
         self.turns = detector.Turns(batch_slots())
+        #: the computes that go on, each on a thread of its own (they mostly wait for a batch)
+        self.keeping: list[threading.Thread] = []
 
     def wanted(self) -> dict[str, StoredStream]:
         """The streams the node serves (:attr:`StreamKind.served`) that exist and are not stopped."""
@@ -209,6 +221,7 @@ class DetectorHost:
             state = self.store.load_state(stored.db, stored.name)
             runtime = self.runtime(stored, state)
             query: Any
+            committed = threading.Event()
             if isinstance(stored.statement.trigger, m.PeriodTrigger):  # no detector: its instants are its DAG's
                 query = Requests()
             elif isinstance(stored.statement.trigger, m.RowTrigger):
@@ -216,7 +229,8 @@ class DetectorHost:
                                    interval="250 milliseconds", after_batch=self._consumed(stored))
             else:
                 query = detector.LiveDetector(self.window_detector(stored, runtime, detector_options(stored, state)),
-                                              name=key, turns=self.turns).start()
+                                              name=key, turns=self.turns,
+                                              on_batch=lambda report: committed.set()).start()
         except Exception as err:
             os.close(fd)
             self.failed_at[key] = time.monotonic()
@@ -225,7 +239,7 @@ class DetectorHost:
                                            "at": datetime.now(UTC).isoformat()})
             self.log(f"stream {key}: the detector did not start: {err}\n{traceback.format_exc()}")
             return
-        self.hosted[key] = Hosted(stored, query, fd, runtime)
+        self.hosted[key] = Hosted(stored, query, fd, runtime, committed=committed)
         self.failed_at.pop(key, None)
         self.log(f"stream {key}: {_hosting(query)} started ({query.id})")
         self._progress(self.hosted[key])
@@ -295,6 +309,8 @@ class DetectorHost:
     def _release(self, key: str) -> Hosted:
         """Stop the query of ``key`` and let go of its stream's detector lock."""
         hosted = self.hosted.pop(key)
+        hosted.released = True
+        hosted.committed.set()  # (a compute that goes on stops waiting)
         try:
             hosted.query.stop()
         finally:
@@ -319,6 +335,8 @@ class DetectorHost:
         self.workers.shutdown(wait=True, cancel_futures=True)
         for key in list(self.hosted):
             self._stop(key, "stopped")
+        for thread in self.keeping:  # (each ends once its round does: its stream is no longer hosted)
+            thread.join(60.0)
 
     # --- what the streams' tasks ask of the node --------------------------------------------------
 
@@ -337,23 +355,87 @@ class DetectorHost:
                 continue
             hosted.requests_seen, hosted.requests_read = changed, now
             for request, body in requests.waiting(hosted.stored.state_dir):
-                self.workers.submit(self._answer, hosted, request, body)
+                if body.get("role") == "compute" and body.get("keep_for_s"):
+                    self.keeping = [thread for thread in self.keeping if thread.is_alive()]
+                    thread = threading.Thread(target=self._keep_computing, args=(hosted, request, body),
+                                              name=f"keep-computing:{hosted.stored.qualified}", daemon=True)
+                    self.keeping.append(thread)
+                    thread.start()
+                else:
+                    self.workers.submit(self._answer, hosted, request, body)
                 taken += 1
         return taken
 
     def _answer(self, hosted: Hosted, request: str, body: dict) -> None:
-        stored = hosted.stored
+        requests.reply(hosted.stored.state_dir, request, self._result(hosted, body))
+
+    def _result(self, hosted: Hosted, body: dict) -> dict:
+        """The answer to a request of ``hosted``'s tasks: the work's, or the error that stopped it."""
         try:
             with hosted.busy:
-                result = self._work(hosted, body)
+                return self._work(hosted, body)
         except StreamStopped as err:
-            result = {"status": "skipped", "message": str(err)}
+            return {"status": "skipped", "message": str(err)}
         except DeliveryPaused as err:
-            result = {"status": "waiting", "message": str(err)}
+            return {"status": "waiting", "message": str(err)}
         except Exception as err:  # the task raises it, and Airflow retries it
-            self.log(f"stream {stored.qualified}: request {body.get('role')} failed: {err}\n{traceback.format_exc()}")
-            result = {"status": "error", "message": f"{type(err).__name__}: {err}"}
-        requests.reply(stored.state_dir, request, result)
+            self.log(f"stream {hosted.stored.qualified}: request {body.get('role')} failed: "
+                     f"{err}\n{traceback.format_exc()}")
+            return {"status": "error", "message": f"{type(err).__name__}: {err}"}
+
+    def _keep_computing(self, hosted: Hosted, request: str, body: dict) -> None:
+        """A compute that goes on: compute the batches up to the request's, then, while its
+        ``keep_for_s`` lasts, record each round's progress and compute the batches the detector
+        commits next as soon as it commits them. The answer carries the last round's progress,
+        unrecorded (the run's commit records it), or none when every round was recorded; and a line
+        per round for the task's log. Without a batch in the request, the first is waited for, and
+        the answer is :data:`~.requests.IDLE` when none comes in time. A newer request of the stream
+        (its trigger started again) takes over: this one ends unanswered."""
+        stored = hosted.stored
+        hosted.keeping = request
+        hosted.committed.set()  # (an earlier one waiting for a batch wakes, and sees it is taken over)
+        until = time.monotonic() + float(body["keep_for_s"])
+        upto: int | None = body.get("upto_batch")
+        if upto is None:
+            upto = self._next_batch(hosted, request, until, body.get("checkpoint"))
+        rounds: list[str] = []
+        result: dict = {"status": requests.IDLE}
+        while upto is not None:
+            hosted.committed.clear()  # a batch committed from now on wakes the wait below
+            result = self._result(hosted, {"role": "compute", "upto_batch": upto})
+            if hosted.keeping != request or time.monotonic() >= until or not requests.succeeded(result):
+                break
+            try:  # recorded before the next round, which computes from this progress
+                commit_progress(stored.db, stored.name, result["progress"], store=self.store)
+            except Exception as err:
+                result = {"status": "error", "message": f"{type(err).__name__}: {err}"}
+                break
+            rounds.append(f"batches up to {upto}: {result.get('summary', 'done')}")
+            upto = self._next_batch(hosted, request, until, body.get("checkpoint"))
+            if upto is None:  # time is up with every round recorded: the run's commit has nothing left
+                result = {"status": "done", "progress": {}, "summary": "no batch since"}
+        if hosted.keeping != request:  # taken over: nobody waits for this answer
+            requests.drop(stored.state_dir, request)
+            return
+        hosted.keeping = None
+        requests.reply(stored.state_dir, request, {**result, "rounds": rounds})
+
+    def _next_batch(self, hosted: Hosted, request: str, until: float, checkpoint: str | None) -> int | None:
+        """The last batch the stream's detector committed with events not computed yet, once there
+        is one (None: none before ``until``, the stream is no longer hosted here, or ``request`` was
+        taken over)."""
+        from airflow_stream_provider.streams.probes import check_windows
+
+        while not hosted.released and hosted.keeping == request:
+            found = check_windows(hosted.stored.state_dir, None, checkpoint)
+            if found is not None:
+                return int(found["to_batch"])
+            left = until - time.monotonic()
+            if left <= 0:
+                return None
+            hosted.committed.wait(min(left, 1.0))
+            hosted.committed.clear()
+        return None
 
     def _work(self, hosted: Hosted, body: dict) -> dict:
         stored, runtime = hosted.stored, hosted.runtime
@@ -361,8 +443,10 @@ class DetectorHost:
         role = body.get("role")
         if role == "compute":
             at = datetime.fromisoformat(body["at"]) if body.get("at") else None  # a PERIOD run's instant
-            report = run_stream(runtime.warehouse, stored.db, stored.name, store=self.store, at=at,
-                                upto_batch=body.get("upto_batch"), detect=False, commit=False, runtime=runtime)
+            with self.turns.turn():  # in turn with the detectors' batches, as theirs
+                report = run_stream(runtime.warehouse, stored.db, stored.name, store=self.store, at=at,
+                                    upto_batch=body.get("upto_batch"), detect=False, commit=False,
+                                    runtime=runtime)
             return {"status": "done", "progress": report.progress, "summary": report.summary(),
                     "per_trigger": report.per_trigger, "skipped": report.skipped, "triggers": report.triggers}
         if role == "notify":

@@ -25,8 +25,9 @@ class StreamComputeOperator(StreamTask, BaseOperator):
     triggerer with :class:`~airflow_stream_provider.triggers.StreamComputeTrigger`, which waits for
     the detector's next committed batch and has the stream node compute it, ending the task with
     the node's progress: no worker process while the node runs. With ``keep_computing_s`` (the DAGs
-    give it to a stream without NOTIFY) the trigger goes on computing the batches that follow for
-    that long, recording each round's progress, and the task returns the last round's. Without a
+    give it to a stream without NOTIFY) the node goes on computing the batches that follow for that
+    long, as its detector commits them, recording each round's progress, and the task returns the
+    last round's. Without a
     node, the trigger resumes the task on a worker, which detects and computes itself, once. With
     ``wait_task`` it takes the event a :class:`~airflow_stream_provider.sensors.StreamCheckpointSensor`
     returned instead.
@@ -66,7 +67,7 @@ class StreamComputeOperator(StreamTask, BaseOperator):
             state_dir, checkpoint = self.stream_paths()
             self.start_in_triggerer("StreamComputeTrigger", state_dir=state_dir, table=table,
                                     poll_interval=poll_interval, checkpoint=checkpoint,
-                                    keep_for_s=keep_computing_s, stream=stream, home=home)
+                                    keep_for_s=keep_computing_s)
         elif on_node:  # the node computes the instant: no worker process, no Spark session to start
             state_dir, _ = self.stream_paths()
             self.start_in_triggerer("StreamInstantTrigger", state_dir=state_dir, at=self.at)

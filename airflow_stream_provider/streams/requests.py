@@ -8,6 +8,11 @@ takes it, does the work with the same code a worker would run (:func:`.run.run`,
 {"status": "error", "message": ...}). Requests are idempotent: a trigger that runs again (the
 triggerer restarted) asks again, and the work gives the same rows and the same message ids.
 
+A compute request with ``keep_for_s`` goes on: the node records each round's progress and computes
+the stream's next committed batch as soon as its detector commits it, until that many seconds have
+passed; it answers with the last round's progress, unrecorded, for the run's commit. Without
+``upto_batch`` it first waits for a batch, and answers ``{"status": "idle"}`` when none came in time.
+
 A request nobody answers (the node stopped meanwhile) is withdrawn by the asker, which then does
 the work on a worker as before: :func:`withdraw` removes it unless the node took it already.
 """
@@ -22,6 +27,8 @@ from pathlib import Path
 from airflow_stream_provider.values import make_dirs, write_text
 
 FOLDER = "requests"
+#: the answer to a compute that goes on when no batch came to compute in its time
+IDLE = "idle"
 _ANSWER = ".answer.json"
 _TAKEN = ".taken"
 
@@ -48,6 +55,21 @@ def answer(state_dir: Path, request: str) -> dict | None:
     for name in (f"{request}{_ANSWER}", f"{request}.json", f"{request}{_TAKEN}"):
         (folder / name).unlink(missing_ok=True)
     return found
+
+
+def drop(state_dir: Path, request: str) -> None:
+    """Forget a taken ``request`` without answering it (a newer one of the same task took over)."""
+    (_folder(state_dir) / f"{request}{_TAKEN}").unlink(missing_ok=True)
+
+
+def nodata(answer: dict) -> bool:
+    """A compute ``answer`` computed nothing because no trigger had new rows (IGNORE_NODATA_TRIGGER)."""
+    return answer.get("status") == "done" and not answer.get("triggers") and bool(answer.get("skipped"))
+
+
+def succeeded(answer: dict) -> bool:
+    """A compute ``answer`` ends its task with success: progress to record."""
+    return answer.get("status") == "done" and not nodata(answer)
 
 
 def withdraw(state_dir: Path, request: str) -> bool:

@@ -8,9 +8,10 @@ stream node hosts the stream:
 - :class:`StreamComputeTrigger` waits for the next committed batch (as
   :class:`~.checkpoint.CheckpointCommitTrigger`), asks the node to compute it
   (:mod:`airflow_stream_provider.streams.requests`) and ends the task with the node's progress as
-  its XCom. With ``keep_for_s`` (a stream without NOTIFY) it goes on: it records each round's
-  progress itself and waits for the next batch, until that many seconds have passed, so that a busy
-  stream's batches wait for the node and not for Airflow to start the next run;
+  its XCom. With ``keep_for_s`` (a stream without NOTIFY) the compute goes on: the node records each
+  round's progress and computes each batch the stream's detector commits next as soon as it is
+  committed, until that many seconds have passed, so that a stream's batches wait neither for
+  Airflow to start the next run nor for a trigger's polling;
 - :class:`StreamInstantTrigger` asks the node to compute a PERIOD stream's instant, the run's
   (its data interval's end, which the triggerer renders into it), and ends the task with the node's
   progress;
@@ -38,8 +39,12 @@ from airflow_stream_provider.hooks import bind
 from airflow_stream_provider.streams import requests
 from airflow_stream_provider.triggers.base import CLASSPATH_MODULE, ERROR
 
-#: how often a trigger looks for the node's answer
+#: how soon a trigger looks for the node's answer first; it looks less often the longer it waits,
+#: down to every MAX_ANSWER_POLL_S (a compute that goes on answers after tens of seconds)
 ANSWER_POLL_S = 0.02
+MAX_ANSWER_POLL_S = 0.25
+#: how often a trigger waiting for an answer looks whether the node still hosts the stream
+HOSTING_EVERY_S = 1.0
 #: how long a taken request may go unanswered once the node no longer hosts the stream (it stopped
 #: while working on it): then the task fails and Airflow retries it
 LOST_AFTER_S = 10.0
@@ -47,8 +52,6 @@ LOST_AFTER_S = 10.0
 NOTIFY_RETRY_S = 5.0
 #: the event that resumes the task on a worker, which does the work itself
 RESUME = "resume"
-#: the longest pause between two rounds of a compute that goes on (``keep_for_s``)
-MAX_ROUND_PAUSE_S = 5.0
 
 
 async def ask_node(state_dir: str, role: str, **arguments: Any) -> dict | None:
@@ -59,10 +62,17 @@ async def ask_node(state_dir: str, role: str, **arguments: Any) -> dict | None:
     folder = Path(state_dir)
     request = await asyncio.to_thread(requests.submit, folder, role, **arguments)
     gone_since: float | None = None
+    pause = ANSWER_POLL_S
+    looked = time.monotonic()  # when the node's hosting was last looked at
     while True:
         answer = await asyncio.to_thread(requests.answer, folder, request)
         if answer is not None:
             return answer
+        await asyncio.sleep(pause)
+        pause = min(pause * 1.5, MAX_ANSWER_POLL_S)
+        if time.monotonic() - looked < HOSTING_EVERY_S:
+            continue
+        looked = time.monotonic()
         if await asyncio.to_thread(node_hosted, folder):
             gone_since = None
         elif await asyncio.to_thread(requests.withdraw, folder, request):
@@ -71,7 +81,6 @@ async def ask_node(state_dir: str, role: str, **arguments: Any) -> dict | None:
             gone_since = time.monotonic()
         elif time.monotonic() - gone_since > LOST_AFTER_S:
             return {"status": ERROR, "message": f"the stream node stopped while it worked on the {role} request"}
-        await asyncio.sleep(ANSWER_POLL_S)
 
 
 class StreamComputeTrigger(BaseTrigger):
@@ -79,72 +88,58 @@ class StreamComputeTrigger(BaseTrigger):
     the module's text); fires a plain event for a worker when no node hosts the stream."""
 
     def __init__(self, state_dir: str, table: str | None = None, poll_interval: float = 0.5,
-                 checkpoint: str | None = None, keep_for_s: float = 0.0, stream: str | None = None,
-                 home: str | None = None) -> None:
+                 checkpoint: str | None = None, keep_for_s: float = 0.0) -> None:
         super().__init__()
-        if keep_for_s > 0 and not stream:
-            raise ValueError("keep_for_s needs the stream (db.name) whose progress the trigger records")
         self.state_dir = str(state_dir)
         self.table = str(table) if table is not None else None
         self.poll_interval = float(poll_interval)
         self.checkpoint = str(checkpoint) if checkpoint is not None else None
-        #: how long the task goes on computing: each round's progress is recorded here until then,
-        #: and the round that ends the task leaves its progress to the run's commit (0: one round)
+        #: how long the task goes on computing, counted from its start: the node records each
+        #: round's progress until then, and the round that ends the task leaves its progress to the
+        #: run's commit (0: one round)
         self.keep_for_s = float(keep_for_s)
-        self.stream = stream
-        self.home = home
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (f"{CLASSPATH_MODULE}.{type(self).__qualname__}",
                 {"state_dir": self.state_dir, "table": self.table, "poll_interval": self.poll_interval,
-                 "checkpoint": self.checkpoint, "keep_for_s": self.keep_for_s, "stream": self.stream,
-                 "home": self.home})
+                 "checkpoint": self.checkpoint, "keep_for_s": self.keep_for_s})
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         from airflow_stream_provider.streams.probes import check_windows, node_hosted
 
         bind()  # the checks read tables on an object store with the keys of an Airflow connection
-        until = time.monotonic() + self.keep_for_s
-        rounds = 0  # rounds computed and recorded here
+        keeps = self.keep_for_s > 0
         while True:
             try:
                 found = await asyncio.to_thread(check_windows, self.state_dir, self.table, self.checkpoint)
-                hosted = found is not None and await asyncio.to_thread(node_hosted, Path(self.state_dir))
+                hosted = (found is not None or keeps) and await asyncio.to_thread(node_hosted, Path(self.state_dir))
             except Exception as err:  # the task reports it; the triggerer's loop carries on
                 yield TriggerEvent({"status": ERROR, "message": f"{type(err).__name__}: {err}"})
                 return
-            if found is None:
-                if rounds and time.monotonic() >= until:  # all recorded: the run's commit has nothing left
-                    self.log.info("%d round(s) computed and recorded; no batch since", rounds)
-                    yield TaskSuccessEvent(xcoms={"return_value": {}})
-                    return
+            if found is None and not (keeps and hosted):
                 await asyncio.sleep(self.poll_interval)
                 continue
-            if found["status"] != "committed" or not hosted:
+            if found is not None and (found["status"] != "committed" or not hosted):
                 yield TriggerEvent(found)  # no node computes it: a worker does
                 return
-            self.log.info("detector batches %s to %s committed; the stream node computes them",
-                          found["from_batch"], found["to_batch"])
-            asked = time.monotonic()
-            answer = await ask_node(self.state_dir, "compute", upto_batch=found["to_batch"])
-            if answer is None:
+            arguments: dict[str, Any] = {"upto_batch": found["to_batch"] if found else None}
+            if keeps:  # the node waits for the stream's batches itself, as its detector commits them
+                arguments.update(keep_for_s=self.keep_for_s, checkpoint=self.checkpoint)
+                self.log.info("the stream node computes the batches its detector commits for %.0f s%s",
+                              self.keep_for_s, f", from batch {found['from_batch']}" if found else "")
+            elif found is not None:
+                self.log.info("detector batches %s to %s committed; the stream node computes them",
+                              found["from_batch"], found["to_batch"])
+            answer = await ask_node(self.state_dir, "compute", **arguments)
+            if answer is None:  # the node let go of the stream before it took the request
+                if found is None:
+                    continue
                 yield TriggerEvent(found)
                 return
-            if time.monotonic() < until and _succeeded(answer):
-                took = time.monotonic() - asked
-                try:  # recorded before the next round, which the node computes from this progress
-                    await asyncio.to_thread(record_progress, str(self.stream), self.home,
-                                            answer.get("progress") or {})
-                except Exception as err:
-                    yield TriggerEvent({"status": ERROR, "message": f"{type(err).__name__}: {err}"})
-                    return
-                rounds += 1
-                self.log.info("the stream node's compute: %s; recorded, computing on for %.0f s more",
-                              answer.get("summary", "done"), until - time.monotonic())
-                # the next round no sooner than this one took: on a busy node rounds take longer and
-                # each then takes more batches, sharing the cost a round has whatever its size
-                await asyncio.sleep(min(took, MAX_ROUND_PAUSE_S))
+            if answer.get("status") == requests.IDLE:  # no batch came meanwhile: the task waits on
                 continue
+            for line in answer.get("rounds", ()):
+                self.log.info("computed and recorded: %s", line)
             async for event in _ended(self, answer, "compute"):
                 yield event
             return
@@ -287,20 +282,10 @@ def progress_of(value: object) -> dict:
     return dict(value) if isinstance(value, dict) else {}
 
 
-def _nodata(answer: dict) -> bool:
-    """The node computed nothing because no trigger had new rows (IGNORE_NODATA_TRIGGER)."""
-    return answer.get("status") == "done" and not answer.get("triggers") and bool(answer.get("skipped"))
-
-
-def _succeeded(answer: dict) -> bool:
-    """The node's compute ``answer`` ends its task with success (the progress to record)."""
-    return answer.get("status") == "done" and not _nodata(answer)
-
-
 async def _ended(trigger: BaseTrigger, answer: dict, role: str) -> AsyncIterator[TriggerEvent]:
     """The event that ends the task as the node's ``answer`` says."""
     status = answer.get("status")
-    if role == "compute" and _nodata(answer):
+    if role == "compute" and requests.nodata(answer):
         trigger.log.info("IGNORE_NODATA_TRIGGER: no new rows for %s trigger(s)", answer["skipped"])
         yield TaskSkippedEvent()
     elif status == "done":

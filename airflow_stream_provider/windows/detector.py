@@ -672,14 +672,17 @@ class LiveDetector:
     ``turns``, each batch in its turn among the process's detectors.
 
     It answers what the node asks of a running query: ``id``, ``isActive``, ``exception()``,
-    ``lastProgress``, ``stop()``, ``awaitTermination()``.
+    ``lastProgress``, ``stop()``, ``awaitTermination()``. ``on_batch`` is told of each batch once it
+    is committed.
     """
 
-    def __init__(self, detector: Detector, *, name: str, idle_s: float = 1.0, turns: Turns | None = None) -> None:
+    def __init__(self, detector: Detector, *, name: str, idle_s: float = 1.0, turns: Turns | None = None,
+                 on_batch: Callable[[BatchReport], None] | None = None) -> None:
         self.detector = detector
         self.name = name
         self.idle_s = idle_s
         self.turns = turns
+        self.on_batch = on_batch
         self._stop = threading.Event()
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name=f"detector:{name}", daemon=True)
@@ -702,6 +705,8 @@ class LiveDetector:
                         else contextlib.nullcontext():
                     ran = detector.run_once()
                 if ran is not None:
+                    if self.on_batch is not None:
+                        self.on_batch(ran)
                     continue
                 wait = self.idle_s
                 due = detector.next_timeout()

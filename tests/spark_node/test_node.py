@@ -388,7 +388,7 @@ def test_a_compute_without_notify_goes_on_round_after_round_and_records_each(run
     while time.monotonic() < deadline and totals() != [4.0]:
         time.sleep(0.5)
     assert totals() == [4.0] and not ended  # the first round is written, and the task goes on
-    assert store.load_state("rounds", "s")["computed"] == 1  # ... its progress recorded by the trigger
+    assert store.load_state("rounds", "s")["computed"] == 1  # ... its progress recorded by the node
     list(statements.run(wh, "INSERT INTO m VALUES ('2025-01-01 00:02:01', 2)"))  # closes [00:01, 00:02)
     task.join(150)
     assert totals() == [4.0, 8.0]  # nothing but that one task computes: it did both rounds
@@ -397,6 +397,79 @@ def test_a_compute_without_notify_goes_on_round_after_round_and_records_each(run
     commit_progress("rounds", "s", progress_of(event.xcoms["return_value"]))  # what the run's commit does
     assert store.load_state("rounds", "s")["computed"] == 2  # each window counted once
     assert not any((stored.state_dir / "requests").iterdir())
+
+
+def test_a_compute_that_goes_on_is_taken_over_when_its_trigger_starts_again(running_node, spark, monkeypatch):
+    """The triggerer stopped during a compute that goes on, and its trigger starts again (as Airflow
+    runs a trigger again on another triggerer): it asks the node again. The first ask is taken over
+    and ends unanswered, the second computes what follows, and each window is computed and counted
+    once. By hand: [00:00, 00:01) holds 1 and 3 (total 4), [00:01, 00:02) holds 8."""
+    import asyncio
+    import threading
+
+    from airflow.triggers.base import TaskSuccessEvent
+
+    from airflow_stream_provider.dag_factory import stream_dags
+    from airflow_stream_provider.streams.store import StreamStore
+    from airflow_stream_provider.triggers import StreamComputeTrigger
+    from airflow_stream_provider.triggers.node import progress_of
+
+    home, _ = running_node
+    monkeypatch.setenv("AIRFLOW_STREAM_HOME", str(home))
+    monkeypatch.setenv("AIRFLOW_STREAM_API_URL", "http://127.0.0.1:9")
+    wh = Warehouse(home / "warehouse", spark=spark)
+    list(statements.run(wh, """CREATE DATABASE again; USE again; CREATE TABLE m (ts TIMESTAMP, v DOUBLE);
+                    CREATE STREAM s INTERVAL(1m) SLIDING(1m) FROM m INTO s_out
+                      AS SELECT _twstart ts, sum(v) total FROM %%trows"""))
+    store = StreamStore()
+    stored = store.get("again", "s")
+    (dag,) = [d for d in stream_dags(stored, store.load_state("again", "s"), home) if d.dag_id == "stream__again__s"]
+    kwargs = dag.get_task("compute").start_trigger_args.trigger_kwargs
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and not stored.detector_path.exists():
+        time.sleep(0.5)
+
+    def totals() -> list[float]:
+        return sorted(r["total"] for r in list(statements.run(wh, "SELECT total FROM s_out"))[-1].table.to_pylist())
+
+    def requests_left() -> list[str]:
+        return sorted(p.name for p in (stored.state_dir / "requests").iterdir())
+
+    first_loop = asyncio.new_event_loop()
+    first = first_loop.create_task(StreamComputeTrigger(**{**kwargs, "keep_for_s": 120.0}).run().__anext__())
+    runner = threading.Thread(target=first_loop.run_until_complete, args=(asyncio.wait([first]),))
+    runner.start()  # it asks the node at once: the node waits for the stream's batches
+    list(statements.run(wh, "INSERT INTO m VALUES ('2025-01-01 00:00:10', 1) ('2025-01-01 00:00:50', 3)"))
+    list(statements.run(wh, "INSERT INTO m VALUES ('2025-01-01 00:01:30', 8)"))  # closes [00:00, 00:01)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and totals() != [4.0]:
+        time.sleep(0.5)
+    assert totals() == [4.0] and store.load_state("again", "s")["computed"] == 1
+    first_loop.call_soon_threadsafe(first.cancel)  # the triggerer stops; the node goes on with that ask
+    runner.join(30)
+    asked = requests_left()
+    assert first.cancelled() and len(asked) == 1 and asked[0].endswith(".taken")  # taken, unanswered
+
+    async def second() -> object:
+        async for event in StreamComputeTrigger(**{**kwargs, "keep_for_s": 15.0}).run():
+            return event
+        raise AssertionError("the trigger ended without an event")
+
+    ended: list[object] = []
+    again = threading.Thread(target=lambda: ended.append(asyncio.run(asyncio.wait_for(second(), 150))))
+    again.start()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and (len(requests_left()) != 1 or requests_left() == asked):
+        time.sleep(0.1)
+    assert len(requests_left()) == 1 and requests_left() != asked  # the second ask took over, the first dropped
+    list(statements.run(wh, "INSERT INTO m VALUES ('2025-01-01 00:02:01', 2)"))  # closes [00:01, 00:02)
+    again.join(150)
+    (event,) = ended
+    assert isinstance(event, TaskSuccessEvent), event
+    assert totals() == [4.0, 8.0]
+    assert progress_of(event.xcoms["return_value"]) == {}  # each round recorded by the node as it went
+    assert store.load_state("again", "s")["computed"] == 2  # each window counted once
+    assert requests_left() == []
 
 
 def test_the_node_computes_a_period_streams_instant_for_its_triggerer_task(running_node, spark, monkeypatch):
