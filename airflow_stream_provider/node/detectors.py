@@ -71,6 +71,9 @@ BATCH_SLOTS = 1
 #: how long a notify request delivers to an ON_FAILURE_PAUSE receiver that fails before it answers
 #: that the messages still wait (the task asks again: its run, and so its stream, waits)
 NOTIFY_PATIENCE_S = 30.0
+#: the longest pause between two rounds of a compute that goes on: each round waits as long as the
+#: one before took, so that on a busy node a round takes more batches, sharing what a round costs
+MAX_ROUND_PAUSE_S = 5.0
 
 
 class Requests:
@@ -93,6 +96,31 @@ class Requests:
         self.isActive = False
 
 
+class Batches:
+    """A detected stream's batches as a compute that goes on learns of them: woken when the
+    detector commits one, which it then computes from the events as the detector wrote them,
+    instead of reading them back."""
+
+    def __init__(self) -> None:
+        self.committed = threading.Event()
+        self._written: detector.DetectedBatch | None = None
+        self._last: detector.DetectedBatch | None = None
+
+    def written(self, batch: detector.DetectedBatch) -> None:
+        """The detector wrote ``batch`` (its thread, before the batch commits)."""
+        self._written = batch
+
+    def done(self, report: detector.BatchReport) -> None:
+        """The detector committed the batch it wrote last (its thread)."""
+        self._last, self._written = self._written, None
+        self.committed.set()
+
+    def last(self, batch_id: int) -> detector.DetectedBatch | None:
+        """Batch ``batch_id`` as written, when it is the last one committed."""
+        last = self._last
+        return last if last is not None and last.id == batch_id else None
+
+
 def _hosting(query: object) -> str:
     """What the host runs for a stream, as its log says it."""
     return "requests only" if isinstance(query, Requests) else "live detector"
@@ -109,8 +137,8 @@ class Hosted:
     busy: threading.Lock = field(default_factory=threading.Lock)
     requests_seen: int | None = None  # the time of its requests folder when last looked into
     requests_read: float = 0.0  # and when that was (monotonic)
-    #: set when its detector commits a batch: a compute that goes on waits for it
-    committed: threading.Event = field(default_factory=threading.Event)
+    #: its detector's batches as they commit: a compute that goes on waits for them
+    batches: Batches = field(default_factory=Batches)
     #: the request of the compute that goes on for it, if any (a newer request of it takes over)
     keeping: str | None = None
     released: bool = False  # no longer hosted: a compute that goes on ends
@@ -221,16 +249,16 @@ class DetectorHost:
             state = self.store.load_state(stored.db, stored.name)
             runtime = self.runtime(stored, state)
             query: Any
-            committed = threading.Event()
+            batches = Batches()
             if isinstance(stored.statement.trigger, m.PeriodTrigger):  # no detector: its instants are its DAG's
                 query = Requests()
             elif isinstance(stored.statement.trigger, m.RowTrigger):
                 query = rows.start(runtime, stored, detector_options(stored, state), available_now=False,
                                    interval="250 milliseconds", after_batch=self._consumed(stored))
             else:
-                query = detector.LiveDetector(self.window_detector(stored, runtime, detector_options(stored, state)),
-                                              name=key, turns=self.turns,
-                                              on_batch=lambda report: committed.set()).start()
+                query = detector.LiveDetector(
+                    self.window_detector(stored, runtime, detector_options(stored, state), batches),
+                    name=key, turns=self.turns, on_batch=batches.done).start()
         except Exception as err:
             os.close(fd)
             self.failed_at[key] = time.monotonic()
@@ -239,7 +267,7 @@ class DetectorHost:
                                            "at": datetime.now(UTC).isoformat()})
             self.log(f"stream {key}: the detector did not start: {err}\n{traceback.format_exc()}")
             return
-        self.hosted[key] = Hosted(stored, query, fd, runtime, committed=committed)
+        self.hosted[key] = Hosted(stored, query, fd, runtime, batches=batches)
         self.failed_at.pop(key, None)
         self.log(f"stream {key}: {_hosting(query)} started ({query.id})")
         self._progress(self.hosted[key])
@@ -251,13 +279,14 @@ class DetectorHost:
         return StreamRuntime(Warehouse(spark=self.session, database=stored.db), stored.statement, stored.db,
                              state.get("skip_versions", ()), text=stored.text, schema=state.get("result_schema"))
 
-    def window_detector(self, stored: StoredStream, runtime: StreamRuntime,
-                        options: detector.DetectorOptions) -> detector.Detector:
+    def window_detector(self, stored: StoredStream, runtime: StreamRuntime, options: detector.DetectorOptions,
+                        batches: Batches | None = None) -> detector.Detector:
         """A window stream's detector, on the host's reader of its trigger table. Streams computed in
         place (LOW_LATENCY_CALC, legacy AT_ONCE and MAX_DELAY) compute what each batch fires right
-        there; the others leave it to their DAG."""
+        there; the others leave it to their DAG (and tell ``batches`` of each batch they write)."""
         plan = trigger_plan(runtime)
-        after = self._low_latency(stored, runtime) if computed_live(stored.statement) else self._detected(stored)
+        after = self._low_latency(stored, runtime) if computed_live(stored.statement) \
+            else self._detected(stored, batches)
         return detector.Detector(plan, options, feed=self.feeds.get(plan.path), after_batch=after)
 
     def _low_latency(self, stored: StoredStream, runtime: StreamRuntime) -> Callable[[detector.DetectedBatch], None]:
@@ -278,11 +307,13 @@ class DetectorHost:
 
         return after
 
-    def _detected(self, stored: StoredStream) -> Callable[[detector.DetectedBatch], None]:
+    def _detected(self, stored: StoredStream, batches: Batches | None) -> Callable[[detector.DetectedBatch], None]:
         """A stream its DAG computes: a batch without events is consumed at once when the batches
         before it are, so the DAG's sensor does not wake for it. (With one before it still waiting,
         the run that computes that one consumes this too.)"""
         def after(batch: detector.DetectedBatch) -> None:
+            if batches is not None:
+                batches.written(batch)
             if batch.events is None:
                 skip_empty_batch(self.store, stored, batch.id)
 
@@ -310,7 +341,7 @@ class DetectorHost:
         """Stop the query of ``key`` and let go of its stream's detector lock."""
         hosted = self.hosted.pop(key)
         hosted.released = True
-        hosted.committed.set()  # (a compute that goes on stops waiting)
+        hosted.batches.committed.set()  # (a compute that goes on stops waiting)
         try:
             hosted.query.stop()
         finally:
@@ -369,11 +400,12 @@ class DetectorHost:
     def _answer(self, hosted: Hosted, request: str, body: dict) -> None:
         requests.reply(hosted.stored.state_dir, request, self._result(hosted, body))
 
-    def _result(self, hosted: Hosted, body: dict) -> dict:
-        """The answer to a request of ``hosted``'s tasks: the work's, or the error that stopped it."""
+    def _result(self, hosted: Hosted, body: dict, detected: detector.DetectedBatch | None = None) -> dict:
+        """The answer to a request of ``hosted``'s tasks: the work's, or the error that stopped it.
+        ``detected``: a compute's last batch as the detector wrote it."""
         try:
             with hosted.busy:
-                return self._work(hosted, body)
+                return self._work(hosted, body, detected)
         except StreamStopped as err:
             return {"status": "skipped", "message": str(err)}
         except DeliveryPaused as err:
@@ -393,16 +425,18 @@ class DetectorHost:
         (its trigger started again) takes over: this one ends unanswered."""
         stored = hosted.stored
         hosted.keeping = request
-        hosted.committed.set()  # (an earlier one waiting for a batch wakes, and sees it is taken over)
+        hosted.batches.committed.set()  # (an earlier one waiting for a batch wakes, and sees it is taken over)
         until = time.monotonic() + float(body["keep_for_s"])
+        checkpoint = body.get("checkpoint")
         upto: int | None = body.get("upto_batch")
         if upto is None:
-            upto = self._next_batch(hosted, request, until, body.get("checkpoint"))
+            upto = self._next_batch(hosted, request, until, checkpoint)
         rounds: list[str] = []
         result: dict = {"status": requests.IDLE}
         while upto is not None:
-            hosted.committed.clear()  # a batch committed from now on wakes the wait below
-            result = self._result(hosted, {"role": "compute", "upto_batch": upto})
+            hosted.batches.committed.clear()  # a batch committed from now on wakes the wait below
+            began = time.monotonic()
+            result = self._result(hosted, {"role": "compute", "upto_batch": upto}, hosted.batches.last(upto))
             if hosted.keeping != request or time.monotonic() >= until or not requests.succeeded(result):
                 break
             try:  # recorded before the next round, which computes from this progress
@@ -411,7 +445,9 @@ class DetectorHost:
                 result = {"status": "error", "message": f"{type(err).__name__}: {err}"}
                 break
             rounds.append(f"batches up to {upto}: {result.get('summary', 'done')}")
-            upto = self._next_batch(hosted, request, until, body.get("checkpoint"))
+            took = time.monotonic() - began
+            upto = self._next_batch(hosted, request, until, checkpoint, not_before=time.monotonic() + min(
+                took, MAX_ROUND_PAUSE_S))
             if upto is None:  # time is up with every round recorded: the run's commit has nothing left
                 result = {"status": "done", "progress": {}, "summary": "no batch since"}
         if hosted.keeping != request:  # taken over: nobody waits for this answer
@@ -420,24 +456,26 @@ class DetectorHost:
         hosted.keeping = None
         requests.reply(stored.state_dir, request, {**result, "rounds": rounds})
 
-    def _next_batch(self, hosted: Hosted, request: str, until: float, checkpoint: str | None) -> int | None:
+    def _next_batch(self, hosted: Hosted, request: str, until: float, checkpoint: str | None,
+                    not_before: float = 0.0) -> int | None:
         """The last batch the stream's detector committed with events not computed yet, once there
-        is one (None: none before ``until``, the stream is no longer hosted here, or ``request`` was
-        taken over)."""
+        is one and ``not_before`` has passed (None: none before ``until``, the stream is no longer
+        hosted here, or ``request`` was taken over)."""
         from airflow_stream_provider.streams.probes import check_windows
 
         while not hosted.released and hosted.keeping == request:
-            found = check_windows(hosted.stored.state_dir, None, checkpoint)
-            if found is not None:
-                return int(found["to_batch"])
-            left = until - time.monotonic()
-            if left <= 0:
+            now = time.monotonic()
+            if now >= not_before:
+                found = check_windows(hosted.stored.state_dir, None, checkpoint)
+                if found is not None:
+                    return int(found["to_batch"])
+            if now >= until:
                 return None
-            hosted.committed.wait(min(left, 1.0))
-            hosted.committed.clear()
+            hosted.batches.committed.wait(min(until - now, 1.0, max(not_before - now, 0.0) or 1.0))
+            hosted.batches.committed.clear()
         return None
 
-    def _work(self, hosted: Hosted, body: dict) -> dict:
+    def _work(self, hosted: Hosted, body: dict, detected: detector.DetectedBatch | None = None) -> dict:
         stored, runtime = hosted.stored, hosted.runtime
         assert runtime is not None
         role = body.get("role")
@@ -446,7 +484,7 @@ class DetectorHost:
             with self.turns.turn():  # in turn with the detectors' batches, as theirs
                 report = run_stream(runtime.warehouse, stored.db, stored.name, store=self.store, at=at,
                                     upto_batch=body.get("upto_batch"), detect=False, commit=False,
-                                    runtime=runtime)
+                                    runtime=runtime, detected=detected)
             return {"status": "done", "progress": report.progress, "summary": report.summary(),
                     "per_trigger": report.per_trigger, "skipped": report.skipped, "triggers": report.triggers}
         if role == "notify":

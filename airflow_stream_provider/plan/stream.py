@@ -25,7 +25,7 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 #: how long the compute task of a detected stream without NOTIFY goes on computing the batches that
 #: follow its first, recording each round's progress: a busy stream's batches then wait for the
 #: stream node, not for Airflow to finish a run and start the next (several seconds at twenty streams)
-KEEP_COMPUTING_S = 30.0
+KEEP_COMPUTING_S = 60.0
 
 
 class StreamKind(StrEnum):

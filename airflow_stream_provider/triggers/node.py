@@ -94,9 +94,9 @@ class StreamComputeTrigger(BaseTrigger):
         self.table = str(table) if table is not None else None
         self.poll_interval = float(poll_interval)
         self.checkpoint = str(checkpoint) if checkpoint is not None else None
-        #: how long the task goes on computing, counted from its start: the node records each
-        #: round's progress until then, and the round that ends the task leaves its progress to the
-        #: run's commit (0: one round)
+        #: how long the node goes on computing for the task, from when it takes the request: it
+        #: records each round's progress until then, and the round that ends the task leaves its
+        #: progress to the run's commit (0: one round, once a batch is committed)
         self.keep_for_s = float(keep_for_s)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
