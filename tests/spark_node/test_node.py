@@ -333,6 +333,29 @@ def test_the_triggerer_tasks_of_a_window_stream_have_the_node_compute_and_delive
         receiver.stop()
 
 
+def _minute_stream(home: Path, spark, db: str):
+    """Stream ``<db>.s`` without NOTIFY, INTERVAL(1m) sums of ``<db>.m`` into ``s_out``, hosted by the
+    node: its warehouse, its stored definition, its DAG's compute task, and the sums written so far."""
+    from airflow_stream_provider.dag_factory import stream_dags
+    from airflow_stream_provider.streams.store import StreamStore
+
+    wh = Warehouse(home / "warehouse", spark=spark)
+    list(statements.run(wh, f"""CREATE DATABASE {db}; USE {db}; CREATE TABLE m (ts TIMESTAMP, v DOUBLE);
+                    CREATE STREAM s INTERVAL(1m) SLIDING(1m) FROM m INTO s_out
+                      AS SELECT _twstart ts, sum(v) total FROM %%trows"""))
+    store = StreamStore()
+    stored = store.get(db, "s")
+    (dag,) = [d for d in stream_dags(stored, store.load_state(db, "s"), home) if d.dag_id == f"stream__{db}__s"]
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and not stored.detector_path.exists():
+        time.sleep(0.5)
+
+    def totals() -> list[float]:
+        return sorted(r["total"] for r in list(statements.run(wh, "SELECT total FROM s_out"))[-1].table.to_pylist())
+
+    return wh, stored, dag.get_task("compute"), totals
+
+
 def test_a_compute_without_notify_goes_on_round_after_round_and_records_each(running_node, spark, monkeypatch):
     """A window stream without NOTIFY: its compute trigger does not end after the first batch but
     records its progress and computes the next one in the same task, until ``keep_for_s`` passes.
@@ -343,7 +366,6 @@ def test_a_compute_without_notify_goes_on_round_after_round_and_records_each(run
 
     from airflow.triggers.base import TaskSuccessEvent
 
-    from airflow_stream_provider.dag_factory import stream_dags
     from airflow_stream_provider.plan.stream import KEEP_COMPUTING_S
     from airflow_stream_provider.streams.run import commit_progress
     from airflow_stream_provider.streams.store import StreamStore
@@ -353,22 +375,10 @@ def test_a_compute_without_notify_goes_on_round_after_round_and_records_each(run
     home, _ = running_node
     monkeypatch.setenv("AIRFLOW_STREAM_HOME", str(home))
     monkeypatch.setenv("AIRFLOW_STREAM_API_URL", "http://127.0.0.1:9")
-    wh = Warehouse(home / "warehouse", spark=spark)
-    list(statements.run(wh, """CREATE DATABASE rounds; USE rounds; CREATE TABLE m (ts TIMESTAMP, v DOUBLE);
-                    CREATE STREAM s INTERVAL(1m) SLIDING(1m) FROM m INTO s_out
-                      AS SELECT _twstart ts, sum(v) total FROM %%trows"""))
+    wh, stored, compute, totals = _minute_stream(home, spark, "rounds")
     store = StreamStore()
-    stored = store.get("rounds", "s")
-    (dag,) = [d for d in stream_dags(stored, store.load_state("rounds", "s"), home) if d.dag_id == "stream__rounds__s"]
-    compute = dag.get_task("compute")
     assert compute.keep_computing_s == KEEP_COMPUTING_S  # the DAGs give it to a stream without NOTIFY
     kwargs = {**compute.start_trigger_args.trigger_kwargs, "keep_for_s": 30.0}
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline and not stored.detector_path.exists():
-        time.sleep(0.5)
-
-    def totals() -> list[float]:
-        return sorted(r["total"] for r in list(statements.run(wh, "SELECT total FROM s_out"))[-1].table.to_pylist())
 
     ended: list[object] = []
 
@@ -409,7 +419,6 @@ def test_a_compute_that_goes_on_is_taken_over_when_its_trigger_starts_again(runn
 
     from airflow.triggers.base import TaskSuccessEvent
 
-    from airflow_stream_provider.dag_factory import stream_dags
     from airflow_stream_provider.streams.store import StreamStore
     from airflow_stream_provider.triggers import StreamComputeTrigger
     from airflow_stream_provider.triggers.node import progress_of
@@ -417,20 +426,9 @@ def test_a_compute_that_goes_on_is_taken_over_when_its_trigger_starts_again(runn
     home, _ = running_node
     monkeypatch.setenv("AIRFLOW_STREAM_HOME", str(home))
     monkeypatch.setenv("AIRFLOW_STREAM_API_URL", "http://127.0.0.1:9")
-    wh = Warehouse(home / "warehouse", spark=spark)
-    list(statements.run(wh, """CREATE DATABASE again; USE again; CREATE TABLE m (ts TIMESTAMP, v DOUBLE);
-                    CREATE STREAM s INTERVAL(1m) SLIDING(1m) FROM m INTO s_out
-                      AS SELECT _twstart ts, sum(v) total FROM %%trows"""))
+    wh, stored, compute, totals = _minute_stream(home, spark, "again")
     store = StreamStore()
-    stored = store.get("again", "s")
-    (dag,) = [d for d in stream_dags(stored, store.load_state("again", "s"), home) if d.dag_id == "stream__again__s"]
-    kwargs = dag.get_task("compute").start_trigger_args.trigger_kwargs
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline and not stored.detector_path.exists():
-        time.sleep(0.5)
-
-    def totals() -> list[float]:
-        return sorted(r["total"] for r in list(statements.run(wh, "SELECT total FROM s_out"))[-1].table.to_pylist())
+    kwargs = compute.start_trigger_args.trigger_kwargs
 
     def requests_left() -> list[str]:
         return sorted(p.name for p in (stored.state_dir / "requests").iterdir())
