@@ -426,35 +426,41 @@ class DetectorHost:
         stored = hosted.stored
         hosted.keeping = request
         hosted.batches.committed.set()  # (an earlier one waiting for a batch wakes, and sees it is taken over)
+        rounds: list[str] = []
+        try:
+            result = self._rounds(hosted, request, body, rounds)
+        except Exception as err:  # the task fails, and Airflow retries it; the rounds recorded stay
+            self.log(f"stream {stored.qualified}: a compute that goes on failed: {err}\n{traceback.format_exc()}")
+            result = {"status": "error", "message": f"{type(err).__name__}: {err}"}
+        if hosted.keeping != request:  # taken over: nobody waits for this answer
+            requests.drop(stored.state_dir, request)
+            return
+        hosted.keeping = None
+        requests.reply(stored.state_dir, request, {**result, "rounds": rounds})
+
+    def _rounds(self, hosted: Hosted, request: str, body: dict, rounds: list[str]) -> dict:
+        """The rounds of :meth:`_keep_computing`, each recorded and told in ``rounds``; the answer."""
+        stored = hosted.stored
         until = time.monotonic() + float(body["keep_for_s"])
         checkpoint = body.get("checkpoint")
         upto: int | None = body.get("upto_batch")
         if upto is None:
             upto = self._next_batch(hosted, request, until, checkpoint)
-        rounds: list[str] = []
         result: dict = {"status": requests.IDLE}
         while upto is not None:
             hosted.batches.committed.clear()  # a batch committed from now on wakes the wait below
             began = time.monotonic()
             result = self._result(hosted, {"role": "compute", "upto_batch": upto}, hosted.batches.last(upto))
             if hosted.keeping != request or time.monotonic() >= until or not requests.succeeded(result):
-                break
-            try:  # recorded before the next round, which computes from this progress
-                commit_progress(stored.db, stored.name, result["progress"], store=self.store)
-            except Exception as err:
-                result = {"status": "error", "message": f"{type(err).__name__}: {err}"}
-                break
+                return result
+            # recorded before the next round, which computes from this progress
+            commit_progress(stored.db, stored.name, result["progress"], store=self.store)
             rounds.append(f"batches up to {upto}: {result.get('summary', 'done')}")
-            took = time.monotonic() - began
-            upto = self._next_batch(hosted, request, until, checkpoint, not_before=time.monotonic() + min(
-                took, MAX_ROUND_PAUSE_S))
+            pause = min(time.monotonic() - began, MAX_ROUND_PAUSE_S)
+            upto = self._next_batch(hosted, request, until, checkpoint, not_before=time.monotonic() + pause)
             if upto is None:  # time is up with every round recorded: the run's commit has nothing left
                 result = {"status": "done", "progress": {}, "summary": "no batch since"}
-        if hosted.keeping != request:  # taken over: nobody waits for this answer
-            requests.drop(stored.state_dir, request)
-            return
-        hosted.keeping = None
-        requests.reply(stored.state_dir, request, {**result, "rounds": rounds})
+        return result
 
     def _next_batch(self, hosted: Hosted, request: str, until: float, checkpoint: str | None,
                     not_before: float = 0.0) -> int | None:

@@ -27,8 +27,8 @@ class StreamComputeOperator(StreamTask, BaseOperator):
     the node's progress: no worker process while the node runs. With ``keep_computing_s`` (the DAGs
     give it to a stream without NOTIFY) the node goes on computing the batches that follow for that
     long, as its detector commits them, recording each round's progress, and the task returns the
-    last round's. Without a
-    node, the trigger resumes the task on a worker, which detects and computes itself, once. With
+    last round's. Without a node, the trigger resumes the task on a worker, which detects and
+    computes itself, once. With
     ``wait_task`` it takes the event a :class:`~airflow_stream_provider.sensors.StreamCheckpointSensor`
     returned instead.
 
