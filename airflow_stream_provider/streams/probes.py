@@ -113,13 +113,21 @@ def latest_version(table: Location) -> int | None:
 def node_hosted(state_dir: Path) -> bool:
     """Whether the stream node hosts the stream's detector now: it holds the detector lock and says
     so in ``detector.json`` (a task detecting for itself holds the lock too, for a moment)."""
+    return node_host(state_dir) is not None
+
+
+def node_host(state_dir: Path) -> int | None:
+    """The process of the stream node that hosts the stream's detector now (None: none does; see
+    :func:`node_hosted`)."""
     if not detector_hosted(state_dir):
-        return False
+        return None
     try:
         report = json.loads((state_dir / "detector.json").read_text(encoding="utf-8"))
     except (FileNotFoundError, json.JSONDecodeError):
-        return False
-    return report.get("host") == "node" and report.get("status") == "running"
+        return None
+    if report.get("host") != "node" or report.get("status") != "running":
+        return None
+    return int(report.get("pid") or 0)
 
 
 def check_windows(state_dir: str | Path, table: str | Path | None = None,

@@ -14,7 +14,8 @@ passed; it answers with the last round's progress, unrecorded, for the run's com
 ``upto_batch`` it first waits for a batch, and answers ``{"status": "idle"}`` when none came in time.
 
 A request nobody answers (the node stopped meanwhile) is withdrawn by the asker, which then does
-the work on a worker as before: :func:`withdraw` removes it unless the node took it already.
+the work on a worker as before: :func:`withdraw` removes it unless the node took it already. One
+that a node took and stopped before answering is asked again of the node hosting the stream next.
 """
 
 from __future__ import annotations
@@ -55,6 +56,11 @@ def answer(state_dir: Path, request: str) -> dict | None:
     for name in (f"{request}{_ANSWER}", f"{request}.json", f"{request}{_TAKEN}"):
         (folder / name).unlink(missing_ok=True)
     return found
+
+
+def taken(state_dir: Path, request: str) -> bool:
+    """Whether a node has taken ``request`` and not answered it yet."""
+    return (_folder(state_dir) / f"{request}{_TAKEN}").exists()
 
 
 def drop(state_dir: Path, request: str) -> None:

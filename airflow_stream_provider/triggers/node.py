@@ -56,10 +56,13 @@ RESUME = "resume"
 
 async def ask_node(state_dir: str, role: str, **arguments: Any) -> dict | None:
     """Ask the node hosting the stream to do ``role`` and wait for its answer; None when the node
-    stopped hosting it before taking the request (then the caller does the work elsewhere)."""
-    from airflow_stream_provider.streams.probes import node_hosted
+    stopped hosting it before taking the request (then the caller does the work elsewhere). A
+    request taken by a node process that another one has since replaced (the node restarted) is
+    asked again of the new one: the old one can no longer answer, the new one never saw it."""
+    from airflow_stream_provider.streams.probes import node_host
 
     folder = Path(state_dir)
+    host = await asyncio.to_thread(node_host, folder)
     request = await asyncio.to_thread(requests.submit, folder, role, **arguments)
     gone_since: float | None = None
     pause = ANSWER_POLL_S
@@ -73,8 +76,14 @@ async def ask_node(state_dir: str, role: str, **arguments: Any) -> dict | None:
         if time.monotonic() - looked < HOSTING_EVERY_S:
             continue
         looked = time.monotonic()
-        if await asyncio.to_thread(node_hosted, folder):
+        now = await asyncio.to_thread(node_host, folder)
+        if now is not None:
             gone_since = None
+            if host is not None and now != host and await asyncio.to_thread(requests.taken, folder, request):
+                await asyncio.to_thread(requests.drop, folder, request)
+                request = await asyncio.to_thread(requests.submit, folder, role, **arguments)
+                pause = ANSWER_POLL_S
+            host = now
         elif await asyncio.to_thread(requests.withdraw, folder, request):
             return None
         elif gone_since is None:

@@ -48,3 +48,53 @@ def test_concurrent_takers_take_each_request_once(tmp_path):
     for thread in threads:
         thread.join()
     assert sorted(taken) == sorted(made)
+
+
+def _hosted_by(state_dir, pid: int) -> None:
+    """``state_dir``'s stream as the node process ``pid`` reports hosting it."""
+    import json
+
+    (state_dir / "detector.json").write_text(json.dumps({"host": "node", "status": "running", "pid": pid}))
+
+
+def test_a_request_taken_by_a_node_process_since_replaced_is_asked_again(tmp_path, monkeypatch):
+    """The node took a compute that goes on, then restarted: the process that took the request can
+    no longer answer it, and the new one never saw it. The asker asks the new one again, and drops
+    the old request; while the same process hosts the stream, a taken request is waited for."""
+    import asyncio
+    import fcntl
+    import os
+
+    from airflow_stream_provider.triggers import node
+
+    monkeypatch.setattr(node, "HOSTING_EVERY_S", 0.1)
+    lock = os.open(tmp_path / "detector.lock", os.O_RDWR | os.O_CREAT)
+    fcntl.flock(lock, fcntl.LOCK_EX)  # (the node's detector lock, held)
+    _hosted_by(tmp_path, 111)
+
+    async def taken_request() -> tuple[str, dict]:
+        for _ in range(200):
+            found = requests.waiting(tmp_path)
+            if found:
+                (one,) = found
+                return one
+            await asyncio.sleep(0.05)
+        raise AssertionError("no request came")
+
+    async def scenario() -> dict | None:
+        asking = asyncio.create_task(node.ask_node(str(tmp_path), "compute", upto_batch=3, keep_for_s=60.0))
+        old, body = await taken_request()  # process 111 takes it
+        await asyncio.sleep(0.6)
+        assert requests.waiting(tmp_path) == [] and requests.taken(tmp_path, old)  # waited for, not asked again
+        _hosted_by(tmp_path, 222)  # the node restarted
+        new, again = await taken_request()
+        assert new != old and again == body == {"role": "compute", "upto_batch": 3, "keep_for_s": 60.0}
+        assert not requests.taken(tmp_path, old)
+        requests.reply(tmp_path, new, {"status": "done", "progress": {"consumed_batch": 3}})
+        return await asyncio.wait_for(asking, 10)
+
+    try:
+        assert asyncio.run(scenario()) == {"status": "done", "progress": {"consumed_batch": 3}}
+        assert list((tmp_path / requests.FOLDER).iterdir()) == []
+    finally:
+        os.close(lock)
