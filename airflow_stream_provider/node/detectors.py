@@ -139,8 +139,10 @@ class Hosted:
     requests_read: float = 0.0  # and when that was (monotonic)
     #: its detector's batches as they commit: a compute that goes on waits for them
     batches: Batches = field(default_factory=Batches)
-    #: the request of the compute that goes on for it, if any (a newer request of it takes over)
+    #: the request of the compute that goes on for it, if any (a newer request of it takes over),
+    #: set and let go of under ``keeping_lock``
     keeping: str | None = None
+    keeping_lock: threading.Lock = field(default_factory=threading.Lock)
     released: bool = False  # no longer hosted: a compute that goes on ends
 
 
@@ -424,7 +426,8 @@ class DetectorHost:
         the answer is :data:`~.requests.IDLE` when none comes in time. A newer request of the stream
         (its trigger started again) takes over: this one ends unanswered."""
         stored = hosted.stored
-        hosted.keeping = request
+        with hosted.keeping_lock:
+            hosted.keeping = request
         hosted.batches.committed.set()  # (an earlier one waiting for a batch wakes, and sees it is taken over)
         rounds: list[str] = []
         try:
@@ -432,10 +435,13 @@ class DetectorHost:
         except Exception as err:  # the task fails, and Airflow retries it; the rounds recorded stay
             self.log(f"stream {stored.qualified}: a compute that goes on failed: {err}\n{traceback.format_exc()}")
             result = {"status": "error", "message": f"{type(err).__name__}: {err}"}
-        if hosted.keeping != request:  # taken over: nobody waits for this answer
+        with hosted.keeping_lock:
+            mine = hosted.keeping == request
+            if mine:
+                hosted.keeping = None
+        if not mine:  # taken over: nobody waits for this answer
             requests.drop(stored.state_dir, request)
             return
-        hosted.keeping = None
         requests.reply(stored.state_dir, request, {**result, "rounds": rounds})
 
     def _rounds(self, hosted: Hosted, request: str, body: dict, rounds: list[str]) -> dict:

@@ -39,8 +39,8 @@ from airflow_stream_provider.hooks import bind
 from airflow_stream_provider.streams import requests
 from airflow_stream_provider.triggers.base import CLASSPATH_MODULE, ERROR
 
-#: how soon a trigger looks for the node's answer first; it looks less often the longer it waits,
-#: down to every MAX_ANSWER_POLL_S (a compute that goes on answers after tens of seconds)
+#: how often a trigger looks for the node's answer; for a compute that goes on (which answers after
+#: tens of seconds) less often the longer it waits, down to every MAX_ANSWER_POLL_S
 ANSWER_POLL_S = 0.02
 MAX_ANSWER_POLL_S = 0.25
 #: how often a trigger waiting for an answer looks whether the node still hosts the stream
@@ -66,13 +66,14 @@ async def ask_node(state_dir: str, role: str, **arguments: Any) -> dict | None:
     request = await asyncio.to_thread(requests.submit, folder, role, **arguments)
     gone_since: float | None = None
     pause = ANSWER_POLL_S
+    longest = MAX_ANSWER_POLL_S if arguments.get("keep_for_s") else ANSWER_POLL_S
     looked = time.monotonic()  # when the node's hosting was last looked at
     while True:
         answer = await asyncio.to_thread(requests.answer, folder, request)
         if answer is not None:
             return answer
         await asyncio.sleep(pause)
-        pause = min(pause * 1.5, MAX_ANSWER_POLL_S)
+        pause = min(pause * 1.5, longest)
         if time.monotonic() - looked < HOSTING_EVERY_S:
             continue
         looked = time.monotonic()
