@@ -60,7 +60,8 @@ def answer(state_dir: Path, request: str) -> dict | None:
 
 def taken(state_dir: Path, request: str) -> bool:
     """Whether a node has taken ``request`` and not answered it yet."""
-    return (_folder(state_dir) / f"{request}{_TAKEN}").exists()
+    folder = _folder(state_dir)
+    return (folder / f"{request}{_TAKEN}").exists() and not (folder / f"{request}{_ANSWER}").exists()
 
 
 def drop(state_dir: Path, request: str) -> None:

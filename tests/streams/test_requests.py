@@ -15,8 +15,9 @@ def test_a_request_is_taken_once_answered_and_cleaned_up(tmp_path):
     assert [(r, body) for r, body in taken] == [(first, {"role": "compute", "upto_batch": 7}),
                                                   (second, {"role": "notify"})]
     assert requests.waiting(tmp_path) == []  # taken: nobody takes them again
-    assert requests.answer(tmp_path, first) is None
+    assert requests.answer(tmp_path, first) is None and requests.taken(tmp_path, first)
     requests.reply(tmp_path, first, {"status": "done", "progress": {"consumed_batch": 7}})
+    assert not requests.taken(tmp_path, first)  # answered: its answer waits to be read
     assert requests.answer(tmp_path, first) == {"status": "done", "progress": {"consumed_batch": 7}}
     requests.reply(tmp_path, second, {"status": "error", "message": "no receiver"})
     assert requests.answer(tmp_path, second)["status"] == "error"
