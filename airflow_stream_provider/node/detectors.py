@@ -483,7 +483,10 @@ class DetectorHost:
                     return int(found["to_batch"])
             if now >= until:
                 return None
-            hosted.batches.committed.wait(min(until - now, 1.0, max(not_before - now, 0.0) or 1.0))
+            wait = min(until - now, 1.0)
+            if now < not_before:  # (a commit meanwhile wakes it early; the batch is found once the pause is over)
+                wait = min(wait, not_before - now)
+            hosted.batches.committed.wait(wait)
             hosted.batches.committed.clear()
         return None
 

@@ -39,8 +39,9 @@ from airflow_stream_provider.hooks import bind
 from airflow_stream_provider.streams import requests
 from airflow_stream_provider.triggers.base import CLASSPATH_MODULE, ERROR
 
-#: how often a trigger looks for the node's answer; for a compute that goes on (which answers after
-#: tens of seconds) less often the longer it waits, down to every MAX_ANSWER_POLL_S
+#: how often a trigger looks for the node's answer; one that waits long for it (a compute that goes
+#: on answers after tens of seconds) looks less often the longer it waits, down to every
+#: MAX_ANSWER_POLL_S
 ANSWER_POLL_S = 0.02
 MAX_ANSWER_POLL_S = 0.25
 #: how often a trigger waiting for an answer looks whether the node still hosts the stream
@@ -54,11 +55,14 @@ NOTIFY_RETRY_S = 5.0
 RESUME = "resume"
 
 
-async def ask_node(state_dir: str, role: str, **arguments: Any) -> dict | None:
-    """Ask the node hosting the stream to do ``role`` and wait for its answer; None when the node
-    stopped hosting it before taking the request (then the caller does the work elsewhere). A
-    request taken by a node process that another one has since replaced (the node restarted) is
-    asked again of the new one: the old one can no longer answer, the new one never saw it."""
+async def ask_node(state_dir: str, role: str, *, longest_poll_s: float = ANSWER_POLL_S,
+                   **arguments: Any) -> dict | None:
+    """Ask the node hosting the stream to do ``role`` and wait for its answer, looked for every
+    :data:`ANSWER_POLL_S` at first and less often the longer it takes, down to every
+    ``longest_poll_s``; None when the node stopped hosting it before taking the request (then the
+    caller does the work elsewhere). A request taken by a node process that another one has since
+    replaced (the node restarted) is asked again of the new one: the old one can no longer answer,
+    the new one never saw it."""
     from airflow_stream_provider.streams.probes import node_host
 
     folder = Path(state_dir)
@@ -66,14 +70,13 @@ async def ask_node(state_dir: str, role: str, **arguments: Any) -> dict | None:
     request = await asyncio.to_thread(requests.submit, folder, role, **arguments)
     gone_since: float | None = None
     pause = ANSWER_POLL_S
-    longest = MAX_ANSWER_POLL_S if arguments.get("keep_for_s") else ANSWER_POLL_S
     looked = time.monotonic()  # when the node's hosting was last looked at
     while True:
         answer = await asyncio.to_thread(requests.answer, folder, request)
         if answer is not None:
             return answer
         await asyncio.sleep(pause)
-        pause = min(pause * 1.5, longest)
+        pause = min(pause * 1.5, longest_poll_s)
         if time.monotonic() - looked < HOSTING_EVERY_S:
             continue
         looked = time.monotonic()
@@ -134,7 +137,8 @@ class StreamComputeTrigger(BaseTrigger):
                 return
             arguments: dict[str, Any] = {"upto_batch": found["to_batch"] if found else None}
             if keeps:  # the node waits for the stream's batches itself, as its detector commits them
-                arguments.update(keep_for_s=self.keep_for_s, checkpoint=self.checkpoint)
+                arguments.update(keep_for_s=self.keep_for_s, checkpoint=self.checkpoint,
+                                 longest_poll_s=MAX_ANSWER_POLL_S)
                 self.log.info("the stream node computes the batches its detector commits for %.0f s%s",
                               self.keep_for_s, f", from batch {found['from_batch']}" if found else "")
             elif found is not None:

@@ -83,7 +83,8 @@ def test_a_request_taken_by_a_node_process_since_replaced_is_asked_again(tmp_pat
         raise AssertionError("no request came")
 
     async def scenario() -> dict | None:
-        asking = asyncio.create_task(node.ask_node(str(tmp_path), "compute", upto_batch=3, keep_for_s=60.0))
+        asking = asyncio.create_task(node.ask_node(str(tmp_path), "compute", upto_batch=3, keep_for_s=60.0,
+                                                     longest_poll_s=node.MAX_ANSWER_POLL_S))
         old, body = await taken_request()  # process 111 takes it
         await asyncio.sleep(0.6)
         assert requests.waiting(tmp_path) == [] and requests.taken(tmp_path, old)  # waited for, not asked again
