@@ -496,7 +496,8 @@ class DetectorHost:
         role = body.get("role")
         if role == "compute":
             at = datetime.fromisoformat(body["at"]) if body.get("at") else None  # a PERIOD run's instant
-            with self.turns.turn():  # in turn with the detectors' batches, as theirs
+            # in turn with the detectors' batches, before those waiting: its windows are closed already
+            with self.turns.turn(first=True):
                 report = run_stream(runtime.warehouse, stored.db, stored.name, store=self.store, at=at,
                                     upto_batch=body.get("upto_batch"), detect=False, commit=False,
                                     runtime=runtime, detected=detected)

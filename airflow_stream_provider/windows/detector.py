@@ -587,7 +587,8 @@ class Turns:
     A new version of a table wakes every stream on it at once. Run side by side, their batches share
     the interpreter's lock, and each of them ends only when nearly all have: every stream's output
     waits for the whole round. Taken in turns, the first ends after one batch, the next after two:
-    half the round on average, for the same work. A freed slot goes to the detector that has waited
+    half the round on average, for the same work. A freed slot goes to the work that finishes a
+    batch already detected (its computation asked by a task), then to the detector that has waited
     longest, and one whose batch is not expected to report a window (:meth:`Detector.expects_windows`)
     waits until no other does: its place in the round delays no result. A batch that waits for
     something else (its computation for Spark, its notifications for a receiver: :func:`elsewhere`)
@@ -605,9 +606,11 @@ class Turns:
         self._later: collections.deque[threading.Event] = collections.deque()  # expected to report nothing
 
     @contextlib.contextmanager
-    def turn(self, *, expected: bool = True) -> Iterator[None]:
-        """The block runs in a turn; ``expected``: the batch is expected to report windows."""
-        self._take(first=False, later=not expected)
+    def turn(self, *, expected: bool = True, first: bool = False) -> Iterator[None]:
+        """The block runs in a turn; ``expected``: the batch is expected to report windows;
+        ``first``: it finishes work already detected (computing a batch's windows), which goes
+        before the batches waiting, as a batch back from :meth:`away` does."""
+        self._take(first=first, later=not expected)
         _holding.turns = self
         try:
             yield

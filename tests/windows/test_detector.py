@@ -316,7 +316,8 @@ def most_at_once(turns: detector.Turns, batches: int) -> int:
 
 def test_batches_take_their_turns_in_the_order_they_asked():
     """With one slot, the detectors woken while a batch runs go one after the other, first come first
-    served; with two, two batches run at once and never three."""
+    served, after the computation of a batch already detected, which asked last; with two, two
+    batches run at once and never three."""
     import threading
 
     turns = detector.Turns(1, max_wait_s=60)  # (no batch here waits long enough to run over)
@@ -330,15 +331,15 @@ def test_batches_take_their_turns_in_the_order_they_asked():
             release.wait(10)
             order.append("first")
 
-    def later(name: str) -> None:
-        with turns.turn():
+    def later(name: str, computes: bool = False) -> None:
+        with turns.turn(first=computes):
             order.append(name)
 
     threads = [threading.Thread(target=first)]
     threads[0].start()
     assert held.wait(10)
-    for name in ("b", "c", "d"):
-        threads.append(threading.Thread(target=later, args=(name,)))
+    for name in ("b", "c", "d", "compute"):
+        threads.append(threading.Thread(target=later, args=(name, name == "compute")))
         threads[-1].start()
         deadline = time.monotonic() + 10
         while len(turns._waiting) < len(threads) - 1 and time.monotonic() < deadline:
@@ -346,7 +347,7 @@ def test_batches_take_their_turns_in_the_order_they_asked():
     release.set()
     for thread in threads:
         thread.join(10)
-    assert order == ["first", "b", "c", "d"]
+    assert order == ["first", "compute", "b", "c", "d"]
 
     assert most_at_once(detector.Turns(2, max_wait_s=60), 8) == 2
     with pytest.raises(ValueError, match="at least one batch slot"):
