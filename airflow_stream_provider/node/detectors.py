@@ -29,6 +29,7 @@ last error. A failed query is reported there and started again after a pause, fr
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 import threading
 import time
@@ -119,6 +120,19 @@ class Batches:
         """Batch ``batch_id`` as written, when it is the last one committed."""
         last = self._last
         return last if last is not None and last.id == batch_id else None
+
+
+def keep_until(key: str, keep_for_s: float, now: float) -> float:
+    """When a compute that goes on for ``keep_for_s`` from ``now`` (epoch seconds) ends: at the first
+    of the stream's own instants after ``keep_for_s``, one in every quarter of ``keep_for_s`` at a
+    place in it taken from the stream's name (``key``, ``db.name``). Streams started together then
+    end their runs at different seconds, and the work Airflow does between two runs of a stream
+    (ending its task, starting the next run) comes for a few streams at a time instead of for all
+    of them at once."""
+    cycle = keep_for_s / 4
+    place = int.from_bytes(hashlib.blake2b(key.encode(), digest_size=4).digest(), "big") / 2**32 * cycle
+    earliest = now + keep_for_s
+    return earliest + (place - earliest) % cycle
 
 
 def _hosting(query: object) -> str:
@@ -418,9 +432,10 @@ class DetectorHost:
             return {"status": "error", "message": f"{type(err).__name__}: {err}"}
 
     def _keep_computing(self, hosted: Hosted, request: str, body: dict) -> None:
-        """A compute that goes on: compute the batches up to the request's, then, while its
-        ``keep_for_s`` lasts, record each round's progress and compute the batches the detector
-        commits next as soon as it commits them. The answer carries the last round's progress,
+        """A compute that goes on: compute the batches up to the request's, then, for its
+        ``keep_for_s`` and until the stream's own instant after it (:func:`keep_until`), record each
+        round's progress and compute the batches the detector commits next as soon as it commits
+        them. The answer carries the last round's progress,
         unrecorded (the run's commit records it), or none when every round was recorded; and a line
         per round for the task's log. Without a batch in the request, the first is waited for, and
         the answer is :data:`~.requests.IDLE` when none comes in time. A newer request of the stream
@@ -447,7 +462,8 @@ class DetectorHost:
     def _rounds(self, hosted: Hosted, request: str, body: dict, rounds: list[str]) -> dict:
         """The rounds of :meth:`_keep_computing`, each recorded and told in ``rounds``; the answer."""
         stored = hosted.stored
-        until = time.monotonic() + float(body["keep_for_s"])
+        now = time.time()
+        until = time.monotonic() + keep_until(stored.qualified, float(body["keep_for_s"]), now) - now
         checkpoint = body.get("checkpoint")
         upto: int | None = body.get("upto_batch")
         if upto is None:

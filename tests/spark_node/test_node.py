@@ -470,6 +470,25 @@ def test_a_compute_that_goes_on_is_taken_over_when_its_trigger_starts_again(runn
     assert requests_left() == []
 
 
+def test_streams_started_together_end_their_computes_that_go_on_at_their_own_instants():
+    """A compute that goes on for 60 s lasts at least that, and ends at the stream's own instant in
+    every quarter minute (15 s): twenty streams asking in the same second end over the quarter, not
+    together; a stream's next run, asked a few seconds after its last ended, ends 75 s after it."""
+    import collections
+
+    from airflow_stream_provider.node.detectors import keep_until
+
+    now = 1_700_000_000.25
+    ends = {f"load.s{i}": keep_until(f"load.s{i}", 60.0, now) for i in range(20)}
+    assert all(60.0 <= end - now < 75.0 for end in ends.values())
+    places = sorted(end % 15.0 for end in ends.values())
+    assert max(collections.Counter(int(place) for place in places).values()) <= 5  # a few to a second at most
+    assert places[-1] - places[0] > 10.0
+    for key, end in ends.items():  # the same place every time, whenever it is asked
+        assert keep_until(key, 60.0, end + 3.5) - end == pytest.approx(75.0)
+        assert keep_until(key, 60.0, now + 7.0) % 15.0 == pytest.approx(end % 15.0)
+
+
 def test_the_node_computes_a_period_streams_instant_for_its_triggerer_task(running_node, spark, monkeypatch):
     """A PERIOD stream's DAG run without a worker: its compute starts in the triggerer with the run's
     instant (the data interval's end, which the triggerer renders into the trigger), the node hosting
