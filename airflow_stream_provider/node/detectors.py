@@ -124,15 +124,15 @@ class Batches:
 
 def keep_until(key: str, keep_for_s: float, now: float) -> float:
     """When a compute that goes on for ``keep_for_s`` from ``now`` (epoch seconds) ends: at the first
-    of the stream's own instants after ``keep_for_s``, one in every quarter of ``keep_for_s`` at a
-    place in it taken from the stream's name (``key``, ``db.name``). Streams started together then
-    end their runs at different seconds, and the work Airflow does between two runs of a stream
-    (ending its task, starting the next run) comes for a few streams at a time instead of for all
-    of them at once."""
-    cycle = keep_for_s / 4
-    place = int.from_bytes(hashlib.blake2b(key.encode(), digest_size=4).digest(), "big") / 2**32 * cycle
-    earliest = now + keep_for_s
-    return earliest + (place - earliest) % cycle
+    of the stream's own instants, one every ``keep_for_s`` at a place taken from the stream's name
+    (``key``, ``db.name``), once three quarters of ``keep_for_s`` have passed. Streams started
+    together then end their runs at different seconds, and the work Airflow does between two runs of
+    a stream (ending its task, starting the next run) comes for a few streams at a time instead of
+    for all of them at once. A stream's next run, asked within a quarter of ``keep_for_s``, ends
+    ``keep_for_s`` after its last."""
+    place = int.from_bytes(hashlib.blake2b(key.encode(), digest_size=4).digest(), "big") / 2**32 * keep_for_s
+    earliest = now + 0.75 * keep_for_s
+    return earliest + (place - earliest) % keep_for_s
 
 
 def _hosting(query: object) -> str:
@@ -433,7 +433,7 @@ class DetectorHost:
 
     def _keep_computing(self, hosted: Hosted, request: str, body: dict) -> None:
         """A compute that goes on: compute the batches up to the request's, then, for its
-        ``keep_for_s`` and until the stream's own instant after it (:func:`keep_until`), record each
+        ``keep_for_s``, up to the stream's own instant about then (:func:`keep_until`), record each
         round's progress and compute the batches the detector commits next as soon as it commits
         them. The answer carries the last round's progress,
         unrecorded (the run's commit records it), or none when every round was recorded; and a line
