@@ -35,6 +35,8 @@ from __future__ import annotations
 import collections
 import contextlib
 import hashlib
+import heapq
+import itertools
 import json
 import threading
 import time
@@ -250,6 +252,7 @@ class Detector:
         self.last: BatchReport | None = None
         # batches since the last one that reported windows, and between the last two that did
         self._quiet, self._period = 0, 1
+        self._reported = 0  # the events of the last batch that reported any
         self.held: int | None = None  # the last version of a batch held (:meth:`can_hold`), read again next
         self._latest: int | None = None  # the table's latest version when the last batch was planned
         # each group's event time decided and rows counted, as its state says, where known; and as the
@@ -294,6 +297,12 @@ class Detector:
         reports (a COUNT_WINDOW(10) stream fed every second reports every tenth batch). Only the
         order of turns (:class:`Turns`) depends on it."""
         return self._quiet + 1 >= self._period
+
+    def expected_events(self) -> int:
+        """How many events the next batch is expected to report, when it is expected to report any
+        (:meth:`expects_windows`): as many as the last batch that reported some. Only the order of
+        turns (:class:`Turns`) depends on it."""
+        return self._reported
 
     def waits_after(self) -> int | None:
         """The version a new batch needs one after: the last one read (held, or the batch's)."""
@@ -407,7 +416,7 @@ class Detector:
             else:
                 self._known[key] = self._known_now[key]
         if count:
-            self._quiet, self._period = 0, self._quiet + 1
+            self._quiet, self._period, self._reported = 0, self._quiet + 1, count
         else:
             self._quiet += 1
         if offset.get("snapshot") is not None or offset["first"] is not None:
@@ -581,16 +590,19 @@ _holding = threading.local()
 
 
 class Turns:
-    """At most ``slots`` batches at once among the detectors of a process, in the order they asked
-    (those expected to report windows first), and none waiting more than ``max_wait_s`` for its turn.
+    """At most ``slots`` batches at once among the detectors of a process, those expected to report
+    the most windows first, and none waiting more than ``max_wait_s`` for its turn.
 
     A new version of a table wakes every stream on it at once. Run side by side, their batches share
     the interpreter's lock, and each of them ends only when nearly all have: every stream's output
     waits for the whole round. Taken in turns, the first ends after one batch, the next after two:
     half the round on average, for the same work. A freed slot goes to the work that finishes a
-    batch already detected (its computation asked by a task), then to the detector that has waited
-    longest, and one whose batch is not expected to report a window (:meth:`Detector.expects_windows`)
-    waits until no other does: its place in the round delays no result. A batch that waits for
+    batch already detected (its computation asked by a task), then to the detector expected to
+    report the most windows (``weight``, :meth:`Detector.expected_events`), those expected to report
+    as many in the order they asked: batches costing about the same, the results wait least in all
+    when the batches with the most of them go first. One whose batch is not expected to report a
+    window (:meth:`Detector.expects_windows`) waits until no other does: its place in the round
+    delays no result. A batch that waits for
     something else (its computation for Spark, its notifications for a receiver: :func:`elsewhere`)
     hands its slot on meanwhile, and takes the next one back before any other. One that holds its
     turn long all the same delays the others by ``max_wait_s`` at most: then they run beside it,
@@ -602,15 +614,17 @@ class Turns:
         self.max_wait_s = max_wait_s
         self._free = slots  # below zero while batches that waited too long run over the slots
         self._lock = threading.Lock()
-        self._waiting: collections.deque[threading.Event] = collections.deque()
+        # (-weight, order asked, its event): a heap, the heaviest first, then the first to ask
+        self._waiting: list[tuple[float, int, threading.Event]] = []
+        self._asked = itertools.count()
         self._later: collections.deque[threading.Event] = collections.deque()  # expected to report nothing
 
     @contextlib.contextmanager
-    def turn(self, *, expected: bool = True, first: bool = False) -> Iterator[None]:
-        """The block runs in a turn; ``expected``: the batch is expected to report windows;
-        ``first``: it finishes work already detected (computing a batch's windows), which goes
-        before the batches waiting, as a batch back from :meth:`away` does."""
-        self._take(first=first, later=not expected)
+    def turn(self, *, expected: bool = True, weight: float = 0.0, first: bool = False) -> Iterator[None]:
+        """The block runs in a turn; ``expected``: the batch is expected to report windows, about
+        ``weight`` of them; ``first``: it finishes work already detected (computing a batch's
+        windows), which goes before the batches waiting, as a batch back from :meth:`away` does."""
+        self._take(first=first, later=not expected, weight=weight)
         _holding.turns = self
         try:
             yield
@@ -630,29 +644,33 @@ class Turns:
             self._take(first=True)
             _holding.turns = self
 
-    def _take(self, *, first: bool, later: bool = False) -> None:
+    def _take(self, *, first: bool, later: bool = False, weight: float = 0.0) -> None:
         with self._lock:
             mine = None
             if self._free > 0 and not self._waiting and not self._later:
                 self._free -= 1
             else:
                 mine = threading.Event()
-                queue = self._later if later else self._waiting
                 if first:
-                    queue.appendleft(mine)
+                    heapq.heappush(self._waiting, (-float("inf"), -next(self._asked), mine))
+                elif later:
+                    self._later.append(mine)
                 else:
-                    queue.append(mine)
+                    heapq.heappush(self._waiting, (-weight, next(self._asked), mine))
         if mine is not None and not mine.wait(self.max_wait_s):  # (set: the slot was handed over)
             with self._lock:
                 if not mine.is_set():  # waited long enough: run over the slots
-                    (self._later if later else self._waiting).remove(mine)
+                    if mine in self._later:
+                        self._later.remove(mine)
+                    else:
+                        self._waiting = [entry for entry in self._waiting if entry[2] is not mine]
+                        heapq.heapify(self._waiting)
                     self._free -= 1
 
     def _give(self) -> None:
         with self._lock:
-            queue = self._waiting or self._later
-            if self._free >= 0 and queue:
-                queue.popleft().set()
+            if self._free >= 0 and (self._waiting or self._later):
+                (heapq.heappop(self._waiting)[2] if self._waiting else self._later.popleft()).set()
             else:
                 self._free += 1
 
@@ -704,8 +722,8 @@ class LiveDetector:
         detector = self.detector
         try:
             while not self._stop.is_set():
-                with self.turns.turn(expected=detector.expects_windows()) if self.turns is not None \
-                        else contextlib.nullcontext():
+                with self.turns.turn(expected=detector.expects_windows(), weight=detector.expected_events()) \
+                        if self.turns is not None else contextlib.nullcontext():
                     ran = detector.run_once()
                 if ran is not None:
                     if self.on_batch is not None:
