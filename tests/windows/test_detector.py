@@ -314,16 +314,13 @@ def most_at_once(turns: detector.Turns, batches: int) -> int:
     return most[0]
 
 
-def test_batches_take_their_turns_in_the_order_they_asked():
-    """With one slot, the detectors woken while a batch runs go one after the other, first come first
-    served, after the computation of a batch already detected, which asked last; with two, two
-    batches run at once and never three."""
+def turns_taken(turns: detector.Turns, asks: list[tuple[str, dict]]) -> list[str]:
+    """The order in which batches asking one after the other (name, ``Turns.turn``'s arguments) get
+    their turns, all asking while a first batch holds the one slot ("first", which ends first)."""
     import threading
 
-    turns = detector.Turns(1, max_wait_s=60)  # (no batch here waits long enough to run over)
     order: list[str] = []
-    held = threading.Event()
-    release = threading.Event()
+    held, release = threading.Event(), threading.Event()
 
     def first() -> None:
         with turns.turn():
@@ -331,23 +328,32 @@ def test_batches_take_their_turns_in_the_order_they_asked():
             release.wait(10)
             order.append("first")
 
-    def later(name: str, computes: bool = False) -> None:
-        with turns.turn(first=computes):
+    def batch(name: str, kind: dict) -> None:
+        with turns.turn(**kind):
             order.append(name)
 
     threads = [threading.Thread(target=first)]
     threads[0].start()
     assert held.wait(10)
-    for name in ("b", "c", "d", "compute"):
-        threads.append(threading.Thread(target=later, args=(name, name == "compute")))
+    for name, kind in asks:
+        threads.append(threading.Thread(target=batch, args=(name, kind)))
         threads[-1].start()
         deadline = time.monotonic() + 10
-        while len(turns._waiting) < len(threads) - 1 and time.monotonic() < deadline:
+        while len(turns._waiting) + len(turns._later) < len(threads) - 1 and time.monotonic() < deadline:
             time.sleep(0.001)  # each asks after the one before
     release.set()
     for thread in threads:
         thread.join(10)
-    assert order == ["first", "compute", "b", "c", "d"]
+    return order
+
+
+def test_batches_take_their_turns_in_the_order_they_asked():
+    """With one slot, the detectors woken while a batch runs go one after the other, first come first
+    served, after the computation of a batch already detected, which asked last; with two, two
+    batches run at once and never three."""
+    turns = detector.Turns(1, max_wait_s=60)  # (no batch here waits long enough to run over)
+    asks = [("b", {}), ("c", {}), ("d", {}), ("compute", {"first": True})]
+    assert turns_taken(turns, asks) == ["first", "compute", "b", "c", "d"]
 
     assert most_at_once(detector.Turns(2, max_wait_s=60), 8) == 2
     with pytest.raises(ValueError, match="at least one batch slot"):
@@ -359,36 +365,10 @@ def test_the_batches_expected_to_report_the_most_windows_take_their_turns_first(
     most first (equal ones in the order they asked), after the computation of a batch already
     detected and before a batch expected to report none. Taken so, the results wait least in all:
     a batch reporting 10 windows served before one of 3 saves 10 waits for 3 added."""
-    import threading
-
-    turns = detector.Turns(1, max_wait_s=60)
-    order: list[str] = []
-    held, release = threading.Event(), threading.Event()
-
-    def first() -> None:
-        with turns.turn():
-            held.set()
-            release.wait(10)
-
-    def batch(name: str, kind: dict) -> None:
-        with turns.turn(**kind):
-            order.append(name)
-
-    threads = [threading.Thread(target=first)]
-    threads[0].start()
-    assert held.wait(10)
     asks = [("none", {"expected": False}), ("three", {"weight": 3}), ("ten", {"weight": 10}),
             ("three again", {"weight": 3}), ("zero", {"weight": 0}), ("compute", {"first": True})]
-    for name, kind in asks:
-        threads.append(threading.Thread(target=batch, args=(name, kind)))
-        threads[-1].start()
-        deadline = time.monotonic() + 10
-        while len(turns._waiting) + len(turns._later) < len(threads) - 1 and time.monotonic() < deadline:
-            time.sleep(0.001)  # each asks after the one before
-    release.set()
-    for thread in threads:
-        thread.join(10)
-    assert order == ["compute", "ten", "three", "three again", "zero", "none"]
+    assert turns_taken(detector.Turns(1, max_wait_s=60), asks) == [
+        "first", "compute", "ten", "three", "three again", "zero", "none"]
 
 
 def test_a_batch_holding_its_turn_long_delays_the_others_by_the_longest_wait_only():
@@ -420,35 +400,9 @@ def test_a_batch_holding_its_turn_long_delays_the_others_by_the_longest_wait_onl
 def test_batches_expected_to_report_windows_take_their_turns_first():
     """With one slot, the batches not expected to report a window wait until those expected to have
     had their turns, each kind in the order it asked."""
-    import threading
-
     turns = detector.Turns(1, max_wait_s=60)
-    order: list[str] = []
-    held, release = threading.Event(), threading.Event()
-
-    def first() -> None:
-        with turns.turn():
-            held.set()
-            release.wait(10)
-            order.append("first")
-
-    def later(name: str, expected: bool) -> None:
-        with turns.turn(expected=expected):
-            order.append(name)
-
-    threads = [threading.Thread(target=first)]
-    threads[0].start()
-    assert held.wait(10)
-    for name, expected in (("quiet1", False), ("b", True), ("quiet2", False), ("c", True)):
-        threads.append(threading.Thread(target=later, args=(name, expected)))
-        threads[-1].start()
-        deadline = time.monotonic() + 10
-        while len(turns._waiting) + len(turns._later) < len(threads) - 1 and time.monotonic() < deadline:
-            time.sleep(0.001)
-    release.set()
-    for thread in threads:
-        thread.join(10)
-    assert order == ["first", "b", "c", "quiet1", "quiet2"]
+    asks = [("quiet1", {"expected": False}), ("b", {}), ("quiet2", {"expected": False}), ("c", {})]
+    assert turns_taken(turns, asks) == ["first", "b", "c", "quiet1", "quiet2"]
     with turns.turn(expected=False):  # a free slot is taken at once, expected or not
         assert turns._free == 0
 
