@@ -435,11 +435,11 @@ class DetectorHost:
         """A compute that goes on: compute the batches up to the request's, then, for its
         ``keep_for_s``, up to the stream's own instant about then (:func:`keep_until`), record each
         round's progress and compute the batches the detector commits next as soon as it commits
-        them. The answer carries the last round's progress,
-        unrecorded (the run's commit records it), or none when every round was recorded; and a line
-        per round for the task's log. Without a batch in the request, the first is waited for, and
-        the answer is :data:`~.requests.IDLE` when none comes in time. A newer request of the stream
-        (its trigger started again) takes over: this one ends unanswered."""
+        them. The answer carries the last round's progress, unrecorded (the run's commit records
+        it), or none when every round was recorded; and a line per round for the task's log.
+        Without a batch in the request, the first is waited for, and the answer is
+        :data:`~.requests.IDLE` when none comes in time. A newer request of the stream (its trigger
+        started again) takes over: this one ends unanswered."""
         stored = hosted.stored
         with hosted.keeping_lock:
             hosted.keeping = request

@@ -602,11 +602,10 @@ class Turns:
     as many in the order they asked: batches costing about the same, the results wait least in all
     when the batches with the most of them go first. One whose batch is not expected to report a
     window (:meth:`Detector.expects_windows`) waits until no other does: its place in the round
-    delays no result. A batch that waits for
-    something else (its computation for Spark, its notifications for a receiver: :func:`elsewhere`)
-    hands its slot on meanwhile, and takes the next one back before any other. One that holds its
-    turn long all the same delays the others by ``max_wait_s`` at most: then they run beside it,
-    over the slots, as they would without turns."""
+    delays no result. A batch that waits for something else (its computation for Spark, its
+    notifications for a receiver: :func:`elsewhere`) hands its slot on meanwhile, and takes the
+    next one back before any other. One that holds its turn long all the same delays the others by
+    ``max_wait_s`` at most: then they run beside it, over the slots, as they would without turns."""
 
     def __init__(self, slots: int, max_wait_s: float = 1.0) -> None:
         if slots < 1:
