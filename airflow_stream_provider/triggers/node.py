@@ -139,7 +139,8 @@ class StreamComputeTrigger(BaseTrigger):
             if keeps:  # the node waits for the stream's batches itself, as its detector commits them
                 arguments.update(keep_for_s=self.keep_for_s, checkpoint=self.checkpoint,
                                  longest_poll_s=MAX_ANSWER_POLL_S)
-                self.log.info("the stream node computes the batches its detector commits for %.0f s%s",
+                self.log.info("the stream node computes the batches its detector commits for about %.0f s, "
+                              "to the stream's own second%s",
                               self.keep_for_s, f", from batch {found['from_batch']}" if found else "")
             elif found is not None:
                 self.log.info("detector batches %s to %s committed; the stream node computes them",
