@@ -372,10 +372,10 @@ class Cluster:
             return f"{component} pid {self.airflow.kill(component)}"
         if component == "receiver":
             return f"receiver pid {self.receiver.kill()}"
-        deadline = time.monotonic() + 60
-        schedulers = [pid for name, pid in self.airflow.started if name == "scheduler"]
+        deadline = time.monotonic() + TASK_SEARCH_S
         while time.monotonic() < deadline:
-            tasks = task_processes(schedulers)
+            # every scheduler started so far: one restarted meanwhile runs the tasks that come next
+            tasks = task_processes([pid for name, pid in self.airflow.started if name == "scheduler"])
             if tasks:
                 pid = self.rng.choice(sorted(tasks))
                 title = _cmdline(pid)
@@ -428,10 +428,16 @@ class Fault:
     delay: float  # seconds from the kill to the restart
     done: str | None = None
     error: str | None = None
+    #: a fault whose kill the restart waits for, besides ``delay`` (the node's, for the task's)
+    holds_for: Fault | None = None
+    #: set once this fault's kill was made or given up
+    tried: threading.Event = field(default_factory=threading.Event, repr=False, compare=False)
 
 
 #: seconds from a node's kill to the task process kill that follows it
 TASK_AFTER_NODE_S = 3.0
+#: how long a task fault looks for a running task process
+TASK_SEARCH_S = 60.0
 
 
 def plan_faults(rng: random.Random, seconds: float) -> list[Fault]:
@@ -441,7 +447,10 @@ def plan_faults(rng: random.Random, seconds: float) -> list[Fault]:
 
     A task process is killed :data:`TASK_AFTER_NODE_S` after each kill of the node: while the node
     hosts the streams their tasks run in the triggerer, the node working, and no task process runs;
-    while it is down and starting again, their tasks resume on workers, which do the work themselves."""
+    while it is down, their tasks resume on workers, which do the work themselves. That node stays
+    down until the task process is killed (or none was found in :data:`TASK_SEARCH_S`): a triggerer
+    restarted just before takes the triggers over only once the old one is deemed dead (10 s
+    without a heartbeat here), and until then no task resumes anywhere."""
     times = max(1, int(0.75 * seconds / 60))
     faults = []
     for component in COMPONENTS:
@@ -451,7 +460,9 @@ def plan_faults(rng: random.Random, seconds: float) -> list[Fault]:
         for i in range(1, len(slots)):
             slots[i] = max(slots[i], slots[i - 1] + 20)
         faults += [Fault(at, component, rng.uniform(1, 5)) for at in slots if at < seconds]
-    faults += [Fault(f.at + TASK_AFTER_NODE_S, "task", 0.0) for f in faults if f.component == "node"]
+    for node in [f for f in faults if f.component == "node"]:
+        node.holds_for = Fault(node.at + TASK_AFTER_NODE_S, "task", 0.0)
+        faults.append(node.holds_for)
     return sorted(faults, key=lambda f: f.at)
 
 
@@ -475,12 +486,18 @@ class Injector(threading.Thread):
     def _one(self, fault: Fault) -> None:
         with self.cluster.locks[fault.component]:
             try:
-                fault.done = self.cluster.kill(fault.component)
+                try:
+                    fault.done = self.cluster.kill(fault.component)
+                finally:
+                    fault.tried.set()
                 if fault.done is None:
                     fault.error = "nothing to kill"
                     return
-                say(f"fault: SIGKILL {fault.done}; restart in {fault.delay:.1f} s")
+                say(f"fault: SIGKILL {fault.done}; restart in {fault.delay:.1f} s"
+                    + (f", once the {fault.holds_for.component} fault is done" if fault.holds_for else ""))
                 time.sleep(fault.delay)
+                if fault.holds_for is not None:
+                    fault.holds_for.tried.wait(fault.holds_for.at - fault.at + TASK_SEARCH_S + 5)
                 self.cluster.restart(fault.component)
                 if fault.component != "task":
                     say(f"fault: {fault.component} restarted")
