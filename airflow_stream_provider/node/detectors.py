@@ -15,7 +15,8 @@ events is recorded consumed at once when every batch before it was, so no DAG ru
 A stream its DAG computes asks the node, from its compute task in Airflow's triggerer, to compute
 the batches its detector committed. A stream without NOTIFY asks for a compute that goes on
 (``keep_for_s``): the node records each round's progress and computes the next batch as soon as the
-detector commits it, with no polling in between, until the task's time is up.
+detector commits it, with no polling in between, until the task's time is up, and then on until the
+stream's next run asks (at most :data:`BETWEEN_RUNS_S`), which tells those rounds in its log.
 
 A PERIOD stream has no detector: its instants come from its DAG's timetable. A host that takes one
 holds its lock all the same and answers its tasks' requests: its compute task, started in Airflow's
@@ -75,6 +76,12 @@ NOTIFY_PATIENCE_S = 30.0
 #: the longest pause between two rounds of a compute that goes on: each round waits as long as the
 #: one before took, so that on a busy node a round takes more batches, sharing what a round costs
 MAX_ROUND_PAUSE_S = 5.0
+#: how long the node goes on computing a stream after a compute that goes on has answered, until the
+#: stream's next run asks (Airflow ends the task and starts the next run meanwhile, seconds on a busy
+#: scheduler); the most a stream whose DAG was paused computes after its last run
+BETWEEN_RUNS_S = 30.0
+#: the rounds between two runs the next run's log tells, the latest
+BETWEEN_RUNS_TOLD = 20
 
 
 class Requests:
@@ -157,6 +164,8 @@ class Hosted:
     #: set and let go of under ``keeping_lock``
     keeping: str | None = None
     keeping_lock: threading.Lock = field(default_factory=threading.Lock)
+    #: the rounds computed since the last compute that goes on answered, for the next one to tell
+    between_runs: list[str] = field(default_factory=list)
     released: bool = False  # no longer hosted: a compute that goes on ends
 
 
@@ -416,12 +425,18 @@ class DetectorHost:
     def _answer(self, hosted: Hosted, request: str, body: dict) -> None:
         requests.reply(hosted.stored.state_dir, request, self._result(hosted, body))
 
-    def _result(self, hosted: Hosted, body: dict, detected: detector.DetectedBatch | None = None) -> dict:
+    def _result(self, hosted: Hosted, body: dict, detected: detector.DetectedBatch | None = None,
+                record: bool = False) -> dict:
         """The answer to a request of ``hosted``'s tasks: the work's, or the error that stopped it.
-        ``detected``: a compute's last batch as the detector wrote it."""
+        ``detected``: a compute's last batch as the detector wrote it. ``record``: a compute's
+        progress is recorded before the stream's next request is worked on, which computes from it."""
+        stored = hosted.stored
         try:
             with hosted.busy:
-                return self._work(hosted, body, detected)
+                result = self._work(hosted, body, detected)
+                if record and requests.succeeded(result):
+                    commit_progress(stored.db, stored.name, result["progress"], store=self.store)
+                return result
         except StreamStopped as err:
             return {"status": "skipped", "message": str(err)}
         except DeliveryPaused as err:
@@ -433,56 +448,73 @@ class DetectorHost:
 
     def _keep_computing(self, hosted: Hosted, request: str, body: dict) -> None:
         """A compute that goes on: compute the batches up to the request's, then, for its
-        ``keep_for_s``, up to the stream's own instant about then (:func:`keep_until`), record each
-        round's progress and compute the batches the detector commits next as soon as it commits
-        them. The answer carries the last round's progress, unrecorded (the run's commit records
-        it), or none when every round was recorded; and a line per round for the task's log.
-        Without a batch in the request, the first is waited for, and the answer is
-        :data:`~.requests.IDLE` when none comes in time. A newer request of the stream (its trigger
-        started again) takes over: this one ends unanswered."""
+        ``keep_for_s``, up to the stream's own instant about then (:func:`keep_until`), compute the
+        batches the detector commits next as soon as it commits them, recording each round's
+        progress. The answer tells the rounds, those computed between the stream's last run and this
+        one first, for the task's log; every round is recorded, so the run's commit has nothing
+        left. Without a batch in the request, the first is waited for, and the answer is
+        :data:`~.requests.IDLE` when none comes in time.
+
+        Once it has answered, the node goes on the same way until the stream's next run asks, for
+        at most :data:`BETWEEN_RUNS_S`: the stream's batches wait neither for Airflow to end this
+        run nor to start the next. A newer request of the stream (its next run, or its trigger
+        started again) takes over: this one ends, unanswered if it had not answered yet."""
         stored = hosted.stored
         with hosted.keeping_lock:
             hosted.keeping = request
+            rounds = [f"before this run, {line}" for line in hosted.between_runs]
+            hosted.between_runs = []
         hosted.batches.committed.set()  # (an earlier one waiting for a batch wakes, and sees it is taken over)
-        rounds: list[str] = []
+        now = time.time()
+        until = time.monotonic() + keep_until(stored.qualified, float(body["keep_for_s"]), now) - now
+        checkpoint = body.get("checkpoint")
         try:
-            result = self._rounds(hosted, request, body, rounds)
+            result = self._rounds(hosted, request, body.get("upto_batch"), until, checkpoint, rounds)
         except Exception as err:  # the task fails, and Airflow retries it; the rounds recorded stay
             self.log(f"stream {stored.qualified}: a compute that goes on failed: {err}\n{traceback.format_exc()}")
             result = {"status": "error", "message": f"{type(err).__name__}: {err}"}
         with hosted.keeping_lock:
             mine = hosted.keeping == request
-            if mine:
-                hosted.keeping = None
         if not mine:  # taken over: nobody waits for this answer
             requests.drop(stored.state_dir, request)
             return
         requests.reply(stored.state_dir, request, {**result, "rounds": rounds})
+        if requests.succeeded(result):
+            between: list[str] = []
+            try:
+                self._rounds(hosted, request, None, time.monotonic() + BETWEEN_RUNS_S, checkpoint, between)
+            except Exception as err:  # the next run computes these batches
+                self.log(f"stream {stored.qualified}: computing between runs failed: {err}\n"
+                         f"{traceback.format_exc()}")
+            with hosted.keeping_lock:
+                hosted.between_runs = (hosted.between_runs + between)[-BETWEEN_RUNS_TOLD:]
+        with hosted.keeping_lock:  # (let go of under the lock: a newer request that took over keeps its place)
+            if hosted.keeping == request:
+                hosted.keeping = None
 
-    def _rounds(self, hosted: Hosted, request: str, body: dict, rounds: list[str]) -> dict:
-        """The rounds of :meth:`_keep_computing`, each recorded and told in ``rounds``; the answer."""
-        stored = hosted.stored
-        now = time.time()
-        until = time.monotonic() + keep_until(stored.qualified, float(body["keep_for_s"]), now) - now
-        checkpoint = body.get("checkpoint")
-        upto: int | None = body.get("upto_batch")
+    def _rounds(self, hosted: Hosted, request: str, upto: int | None, until: float, checkpoint: str | None,
+                rounds: list[str]) -> dict:
+        """Rounds of :meth:`_keep_computing` from batch ``upto`` (None: the next one committed) until
+        ``until`` (monotonic), each recorded and told in ``rounds``, each after a pause as long as
+        the last took; the last round's answer, with its progress recorded, or
+        :data:`~.requests.IDLE` when no batch came. It ends at once when ``request`` is taken over,
+        and at a round that fails or computes nothing (IGNORE_NODATA_TRIGGER), with its answer."""
         if upto is None:
             upto = self._next_batch(hosted, request, until, checkpoint)
         result: dict = {"status": requests.IDLE}
         while upto is not None:
             hosted.batches.committed.clear()  # a batch committed from now on wakes the wait below
             began = time.monotonic()
-            result = self._result(hosted, {"role": "compute", "upto_batch": upto}, hosted.batches.last(upto))
-            if hosted.keeping != request or time.monotonic() >= until or not requests.succeeded(result):
+            result = self._result(hosted, {"role": "compute", "upto_batch": upto}, hosted.batches.last(upto),
+                                  record=True)
+            if not requests.succeeded(result):
                 return result
-            # recorded before the next round, which computes from this progress
-            commit_progress(stored.db, stored.name, result["progress"], store=self.store)
             rounds.append(f"batches up to {upto}: {result.get('summary', 'done')}")
+            if hosted.keeping != request or time.monotonic() >= until:
+                break
             pause = min(time.monotonic() - began, MAX_ROUND_PAUSE_S)
             upto = self._next_batch(hosted, request, until, checkpoint, not_before=time.monotonic() + pause)
-            if upto is None:  # time is up with every round recorded: the run's commit has nothing left
-                result = {"status": "done", "progress": {}, "summary": "no batch since"}
-        return result
+        return {**result, "progress": {}} if requests.succeeded(result) else result
 
     def _next_batch(self, hosted: Hosted, request: str, until: float, checkpoint: str | None,
                     not_before: float = 0.0) -> int | None:

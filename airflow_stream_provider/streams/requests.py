@@ -10,8 +10,9 @@ triggerer restarted) asks again, and the work gives the same rows and the same m
 
 A compute request with ``keep_for_s`` goes on: the node records each round's progress and computes
 the stream's next committed batch as soon as its detector commits it, until that many seconds have
-passed; it answers with the last round's progress, unrecorded, for the run's commit. Without
-``upto_batch`` it first waits for a batch, and answers ``{"status": "idle"}`` when none came in time.
+passed; it answers with a line per round and no progress left for the run's commit, and goes on
+until the stream's next run asks (for a while). Without ``upto_batch`` it first waits for a batch,
+and answers ``{"status": "idle"}`` when none came in time.
 
 A request nobody answers (the node stopped meanwhile) is withdrawn by the asker, which then does
 the work on a worker as before: :func:`withdraw` removes it unless the node took it already. One

@@ -108,8 +108,8 @@ class StreamComputeTrigger(BaseTrigger):
         self.poll_interval = float(poll_interval)
         self.checkpoint = str(checkpoint) if checkpoint is not None else None
         #: how long the node goes on computing for the task, from when it takes the request: it
-        #: records each round's progress until then, and the round that ends the task leaves its
-        #: progress to the run's commit (0: one round, once a batch is committed)
+        #: records each round's progress, the one that ends the task too, and goes on until the
+        #: stream's next run asks (0: one round, once a batch is committed)
         self.keep_for_s = float(keep_for_s)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:

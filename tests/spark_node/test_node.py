@@ -358,9 +358,10 @@ def _minute_stream(home: Path, spark, db: str):
 
 def test_a_compute_without_notify_goes_on_round_after_round_and_records_each(running_node, spark, monkeypatch):
     """A window stream without NOTIFY: its compute trigger does not end after the first batch but
-    records its progress and computes the next one in the same task, until about ``keep_for_s`` passes.
-    By hand: [00:00, 00:01) holds 1 and 3 (total 4), [00:01, 00:02) holds 8; two windows computed,
-    each once."""
+    records its progress and computes the next one in the same task, until about ``keep_for_s`` passes;
+    then the node goes on until the next run asks. By hand: [00:00, 00:01) holds 1 and 3 (total 4),
+    [00:01, 00:02) holds 8, [00:02, 00:03) holds 2 (between the runs), [00:03, 00:04) holds 5 (in the
+    next run); each window computed and counted once."""
     import asyncio
     import threading
 
@@ -404,8 +405,28 @@ def test_a_compute_without_notify_goes_on_round_after_round_and_records_each(run
     assert totals() == [4.0, 8.0]  # nothing but that one task computes: it did both rounds
     (event,) = ended
     assert isinstance(event, TaskSuccessEvent)
+    assert progress_of(event.xcoms["return_value"]) == {}  # every round recorded: the run's commit has none
     commit_progress("rounds", "s", progress_of(event.xcoms["return_value"]))  # what the run's commit does
     assert store.load_state("rounds", "s")["computed"] == 2  # each window counted once
+    assert not any((stored.state_dir / "requests").iterdir())
+
+    # between two runs (Airflow ends this one and starts the next), the node goes on by itself
+    list(statements.run(wh, "INSERT INTO m VALUES ('2025-01-01 00:03:05', 5)"))  # closes [00:02, 00:03)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and totals() != [2.0, 4.0, 8.0]:
+        time.sleep(0.5)
+    assert totals() == [2.0, 4.0, 8.0] and store.load_state("rounds", "s")["computed"] == 3
+
+    # the next run takes over from there
+    kwargs["keep_for_s"] = 4.0  # 3 s at least
+    ended.clear()
+    task = threading.Thread(target=run_trigger)
+    task.start()
+    list(statements.run(wh, "INSERT INTO m VALUES ('2025-01-01 00:04:30', 1)"))  # closes [00:03, 00:04)
+    task.join(150)
+    (event,) = ended
+    assert isinstance(event, TaskSuccessEvent), event
+    assert totals() == [2.0, 4.0, 5.0, 8.0] and store.load_state("rounds", "s")["computed"] == 4
     assert not any((stored.state_dir / "requests").iterdir())
 
 
