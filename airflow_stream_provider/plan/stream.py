@@ -25,7 +25,8 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 #: how long the compute task of a detected stream without NOTIFY goes on computing the batches that
 #: follow its first, recording each round's progress: a busy stream's batches then wait for the
 #: stream node, not for Airflow to finish a run and start the next (several seconds at twenty streams).
-#: The node ends it at the stream's own instant about then, so that streams end their runs apart
+#: The node ends it at the stream's own instant about then, so that streams end their runs apart,
+#: and goes on computing until the next run asks
 KEEP_COMPUTING_S = 60.0
 
 
