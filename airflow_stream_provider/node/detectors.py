@@ -479,16 +479,15 @@ class DetectorHost:
             requests.drop(stored.state_dir, request)
             return
         requests.reply(stored.state_dir, request, {**result, "rounds": rounds})
+        between: list[str] = []
         if requests.succeeded(result):
-            between: list[str] = []
             try:
                 self._rounds(hosted, request, None, time.monotonic() + BETWEEN_RUNS_S, checkpoint, between)
             except Exception as err:  # the next run computes these batches
                 self.log(f"stream {stored.qualified}: computing between runs failed: {err}\n"
                          f"{traceback.format_exc()}")
-            with hosted.keeping_lock:
-                hosted.between_runs = (hosted.between_runs + between)[-BETWEEN_RUNS_TOLD:]
         with hosted.keeping_lock:  # (let go of under the lock: a newer request that took over keeps its place)
+            hosted.between_runs = (hosted.between_runs + between)[-BETWEEN_RUNS_TOLD:]
             if hosted.keeping == request:
                 hosted.keeping = None
 
