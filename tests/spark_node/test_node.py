@@ -15,6 +15,7 @@ import pytest
 from airflow.sdk.exceptions import TaskDeferred
 
 from airflow_stream_provider import statements
+from airflow_stream_provider.local_airflow import wait_for
 from airflow_stream_provider.node import server as node
 from airflow_stream_provider.operators import StreamComputeOperator
 from airflow_stream_provider.spark import endpoint, session
@@ -426,10 +427,8 @@ def test_a_compute_without_notify_goes_on_round_after_round_and_records_each(run
     def taken() -> bool:
         return any(p.name.endswith(".taken") for p in (stored.state_dir / "requests").iterdir())
 
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and not taken():
-        time.sleep(0.1)
-    assert taken()  # the node works for the next run now, not between runs (else it computes the row below)
+    # the node works for the next run now, not between runs (else it computes the row below)
+    assert wait_for(taken, 30, "the node to take the next run's request", every=0.1)
     list(statements.run(wh, "INSERT INTO m VALUES ('2025-01-01 00:04:30', 1)"))  # closes [00:03, 00:04)
     task.join(150)
     (event,) = ended
