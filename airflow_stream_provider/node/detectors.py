@@ -9,7 +9,9 @@ detector lock while it runs, so Airflow tasks read its events instead of detecti
 a stream whose lock another process holds is left to that process and tried again later.
 
 A ``LOW_LATENCY_CALC`` stream is also computed, written and notified inside each detector batch,
-before the batch commits; its DAG then finds nothing left and only supervises. A batch without
+before the batch commits; its DAG then finds nothing left and only supervises. Its results go first:
+the rest of its batch (its events' and checkpoint's commits) waits behind the other streams' batches
+expected to report windows. A batch without
 events is recorded consumed at once when every batch before it was, so no DAG run wakes for it.
 
 A stream its DAG computes asks the node, from its compute task in Airflow's triggerer, to compute
@@ -310,9 +312,9 @@ class DetectorHost:
         place (LOW_LATENCY_CALC, legacy AT_ONCE and MAX_DELAY) compute what each batch fires right
         there; the others leave it to their DAG (and tell ``batches`` of each batch they write)."""
         plan = trigger_plan(runtime)
-        after = self._low_latency(stored, runtime) if computed_live(stored.statement) \
-            else self._detected(stored, batches)
-        return detector.Detector(plan, options, feed=self.feeds.get(plan.path), after_batch=after)
+        live = computed_live(stored.statement)
+        after = self._low_latency(stored, runtime) if live else self._detected(stored, batches)
+        return detector.Detector(plan, options, feed=self.feeds.get(plan.path), after_batch=after, results_first=live)
 
     def _low_latency(self, stored: StoredStream, runtime: StreamRuntime) -> Callable[[detector.DetectedBatch], None]:
         """LOW_LATENCY_CALC: compute, write, notify and commit each batch's windows right in the

@@ -125,12 +125,15 @@ class BatchReport:
 
 @dataclass(frozen=True)
 class DetectedBatch:
-    """A batch as the detector hands it on: its id, its events as written to the event table (None:
-    it found none), and the trigger table's version it read up to."""
+    """A batch as the detector hands it on: its id, its events as stored in the event table (None:
+    it found none), and the trigger table's version it read up to. ``store_events``, when set: the
+    events are not in the event table yet, and this puts them there (once, whoever calls it first)
+    for a caller that reads the table."""
 
     id: int
     events: pa.Table | None
     version: int | None
+    store_events: Callable[[], None] | None = None
 
 
 class GroupState:
@@ -218,19 +221,27 @@ class Detector:
     :param feed: the table's feed, shared with the other streams on it (default: one of its own).
     :param timeouts: fire processing-time timeouts (MAX_DELAY) without new rows.
     :param after_batch: called with each :class:`DetectedBatch`, once its events and state are
-        written and before the batch is committed (LOW_LATENCY_CALC computes there). If it
-        raises, the batch is not committed, and runs again, with the same versions, when the detector
-        starts again; its events are not written twice.
+        written and before the batch is committed. If it raises, the batch is not committed, and
+        runs again, with the same versions, when the detector starts again; its events are not
+        written twice.
+    :param results_first: ``after_batch`` computes and writes the batch's results
+        (LOW_LATENCY_CALC): it is called before the events and the state are written, and what the
+        batch does after it (the event table's commit, the state, the checkpoint's commit) reports no
+        window, so it waits behind the batches of the process that do (:meth:`Turns.step_back`).
+        The batch's results are then written before its events; a batch that did not commit runs
+        again all the same, and writes its events then.
     """
 
     def __init__(self, plan: TriggerPlan, options: DetectorOptions, *, feed: ChangeFeed | None = None,
-                 timeouts: bool = True, after_batch: Callable[[DetectedBatch], None] | None = None) -> None:
+                 timeouts: bool = True, after_batch: Callable[[DetectedBatch], None] | None = None,
+                 results_first: bool = False) -> None:
         self.plan = plan
         self.options = options
         self.feed = feed or ChangeFeed(plan.path)
         self.timeouts = timeouts and waits(plan)
         self.step = (_LegacyStep if plan.legacy is not None else _Step)(plan, timeouts=self.timeouts)
         self.after_batch = after_batch
+        self.results_first = results_first and after_batch is not None
         place = options.checkpoint if is_remote(options.checkpoint) else Path(options.checkpoint).resolve()
         self.app_id = "airflow-stream-detector-" + hashlib.sha1(f"{plan.stream}\x1f{place}".encode()).hexdigest()[:16]
         self.checkpoint = Checkpoint(options.checkpoint)
@@ -394,8 +405,22 @@ class Detector:
             self.checkpoint.plan(batch, offset)
             self.planned = offset
         events, changed, groups = self._scan(rows, int(offset["at_ms"]))
-        written = write_events(events, self.options.events_path, self.app_id, batch, offset["at_ms"])
+        written = event_table(events, batch, offset["at_ms"])
         count = 0 if written is None else written.num_rows
+        stored = [written is None]
+
+        def store_events() -> None:
+            if not stored[0]:
+                assert written is not None
+                _commit_arrow(written, self.options.events_path, self.app_id, batch)
+                stored[0] = True
+
+        if self.results_first:
+            assert self.after_batch is not None
+            self.after_batch(DetectedBatch(batch, written, offset["last"], None if stored[0] else store_events))
+            if count:
+                step_back()
+        store_events()
         merged = dict(self.groups)
         for key, value in changed.items():
             if value is None:
@@ -406,7 +431,7 @@ class Detector:
         self.checkpoint.save(batch, changed, merged if snapshot else None)
         if count:
             self.checkpoint.mark_events(batch)
-        if self.after_batch is not None:
+        if self.after_batch is not None and not self.results_first:
             self.after_batch(DetectedBatch(batch, written, offset["last"]))
         self.checkpoint.commit(batch, count)
         self.batch, self.groups, self.planned, self.held = batch, merged, None, None
@@ -604,8 +629,10 @@ class Turns:
     window (:meth:`Detector.expects_windows`) waits until no other does: its place in the round
     delays no result. A batch that waits for something else (its computation for Spark, its
     notifications for a receiver: :func:`elsewhere`) hands its slot on meanwhile, and takes the
-    next one back before any other. One that holds its turn long all the same delays the others by
-    ``max_wait_s`` at most: then they run beside it, over the slots, as they would without turns."""
+    next one back before any other; one that has written its results (LOW_LATENCY_CALC) steps back
+    (:meth:`step_back`), what is left of it reporting no window. One that holds its turn long all the
+    same delays the others by ``max_wait_s`` at most: then they run beside it, over the slots, as they
+    would without turns."""
 
     def __init__(self, slots: int, max_wait_s: float = 1.0) -> None:
         if slots < 1:
@@ -642,6 +669,13 @@ class Turns:
         finally:
             self._take(first=True)
             _holding.turns = self
+
+    def step_back(self) -> None:
+        """The calling thread's batch, holding a turn, has written its results: the rest of it waits
+        for a turn behind the batches expected to report windows, as a batch expected to report
+        none does."""
+        self._give()
+        self._take(first=False, later=True)
 
     def _take(self, *, first: bool, later: bool = False, weight: float = 0.0) -> None:
         with self._lock:
@@ -684,6 +718,14 @@ def elsewhere() -> Iterator[None]:
         return
     with turns.away():
         yield
+
+
+def step_back() -> None:
+    """The calling thread's batch has written its results: what is left of it waits behind the batches
+    of the process expected to report windows (:meth:`Turns.step_back`); nothing without turns."""
+    turns = getattr(_holding, "turns", None)
+    if turns is not None:
+        turns.step_back()
 
 
 class LiveDetector:
@@ -779,6 +821,14 @@ def write_events(frames: list[pd.DataFrame], path: str, app_id: str, batch_id: i
     batch without events makes no commit. An event table has one writer at a time (the detector
     holding the stream's lock), so this is safe on an object store too.
     """
+    stored = event_table(frames, batch_id, at_ms)
+    if stored is not None:
+        _commit_arrow(stored, path, app_id, batch_id)
+    return stored
+
+
+def event_table(frames: list[pd.DataFrame], batch_id: int, at_ms: int) -> pa.Table | None:
+    """A batch's events as the event table stores them (None: there were none)."""
     if not frames:
         return None
     events = pd.concat(frames, ignore_index=True)[list(EVENT_COLUMNS)] if len(frames) > 1 else frames[0]
@@ -790,9 +840,7 @@ def write_events(frames: list[pd.DataFrame], path: str, app_id: str, batch_id: i
     table = table.append_column("seq", pa.array(np.arange(count, dtype=np.int64)))
     table = table.append_column("event_time", pa.array(np.full(count, at_ms * 1000, np.int64)).cast(
         pa.timestamp("us", tz="UTC")))
-    stored = pa.table([table.column(f.name).cast(f.type) for f in EVENT_ARROW_SCHEMA], schema=EVENT_ARROW_SCHEMA)
-    _commit_arrow(stored, path, app_id, batch_id)
-    return stored
+    return pa.table([table.column(f.name).cast(f.type) for f in EVENT_ARROW_SCHEMA], schema=EVENT_ARROW_SCHEMA)
 
 
 def _commit_arrow(events: pa.Table, path: str, app_id: str, batch_id: int) -> None:

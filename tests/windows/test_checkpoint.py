@@ -79,6 +79,44 @@ def test_a_batch_that_failed_before_its_commit_runs_again_with_the_same_versions
     assert _keys(stored) == _oracle(table, plan)
 
 
+def test_a_detector_writing_results_first_writes_its_events_after_them_and_once(tmp_path):
+    """With ``results_first`` (LOW_LATENCY_CALC), a batch's results are written before its events: the
+    results step sees no events of its own batch in the event table yet. A batch whose results step
+    failed runs again with the same versions and writes its events once; one whose results step had
+    the events stored, to read them from the table, does not store them again."""
+    table, events = tmp_path / "m", tmp_path / "events"
+    _table(table, range(10))
+    plan = _plan(table)
+    options = detector.DetectorOptions(events_path=str(events), checkpoint=str(tmp_path / "cp"), starting_version=0)
+
+    def fail(batch: detector.DetectedBatch) -> None:
+        assert not events.exists()  # (the first batch: no event table yet)
+        raise RuntimeError("the computation failed")
+
+    with pytest.raises(RuntimeError):
+        detector.Detector(plan, options, after_batch=fail, results_first=True).run_once()
+    assert not events.exists()  # nothing written, the batch not committed
+    _table(table, range(10, 20))
+    seen: list[tuple[int, int | None, set]] = []
+
+    def results(batch: detector.DetectedBatch) -> None:
+        assert batch.events is not None and batch.store_events is not None
+        before = set(_events(events)["batch_id"]) if events.exists() else set()
+        if batch.id == 1:  # as a run that reads the event table does: the batch's events go in first
+            batch.store_events()
+            assert set(_events(events)["batch_id"]) == before | {1}
+        seen.append((batch.id, batch.version, before))
+
+    again = detector.Detector(plan, options, after_batch=results, results_first=True)
+    again.run_available()
+    assert seen == [(0, 0, set()), (1, 1, {0})]  # batch 0 again, with version 0 only; its events after it
+    stored = _events(events)
+    assert sorted(stored["batch_id"].unique()) == [0, 1]
+    assert len(stored) == len(set(zip(stored["batch_id"], stored["seq"])))  # each written once
+    assert _keys(stored) == _oracle(table, plan)
+    assert again.batch == 1
+
+
 def test_state_survives_snapshots_and_pruning(tmp_path, monkeypatch):
     monkeypatch.setattr(detector, "SNAPSHOT_EVERY", 3)
     monkeypatch.setattr(detector, "RETAIN", 2)

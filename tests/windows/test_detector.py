@@ -407,6 +407,48 @@ def test_batches_expected_to_report_windows_take_their_turns_first():
         assert turns._free == 0
 
 
+def test_a_batch_that_wrote_its_results_steps_back_behind_the_batches_expected_to_report_windows():
+    """A batch that has written its results (LOW_LATENCY_CALC) does the rest of its work (its events'
+    and checkpoint's commits) after the batches waiting that are expected to report windows, and
+    before those expected to report none, which wait for every result as before."""
+    import threading
+
+    turns = detector.Turns(1, max_wait_s=60)
+    order: list[str] = []
+    stepping, resumed = threading.Event(), threading.Event()
+
+    def live() -> None:
+        with turns.turn():
+            order.append("live: results")
+            stepping.wait(10)
+            detector.step_back()
+            order.append("live: the rest")
+            resumed.set()
+
+    def batch(name: str, kind: dict) -> None:
+        with turns.turn(**kind):
+            order.append(name)
+
+    threads = [threading.Thread(target=live)]
+    threads[0].start()
+    deadline = time.monotonic() + 10
+    while not order and time.monotonic() < deadline:
+        time.sleep(0.001)
+    for name, kind in [("quiet", {"expected": False}), ("b", {"weight": 2}), ("c", {"weight": 5})]:
+        threads.append(threading.Thread(target=batch, args=(name, kind)))
+        threads[-1].start()
+        while len(turns._waiting) + len(turns._later) < len(threads) - 1 and time.monotonic() < deadline:
+            time.sleep(0.001)
+    stepping.set()
+    assert resumed.wait(10)
+    for thread in threads:
+        thread.join(10)
+    # the rest queues behind "quiet": neither reports a window, and they go in the order they asked
+    assert order == ["live: results", "c", "b", "quiet", "live: the rest"]
+    detector.step_back()  # without a turn held: nothing to hand on
+    assert turns._free == 1
+
+
 def test_a_stream_reporting_every_third_batch_is_expected_to_every_third_batch(spark, tmp_path):
     # (a column to count: its batches are never held, as COUNT_WINDOW(3)'s are between closes)
     wh, info, plan, opts = setup(spark, tmp_path, "q", "COUNT_WINDOW(3, 3, current)")

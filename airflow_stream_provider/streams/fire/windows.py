@@ -91,6 +91,8 @@ def pending_windows(runtime: StreamRuntime, stored: StoredStream, state: dict, s
     if detected is not None and detected.id == upto_batch and consumed == detected.id - 1:
         events = detected.events.to_pandas() if detected.events is not None else pd.DataFrame()
     else:
+        if detected is not None and detected.store_events is not None:  # (its events go in before the table is read)
+            detected.store_events()
         detected = None
         events = read_events(str(stored.events_path), consumed, upto_batch)
     if upto_batch is not None and upto_batch > consumed:
