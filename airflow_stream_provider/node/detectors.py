@@ -545,11 +545,12 @@ class DetectorHost:
         role = body.get("role")
         if role == "compute":
             at = datetime.fromisoformat(body["at"]) if body.get("at") else None  # a PERIOD run's instant
+            attempt = (str(body["attempt"][0]), int(body["attempt"][1])) if body.get("attempt") else None
             # in turn with the detectors' batches, before those waiting: its windows are closed already
             with self.turns.turn(first=True):
                 report = run_stream(runtime.warehouse, stored.db, stored.name, store=self.store, at=at,
                                     upto_batch=body.get("upto_batch"), detect=False, commit=False,
-                                    runtime=runtime, detected=detected)
+                                    runtime=runtime, detected=detected, attempt=attempt)
             return {"status": "done", "progress": report.progress, "summary": report.summary(),
                     "per_trigger": report.per_trigger, "skipped": report.skipped, "triggers": report.triggers}
         if role == "notify":

@@ -123,8 +123,9 @@ class StreamComputeOperator(StreamTask, BaseOperator):
         arguments: dict[str, Any] = {}
         if self.kind in ("window", "row") and event:
             arguments = {"upto_batch": event.get("to_batch"), "detect": event.get("status") == "detect"}
-        elif self.kind == "period":
-            arguments = {"at": utc_datetime(context["data_interval_end"])}
+        elif self.kind == "period":  # (the try: an earlier one left running after its supervisor died does nothing)
+            arguments = {"at": utc_datetime(context["data_interval_end"]),
+                         "attempt": (context["run_id"], int(context["ti"].try_number))}
         elif self.kind == "resample":  # a continuous query: the data interval is its range, the instant after it
             trig = store.get(db, name).statement.trigger
             end_offset = trig.end_offset.to_timedelta() if isinstance(trig, m.ResampleTrigger) else timedelta(0)
@@ -134,6 +135,8 @@ class StreamComputeOperator(StreamTask, BaseOperator):
         except StreamStopped as err:
             raise AirflowSkipException(str(err)) from None
         self.log.info("%s", report.summary())
+        if report.superseded:
+            raise AirflowSkipException(report.superseded)
         self.report_trigger_failures(self.log)
         if report.per_trigger:
             self.log.info("computed trigger by trigger: %s", report.per_trigger)

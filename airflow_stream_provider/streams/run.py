@@ -38,7 +38,8 @@ from airflow_stream_provider.windows.detector import DetectedBatch, elsewhere
 def run(warehouse: Warehouse, db: str, name: str, *, store: StreamStore | None = None,
         now: datetime | None = None, batched: bool = True, progress: Callable[[str], None] | None = None,
         at: datetime | None = None, upto_batch: int | None = None, detect: bool = True,
-        commit: bool = True, runtime: StreamRuntime | None = None, detected: DetectedBatch | None = None) -> RunReport:
+        commit: bool = True, runtime: StreamRuntime | None = None, detected: DetectedBatch | None = None,
+        attempt: tuple[str, int] | None = None) -> RunReport:
     """Run stream ``db.name``: detect what is pending, compute it, write it, record it.
 
     The CLI runs everything pending. An Airflow task narrows the run: ``at``, the instant of a
@@ -48,14 +49,17 @@ def run(warehouse: Warehouse, db: str, name: str, *, store: StreamStore | None =
     stream resolved by an earlier run of the same process (the node's detector keeps one from batch
     to batch, with its result schema and its groups' output subtables), else resolved here.
     ``detected``: the detector batch ``upto_batch`` as the node's detector just wrote it, whose
-    events need not be read back.
+    events need not be read back. ``attempt``: the Airflow run id and try number of the task
+    computing a PERIOD run's instant ``at``; it is recorded with the progress, and an attempt of a
+    run whose later attempt has committed does nothing (:func:`superseding_try`).
     """
     started = time.monotonic()
     store = store or StreamStore()
     stored = store.get(db, name)
     with run_lock(stored):
         report = _locked_run(warehouse, stored, store, now=now, batched=batched, progress=progress, at=at,
-                             upto_batch=upto_batch, detect=detect, commit=commit, runtime=runtime, detected=detected)
+                             upto_batch=upto_batch, detect=detect, commit=commit, runtime=runtime, detected=detected,
+                             attempt=attempt)
     report.seconds = time.monotonic() - started
     return report
 
@@ -63,7 +67,7 @@ def run(warehouse: Warehouse, db: str, name: str, *, store: StreamStore | None =
 def _locked_run(warehouse: Warehouse, stored: StoredStream, store: StreamStore, *, now: datetime | None,
                 batched: bool, progress: Callable[[str], None] | None, at: datetime | None, upto_batch: int | None,
                 detect: bool, commit: bool, runtime: StreamRuntime | None,
-                detected: DetectedBatch | None) -> RunReport:
+                detected: DetectedBatch | None, attempt: tuple[str, int] | None) -> RunReport:
     state = store.load_state(stored.db, stored.name)
     if state.get("stopped"):
         raise StreamStopped(f"stream {stored.qualified} is stopped; START STREAM {stored.qualified} resumes it")
@@ -83,7 +87,7 @@ def _locked_run(warehouse: Warehouse, stored: StoredStream, store: StreamStore, 
             else:
                 report = _run(warehouse, stored, state, store, now=now, batched=batched, progress=progress, at=at,
                               upto_batch=upto_batch, detect=detect, commit=commit, runtime=runtime,
-                              detected=detected, locked=exclusive)
+                              detected=detected, locked=exclusive, attempt=attempt)
                 if exclusive and not commit:  # (the batch marks only: a later commit of the rest moves nothing)
                     commit_progress(stored.db, stored.name, {k: v for k, v in report.progress.items()
                                                              if k in BATCH_MARKS}, store=store)
@@ -97,9 +101,16 @@ def _locked_run(warehouse: Warehouse, stored: StoredStream, store: StreamStore, 
 def _run(warehouse: Warehouse, stored: StoredStream, state: dict, store: StreamStore, *, now: datetime | None,
          batched: bool, progress: Callable[[str], None] | None, at: datetime | None, upto_batch: int | None,
          detect: bool, commit: bool, runtime: StreamRuntime | None, detected: DetectedBatch | None,
-         locked: bool = False) -> RunReport:
+         locked: bool = False, attempt: tuple[str, int] | None = None) -> RunReport:
     report = RunReport(stored.qualified)
     say = progress or (lambda _msg: None)
+    if attempt is not None and at is not None:
+        later = superseding_try(state, attempt)
+        if later is not None:  # its results and notifications are out already: nothing is done twice
+            report.superseded = (f"try {later} of run {attempt[0]} computed the instant {at.isoformat()} and "
+                                 f"committed it; this try ({attempt[1]}) leaves it")
+            say(report.superseded)
+            return report
     if stored.statement.series is not None:  # an IoTDB continuous query: its instants, its query
         report.progress = cq.run(warehouse, stored, state, store, report, now=now or datetime.now(UTC), at=at,
                                  say=say, commit=commit)
@@ -122,6 +133,8 @@ def _run(warehouse: Warehouse, stored: StoredStream, state: dict, store: StreamS
         assert isinstance(plan.schedule, Schedule), "a PERIOD stream's plan has its schedule"
         fired, update = schedules.period_triggers(runtime, plan.schedule, state, now or datetime.now(UTC), report,
                                                   at=at)
+        if attempt is not None and at is not None:
+            update["committed_tries"] = {attempt[0]: attempt[1]}
     else:
         fired, update = schedules.sliding_triggers(runtime, state, report)
     if fired:
@@ -196,6 +209,32 @@ FORWARD_MARKS = ("consumed_batch", "detected_version", "last_version")
 BATCH_MARKS = (*FORWARD_MARKS, "checkpoint_id")
 
 
+#: the runs whose committing try a stream keeps (:func:`superseding_try`), the latest
+KEPT_TRIES = 100
+
+
+def superseding_try(state: dict, attempt: tuple[str, int]) -> int | None:
+    """The try of ``attempt``'s run that committed, when it is a later one than ``attempt``'s.
+
+    An Airflow task attempt whose supervisor died may still run: Airflow starts the next try, whose
+    run computes the instant, notifies and commits, and the first attempt then computes the same
+    instant again. Its notifications are no longer waiting in the outbox (they were delivered and
+    the progress committed), so they would go out twice; such an attempt does nothing instead. A
+    run cleared again (a later try) or another run of the same instant (a backfill) computes it."""
+    run_id, tried = attempt
+    committed = state.get("committed_tries", {}).get(run_id)
+    return committed if committed is not None and committed > tried else None
+
+
+def later_tries(saved: dict, new: dict) -> dict:
+    """The committing try of each run, ``saved`` and ``new`` taken together: the later try of a run;
+    the latest :data:`KEPT_TRIES` runs."""
+    out = dict(saved)
+    for run_id, tried in new.items():
+        out[run_id] = max(int(tried), int(out.pop(run_id, tried)))  # (popped: the latest goes last)
+    return dict(list(out.items())[-KEPT_TRIES:])
+
+
 def later_instants(saved: dict, new: dict) -> dict:
     """The SLIDING marks of each group (``{"origin", "last"}``), ``saved`` and ``new`` taken
     together: the later ``last`` of each group (a group without one has fired nothing yet)."""
@@ -227,6 +266,8 @@ def commit_progress(db: str, name: str, update: dict, *, store: StreamStore | No
                 state[key] = max(state[key], value, key=datetime.fromisoformat)
             elif key == "sliding" and state.get(key):
                 state[key] = later_instants(state[key], value)
+            elif key == "committed_tries":
+                state[key] = later_tries(state.get(key) or {}, value)
             else:
                 state[key] = value
         committed = dict(state)

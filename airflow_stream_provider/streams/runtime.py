@@ -66,6 +66,7 @@ class RunReport:
     delivery: DeliveryReport | None = None  # the report of a run that delivered
     seconds: float = 0.0
     progress: dict = field(default_factory=dict)  # what the run consumed, for commit_progress
+    superseded: str | None = None  # why the run did nothing: a later try of its Airflow run committed
 
     def summary(self) -> str:
         parts = [f"{self.triggers} trigger{'s' if self.triggers != 1 else ''}",
@@ -87,6 +88,8 @@ class RunReport:
             parts.append(f"{self.notified} notification event{'s' if self.notified != 1 else ''} queued")
         if self.delivery is not None:
             parts.append(self.delivery.summary())
+        if self.superseded:
+            parts.append(self.superseded)
         return f"{self.stream}: " + ", ".join(parts) + f" in {self.seconds:.1f}s"
 
 

@@ -27,6 +27,7 @@ from airflow_stream_provider import statements
 from airflow_stream_provider.exceptions import StreamError
 from airflow_stream_provider.local_airflow import LocalAirflow, wait_for
 from airflow_stream_provider.notify.message import validate
+from airflow_stream_provider.streams.store import StreamStore
 from airflow_stream_provider.warehouse import Warehouse
 from tests.iotdb.test_triggers import FILES as TRIGGER_FILES
 from tests.notify.conftest import ReceiverProcess, events_of
@@ -107,6 +108,11 @@ def test_streams_run_as_airflow_dags(spark, tmp_path, monkeypatch):
         assert sorted(r["d"] for r in rows(wh, "SELECT * FROM doubled_out")) == [6.0, 8.0, 16.0]
         ticks = wait_for(lambda: rows(wh, "SELECT * FROM tick_out"), 120, "the PERIOD stream's output")
         assert all(r["ts"].second % 10 == 0 for r in ticks)  # instants of PERIOD(10s)
+        # each run's committing try is recorded with its progress, as Airflow numbers them (from 1): a
+        # try left running after its supervisor died finds a later one there and does nothing
+        tries = wait_for(lambda: StreamStore(stream_home).load_state("power", "tick").get("committed_tries"), 60,
+                         "the PERIOD runs' tries in the stream's progress")
+        assert all(run.startswith("scheduled__") and tried >= 1 for run, tried in tries.items()), tries
 
         # STOP pauses the DAGs and holds the stream; START resumes it
         message = list(statements.run(wh, "STOP STREAM avg1m"))[-1].message

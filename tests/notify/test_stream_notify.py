@@ -207,6 +207,44 @@ def test_period_sends_on_time_events(wh, receivers):
     assert [(e["eventTime"], e["result"]) for e in hourly] == [(t, {"n": 0}) for t in instants]
 
 
+def test_an_attempt_outliving_its_supervisor_computes_no_period_instant_its_retry_committed(wh, receivers):
+    """A PERIOD run's compute whose supervisor died is tried again by Airflow; the retry computes the
+    instant, its notification is delivered and the run committed. The first attempt, still running,
+    then computes the same instant: it does nothing, so the instant is sent once. A later try of the
+    same run (the run cleared) and another run of the instant (a backfill) compute and send it."""
+    rec = receivers()
+    sql(wh, "CREATE TABLE tb1 (ts TIMESTAMP, v INT)")
+    sql(wh, f"CREATE STREAM hourly PERIOD(1h) FROM tb1 NOTIFY('{rec.url}') INTO hourly_out AS "
+            "SELECT cast(_tlocaltime / 1000000 AS TIMESTAMP) ts, count(*) n FROM %%trows")
+    store = StreamStore()
+    created = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=2)
+    store.save_state("d", "hourly", {**store.load_state("d", "hourly"), "created": created.isoformat()})
+    at = created + timedelta(hours=1)
+    run_id = f"scheduled__{at.isoformat()}"
+    stored = store.get("d", "hourly")
+
+    def attempt(run: str, tried: int):  # a PERIOD task's compute, notify and commit, as its DAG runs them
+        report = run_stream(wh, "d", "hourly", at=at, commit=False, attempt=(run, tried))
+        routing.deliver(stored)
+        commit_progress("d", "hourly", report.progress)
+        return report
+
+    retry = attempt(run_id, 2)
+    assert retry.superseded is None and retry.notified == 1
+    assert store.load_state("d", "hourly")["committed_tries"] == {run_id: 2}
+    orphan = attempt(run_id, 1)  # the first attempt, after its retry's run committed
+    assert orphan.superseded is not None and "try 2" in orphan.superseded
+    assert (orphan.triggers, orphan.notified, orphan.progress) == (0, 0, {})
+    instant = int(at.timestamp() * 1000)
+    assert [(e["eventType"], e["eventTime"]) for e in received(rec)] == [("ON_TIME", instant)]
+    cleared = attempt(run_id, 3)  # the run cleared: its next try computes and sends it again
+    backfill = attempt(f"backfill__{at.isoformat()}", 1)
+    assert (cleared.superseded, backfill.superseded) == (None, None)
+    assert [e["eventTime"] for e in received(rec)] == [instant] * 3
+    assert store.load_state("d", "hourly")["committed_tries"] == {run_id: 3, f"backfill__{at.isoformat()}": 1}
+    assert [r["n"] for r in select(wh, "SELECT * FROM hourly_out")] == [0]  # one row, written again in place
+
+
 def test_history_is_not_notified_without_notify_history(wh, receivers):
     rec_a, rec_b = receivers(), receivers()
     sql(wh, "CREATE TABLE tb1 (ts TIMESTAMP, col1 INT)")
