@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -123,12 +123,15 @@ class Outbox:
     # --- the three verbs ------------------------------------------------------------------------
 
     def enqueue(self, events: Sequence[NotifyEvent], *, now_ms: int | None = None,
-                max_bytes: int = MAX_MESSAGE_BYTES) -> list[Queued]:
+                max_bytes: int = MAX_MESSAGE_BYTES, unless: Callable[[], bool] | None = None) -> list[Queued]:
         """Add the events not already waiting and not of a batch the stream has consumed, packed into
-        messages; returns the new messages."""
+        messages; returns the new messages. ``unless``: asked under the outbox's lock, which a commit
+        of the stream's progress takes only after recording it; when true, nothing is added."""
         if not events:
             return []
         with self._locked():
+            if unless is not None and unless():
+                return []
             records = self._messages()
             waiting = {key for rec in records for key in rec["keys"]}
             state = self._state()

@@ -65,6 +65,9 @@ class RunNotifications:
         self.results: dict[int, list[dict]] = {}
         self.computed: set[int] = set()
         self.events: list[NotifyEvent] = []
+        #: asked under the outbox's lock before the events are queued: when true, none is
+        #: (:meth:`~airflow_stream_provider.notify.outbox.Outbox.enqueue`)
+        self.unless: Callable[[], bool] | None = None
 
     # --- results --------------------------------------------------------------------------------
 

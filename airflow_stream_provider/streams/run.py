@@ -107,8 +107,7 @@ def _run(warehouse: Warehouse, stored: StoredStream, state: dict, store: StreamS
     if attempt is not None and at is not None:
         later = superseding_try(state, attempt)
         if later is not None:  # its results and notifications are out already: nothing is done twice
-            report.superseded = (f"try {later} of run {attempt[0]} computed the instant {at.isoformat()} and "
-                                 f"committed it; this try ({attempt[1]}) leaves it")
+            report.superseded = _superseded(at, attempt, later)
             say(report.superseded)
             return report
     if stored.statement.series is not None:  # an IoTDB continuous query: its instants, its query
@@ -122,6 +121,8 @@ def _run(warehouse: Warehouse, stored: StoredStream, state: dict, store: StreamS
                                 text=stored.text, schema=state.get("result_schema"))
     plan = plan_stream(stored.statement, stored.db, state)
     notes = RunNotifications(runtime, state) if stored.statement.notify is not None else None
+    if notes is not None and attempt is not None and at is not None:
+        notes.unless = _committed_since(store, stored, at, attempt, report)
     events = None
     fired: list[Fired] = []
     if plan.kind is StreamKind.ROW:  # the row query computes and writes as it goes
@@ -155,12 +156,12 @@ def _run(warehouse: Warehouse, stored: StoredStream, state: dict, store: StreamS
         update["outputs"] = merged.get("outputs", {})
     if fired and runtime.compute is not None:
         update["computed"] = len(fired)
-    report.progress = update
+    report.progress = {} if report.superseded else update  # (a later try's commit has it all)
     if commit:
         if stored.statement.notify is not None:
             with elsewhere():  # the receivers' answers: the other batches of a node's worker go on meanwhile
                 report.delivery = routing.deliver(stored, give_up_after=notify_patience(), say=say)
-        commit_progress(stored.db, stored.name, update, store=store)
+        commit_progress(stored.db, stored.name, report.progress, store=store)
     return report
 
 
@@ -199,7 +200,9 @@ def queue_notifications(runtime: StreamRuntime, stored: StoredStream, notes: Run
         notes.add_scheduled(fired, names)
     box = outbox_of(stored)
     assert box is not None
-    box.enqueue(notes.events, max_bytes=Settings.load().max_message_bytes)
+    queued = box.enqueue(notes.events, max_bytes=Settings.load().max_message_bytes, unless=notes.unless)
+    if not queued and report.superseded:
+        return
     report.notified += len(notes.events)
 
 
@@ -209,8 +212,10 @@ FORWARD_MARKS = ("consumed_batch", "detected_version", "last_version")
 BATCH_MARKS = (*FORWARD_MARKS, "checkpoint_id")
 
 
-#: the runs whose committing try a stream keeps (:func:`superseding_try`), the latest
-KEPT_TRIES = 100
+#: the runs whose committing try a stream keeps (:func:`superseding_try`), the latest: at PERIOD(10s)
+#: the runs of the last 2.8 hours (a try left running longer than that after its retry committed
+#: computes its instant again)
+KEPT_TRIES = 1000
 
 
 def superseding_try(state: dict, attempt: tuple[str, int]) -> int | None:
@@ -224,6 +229,26 @@ def superseding_try(state: dict, attempt: tuple[str, int]) -> int | None:
     run_id, tried = attempt
     committed = state.get("committed_tries", {}).get(run_id)
     return committed if committed is not None and committed > tried else None
+
+
+def _superseded(at: datetime, attempt: tuple[str, int], later: int) -> str:
+    return (f"try {later} of run {attempt[0]} computed the instant {at.isoformat()} and committed it; "
+            f"this try ({attempt[1]}) leaves it")
+
+
+def _committed_since(store: StreamStore, stored: StoredStream, at: datetime, attempt: tuple[str, int],
+                     report: RunReport) -> Callable[[], bool]:
+    """Whether a later try of ``attempt``'s run committed since this run began, asked under the
+    outbox's lock just before the run queues its notifications: a commit records its try before it
+    lets go of the messages every receiver has, so the later try's messages are either still there
+    (the run's own then add nothing) or the try is recorded (and the run queues none)."""
+    def committed() -> bool:
+        later = superseding_try(store.load_state(stored.db, stored.name), attempt)
+        if later is not None:
+            report.superseded = _superseded(at, attempt, later)
+        return later is not None
+
+    return committed
 
 
 def later_tries(saved: dict, new: dict) -> dict:

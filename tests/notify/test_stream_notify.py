@@ -244,6 +244,22 @@ def test_an_attempt_outliving_its_supervisor_computes_no_period_instant_its_retr
     assert store.load_state("d", "hourly")["committed_tries"] == {run_id: 3, f"backfill__{at.isoformat()}": 1}
     assert [r["n"] for r in select(wh, "SELECT * FROM hourly_out")] == [0]  # one row, written again in place
 
+    # the retry's commit lands while the earlier try computes, after it looked: it queues nothing
+    later = f"scheduled__{(at + timedelta(hours=1)).isoformat()}"
+    retry = run_stream(wh, "d", "hourly", at=at + timedelta(hours=1), commit=False, attempt=(later, 2))
+    routing.deliver(stored)
+
+    def meanwhile(line: str) -> None:  # (said once the instant fired, before its computation)
+        if "fired" in line:
+            commit_progress("d", "hourly", retry.progress)
+
+    orphan = run_stream(wh, "d", "hourly", at=at + timedelta(hours=1), commit=False, attempt=(later, 1),
+                        progress=meanwhile)
+    assert orphan.superseded is not None and "try 2" in orphan.superseded
+    assert (orphan.triggers, orphan.notified, orphan.progress) == (1, 0, {})  # computed, nothing queued
+    routing.deliver(stored)
+    assert [e["eventTime"] for e in received(rec)] == [instant] * 3 + [instant + 3_600_000]
+
 
 def test_history_is_not_notified_without_notify_history(wh, receivers):
     rec_a, rec_b = receivers(), receivers()
