@@ -104,12 +104,10 @@ def _run(warehouse: Warehouse, stored: StoredStream, state: dict, store: StreamS
          locked: bool = False, attempt: tuple[str, int] | None = None) -> RunReport:
     report = RunReport(stored.qualified)
     say = progress or (lambda _msg: None)
-    if attempt is not None and at is not None:
-        later = superseding_try(state, attempt)
-        if later is not None:  # its results and notifications are out already: nothing is done twice
-            report.superseded = _superseded(at, attempt, later)
-            say(report.superseded)
-            return report
+    if attempt is not None and at is not None and _superseded(state, at, attempt, report):
+        assert report.superseded is not None  # (its results and notifications are out already)
+        say(report.superseded)
+        return report
     if stored.statement.series is not None:  # an IoTDB continuous query: its instants, its query
         report.progress = cq.run(warehouse, stored, state, store, report, now=now or datetime.now(UTC), at=at,
                                  say=say, commit=commit)
@@ -122,7 +120,11 @@ def _run(warehouse: Warehouse, stored: StoredStream, state: dict, store: StreamS
     plan = plan_stream(stored.statement, stored.db, state)
     notes = RunNotifications(runtime, state) if stored.statement.notify is not None else None
     if notes is not None and attempt is not None and at is not None:
-        notes.unless = _committed_since(store, stored, at, attempt, report)
+        # asked again under the outbox's lock just before queuing: a commit records its try before it
+        # lets go of the messages every receiver has, so a later try that committed meanwhile either
+        # left its messages there (this run's then add nothing) or is recorded (this run queues none)
+        tried, instant = attempt, at
+        notes.unless = lambda: _superseded(store.load_state(stored.db, stored.name), instant, tried, report)
     events = None
     fired: list[Fired] = []
     if plan.kind is StreamKind.ROW:  # the row query computes and writes as it goes
@@ -231,24 +233,14 @@ def superseding_try(state: dict, attempt: tuple[str, int]) -> int | None:
     return committed if committed is not None and committed > tried else None
 
 
-def _superseded(at: datetime, attempt: tuple[str, int], later: int) -> str:
-    return (f"try {later} of run {attempt[0]} computed the instant {at.isoformat()} and committed it; "
-            f"this try ({attempt[1]}) leaves it")
-
-
-def _committed_since(store: StreamStore, stored: StoredStream, at: datetime, attempt: tuple[str, int],
-                     report: RunReport) -> Callable[[], bool]:
-    """Whether a later try of ``attempt``'s run committed since this run began, asked under the
-    outbox's lock just before the run queues its notifications: a commit records its try before it
-    lets go of the messages every receiver has, so the later try's messages are either still there
-    (the run's own then add nothing) or the try is recorded (and the run queues none)."""
-    def committed() -> bool:
-        later = superseding_try(store.load_state(stored.db, stored.name), attempt)
-        if later is not None:
-            report.superseded = _superseded(at, attempt, later)
-        return later is not None
-
-    return committed
+def _superseded(state: dict, at: datetime, attempt: tuple[str, int], report: RunReport) -> bool:
+    """Whether a later try of ``attempt``'s run committed the instant ``at`` (``state``: the stream's);
+    if so, the report says it."""
+    later = superseding_try(state, attempt)
+    if later is not None:
+        report.superseded = (f"try {later} of run {attempt[0]} computed the instant {at.isoformat()} and "
+                             f"committed it; this try ({attempt[1]}) leaves it")
+    return later is not None
 
 
 def later_tries(saved: dict, new: dict) -> dict:

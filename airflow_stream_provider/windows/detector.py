@@ -407,17 +407,18 @@ class Detector:
         events, changed, groups = self._scan(rows, int(offset["at_ms"]))
         written = event_table(events, batch, offset["at_ms"])
         count = 0 if written is None else written.num_rows
-        stored = [written is None]
+        stored = written is None
 
         def store_events() -> None:
-            if not stored[0]:
+            nonlocal stored
+            if not stored:
                 assert written is not None
                 _commit_arrow(written, self.options.events_path, self.app_id, batch)
-                stored[0] = True
+                stored = True
 
         if self.results_first:
             assert self.after_batch is not None
-            self.after_batch(DetectedBatch(batch, written, offset["last"], None if stored[0] else store_events))
+            self.after_batch(DetectedBatch(batch, written, offset["last"], None if stored else store_events))
             if count:
                 step_back()
         store_events()
