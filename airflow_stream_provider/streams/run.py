@@ -51,7 +51,7 @@ def run(warehouse: Warehouse, db: str, name: str, *, store: StreamStore | None =
     ``detected``: the detector batch ``upto_batch`` as the node's detector just wrote it, whose
     events need not be read back. ``attempt``: the Airflow run id and try number of the task
     computing a PERIOD run's instant ``at``; it is recorded with the progress, and an attempt of a
-    run whose later attempt has committed does nothing (:func:`superseding_try`).
+    run whose later attempt has committed does nothing (:func:`_superseded`).
     """
     started = time.monotonic()
     store = store or StreamStore()
@@ -105,8 +105,7 @@ def _run(warehouse: Warehouse, stored: StoredStream, state: dict, store: StreamS
     report = RunReport(stored.qualified)
     say = progress or (lambda _msg: None)
     if attempt is not None and at is not None and _superseded(state, at, attempt, report):
-        assert report.superseded is not None  # (its results and notifications are out already)
-        say(report.superseded)
+        say(report.superseded or "")
         return report
     if stored.statement.series is not None:  # an IoTDB continuous query: its instants, its query
         report.progress = cq.run(warehouse, stored, state, store, report, now=now or datetime.now(UTC), at=at,
@@ -214,14 +213,15 @@ FORWARD_MARKS = ("consumed_batch", "detected_version", "last_version")
 BATCH_MARKS = (*FORWARD_MARKS, "checkpoint_id")
 
 
-#: the runs whose committing try a stream keeps (:func:`superseding_try`), the latest: at PERIOD(10s)
+#: the runs whose committing try a stream keeps (:func:`_superseded`), the latest: at PERIOD(10s)
 #: the runs of the last 2.8 hours (a try left running longer than that after its retry committed
 #: computes its instant again)
 KEPT_TRIES = 1000
 
 
-def superseding_try(state: dict, attempt: tuple[str, int]) -> int | None:
-    """The try of ``attempt``'s run that committed, when it is a later one than ``attempt``'s.
+def _superseded(state: dict, at: datetime, attempt: tuple[str, int], report: RunReport) -> bool:
+    """Whether a later try of ``attempt``'s run committed the instant ``at`` (``state``: the
+    stream's); if so, the report says it.
 
     An Airflow task attempt whose supervisor died may still run: Airflow starts the next try, whose
     run computes the instant, notifies and commits, and the first attempt then computes the same
@@ -229,18 +229,12 @@ def superseding_try(state: dict, attempt: tuple[str, int]) -> int | None:
     the progress committed), so they would go out twice; such an attempt does nothing instead. A
     run cleared again (a later try) or another run of the same instant (a backfill) computes it."""
     run_id, tried = attempt
-    committed = state.get("committed_tries", {}).get(run_id)
-    return committed if committed is not None and committed > tried else None
-
-
-def _superseded(state: dict, at: datetime, attempt: tuple[str, int], report: RunReport) -> bool:
-    """Whether a later try of ``attempt``'s run committed the instant ``at`` (``state``: the stream's);
-    if so, the report says it."""
-    later = superseding_try(state, attempt)
-    if later is not None:
-        report.superseded = (f"try {later} of run {attempt[0]} computed the instant {at.isoformat()} and "
-                             f"committed it; this try ({attempt[1]}) leaves it")
-    return later is not None
+    later = state.get("committed_tries", {}).get(run_id)
+    if later is None or later <= tried:
+        return False
+    report.superseded = (f"try {later} of run {run_id} computed the instant {at.isoformat()} and "
+                         f"committed it; this try ({tried}) leaves it")
+    return True
 
 
 def later_tries(saved: dict, new: dict) -> dict:

@@ -185,7 +185,7 @@ class StreamInstantTrigger(BaseTrigger):
             yield TriggerEvent({"status": RESUME})
             return
         self.log.info("the stream node computes the instant %s", at)
-        ti = self.task_instance  # (its run and try are recorded with the progress: see run.superseding_try)
+        ti = self.task_instance  # (its run and try are recorded with the progress: see streams.run.run)
         attempt = [ti.run_id, ti.try_number] if ti is not None and ti.run_id and ti.try_number else None
         answer = await ask_node(self.state_dir, "compute", at=at, attempt=attempt)
         if answer is None:
