@@ -115,7 +115,7 @@ def trigger_rates(warehouse, work: Path, args) -> dict[str, float]:
     from airflow_stream_provider.warehouse.load import load
 
     noop = work / "noop.py"
-    noop.write_text("from airflow_stream_provider.model.callbacks import InsertTrigger\n\n\n"
+    noop.write_text("from airflow_stream_provider import InsertTrigger\n\n\n"
                     "class NoOp(InsertTrigger):\n    pass\n")
     list(statements.run(warehouse, "CREATE DATABASE tr; USE tr; " + " ".join(
         f"CREATE TABLE {key} (ts TIMESTAMP, s1 DOUBLE, s2 DOUBLE, s3 DOUBLE);" for key, _ in TRIGGER_CASES)))

@@ -13,13 +13,13 @@ where it is built.
   TDengine's engine before 3.3.7 (:class:`LegacyOptions`)
 - :mod:`.statements`: ``CreateStream`` and the other statements
 - :mod:`.series`, :mod:`.series_statements`: IoTDB's paths, queries and statements (reference 004)
-- :mod:`.callbacks`: insert triggers, user classes fired on writes (IoTDB's triggers), and their statements
+- :mod:`.insert_triggers`: insert triggers, user classes fired on writes (IoTDB's triggers), and their statements
 - :mod:`.names`: the rule for database, table, stream and column names, and names to paths
 """
 
 from __future__ import annotations
 
-from airflow_stream_provider.model.callbacks import (
+from airflow_stream_provider.model.insert_triggers import (
     CreateInsertTrigger,
     DropInsertTrigger,
     FailureStrategy,

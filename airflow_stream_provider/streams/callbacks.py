@@ -1,6 +1,6 @@
 """Insert triggers (IoTDB's ``CREATE TRIGGER``): the registry, the user's class, and firing it.
 
-A trigger is a user class (:class:`airflow_stream_provider.model.callbacks.InsertTrigger`) that
+A trigger is a user class (:class:`airflow_stream_provider.InsertTrigger`) that
 listens to writes on a path pattern. Its definition lives in ``$AIRFLOW_STREAM_HOME/triggers``
 (``registry.json``; the files of ``USING URI`` under ``install/<id>``; fire counts in
 ``stats.json``). Every process that writes through the warehouse fires the triggers whose pattern
@@ -247,7 +247,7 @@ def load_class(entry: Entry, root: Path) -> type[m.InsertTrigger]:
         raise TriggerError(f"trigger {entry.name}: module {module_name} has no class {class_name}")
     if not (isinstance(found, type) and issubclass(found, m.InsertTrigger)):
         raise TriggerError(f"trigger {entry.name}: {entry.class_name} is not a subclass of "
-                           "airflow_stream_provider.model.callbacks.InsertTrigger")
+                           "airflow_stream_provider.InsertTrigger")
     return found
 
 

@@ -13,7 +13,7 @@ import json
 import logging
 import urllib.request
 
-from airflow_stream_provider.model.callbacks import InsertTrigger, Tablet, TriggerAttributes
+from airflow_stream_provider import InsertTrigger, Tablet, TriggerAttributes
 
 log = logging.getLogger(__name__)
 

@@ -236,7 +236,7 @@ def test_a_package_folder_with_relative_imports(test_db, tmp_path):
     (package / "__init__.py").write_text("")
     (package / "limits.py").write_text("LIMIT = 50\n")
     (package / "checks.py").write_text(
-        "from pathlib import Path\nfrom airflow_stream_provider.model.callbacks import InsertTrigger\n"
+        "from pathlib import Path\nfrom airflow_stream_provider import InsertTrigger\n"
         "from .limits import LIMIT\n\n"
         "class Over(InsertTrigger):\n"
         "    def on_create(self, attributes):\n"

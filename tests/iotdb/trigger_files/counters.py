@@ -8,7 +8,7 @@ import os
 import time
 from pathlib import Path
 
-from airflow_stream_provider.model.callbacks import FailureStrategy, InsertTrigger
+from airflow_stream_provider import FailureStrategy, InsertTrigger
 
 
 def _append(path: Path, line: str) -> None:

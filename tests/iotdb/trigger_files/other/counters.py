@@ -3,7 +3,7 @@ be confused with one loaded from ../counters.py."""
 
 from pathlib import Path
 
-from airflow_stream_provider.model.callbacks import InsertTrigger
+from airflow_stream_provider import InsertTrigger
 
 
 class Recorder(InsertTrigger):
