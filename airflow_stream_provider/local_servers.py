@@ -22,7 +22,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Self
 
-from airflow_stream_provider.values import make_dirs
+from airflow_stream_provider.files import make_dirs
 
 HOST = "127.0.0.1"
 

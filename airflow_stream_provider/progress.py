@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
 
-from airflow_stream_provider.values import make_dirs, write_json
+from airflow_stream_provider.files import make_dirs, write_json
 
 
 def _duration(seconds: float) -> str:

@@ -17,7 +17,7 @@ from airflow_stream_provider.sql import parse
 from airflow_stream_provider.streams import callbacks, cq, lifecycle, status
 from airflow_stream_provider.warehouse import Result, SystemView, Warehouse, WarehouseError, listeners
 from airflow_stream_provider.warehouse.warehouse import TABLE_STATEMENTS
-from airflow_stream_provider.windows import query as window_query
+from airflow_stream_provider.windows import select as window_select
 
 #: the tables of ``information_schema``
 SYSTEM_VIEWS: Mapping[str, SystemView] = {
@@ -33,7 +33,7 @@ def _create_stream(warehouse: Warehouse, stmt: m.CreateStream) -> Result:
 
 def _select(warehouse: Warehouse, stmt: m.Select) -> Result:
     warehouse.check_path_tables(stmt.query.tree)  # before a Spark session is opened
-    table = window_query.table(warehouse, stmt.query, views=SYSTEM_VIEWS)
+    table = window_select.table(warehouse, stmt.query, views=SYSTEM_VIEWS)
     return Result(stmt, f"{table.num_rows} row{'s' if table.num_rows != 1 else ''}", table=table)
 
 

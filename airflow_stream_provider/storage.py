@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from airflow_stream_provider import config, values
+from airflow_stream_provider import config, files
 
 REMOTE = "s3://"
 #: the variables the Delta kernel and pyarrow read, set from an Airflow connection when one is named
@@ -179,7 +179,7 @@ def write_text(location: Location, text: str) -> None:
     folder is made when missing."""
     if not is_remote(location):
         path = Path(location)
-        values.write_text(values.make_dirs(path.parent) / path.name, text)
+        files.write_text(files.make_dirs(path.parent) / path.name, text)
         return
     with _filesystem().open_output_stream(str(location).removeprefix(REMOTE)) as handle:
         handle.write(text.encode("utf-8"))

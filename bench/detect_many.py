@@ -31,7 +31,7 @@ def replay(db: str, count: int, commits: int, meters: int, every: int = 0) -> fl
     from load import row_values, streams_sql  # bench/load.py
 
     from airflow_stream_provider import statements
-    from airflow_stream_provider.node.detectors import DetectorHost
+    from airflow_stream_provider.node.host import DetectorHost
     from airflow_stream_provider.spark.session import spark_session
     from airflow_stream_provider.streams.fire.windows import detector_options
     from airflow_stream_provider.streams.store import StreamStore

@@ -116,7 +116,7 @@ def measure(spark: SparkSession, work: Path, rows: int, groups: int, types: Sequ
     from airflow_stream_provider.sql import parse
     from airflow_stream_provider.windows import detector
     from airflow_stream_provider.windows.batch import detect
-    from airflow_stream_provider.windows.clause import TriggerPlan
+    from airflow_stream_provider.windows.trigger_plan import TriggerPlan
 
     table = work / "meters"
     print(f"writing {rows:,} rows in {groups} groups ...", file=sys.stderr)

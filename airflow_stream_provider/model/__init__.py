@@ -19,6 +19,7 @@ where it is built.
 
 from __future__ import annotations
 
+from airflow_stream_provider.model.events import EventType, TriggerKind
 from airflow_stream_provider.model.insert_triggers import (
     CreateInsertTrigger,
     DropInsertTrigger,
@@ -31,7 +32,6 @@ from airflow_stream_provider.model.insert_triggers import (
     TriggerEvent,
     TriggerType,
 )
-from airflow_stream_provider.model.events import EventType, TriggerKind
 from airflow_stream_provider.model.options import (
     DEFAULT_RECALCULATE,
     EmitPolicy,

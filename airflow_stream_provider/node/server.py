@@ -5,7 +5,7 @@ that hold its token.
 with its log and state under ``$AIRFLOW_STREAM_HOME/node/``. The node holds an exclusive ``flock``
 on ``node/node.lock`` while it runs, so a home has one node; ``node start`` and ``node stop`` take
 ``node/control.lock`` in turn, and find the node by the lock, its pid and its instance id. Every
-few seconds the node starts or stops the live detectors of the window streams (:mod:`.detectors`) and writes
+few seconds the node starts or stops the live detectors of the window streams (:mod:`.host`) and writes
 ``status.json`` with the detectors and streaming queries it runs (its own and those started over
 Connect) and their last progress, which ``node status`` prints.
 """
@@ -31,6 +31,7 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from airflow_stream_provider import config
+from airflow_stream_provider.files import append_file, lock_file, make_dirs, write_json
 from airflow_stream_provider.hooks import bind
 from airflow_stream_provider.spark.endpoint import (
     HOST,
@@ -48,7 +49,6 @@ from airflow_stream_provider.spark.endpoint import (
     serving_token,
 )
 from airflow_stream_provider.spark.session import LOG4J_CONFIG, child_environ, local_session
-from airflow_stream_provider.values import append_file, lock_file, make_dirs, write_json
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -361,7 +361,7 @@ def serve(port: int, instance: str, memory: str | None = None, master: str = LOC
     signal.signal(signal.SIGINT, request_stop)
     node_dir = folder()
     started = datetime.now(UTC)
-    from airflow_stream_provider.node.triggers import StatefulHost
+    from airflow_stream_provider.node.stateful_triggers import StatefulHost
 
     triggers = StatefulHost(log=lambda message: print(message, flush=True))
     triggers.start()  # before node.json: a started node serves its stateful triggers
@@ -375,7 +375,7 @@ def serve(port: int, instance: str, memory: str | None = None, master: str = LOC
     write_json(node_dir / "node.json", {"pid": os.getpid(), "port": port, "started": started.isoformat(),
                                         "instance": instance, "home": home_key()})
     print(f"stream node serving Spark Connect on sc://{HOST}:{port}", flush=True)
-    from airflow_stream_provider.node.detectors import DetectorHost
+    from airflow_stream_provider.node.host import DetectorHost
     from airflow_stream_provider.node.worker import WorkerPool, default_workers
     from airflow_stream_provider.plan.stream import StreamKind
 

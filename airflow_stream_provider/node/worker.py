@@ -5,7 +5,7 @@ every core of the machine.
 The node starts ``workers`` of these (``AIRFLOW_STREAM_NODE_WORKERS``, by default one per core up
 to four) and keeps them running: a worker that dies is started again within a few seconds, and
 its streams resume from their checkpoints. Worker ``i`` of ``n`` hosts the window streams whose
-name falls in slot ``i`` (:func:`~.detectors.slot_of`), so that many streams on one table use every
+name falls in slot ``i`` (:func:`~.host.slot_of`), so that many streams on one table use every
 core, each worker reading the table's change feed once for its streams; the node itself keeps the
 row streams, whose queries run on its Spark session. A worker reaches Spark, when a computation needs it, through the
 node's Spark Connect endpoint, and answers the requests of its streams' tasks. It reports its
@@ -31,9 +31,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
 
+from airflow_stream_provider.files import make_dirs, write_json
 from airflow_stream_provider.hooks import bind
 from airflow_stream_provider.spark.endpoint import folder
-from airflow_stream_provider.values import make_dirs, write_json
 
 #: seconds between two reconciliations of a worker's streams with the streams folder
 RECONCILE_EVERY_S = 2.0
@@ -64,7 +64,7 @@ def _die_with_parent() -> None:
 def serve(slot: int, slots: int, parent: int | None = None) -> int:
     """Host the slot's streams until stopped or until ``parent`` (the node; default: this
     process's parent now) is gone."""
-    from airflow_stream_provider.node.detectors import DetectorHost, slot_of
+    from airflow_stream_provider.node.host import DetectorHost, slot_of
     from airflow_stream_provider.plan.stream import StreamKind
     from airflow_stream_provider.spark.session import spark_session
 

@@ -31,8 +31,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from airflow_stream_provider.exceptions import CorruptStateError, read_json_object
+from airflow_stream_provider.files import hold_lock, make_dirs, write_text
 from airflow_stream_provider.notify.message import MAX_MESSAGE_BYTES, NotifyEvent, pack
-from airflow_stream_provider.values import hold_lock, make_dirs, write_text
 
 log = logging.getLogger(__name__)
 

@@ -28,7 +28,7 @@ class StreamCommitOperator(StreamTask, BaseOperator):
 
     def execute(self, context: Any) -> None:
         from airflow_stream_provider.streams.run import commit_progress
-        from airflow_stream_provider.triggers.node import progress_of
+        from airflow_stream_provider.triggers.served import progress_of
 
         progress = progress_of(context["ti"].xcom_pull(task_ids=self.compute_task))
         state = commit_progress(*self.stream_names(), progress, store=self.stream_store())

@@ -10,7 +10,7 @@ from airflow.sdk.exceptions import AirflowSkipException
 
 from airflow_stream_provider import model as m
 from airflow_stream_provider.operators.base import StreamTask
-from airflow_stream_provider.timetables.values import utc_datetime
+from airflow_stream_provider.timetables.time import utc_datetime
 
 #: a PERIOD run's instant: the end of its data interval
 AT_TEMPLATE = "{{ data_interval_end }}"

@@ -28,7 +28,7 @@ class StreamNotifyOperator(StreamTask, BaseOperator):
         return self.execute(context)
 
     def execute(self, context: Any) -> dict:
-        from airflow_stream_provider.streams.routing import deliver
+        from airflow_stream_provider.streams.notifications import deliver
 
         store = self.stream_store()
         stored = store.get(*self.stream_names())

@@ -8,7 +8,7 @@ from typing import Any
 from airflow.sdk import BaseOperator
 
 from airflow_stream_provider.operators.base import StreamTask
-from airflow_stream_provider.timetables.values import utc_datetime
+from airflow_stream_provider.timetables.time import utc_datetime
 
 
 class StreamRecalculateOperator(StreamTask, BaseOperator):

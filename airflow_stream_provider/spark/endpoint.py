@@ -24,7 +24,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from airflow_stream_provider import config
-from airflow_stream_provider.values import lock_file, make_dirs
+from airflow_stream_provider.files import lock_file, make_dirs
 
 DEFAULT_PORT = 15002
 HOST = "127.0.0.1"

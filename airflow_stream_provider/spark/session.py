@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, cast
 
 from airflow_stream_provider import config, storage
 from airflow_stream_provider.exceptions import StreamError
+from airflow_stream_provider.files import make_dirs
 from airflow_stream_provider.spark import endpoint
-from airflow_stream_provider.values import make_dirs
 
 if TYPE_CHECKING:
     import pyarrow as pa

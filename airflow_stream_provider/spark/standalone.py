@@ -25,8 +25,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from airflow_stream_provider.files import make_dirs, write_json
 from airflow_stream_provider.spark.session import LOG4J_CONFIG
-from airflow_stream_provider.values import make_dirs, write_json
 
 HOST = "127.0.0.1"
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"

@@ -2,7 +2,7 @@
 
 A live batch of a window stream asks, for each window that closed, something like ``SELECT _twstart,
 _twend, count(*), avg(current), max(voltage) FROM %%trows``. DuckDB answers it in a few
-milliseconds (:mod:`.local`), most of them spent registering the rows and planning the LATERAL
+milliseconds (:mod:`.duckdb`), most of them spent registering the rows and planning the LATERAL
 query. Here a query of that shape is answered straight from the Arrow rows: each window's rows are a
 slice of its group's rows sorted by time, and each aggregate a reduction of the slice.
 
@@ -133,7 +133,7 @@ def _micros(column: pa.ChunkedArray) -> np.ndarray:
 
 def aggregate(function: str, column: pa.ChunkedArray | None, slices: Slices) -> pa.Array | None:
     """``function`` of ``column``'s values (None: ``count(*)``) in each window, as Spark computes it;
-    None when these values are for DuckDB (:mod:`.local`) to aggregate."""
+    None when these values are for DuckDB (:mod:`.duckdb`) to aggregate."""
     lo, hi = slices.lo, slices.hi
     if column is None:
         return pa.array(hi - lo, pa.int64())

@@ -7,7 +7,7 @@ listens to writes on a path pattern. Its definition lives in ``$AIRFLOW_STREAM_H
 matches, re-reading the registry when it changes, so only writes after a CREATE fire and none
 after a DROP. A STATELESS trigger has an instance in each writing process (created at its first
 matching write: ``validate`` then ``on_create``); a STATEFUL one has a single instance in the
-stream node, which writers call over the node's trigger port (:mod:`airflow_stream_provider.node.triggers`).
+stream node, which writers call over the node's trigger port (:mod:`airflow_stream_provider.node.stateful_triggers`).
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ from typing import TYPE_CHECKING, TextIO
 from airflow_stream_provider import config
 from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import CorruptStateError, StreamError, read_json_object
+from airflow_stream_provider.files import lock_file, make_dirs, write_json
 from airflow_stream_provider.spark import endpoint
-from airflow_stream_provider.values import lock_file, make_dirs, write_json
 from airflow_stream_provider.warehouse import listeners
 from airflow_stream_provider.warehouse.listeners import Write
 

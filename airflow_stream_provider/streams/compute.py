@@ -53,10 +53,10 @@ from airflow_stream_provider.sql.functions import AGGREGATES
 from airflow_stream_provider.sql.spark import Binding
 from airflow_stream_provider.sql.tdengine.dialect import result_name
 from airflow_stream_provider.storage import is_remote
-from airflow_stream_provider.streams import aggregates, local
+from airflow_stream_provider.streams import aggregates, duckdb
 from airflow_stream_provider.warehouse import writer
 from airflow_stream_provider.warehouse.warehouse import Warehouse, delta_table
-from airflow_stream_provider.windows import query as window_query
+from airflow_stream_provider.windows import select as window_select
 
 log = logging.getLogger(__name__)
 
@@ -159,7 +159,7 @@ class Compute:
         self.trows = any(t.name == "%%trows" for t in self.tree.find_all(TriggerTable))
         self.batched_reason: str | None = None  # why the last batch ran per trigger, if it did
         self._local: str | None = None  # the query in DuckDB's dialect ("": Spark runs it), once known
-        self._local_paths: tuple[str, ...] = ()  # the tables it reads as local.TABLE 0, 1, ...
+        self._local_paths: tuple[str, ...] = ()  # the tables it reads as duckdb.TABLE 0, 1, ...
         self._items: tuple[aggregates.Item, ...] | None = None  # the query as aggregates (empty: it is not)
 
     @property
@@ -386,7 +386,7 @@ class Compute:
 
             tree = self._replace_tables(self.tree, view_of)
             bindings = self._bindings(trigger)
-            df = window_query.frame(self.warehouse, tree, bindings=bindings, also=self.also)
+            df = window_select.frame(self.warehouse, tree, bindings=bindings, also=self.also)
             frames.append(df.select(F.lit(trigger.idx).cast("bigint").alias(IDX),
                                     *[F.col(f"`{c}`") for c in df.columns]))
         chunks = [functools.reduce(DataFrame.unionAll, frames[i:i + CHUNK]) for i in range(0, len(frames), CHUNK)]
@@ -479,7 +479,7 @@ class Compute:
     # --- in the process, without Spark ---------------------------------------------------------
 
     def local(self, fired: Sequence[Fired]) -> pa.Table | None:
-        """The results of ``fired`` computed in this process by DuckDB (:mod:`.local`), as
+        """The results of ``fired`` computed in this process by DuckDB (:mod:`.duckdb`), as
         :meth:`frame` gives them but as Arrow; None when Spark must run them: the query has a part
         DuckDB does not evaluate as Spark does, its rows are many, or DuckDB failed (a value out of
         range): Spark then gives the result or the error."""
@@ -490,12 +490,12 @@ class Compute:
             return None
         tables: dict[str, pa.Table | pds.Dataset] = {}
         for i, path in enumerate(self._local_paths):
-            scan = table_scan(path, local.LOCAL_TABLE_ROWS)
+            scan = table_scan(path, duckdb.LOCAL_TABLE_ROWS)
             if scan is None:
                 return None
-            tables[local.TABLE.format(i)] = scan
+            tables[duckdb.TABLE.format(i)] = scan
         if not self.trows:
-            return local.try_run(self._local_sql() or "", {"__triggers": self._trigger_table(fired), **tables})
+            return duckdb.try_run(self._local_sql() or "", {"__triggers": self._trigger_table(fired), **tables})
         assert src is not None
         by_version: dict[int | None, list[Fired]] = {}
         for trigger in fired:
@@ -503,7 +503,7 @@ class Compute:
         parts = []
         for version, group in by_version.items():
             bounds = self._bounds(group)
-            found = self.few_rows_table(version, bounds, limit=local.LOCAL_ROWS) if bounds is not None else None
+            found = self.few_rows_table(version, bounds, limit=duckdb.LOCAL_ROWS) if bounds is not None else None
             if found is None:
                 return None
             rows = self._local_trows(found[0])
@@ -512,7 +512,7 @@ class Compute:
             triggers = self._trigger_table(group)
             computed = None if tables else self._aggregated(group, rows, triggers)
             if computed is None:
-                computed = local.try_run(self._local_sql() or "", {"__trows": rows, "__triggers": triggers, **tables})
+                computed = duckdb.try_run(self._local_sql() or "", {"__trows": rows, "__triggers": triggers, **tables})
                 if computed is None:
                     return None
             parts.append(computed)
@@ -547,13 +547,13 @@ class Compute:
             if batchable and typed and only_trows:
                 types = (("__triggers", tuple((column_of(n), self._type_of(n)) for n in self._placeholders())),)
                 try:
-                    spark_sql, paths = local.delta_tables(self._lateral_sql("__trows" if self.trows else None,
+                    spark_sql, paths = duckdb.delta_tables(self._lateral_sql("__trows" if self.trows else None,
                                                                             "__triggers"))
-                    sql = local.duckdb_sql(spark_sql, types)
+                    sql = duckdb.duckdb_sql(spark_sql, types)
                 except (_Unbatchable, StreamDefinitionError):
                     sql, paths = None, ()
                 pre = self.source.pre_filter if self.source is not None and self.trows else None
-                if sql is not None and (pre is None or local.duckdb_sql(f"SELECT * FROM t WHERE {pre}")):
+                if sql is not None and (pre is None or duckdb.duckdb_sql(f"SELECT * FROM t WHERE {pre}")):
                     self._local, self._local_paths = sql, paths
             log.info("computing %s", "in the process when its rows are few" if self._local else "on Spark")
         return self._local or None
@@ -569,10 +569,10 @@ class Compute:
         if src.count_columns:
             rows = rows.filter(functools.reduce(pc.or_, [pc.is_valid(rows[c]) for c in src.count_columns]))
         if src.pre_filter:
-            sql = local.duckdb_sql(f"SELECT * FROM `__rows` WHERE {src.pre_filter}")
+            sql = duckdb.duckdb_sql(f"SELECT * FROM `__rows` WHERE {src.pre_filter}")
             if sql is None:
                 return None
-            rows = local.run(sql, {"__rows": rows})
+            rows = duckdb.run(sql, {"__rows": rows})
         return rows
 
     def _trigger_table(self, fired: Sequence[Fired]) -> pa.Table:

@@ -13,7 +13,7 @@ from pyspark.sql import functions as F
 from airflow_stream_provider.exceptions import StreamError
 from airflow_stream_provider.plan.stream import StreamKind, plan_stream
 from airflow_stream_provider.streams.fire import schedules, windows
-from airflow_stream_provider.streams.routing import RunNotifications, deliver
+from airflow_stream_provider.streams.notifications import RunNotifications, deliver
 from airflow_stream_provider.streams.run import notify_patience, process
 from airflow_stream_provider.streams.runtime import RunReport, StreamRuntime, in_database
 from airflow_stream_provider.streams.store import StoredStream, StreamStore

@@ -23,10 +23,10 @@ from airflow_stream_provider import config
 from airflow_stream_provider.notify.delivery import Settings
 from airflow_stream_provider.plan.schedule import Schedule
 from airflow_stream_provider.plan.stream import StreamKind, computed_live, plan_stream
-from airflow_stream_provider.streams import cq, routing, status
+from airflow_stream_provider.streams import cq, notifications, status
 from airflow_stream_provider.streams.compute import Fired
 from airflow_stream_provider.streams.fire import rows, schedules, windows
-from airflow_stream_provider.streams.routing import RunNotifications, outbox_of
+from airflow_stream_provider.streams.notifications import RunNotifications, outbox_of
 from airflow_stream_provider.streams.runtime import RunReport, StreamRuntime, StreamStopped, in_database
 from airflow_stream_provider.streams.store import StoredStream, StreamStore, detector_lock, run_lock
 from airflow_stream_provider.streams.write import compute_all, delete_outputs, retract, table_names
@@ -161,7 +161,7 @@ def _run(warehouse: Warehouse, stored: StoredStream, state: dict, store: StreamS
     if commit:
         if stored.statement.notify is not None:
             with elsewhere():  # the receivers' answers: the other batches of a node's worker go on meanwhile
-                report.delivery = routing.deliver(stored, give_up_after=notify_patience(), say=say)
+                report.delivery = notifications.deliver(stored, give_up_after=notify_patience(), say=say)
         commit_progress(stored.db, stored.name, report.progress, store=store)
     return report
 

@@ -28,7 +28,7 @@ from airflow_stream_provider.values import epoch_micros
 from airflow_stream_provider.warehouse import Warehouse
 from airflow_stream_provider.warehouse.catalog import TBNAME, Column, SubTable, TableInfo
 from airflow_stream_provider.warehouse.types import spark_type
-from airflow_stream_provider.windows.clause import TriggerPlan
+from airflow_stream_provider.windows.trigger_plan import TriggerPlan
 
 #: fired triggers computed and written together
 BATCH = 20_000

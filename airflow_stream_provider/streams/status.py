@@ -17,12 +17,12 @@ import pyarrow as pa
 
 from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import StreamError
+from airflow_stream_provider.files import append_file, write_text
 from airflow_stream_provider.model.events import EventType
 from airflow_stream_provider.plan.stream import StreamKind, plan_stream
+from airflow_stream_provider.streams.notifications import outbox_of
 from airflow_stream_provider.streams.probes import max_event_time, open_delta, progress_time
-from airflow_stream_provider.streams.routing import outbox_of
 from airflow_stream_provider.streams.store import StoredStream, StreamStore
-from airflow_stream_provider.values import append_file, write_text
 from airflow_stream_provider.warehouse import Catalog, Result, Warehouse
 from airflow_stream_provider.warehouse.catalog import SubTable
 

@@ -31,10 +31,10 @@ from pathlib import Path
 from airflow_stream_provider import config, storage
 from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import StreamError, did_you_mean, read_json_object
+from airflow_stream_provider.files import hold_lock, make_dirs, try_lock, write_text
 from airflow_stream_provider.model.names import DATABASE, STREAM, check_name, path_under
 from airflow_stream_provider.sql import parse
 from airflow_stream_provider.storage import Location
-from airflow_stream_provider.values import hold_lock, make_dirs, try_lock, write_text
 
 
 class StreamNotFound(StreamError):

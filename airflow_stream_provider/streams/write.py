@@ -21,7 +21,7 @@ from airflow_stream_provider.exceptions import StreamError
 from airflow_stream_provider.progress import Progress
 from airflow_stream_provider.sql import to_spark
 from airflow_stream_provider.sql.ast import StreamPlaceholder
-from airflow_stream_provider.streams import local
+from airflow_stream_provider.streams import duckdb
 from airflow_stream_provider.streams import output as out
 from airflow_stream_provider.streams.compute import IDX, Fired, column_of, constants, has_aggregate
 from airflow_stream_provider.streams.runtime import BATCH, STEP, RunReport, StreamRuntime
@@ -93,7 +93,7 @@ def _compute(runtime: StreamRuntime, fired: list[Fired], report: RunReport, *,
     results = compute.local(fired) if fired and batched else None
     if results is not None:  # a few rows: computed in the process, typed as Spark types them
         schema = runtime.result_schema()
-        results = local.cast_to(results, to_arrow_schema(schema, timezone="UTC"))
+        results = duckdb.cast_to(results, to_arrow_schema(schema, timezone="UTC"))
         report.local += 1
     else:
         with elsewhere():  # while Spark computes, the other batches of a stream node's worker take their turns

@@ -9,7 +9,7 @@ from __future__ import annotations
 from airflow_stream_provider.timetables.recalc import RecalcTimetable
 from airflow_stream_provider.timetables.resample import ResampleTimetable
 from airflow_stream_provider.timetables.schedule import PeriodTimetable, ScheduleTimetable, SlidingTimetable
-from airflow_stream_provider.timetables.values import duration, format_duration, utc_datetime
+from airflow_stream_provider.timetables.time import duration, format_duration, utc_datetime
 
 TIMETABLES = [PeriodTimetable, SlidingTimetable, RecalcTimetable, ResampleTimetable]
 

@@ -24,7 +24,7 @@ import pendulum
 from airflow.timetables.base import DagRunInfo, DataInterval, TimeRestriction, Timetable
 
 from airflow_stream_provider.plan.schedule import ResampleSchedule
-from airflow_stream_provider.timetables.values import duration, format_duration, utc_datetime
+from airflow_stream_provider.timetables.time import duration, format_duration, utc_datetime
 
 CLASSPATH_MODULE = "airflow_stream_provider.timetables"
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

@@ -24,7 +24,7 @@ import pendulum
 from airflow.timetables.base import DagRunInfo, DataInterval, TimeRestriction, Timetable
 
 from airflow_stream_provider.plan.schedule import Schedule
-from airflow_stream_provider.timetables.values import duration, format_duration, utc_datetime
+from airflow_stream_provider.timetables.time import duration, format_duration, utc_datetime
 
 #: the module serialized DAGs name these classes by: the package, which re-exports them, so that a
 #: DAG serialized before a module moved still deserializes (Airflow looks timetables up by this path)

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from airflow_stream_provider.triggers.checkpoint import CheckpointCommitTrigger
 from airflow_stream_provider.triggers.event_time import EventTimeTrigger
-from airflow_stream_provider.triggers.node import (
+from airflow_stream_provider.triggers.served import (
     StreamCommitTrigger,
     StreamComputeTrigger,
     StreamInstantTrigger,

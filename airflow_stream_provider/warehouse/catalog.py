@@ -26,10 +26,10 @@ from pathlib import Path
 import pyarrow as pa
 
 from airflow_stream_provider.exceptions import StreamError, did_you_mean, read_json_object
+from airflow_stream_provider.files import create_text, make_dirs
 from airflow_stream_provider.model import ColumnDefinition, DataType, TableName
 from airflow_stream_provider.model.names import DATABASE, TABLE, TBNAME, InvalidName, NameKind, check_name, path_under
 from airflow_stream_provider.storage import Location, table_store
-from airflow_stream_provider.values import create_text, make_dirs
 from airflow_stream_provider.warehouse import writer
 from airflow_stream_provider.warehouse.types import arrow_type, from_json_value, parse_type, to_json_value
 

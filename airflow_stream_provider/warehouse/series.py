@@ -36,9 +36,9 @@ import pyarrow.compute as pc
 
 from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import did_you_mean, read_json_object
+from airflow_stream_provider.files import lock_file, write_json
 from airflow_stream_provider.model.names import TBNAME
 from airflow_stream_provider.storage import Location
-from airflow_stream_provider.values import lock_file, write_json
 from airflow_stream_provider.warehouse import listeners, writer
 from airflow_stream_provider.warehouse.catalog import Catalog, Column, TableInfo, WarehouseError
 from airflow_stream_provider.warehouse.types import arrow_type

@@ -461,7 +461,7 @@ class Warehouse:
     def frame(self, query: m.SqlExpression | exp.Expr, *, bindings: dict | None = None,
               also: tuple[TableInfo, ...] = (), views: Mapping[str, SystemView] | None = None) -> DataFrame:
         """A TDengine query without a window clause as a Spark DataFrame (window clauses are run by
-        :func:`airflow_stream_provider.windows.query.frame`).
+        :func:`airflow_stream_provider.windows.select.frame`).
 
         :param bindings: placeholder values (see :func:`~airflow_stream_provider.sql.to_spark`).
         :param also: tables the query reads through views or Delta paths (for ``_c0``).

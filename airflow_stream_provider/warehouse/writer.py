@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from airflow_stream_provider.files import try_lock
 from airflow_stream_provider.storage import Location, is_remote
-from airflow_stream_provider.values import try_lock
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable

@@ -20,7 +20,6 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from airflow_stream_provider.spark.session import setting
-from airflow_stream_provider.windows.clause import TriggerPlan
 from airflow_stream_provider.windows.core import (
     WindowSpec,
     concat_windows,
@@ -35,6 +34,7 @@ from airflow_stream_provider.windows.events import (
     event_rows,
     groups_event_rows,
 )
+from airflow_stream_provider.windows.trigger_plan import TriggerPlan
 
 
 def detect(df: DataFrame, plan: TriggerPlan, *, final: bool = False) -> DataFrame:

@@ -56,7 +56,6 @@ from airflow_stream_provider.storage import is_remote
 from airflow_stream_provider.warehouse import writer
 from airflow_stream_provider.windows.changes import ChangeFeed
 from airflow_stream_provider.windows.checkpoint import RETAIN, SNAPSHOT_EVERY, Checkpoint
-from airflow_stream_provider.windows.clause import TriggerPlan, micros
 from airflow_stream_provider.windows.core import Chunk, Windows, concat_windows, open_windows, plain, scan, scan_columns
 from airflow_stream_provider.windows.events import (
     EVENT_COLUMNS,
@@ -66,6 +65,7 @@ from airflow_stream_provider.windows.events import (
 )
 from airflow_stream_provider.windows.late import DATA_CHANGES, _stamp, read_group, recalculate
 from airflow_stream_provider.windows.legacy import LegacyGroup, as_micros
+from airflow_stream_provider.windows.trigger_plan import TriggerPlan, micros
 
 #: a batch reads at most this many versions (a stream far behind catches up in several)
 MAX_VERSIONS = 2000

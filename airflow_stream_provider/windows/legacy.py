@@ -47,10 +47,10 @@ import numpy as np
 import pandas as pd
 
 from airflow_stream_provider.model import EventType, TriggerMode
-from airflow_stream_provider.windows.clause import LegacyPolicy, TriggerPlan, micros
 from airflow_stream_provider.windows.core import empty_windows, plain, scan, window_frame
 from airflow_stream_provider.windows.events import event_rows
 from airflow_stream_provider.windows.late import rescan, safe_point
+from airflow_stream_provider.windows.trigger_plan import LegacyPolicy, TriggerPlan, micros
 
 #: reads a group's raw rows ``lo <= ts <= hi`` (microseconds) at a table version
 Reader = Callable[[int, int, int], pd.DataFrame]

@@ -288,7 +288,7 @@ def test_the_triggerer_tasks_of_a_window_stream_have_the_node_compute_and_delive
     from airflow_stream_provider.streams.run import commit_progress
     from airflow_stream_provider.streams.store import StreamStore
     from airflow_stream_provider.triggers import StreamComputeTrigger, StreamNotifyTrigger
-    from airflow_stream_provider.triggers.node import progress_of
+    from airflow_stream_provider.triggers.served import progress_of
     from tests.notify.conftest import ReceiverProcess, events_of
 
     home, _ = running_node
@@ -372,7 +372,7 @@ def test_a_compute_without_notify_goes_on_round_after_round_and_records_each(run
     from airflow_stream_provider.streams.run import commit_progress
     from airflow_stream_provider.streams.store import StreamStore
     from airflow_stream_provider.triggers import StreamComputeTrigger
-    from airflow_stream_provider.triggers.node import progress_of
+    from airflow_stream_provider.triggers.served import progress_of
 
     home, _ = running_node
     monkeypatch.setenv("AIRFLOW_STREAM_HOME", str(home))
@@ -449,7 +449,7 @@ def test_a_compute_that_goes_on_is_taken_over_when_its_trigger_starts_again(runn
 
     from airflow_stream_provider.streams.store import StreamStore
     from airflow_stream_provider.triggers import StreamComputeTrigger
-    from airflow_stream_provider.triggers.node import progress_of
+    from airflow_stream_provider.triggers.served import progress_of
 
     home, _ = running_node
     monkeypatch.setenv("AIRFLOW_STREAM_HOME", str(home))
@@ -505,7 +505,7 @@ def test_streams_started_together_end_their_computes_that_go_on_at_their_own_ins
     after it, whenever the stream started."""
     import collections
 
-    from airflow_stream_provider.node.detectors import keep_until
+    from airflow_stream_provider.node.host import keep_until
 
     now = 1_700_000_000.25
     ends = {f"load.s{i}": keep_until(f"load.s{i}", 60.0, now) for i in range(20)}
@@ -534,7 +534,7 @@ def test_the_node_computes_a_period_streams_instant_for_its_triggerer_task(runni
     from airflow_stream_provider.streams.run import commit_progress
     from airflow_stream_provider.streams.store import StreamStore
     from airflow_stream_provider.triggers import StreamInstantTrigger
-    from airflow_stream_provider.triggers.node import RESUME, progress_of
+    from airflow_stream_provider.triggers.served import RESUME, progress_of
 
     home, _ = running_node
     monkeypatch.setenv("AIRFLOW_STREAM_HOME", str(home))

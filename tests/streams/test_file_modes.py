@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from airflow_stream_provider.files import create_text, make_dirs, write_json, write_text
 from airflow_stream_provider.notify.outbox import Outbox
 from airflow_stream_provider.spark import endpoint
 from airflow_stream_provider.streams.run import run as run_stream
-from airflow_stream_provider.values import create_text, make_dirs, write_json, write_text
 from airflow_stream_provider.warehouse import Warehouse
 from tests.conftest import sql
 from tests.notify.test_delivery import period_events

@@ -1,6 +1,6 @@
 """The computations DuckDB runs in the process equal Spark's, value for value and type for type.
 
-A live batch with few rows is computed without a Spark job (:mod:`airflow_stream_provider.streams.local`),
+A live batch with few rows is computed without a Spark job (:mod:`airflow_stream_provider.streams.duckdb`),
 from the same SQL Spark would run. Spark is the oracle here: each query below is computed both ways for
 the same fired windows, over rows with NULLs and negative values, and the results must agree. Queries
 with a part DuckDB could read otherwise (a string literal, a function outside the common set) are
@@ -16,7 +16,7 @@ import pyarrow as pa
 import pytest
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from airflow_stream_provider.streams import local
+from airflow_stream_provider.streams import duckdb
 from airflow_stream_provider.streams.fire.windows import pending_windows
 from airflow_stream_provider.streams.runtime import StreamRuntime
 from airflow_stream_provider.streams.store import StreamStore
@@ -98,7 +98,7 @@ def _same_as_spark(wh, compute, fired, query: str) -> None:
         assert found is not None, f"{query} should run in the process"
         frame = compute.frame(fired)
         expected = frame.toArrow()
-    got = local.cast_to(found, to_arrow_schema(frame.schema, timezone="UTC"))
+    got = duckdb.cast_to(found, to_arrow_schema(frame.schema, timezone="UTC"))
     assert got.schema.names == expected.schema.names
     assert [f.type for f in got.schema] == [pa.timestamp(f.type.unit, "UTC") if pa.types.is_timestamp(f.type)
                                             else f.type for f in expected.schema]
@@ -124,13 +124,13 @@ def test_window_aggregates_from_the_rows_equal_spark_results(wh, options, query,
     wh, rng = wh
     runtime, fired = _fired(wh, f"a{AGGREGATES.index((options, query))}", query, rng, options)
     compute = runtime.compute
-    queried = local.run
+    queried = duckdb.run
 
     def no_lateral(sql, tables):  # PRE_FILTER may still run in DuckDB; the windows' query may not
         assert "__triggers" not in tables, f"{query} should be computed from the rows"
         return queried(sql, tables)
 
-    monkeypatch.setattr(local, "run", no_lateral)
+    monkeypatch.setattr(duckdb, "run", no_lateral)
     _same_as_spark(wh, compute, fired, query)
 
 
@@ -146,7 +146,7 @@ def test_queries_with_parts_duckdb_reads_otherwise_go_to_spark(wh, query):
 def test_many_rows_go_to_spark(wh, monkeypatch):
     wh, rng = wh
     runtime, fired = _fired(wh, "many", LOCAL[0][1], rng)
-    monkeypatch.setattr(local, "LOCAL_ROWS", 5)  # a window holds 5 or 6 rows of its meter
+    monkeypatch.setattr(duckdb, "LOCAL_ROWS", 5)  # a window holds 5 or 6 rows of its meter
     with wh.scratch():
         assert runtime.compute.local(fired) is None
 
@@ -203,30 +203,30 @@ def test_whole_table_queries_duckdb_cannot_compute_as_spark_go_to_spark(wh, quer
 def test_large_tables_go_to_spark(wh, monkeypatch):
     wh, rng = wh
     runtime, fired = _period(wh, "big", TABLES[0], rng)
-    monkeypatch.setattr(local, "LOCAL_TABLE_ROWS", 62)  # three meters, 21 seconds: 63 rows
+    monkeypatch.setattr(duckdb, "LOCAL_TABLE_ROWS", 62)  # three meters, 21 seconds: 63 rows
     with wh.scratch():
         assert runtime.compute.local(fired) is None
-    monkeypatch.setattr(local, "LOCAL_TABLE_ROWS", 63)
+    monkeypatch.setattr(duckdb, "LOCAL_TABLE_ROWS", 63)
     with wh.scratch():
         assert runtime.compute.local(fired) is not None
 
 
 def test_spark_casts_to_integers_are_truncations_in_duckdb():
     types = (("__triggers", (("a", "bigint"), ("d", "double"))),)
-    found = local.duckdb_sql("SELECT CAST(`__t`.`a` / 10 AS BIGINT) x, CAST(`__t`.`d` AS INT) y "
+    found = duckdb.duckdb_sql("SELECT CAST(`__t`.`a` / 10 AS BIGINT) x, CAST(`__t`.`d` AS INT) y "
                              "FROM `__triggers` `__t`", types)
     assert found is not None
     rows = pa.table({"a": pa.array([15, -15, 19], pa.int64()), "d": [-3.5, 2.5, 0.999]})
     # Spark truncates toward zero: 1.5 -> 1, -1.5 -> -1, 1.9 -> 1; -3.5 -> -3, 2.5 -> 2, 0.999 -> 0
     # (DuckDB's cast alone rounds: 2, -2, 2; -4, 2, 1)
-    assert local.run(found, {"__triggers": rows}).to_pylist() == [
+    assert duckdb.run(found, {"__triggers": rows}).to_pylist() == [
         {"x": 1, "y": -3}, {"x": -1, "y": 2}, {"x": 1, "y": 0}]
     # a value of an unknown type, a decimal literal (Spark divides decimals with a precision of its
     # own), a time from a fraction: left to Spark
-    assert local.duckdb_sql("SELECT CAST(`__t`.`a` / 10 AS BIGINT) FROM `__triggers` `__t`") is None
-    assert local.duckdb_sql("SELECT CAST(`__t`.`a` / 1.5 AS BIGINT) FROM `__triggers` `__t`", types) is None
-    assert local.duckdb_sql("SELECT TIMESTAMP_MILLIS(`__t`.`d`) FROM `__triggers` `__t`", types) is None
-    assert "EPOCH_MS(" in (local.duckdb_sql("SELECT TIMESTAMP_MILLIS(`__t`.`a`) FROM `__triggers` `__t`", types) or "")
+    assert duckdb.duckdb_sql("SELECT CAST(`__t`.`a` / 10 AS BIGINT) FROM `__triggers` `__t`") is None
+    assert duckdb.duckdb_sql("SELECT CAST(`__t`.`a` / 1.5 AS BIGINT) FROM `__triggers` `__t`", types) is None
+    assert duckdb.duckdb_sql("SELECT TIMESTAMP_MILLIS(`__t`.`d`) FROM `__triggers` `__t`", types) is None
+    assert "EPOCH_MS(" in (duckdb.duckdb_sql("SELECT TIMESTAMP_MILLIS(`__t`.`a`) FROM `__triggers` `__t`", types) or "")
 
 
 #: output subtables and tags named without expressions are found in the process, as Spark finds them

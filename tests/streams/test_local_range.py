@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from pyspark.sql import functions as F
 
-from airflow_stream_provider.streams import local
+from airflow_stream_provider.streams import duckdb
 from airflow_stream_provider.streams.fire.windows import windows_in_range, windows_in_range_locally
 from airflow_stream_provider.streams.runtime import StreamRuntime
 from airflow_stream_provider.streams.store import StreamStore
@@ -86,5 +86,5 @@ def test_a_range_of_many_rows_goes_to_spark(wh, monkeypatch):
             "INTO lr.out_many AS SELECT _twstart ts, count(*) n FROM %%trows")
     stored = StreamStore().get("lr", "many")
     runtime = StreamRuntime(wh, stored.statement, "lr", text=stored.text)
-    monkeypatch.setattr(local, "LOCAL_ROWS", 10)
+    monkeypatch.setattr(duckdb, "LOCAL_ROWS", 10)
     assert windows_in_range_locally(runtime, START, END, runtime.table_version(), lambda _m: None) is None

@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterable
 import pandas as pd
 
 from airflow_stream_provider.sql import parse
-from airflow_stream_provider.windows.clause import TriggerPlan
 from airflow_stream_provider.windows.legacy import LegacyGroup
+from airflow_stream_provider.windows.trigger_plan import TriggerPlan
 
 S = 1_000_000  # microseconds per second
 

@@ -11,7 +11,7 @@ from pyspark.sql import functions as F
 from airflow_stream_provider.exceptions import StreamDefinitionError
 from airflow_stream_provider.sql import parse
 from airflow_stream_provider.windows.batch import detect, scan_groups
-from airflow_stream_provider.windows.clause import TriggerPlan
+from airflow_stream_provider.windows.trigger_plan import TriggerPlan
 from tests.windows import reference as ref
 
 pytestmark = pytest.mark.spark

@@ -19,7 +19,7 @@ from airflow_stream_provider.sql import parse
 from airflow_stream_provider.windows import checkpoint, detector
 from airflow_stream_provider.windows.batch import group_events
 from airflow_stream_provider.windows.checkpoint import CheckpointFormatError
-from airflow_stream_provider.windows.clause import TriggerPlan
+from airflow_stream_provider.windows.trigger_plan import TriggerPlan
 
 S = 1_000_000
 

@@ -27,8 +27,8 @@ from airflow_stream_provider.sql import parse
 from airflow_stream_provider.warehouse import Warehouse, writer
 from airflow_stream_provider.windows import detector
 from airflow_stream_provider.windows.batch import detect
-from airflow_stream_provider.windows.clause import plan_trigger
 from airflow_stream_provider.windows.events import EVENT_COLUMNS
+from airflow_stream_provider.windows.trigger_plan import plan_trigger
 
 pytestmark = pytest.mark.spark
 
@@ -182,7 +182,7 @@ KILLED_RUN = textwrap.dedent("""
     from airflow_stream_provider.sql import parse
     from airflow_stream_provider.warehouse.catalog import Catalog
     from airflow_stream_provider.windows import detector
-    from airflow_stream_provider.windows.clause import plan_trigger
+    from airflow_stream_provider.windows.trigger_plan import plan_trigger
     root, events, checkpoint, trigger = sys.argv[1:5]
     (stmt,) = parse(f"CREATE STREAM power.s_k {trigger} FROM power.k PARTITION BY tbname "
                     "INTO power.out_k AS SELECT _twstart, count(*) FROM power.k")
@@ -599,7 +599,7 @@ def test_a_batch_waiting_elsewhere_hands_its_turn_on_and_takes_the_next_back_fir
 
 
 def test_the_nodes_batch_slots_come_from_the_environment(monkeypatch):
-    from airflow_stream_provider.node.detectors import BATCH_SLOTS, batch_slots
+    from airflow_stream_provider.node.host import BATCH_SLOTS, batch_slots
 
     monkeypatch.delenv("AIRFLOW_STREAM_NODE_BATCH_SLOTS", raising=False)
     assert batch_slots() == BATCH_SLOTS == 1

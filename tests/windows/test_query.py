@@ -14,7 +14,7 @@ from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import StreamDefinitionError
 from airflow_stream_provider.sql import parse
 from airflow_stream_provider.warehouse import Warehouse, writer
-from airflow_stream_provider.windows import query as window_query
+from airflow_stream_provider.windows import select as window_select
 from tests.conftest import sql
 from tests.windows import reference as ref
 from tests.windows.test_batch import S, meters
@@ -46,7 +46,7 @@ def wh(spark, tmp_path_factory):
 
 def select(wh, sql: str) -> pd.DataFrame:
     (stmt,) = parse(sql)
-    return window_query.table(wh, stmt.query).to_pandas()
+    return window_select.table(wh, stmt.query).to_pandas()
 
 
 def micros(values) -> list[int]:

@@ -8,7 +8,7 @@ import pytest
 
 from airflow_stream_provider.sql import parse
 from airflow_stream_provider.windows.batch import detect
-from airflow_stream_provider.windows.clause import TriggerPlan
+from airflow_stream_provider.windows.trigger_plan import TriggerPlan
 
 pytestmark = pytest.mark.spark
 

@@ -14,8 +14,8 @@ from airflow_stream_provider.exceptions import did_you_mean
 from airflow_stream_provider.model import names
 from airflow_stream_provider.sql.functions import reject_subqueries
 from airflow_stream_provider.sql.grammar.lexer import Kind, Token
+from airflow_stream_provider.sql.tdengine.literals import ValueParser
 from airflow_stream_provider.sql.tdengine.validate import validate_create_stream
-from airflow_stream_provider.sql.tdengine.values import ValueParser
 
 #: the keywords that begin a trigger (a row trigger has none)
 TRIGGER_KEYWORDS = tuple(k for k in m.TriggerKind if k is not m.TriggerKind.ROW)

@@ -7,7 +7,7 @@ from airflow_stream_provider.exceptions import did_you_mean
 from airflow_stream_provider.model import names
 from airflow_stream_provider.sql.functions import check_functions
 from airflow_stream_provider.sql.grammar.lexer import Kind
-from airflow_stream_provider.sql.tdengine.values import ValueParser
+from airflow_stream_provider.sql.tdengine.literals import ValueParser
 
 DATABASE_OPTIONS = [
     "BUFFER", "CACHEMODEL", "CACHESIZE", "COMP", "DURATION", "WAL_FSYNC_PERIOD", "MAXROWS", "MINROWS", "KEEP",

@@ -17,15 +17,15 @@ from pyspark.sql import functions as F
 from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import StreamError
 from airflow_stream_provider.model.events import EventType
-from airflow_stream_provider.streams import local
+from airflow_stream_provider.streams import duckdb
 from airflow_stream_provider.streams.compute import TROWS_FROM, TROWS_TO, Fired
 from airflow_stream_provider.streams.probes import checkpoint_id, read_events
 from airflow_stream_provider.streams.runtime import StreamRuntime, nanos
 from airflow_stream_provider.streams.store import StoredStream, detector_lock
 from airflow_stream_provider.values import epoch_micros
 from airflow_stream_provider.windows import batch, detector
-from airflow_stream_provider.windows.clause import TriggerPlan, plan_trigger
 from airflow_stream_provider.windows.events import EVENT_COLUMNS, empty_events
+from airflow_stream_provider.windows.trigger_plan import TriggerPlan, plan_trigger
 
 
 class CheckpointLost(StreamError):
@@ -200,7 +200,7 @@ def windows_in_range_locally(runtime: StreamRuntime, start: datetime, end: datet
     if runtime.compute is None:
         return None
     upper = {"interval": end + timedelta(microseconds=plan.spec.interval), "count": end}.get(plan.spec.kind)
-    found = runtime.compute.few_rows_table(version, (start, upper), limit=local.LOCAL_ROWS)
+    found = runtime.compute.few_rows_table(version, (start, upper), limit=duckdb.LOCAL_ROWS)
     if found is None:
         return None
     say(f"finding the windows of {plan.table} in [{start.isoformat()}, {end.isoformat()}) in the process: "

@@ -4,7 +4,7 @@ A task that starts in Airflow's triggerer (no worker process) asks the node host
 detector to compute the batches its run covers, or to deliver the stream's notifications, and ends
 when the node answers. A request is ``requests/<id>.json`` ({"role": ..., arguments}); the node
 takes it, does the work with the same code a worker would run (:func:`.run.run`,
-:func:`.routing.deliver`) and answers in ``requests/<id>.answer.json`` ({"status": "done", ...} or
+:func:`.notifications.deliver`) and answers in ``requests/<id>.answer.json`` ({"status": "done", ...} or
 {"status": "error", "message": ...}). Requests are idempotent: a trigger that runs again (the
 triggerer restarted) asks again, and the work gives the same rows and the same message ids.
 
@@ -26,7 +26,7 @@ import os
 import uuid
 from pathlib import Path
 
-from airflow_stream_provider.values import make_dirs, write_text
+from airflow_stream_provider.files import make_dirs, write_text
 
 FOLDER = "requests"
 #: the answer to a compute that goes on when no batch came to compute in its time

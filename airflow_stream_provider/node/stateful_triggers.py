@@ -16,10 +16,10 @@ import socketserver
 import threading
 from collections.abc import Callable
 
+from airflow_stream_provider.files import write_json
 from airflow_stream_provider.spark import endpoint
 from airflow_stream_provider.streams import callbacks
 from airflow_stream_provider.streams.callbacks import Entry, Instance, TriggerError
-from airflow_stream_provider.values import write_json
 
 
 class StatefulHost:

@@ -49,17 +49,17 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from airflow_stream_provider import model as m
+from airflow_stream_provider.files import lock_file, make_dirs, write_json
 from airflow_stream_provider.notify.delivery import DeliveryPaused
 from airflow_stream_provider.plan.stream import StreamKind, computed_live, kind_of, plan_stream
-from airflow_stream_provider.streams import requests
+from airflow_stream_provider.streams import node_requests
 from airflow_stream_provider.streams.fire import rows
 from airflow_stream_provider.streams.fire.windows import detector_options, trigger_plan
-from airflow_stream_provider.streams.routing import deliver
+from airflow_stream_provider.streams.notifications import deliver
 from airflow_stream_provider.streams.run import commit_progress, skip_empty_batch
 from airflow_stream_provider.streams.run import run as run_stream
 from airflow_stream_provider.streams.runtime import StreamRuntime, StreamStopped
 from airflow_stream_provider.streams.store import StoredStream, StreamStore
-from airflow_stream_provider.values import lock_file, make_dirs, write_json
 from airflow_stream_provider.warehouse import Warehouse
 from airflow_stream_provider.windows import detector
 from airflow_stream_provider.windows.changes import FeedRegistry
@@ -399,7 +399,7 @@ class DetectorHost:
     # --- what the streams' tasks ask of the node --------------------------------------------------
 
     def serve_requests(self) -> int:
-        """Take the requests the hosted streams' tasks left (:mod:`~airflow_stream_provider.streams.requests`)
+        """Take the requests the hosted streams' tasks left (:mod:`~airflow_stream_provider.streams.node_requests`)
         and start working on them; how many were taken."""
         taken = 0
         now = time.monotonic()
@@ -408,11 +408,11 @@ class DetectorHost:
                 continue
             # a folder whose time has not changed holds no new request (looked into anyway every
             # second: two requests within one tick of the file system's clock share a time)
-            changed = requests.changed(hosted.stored.state_dir)
+            changed = node_requests.changed(hosted.stored.state_dir)
             if changed == hosted.requests_seen and now - hosted.requests_read < 1.0:
                 continue
             hosted.requests_seen, hosted.requests_read = changed, now
-            for request, body in requests.waiting(hosted.stored.state_dir):
+            for request, body in node_requests.waiting(hosted.stored.state_dir):
                 if body.get("role") == "compute" and body.get("keep_for_s"):
                     self.keeping = [thread for thread in self.keeping if thread.is_alive()]
                     thread = threading.Thread(target=self._keep_computing, args=(hosted, request, body),
@@ -425,7 +425,7 @@ class DetectorHost:
         return taken
 
     def _answer(self, hosted: Hosted, request: str, body: dict) -> None:
-        requests.reply(hosted.stored.state_dir, request, self._result(hosted, body))
+        node_requests.reply(hosted.stored.state_dir, request, self._result(hosted, body))
 
     def _result(self, hosted: Hosted, body: dict, detected: detector.DetectedBatch | None = None,
                 record: bool = False) -> dict:
@@ -436,7 +436,7 @@ class DetectorHost:
         try:
             with hosted.busy:
                 result = self._work(hosted, body, detected)
-                if record and requests.succeeded(result):
+                if record and node_requests.succeeded(result):
                     commit_progress(stored.db, stored.name, result["progress"], store=self.store)
                 return result
         except StreamStopped as err:
@@ -478,11 +478,11 @@ class DetectorHost:
         with hosted.keeping_lock:
             mine = hosted.keeping == request
         if not mine:  # taken over: nobody waits for this answer
-            requests.drop(stored.state_dir, request)
+            node_requests.drop(stored.state_dir, request)
             return
-        requests.reply(stored.state_dir, request, {**result, "rounds": rounds})
+        node_requests.reply(stored.state_dir, request, {**result, "rounds": rounds})
         between: list[str] = []
-        if requests.succeeded(result):
+        if node_requests.succeeded(result):
             try:
                 self._rounds(hosted, request, None, time.monotonic() + BETWEEN_RUNS_S, checkpoint, between)
             except Exception as err:  # the next run computes these batches
@@ -502,20 +502,20 @@ class DetectorHost:
         and at a round that fails or computes nothing (IGNORE_NODATA_TRIGGER), with its answer."""
         if upto is None:
             upto = self._next_batch(hosted, request, until, checkpoint)
-        result: dict = {"status": requests.IDLE}
+        result: dict = {"status": node_requests.IDLE}
         while upto is not None:
             hosted.batches.committed.clear()  # a batch committed from now on wakes the wait below
             began = time.monotonic()
             result = self._result(hosted, {"role": "compute", "upto_batch": upto}, hosted.batches.last(upto),
                                   record=True)
-            if not requests.succeeded(result):
+            if not node_requests.succeeded(result):
                 return result
             rounds.append(f"batches up to {upto}: {result.get('summary', 'done')}")
             if hosted.keeping != request or time.monotonic() >= until:
                 break
             pause = min(time.monotonic() - began, MAX_ROUND_PAUSE_S)
             upto = self._next_batch(hosted, request, until, checkpoint, not_before=time.monotonic() + pause)
-        return {**result, "progress": {}} if requests.succeeded(result) else result
+        return {**result, "progress": {}} if node_requests.succeeded(result) else result
 
     def _next_batch(self, hosted: Hosted, request: str, until: float, checkpoint: str | None,
                     not_before: float = 0.0) -> int | None:

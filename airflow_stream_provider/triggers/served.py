@@ -7,7 +7,7 @@ stream node hosts the stream:
 
 - :class:`StreamComputeTrigger` waits for the next committed batch (as
   :class:`~.checkpoint.CheckpointCommitTrigger`), asks the node to compute it
-  (:mod:`airflow_stream_provider.streams.requests`) and ends the task with the node's progress as
+  (:mod:`airflow_stream_provider.streams.node_requests`) and ends the task with the node's progress as
   its XCom. With ``keep_for_s`` (a stream without NOTIFY) the compute goes on: the node records each
   round's progress and computes each batch the stream's detector commits next as soon as it is
   committed, until that many seconds have passed, so that a stream's batches wait neither for
@@ -36,7 +36,7 @@ from typing import Any
 from airflow.triggers.base import BaseTrigger, TaskSkippedEvent, TaskSuccessEvent, TriggerEvent
 
 from airflow_stream_provider.hooks import bind
-from airflow_stream_provider.streams import requests
+from airflow_stream_provider.streams import node_requests
 from airflow_stream_provider.triggers.base import CLASSPATH_MODULE, ERROR
 
 #: how often a trigger looks for the node's answer; one that waits long for it (a compute that goes
@@ -67,12 +67,12 @@ async def ask_node(state_dir: str, role: str, *, longest_poll_s: float = ANSWER_
 
     folder = Path(state_dir)
     host = await asyncio.to_thread(node_host, folder)
-    request = await asyncio.to_thread(requests.submit, folder, role, **arguments)
+    request = await asyncio.to_thread(node_requests.submit, folder, role, **arguments)
     gone_since: float | None = None
     pause = ANSWER_POLL_S
     looked = time.monotonic()  # when the node's hosting was last looked at
     while True:
-        answer = await asyncio.to_thread(requests.answer, folder, request)
+        answer = await asyncio.to_thread(node_requests.answer, folder, request)
         if answer is not None:
             return answer
         await asyncio.sleep(pause)
@@ -83,12 +83,12 @@ async def ask_node(state_dir: str, role: str, *, longest_poll_s: float = ANSWER_
         now = await asyncio.to_thread(node_host, folder)
         if now is not None:
             gone_since = None
-            if host is not None and now != host and await asyncio.to_thread(requests.taken, folder, request):
-                await asyncio.to_thread(requests.drop, folder, request)
-                request = await asyncio.to_thread(requests.submit, folder, role, **arguments)
+            if host is not None and now != host and await asyncio.to_thread(node_requests.taken, folder, request):
+                await asyncio.to_thread(node_requests.drop, folder, request)
+                request = await asyncio.to_thread(node_requests.submit, folder, role, **arguments)
                 pause = ANSWER_POLL_S
             host = now
-        elif await asyncio.to_thread(requests.withdraw, folder, request):
+        elif await asyncio.to_thread(node_requests.withdraw, folder, request):
             return None
         elif gone_since is None:
             gone_since = time.monotonic()
@@ -151,7 +151,7 @@ class StreamComputeTrigger(BaseTrigger):
                     continue
                 yield TriggerEvent(found)
                 return
-            if answer.get("status") == requests.IDLE:  # no batch came meanwhile: the task waits on
+            if answer.get("status") == node_requests.IDLE:  # no batch came meanwhile: the task waits on
                 continue
             for line in answer.get("rounds", ()):
                 self.log.info("computed and recorded: %s", line)
@@ -302,7 +302,7 @@ def progress_of(value: object) -> dict:
 async def _ended(trigger: BaseTrigger, answer: dict, role: str) -> AsyncIterator[TriggerEvent]:
     """The event that ends the task as the node's ``answer`` says."""
     status = answer.get("status")
-    if role == "compute" and requests.nodata(answer):
+    if role == "compute" and node_requests.nodata(answer):
         trigger.log.info("IGNORE_NODATA_TRIGGER: no new rows for %s trigger(s)", answer["skipped"])
         yield TaskSkippedEvent()
     elif status == "done":
