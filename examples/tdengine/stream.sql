@@ -10,5 +10,5 @@ CREATE STREAM IF NOT EXISTS avg_10s INTERVAL(10s) SLIDING(10s) FROM meters PARTI
 -- [END stream]
 
 -- [START output]
-SELECT tbname, _twstart, avg_current, max_voltage FROM power.avg_10s_out ORDER BY tbname;
+SELECT tag_tbname, _twstart, avg_current, max_voltage FROM power.avg_10s_out ORDER BY tag_tbname;
 -- [END output]
