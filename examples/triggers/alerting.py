@@ -9,6 +9,7 @@ attribute "url".
 
 from __future__ import annotations
 
+# [START alerting]
 import json
 import logging
 import urllib.request
@@ -51,3 +52,4 @@ class ClusterAlertingExample(InsertTrigger):
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
                 return 200 <= response.status < 300
         return True
+# [END alerting]
