@@ -40,6 +40,7 @@ from airflow_stream_provider.operators import (
     StreamRecalculateOperator,
 )
 from airflow_stream_provider.plan.schedule import ResampleSchedule
+from airflow_stream_provider.plan.state import StreamState
 from airflow_stream_provider.plan.stream import StreamKind, StreamPlan, TaskRole, TaskSpec, plan_stream
 from airflow_stream_provider.sensors import StreamEventTimeSensor
 from airflow_stream_provider.streams.store import StoredStream, StreamStore
@@ -60,11 +61,11 @@ OPERATORS: dict[TaskRole, type[BaseOperator]] = {
 }
 
 
-def _doc(stored: StoredStream, kind: str, state: dict) -> str:
+def _doc(stored: StoredStream, kind: str, state: StreamState) -> str:
     stmt = stored.statement
     into = f" into `{stmt.into}`" if stmt.into is not None else ""
     return (f"### Stream `{stored.qualified}` ({kind})\n\n"
-            f"Trigger: `{stmt.trigger}`{into}. Created {state.get('created', '?')}.\n\n"
+            f"Trigger: `{stmt.trigger}`{into}. Created {state.created.isoformat() if state.created else '?'}.\n\n"
             f"```sql\n{stored.text.strip()}\n```\n")
 
 
@@ -109,7 +110,7 @@ def _start(plan: StreamPlan) -> tuple[datetime, bool]:
     return plan.created, False
 
 
-def stream_dags(stored: StoredStream, state: dict, home: Path) -> list[DAG]:
+def stream_dags(stored: StoredStream, state: StreamState, home: Path) -> list[DAG]:
     """The DAGs of one stream, as its plan says."""
     plan = plan_stream(stored.statement, stored.db, state, home=str(home))
     trig = stored.statement.trigger

@@ -193,6 +193,7 @@ def cq_seconds(warehouse, spark, work: Path, args) -> tuple[float, float, int]:
     from airflow_stream_provider import model as m
     from airflow_stream_provider import statements
     from airflow_stream_provider.streams.run import run
+    from airflow_stream_provider.streams.run_request import RunRequest
     from airflow_stream_provider.warehouse.series import SeriesStore
 
     store = SeriesStore(warehouse.catalog)
@@ -225,7 +226,7 @@ def cq_seconds(warehouse, spark, work: Path, args) -> tuple[float, float, int]:
     best_cq = best_hand = float("inf")
     for round_ in range(args.repeat + 1):
         started = time.perf_counter()
-        report = run(warehouse, "root", "bench_cq", at=instant)
+        report = run(warehouse, "root", "bench_cq", RunRequest(at=instant))
         cq_s = time.perf_counter() - started
         started = time.perf_counter()
         spark.sql(hand_sql).write.format("delta").mode("overwrite").save(str(out))

@@ -374,19 +374,20 @@ def test_iotdb_tour_example(wh):
 @pytest.mark.spark
 def test_iotdb_cq_example(wh):
     from airflow_stream_provider.streams.run import run
+    from airflow_stream_provider.streams.run_request import RunRequest
     from airflow_stream_provider.streams.store import StreamStore
 
     sql(wh, section(EXAMPLES / "iotdb" / "tour.sql", "tour"))
     path = EXAMPLES / "iotdb" / "cq.sql"
     sql(wh, section(path, "cq"))
     created = datetime(2021, 5, 11, 22, 18, 30, tzinfo=CST)
-    with StreamStore().updating("root", "cq_max") as state:  # as if created at 22:18:30
-        state["created"] = created.isoformat()
+    with StreamStore().updating("root", "cq_max") as saving:  # as if created at 22:18:30
+        saving.state = saving.state.replace(created=created)
     (shown,) = sql(wh, section(path, "show"))
     assert [r[0] for r in rows(shown)] == ["cq_max"]
     # EVERY 20s from the epoch: the first instant after 22:18:30 is 22:18:40, over [22:18:20, 22:18:40),
     # GROUP BY(10s): [22:18:20, 22:18:30) holds 21 (at 22:18:24); [22:18:30, 22:18:40) holds nothing
-    assert run(wh, "root", "cq_max", now=datetime(2021, 5, 11, 22, 18, 40, tzinfo=CST)).triggers == 1
+    assert run(wh, "root", "cq_max", RunRequest(now=datetime(2021, 5, 11, 22, 18, 40, tzinfo=CST))).triggers == 1
     (out,) = sql(wh, section(path, "output"))
     got = [(t.astimezone(CST), v) for t, v in rows(out) if v is not None]
     assert got == [(datetime(2021, 5, 11, 22, 18, 20, tzinfo=CST), 21.0)]

@@ -250,6 +250,7 @@ def cmd_node(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from airflow_stream_provider.streams.run import run as run_stream
+    from airflow_stream_provider.streams.run_request import RunRequest
     from airflow_stream_provider.warehouse import Warehouse
 
     db, _, name = args.stream.rpartition(".")
@@ -262,7 +263,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     progress = Console()
 
     try:
-        report = run_stream(warehouse, db, name, progress=progress)
+        report = run_stream(warehouse, db, name, RunRequest.everything(progress=progress))
     except StreamError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -51,6 +51,7 @@ from pyspark.sql import SparkSession
 from airflow_stream_provider import model as m
 from airflow_stream_provider.files import lock_file, make_dirs, write_json
 from airflow_stream_provider.notify.delivery import DeliveryPaused
+from airflow_stream_provider.plan.state import StreamState
 from airflow_stream_provider.plan.stream import StreamKind, computed_live, kind_of, plan_stream
 from airflow_stream_provider.streams import node_requests
 from airflow_stream_provider.streams.fire import rows
@@ -58,6 +59,7 @@ from airflow_stream_provider.streams.fire.windows import detector_options, trigg
 from airflow_stream_provider.streams.notifications import deliver
 from airflow_stream_provider.streams.run import commit_progress, skip_empty_batch
 from airflow_stream_provider.streams.run import run as run_stream
+from airflow_stream_provider.streams.run_request import RunRequest
 from airflow_stream_provider.streams.runtime import StreamRuntime, StreamStopped
 from airflow_stream_provider.streams.store import StoredStream, StreamStore
 from airflow_stream_provider.warehouse import Warehouse
@@ -299,12 +301,12 @@ class DetectorHost:
         self.log(f"stream {key}: {_hosting(query)} started ({query.id})")
         self._progress(self.hosted[key])
 
-    def runtime(self, stored: StoredStream, state: dict) -> StreamRuntime:
+    def runtime(self, stored: StoredStream, state: StreamState) -> StreamRuntime:
         """The stream resolved for its detector's batches, on a warehouse of its own over the host's
         session: the streams' batches run at once, each on its detector's thread, and a warehouse
         holds a current database and temporary views."""
         return StreamRuntime(Warehouse(spark=self.session, database=stored.db), stored.statement, stored.db,
-                             state.get("skip_versions", ()), text=stored.text, schema=state.get("result_schema"))
+                             state.skip_versions, text=stored.text, schema=state.result_schema)
 
     def window_detector(self, stored: StoredStream, runtime: StreamRuntime, options: detector.DetectorOptions,
                         batches: Batches | None = None) -> detector.Detector:
@@ -325,8 +327,8 @@ class DetectorHost:
                 commit_progress(stored.db, stored.name, {"consumed_batch": batch.id}, store=self.store)
                 return
             try:
-                report = run_stream(runtime.warehouse, stored.db, stored.name, store=self.store,
-                                    upto_batch=batch.id, detect=False, runtime=runtime, detected=batch)
+                report = run_stream(runtime.warehouse, stored.db, stored.name, RunRequest.live(batch, runtime),
+                                    store=self.store)
             except StreamStopped:
                 return  # STOP STREAM came first; the next reconciliation stops this query
             if report.triggers:
@@ -544,13 +546,10 @@ class DetectorHost:
         assert runtime is not None
         role = body.get("role")
         if role == "compute":
-            at = datetime.fromisoformat(body["at"]) if body.get("at") else None  # a PERIOD run's instant
-            attempt = (str(body["attempt"][0]), int(body["attempt"][1])) if body.get("attempt") else None
             # in turn with the detectors' batches, before those waiting: its windows are closed already
             with self.turns.turn(first=True):
-                report = run_stream(runtime.warehouse, stored.db, stored.name, store=self.store, at=at,
-                                    upto_batch=body.get("upto_batch"), detect=False, commit=False,
-                                    runtime=runtime, detected=detected, attempt=attempt)
+                report = run_stream(runtime.warehouse, stored.db, stored.name,
+                                    RunRequest.served(body, runtime, detected), store=self.store)
             return {"status": "done", "progress": report.progress, "summary": report.summary(),
                     "per_trigger": report.per_trigger, "skipped": report.skipped, "triggers": report.triggers}
         if role == "notify":

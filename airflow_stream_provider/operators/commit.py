@@ -33,4 +33,4 @@ class StreamCommitOperator(StreamTask, BaseOperator):
         progress = progress_of(context["ti"].xcom_pull(task_ids=self.compute_task))
         state = commit_progress(*self.stream_names(), progress, store=self.stream_store())
         self.log.info("stream %s: committed %s (consumed batch %s)", self.stream, sorted(progress),
-                      state.get("consumed_batch"))
+                      state.consumed_batch)

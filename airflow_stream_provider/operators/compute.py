@@ -115,6 +115,7 @@ class StreamComputeOperator(StreamTask, BaseOperator):
 
     def _compute(self, context: Any, event: dict | None) -> dict:
         from airflow_stream_provider.streams.run import run as run_stream
+        from airflow_stream_provider.streams.run_request import RunRequest
         from airflow_stream_provider.streams.runtime import StreamStopped
         from airflow_stream_provider.warehouse.warehouse import Warehouse
 
@@ -131,7 +132,8 @@ class StreamComputeOperator(StreamTask, BaseOperator):
             end_offset = trig.end_offset.to_timedelta() if isinstance(trig, m.ResampleTrigger) else timedelta(0)
             arguments = {"at": utc_datetime(context["data_interval_end"]) + end_offset}
         try:
-            report = run_stream(Warehouse(), db, name, store=store, commit=False, progress=self.log.info, **arguments)
+            request = RunRequest.task(progress=self.log.info, **arguments)
+            report = run_stream(Warehouse(), db, name, request, store=store)
         except StreamStopped as err:
             raise AirflowSkipException(str(err)) from None
         self.log.info("%s", report.summary())

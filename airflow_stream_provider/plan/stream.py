@@ -20,6 +20,7 @@ from airflow_stream_provider import config
 from airflow_stream_provider import model as m
 from airflow_stream_provider.plan import ids
 from airflow_stream_provider.plan.schedule import ResampleSchedule, Schedule, recalc_step, schedule_of
+from airflow_stream_provider.plan.state import StreamState
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 #: how long the compute task of a detected stream without NOTIFY goes on computing the batches that
@@ -150,7 +151,7 @@ def computed_live(stmt: m.CreateStream) -> bool:
         isinstance(stmt.trigger, m.RowTrigger) or legacy.trigger in LIVE_MODES))
 
 
-def plan_stream(stmt: m.CreateStream, db: str, state: Mapping[str, Any], *, home: str = "") -> StreamPlan:
+def plan_stream(stmt: m.CreateStream, db: str, state: StreamState, *, home: str = "") -> StreamPlan:
     """The plan of stream ``db.<stmt.name>`` from its definition and its recorded state.
 
     :param state: the stream's ``stream.json`` (``created``, ``trigger_table``, ``stopped``).
@@ -158,8 +159,8 @@ def plan_stream(stmt: m.CreateStream, db: str, state: Mapping[str, Any], *, home
     """
     name = stmt.name.name.lower()
     kind = kind_of(stmt)
-    created = datetime.fromisoformat(state["created"]) if state.get("created") else _EPOCH
-    table = TriggerTable.from_state(state.get("trigger_table"))
+    created = state.created or _EPOCH
+    table = TriggerTable.from_state(state.trigger_table)
     main_id, recalc_id = ids.stream_dag_ids(db, name)
     common = {"stream": f"{db}.{name}", "home": home}
     compute_args: dict[str, Any] = {**common, "kind": str(kind)}
@@ -192,4 +193,4 @@ def plan_stream(stmt: m.CreateStream, db: str, state: Mapping[str, Any], *, home
         recalc_dag_id=recalc_id if recalculated else None,
         recalc_step=recalc_step(stmt) if recalculated else None,
         recalc_tasks=(TaskSpec(ids.RECALCULATE_TASK, TaskRole.RECALCULATE, common),) if recalculated else (),
-        paused=bool(state.get("stopped")))
+        paused=state.stopped)

@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from airflow_stream_provider import model as m
 from airflow_stream_provider.plan.schedule import ResampleSchedule, resample_schedule
+from airflow_stream_provider.plan.state import StreamState
 from airflow_stream_provider.sql.iotdb import CQ_NAMESPACE
 from airflow_stream_provider.streams.runtime import RunReport
 from airflow_stream_provider.streams.store import StoredStream, StreamStore
@@ -35,10 +36,10 @@ def _micros(at: datetime) -> int:
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
-def schedule_of(stored: StoredStream, state: dict) -> ResampleSchedule:
+def schedule_of(stored: StoredStream, state: StreamState) -> ResampleSchedule:
     trig = stored.statement.trigger
-    assert isinstance(trig, m.ResampleTrigger)
-    return resample_schedule(trig, datetime.fromisoformat(state["created"]))
+    assert isinstance(trig, m.ResampleTrigger) and state.created is not None
+    return resample_schedule(trig, state.created)
 
 
 def create(warehouse: Warehouse, stmt: m.CreateStream, store: StreamStore | None = None) -> Result:
@@ -53,7 +54,7 @@ def create(warehouse: Warehouse, stmt: m.CreateStream, store: StreamStore | None
         shown = other.cq_id if other is not None else name
         raise WarehouseError(f"CQ {cq_id} has already been created" + ("" if shown == cq_id else f" (as {shown})"))
     now = datetime.now(UTC)
-    store.create(CQ_NAMESPACE, stmt, stmt.text, {"created": now.isoformat()})
+    store.create(CQ_NAMESPACE, stmt, stmt.text, StreamState(created=now))
     schedule = resample_schedule(stmt.trigger, now)
     trig = stmt.trigger
     return Result(stmt, f"created continuous query {cq_id}: every {trig.every}, each over [instant - "
@@ -82,14 +83,14 @@ def show(warehouse: Warehouse, stmt: m.ShowContinuousQueries, store: StreamStore
         if stored.statement.series is None:
             continue
         state = store.load_state(db, name)
-        rows.append((stored.statement.series.cq_id, stored.statement.text, "STOPPED" if state.get("stopped")
+        rows.append((stored.statement.series.cq_id, stored.statement.text, "STOPPED" if state.stopped
                      else "ACTIVE"))
     rows.sort()
     table = pa.table({"cq_id": [r[0] for r in rows], "query": [r[1] for r in rows], "state": [r[2] for r in rows]})
     return Result(stmt, f"{len(rows)} continuous quer{'y' if len(rows) == 1 else 'ies'}", table=table)
 
 
-def run(warehouse: Warehouse, stored: StoredStream, state: dict, store: StreamStore, report: RunReport, *,
+def run(warehouse: Warehouse, stored: StoredStream, state: StreamState, store: StreamStore, report: RunReport, *,
         now: datetime, at: datetime | None, say: Callable[[str], None], commit: bool) -> dict:
     """Execute the due instants (or the one instant ``at`` of an Airflow run); the progress.
 
@@ -102,7 +103,7 @@ def run(warehouse: Warehouse, stored: StoredStream, state: dict, store: StreamSt
     if at is not None:
         due = [at]
     else:
-        last = datetime.fromisoformat(state["last_fired"]) if state.get("last_fired") else None
+        last = state.last_fired
         due = list(schedule.instants(last if last is not None else schedule.first - timedelta(microseconds=1), now))
         if trig.policy == "DISCARD" and len(due) > 1:
             report.discarded_instants += len(due) - 1
@@ -121,9 +122,9 @@ def run(warehouse: Warehouse, stored: StoredStream, state: dict, store: StreamSt
         report.result_rows += written
         update = {"last_fired": instant.isoformat()}
         if commit and at is None:
-            with store.updating(stored.db, stored.name) as saved:
-                if not saved.get("last_fired") or datetime.fromisoformat(saved["last_fired"]) < instant:
-                    saved["last_fired"] = instant.isoformat()
+            with store.updating(stored.db, stored.name) as saving:
+                if saving.state.last_fired is None or saving.state.last_fired < instant:
+                    saving.state = saving.state.replace(last_fired=instant)
     return update
 
 

@@ -23,6 +23,7 @@ from airflow_stream_provider import model as m
 from airflow_stream_provider.airflow_api import AirflowApi, AirflowApiError
 from airflow_stream_provider.exceptions import StreamDefinitionError, StreamError
 from airflow_stream_provider.plan.ids import stream_dag_ids
+from airflow_stream_provider.plan.state import StreamState
 from airflow_stream_provider.sql.ast import PseudoColumn
 from airflow_stream_provider.sql.functions import position_in
 from airflow_stream_provider.streams.probes import progress_time
@@ -55,11 +56,10 @@ def create(warehouse: Warehouse, stmt: m.CreateStream, store: StreamStore | None
         plan.ensure_table(warehouse.catalog)
         target = f", output {plan.qualified}"
     now = datetime.now(UTC)
-    state: dict = {"created": now.isoformat(), "created_version": runtime.table_version(),
-                   "result_schema": runtime.schema_json()}
-    if runtime.trigger_table is not None:
-        state["trigger_table"] = runtime.trigger_table.to_state()
-    store.create(db, stmt, stmt.text, state)
+    table = runtime.trigger_table
+    store.create(db, stmt, stmt.text, StreamState(created=now, created_version=runtime.table_version(),
+                                                  result_schema=runtime.schema_json(),
+                                                  trigger_table=table.to_state() if table is not None else None))
     trigger = f" on {runtime.found.qualified}" if runtime.found is not None else ""
     return Result(stmt, f"created stream {db}.{name}: {stmt.trigger}{trigger}{target}")
 
@@ -151,11 +151,11 @@ def stop(warehouse: Warehouse, stmt: m.StopStream, store: StreamStore | None = N
     if found is None:
         return Result(stmt, f"nothing to {stmt.verb.lower()}")
     db, name, runtime = found
-    with store.updating(db, name) as state:
-        if state.get("stopped"):
+    with store.updating(db, name) as saving:
+        if saving.state.stopped:
             return Result(stmt, f"stream {db}.{name} is already {done}")
-        state.update(stopped=True, stopped_at=datetime.now(UTC).isoformat(),
-                     stopped_version=runtime.table_version())
+        saving.state = saving.state.replace(stopped=True, stopped_at=datetime.now(UTC).isoformat(),
+                                            stopped_version=runtime.table_version())
     return Result(stmt, f"{done} stream {db}.{name}" + _set_paused(db, name, True, api))
 
 
@@ -168,19 +168,18 @@ def start(warehouse: Warehouse, stmt: m.StartStream, store: StreamStore | None =
         return Result(stmt, f"nothing to {stmt.verb.lower()}")
     db, name, runtime = found
     note = ""
-    with store.updating(db, name) as state:
-        if not state.get("stopped"):
+    with store.updating(db, name) as saving:
+        state = saving.state
+        if not state.stopped:
             return Result(stmt, f"stream {db}.{name} is already running")
         current = runtime.table_version()
-        stopped_version = state.get("stopped_version")
+        stopped_version = state.stopped_version
         if stmt.ignore_untreated:
             if current is not None and stopped_version is not None and current > stopped_version:
-                state["skip_versions"] = [*state.get("skip_versions", []), [stopped_version + 1, current]]
+                state = state.replace(skip_versions=(*state.skip_versions, (stopped_version + 1, current)))
                 note = f"; table versions {stopped_version + 1}..{current} written while stopped are ignored"
-            state["untreated_version"] = current
-            state["last_fired"] = datetime.now(UTC).isoformat()
-        for key in ("stopped", "stopped_at", "stopped_version"):
-            state.pop(key, None)
+            state = state.replace(untreated_version=current, last_fired=datetime.now(UTC))
+        saving.state = state.started()
     return Result(stmt, f"{done} stream {db}.{name}{note}" + _set_paused(db, name, False, api))
 
 

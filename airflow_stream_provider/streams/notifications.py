@@ -28,6 +28,7 @@ from airflow_stream_provider.notify.message import (
     window_fields,
 )
 from airflow_stream_provider.notify.outbox import Outbox
+from airflow_stream_provider.plan.state import StreamState
 from airflow_stream_provider.spark.session import arrow_frame
 from airflow_stream_provider.sql import to_spark
 from airflow_stream_provider.streams.compute import Fired
@@ -53,7 +54,7 @@ def deliver(stored: StoredStream, *, give_up_after: float | None = None,
 class RunNotifications:
     """Collects a run's results by trigger, then turns its events into :class:`NotifyEvent`."""
 
-    def __init__(self, runtime: StreamRuntime, state: dict, *, history: bool = False) -> None:
+    def __init__(self, runtime: StreamRuntime, state: StreamState, *, history: bool = False) -> None:
         notify = runtime.stmt.notify
         assert notify is not None
         self.runtime = runtime
@@ -61,7 +62,7 @@ class RunNotifications:
         self.stream = runtime.name
         self.precision = runtime.precision
         self.recalculating = history
-        self.created = datetime.fromisoformat(state["created"]) if state.get("created") else None
+        self.created = state.created
         self.results: dict[int, list[dict]] = {}
         self.computed: set[int] = set()
         self.events: list[NotifyEvent] = []

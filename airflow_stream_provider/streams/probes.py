@@ -17,6 +17,7 @@ from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
 from airflow_stream_provider import storage
+from airflow_stream_provider.plan.state import StreamState
 from airflow_stream_provider.storage import Location, export_credentials, is_remote
 from airflow_stream_provider.streams.store import StoredStream, detector_hosted
 from airflow_stream_provider.warehouse import writer
@@ -29,11 +30,14 @@ _COMMIT = re.compile(r"^\d+$")
 _LOG_ENTRY = re.compile(r"^(\d{20})\.json$")
 
 
-def stream_state(state_dir: Path) -> dict:
+def stream_state(state_dir: Path) -> StreamState | None:
+    """The stream's state as its ``stream.json`` holds it; None while there is none (or it cannot be
+    read: a probe only waits, the run that follows reports a damaged state)."""
     try:
-        return json.loads((state_dir / "stream.json").read_text(encoding="utf-8"))
+        payload = json.loads((state_dir / "stream.json").read_text(encoding="utf-8"))
     except (FileNotFoundError, json.JSONDecodeError):
-        return {}
+        return None
+    return StreamState.from_json(payload) if isinstance(payload, dict) and payload else None
 
 
 def checkpoint_id(checkpoint: Location) -> str | None:
@@ -136,9 +140,9 @@ def check_windows(state_dir: str | Path, table: str | Path | None = None,
     ``checkpoint`` is the detector's (default: ``checkpoint/`` in the state folder)."""
     state_dir = Path(state_dir)
     state = stream_state(state_dir)
-    if not state or state.get("stopped"):
+    if state is None or state.stopped:
         return None
-    consumed = int(state.get("consumed_batch", -1))
+    consumed = -1 if state.consumed_batch is None else state.consumed_batch
     checkpoint = checkpoint if checkpoint is not None else state_dir / "checkpoint"
     committed = last_commit(checkpoint)
     if committed is not None and committed[0] > consumed:
@@ -148,7 +152,7 @@ def check_windows(state_dir: str | Path, table: str | Path | None = None,
                     "watermark_ms": committed[1]}
     if table is not None and not detector_hosted(state_dir):
         version = latest_version(table)
-        seen = state.get("detected_version", state.get("created_version"))
+        seen = state.detected_version if state.detected_version is not None else state.created_version
         if version is not None and (seen is None or version > seen):
             return {"status": "detect", "version": version, "from_batch": consumed + 1, "to_batch": None}
     return None

@@ -11,6 +11,7 @@ from datetime import datetime
 from pyspark.sql import functions as F
 
 from airflow_stream_provider.exceptions import StreamError
+from airflow_stream_provider.plan.state import StreamState
 from airflow_stream_provider.plan.stream import StreamKind, plan_stream
 from airflow_stream_provider.streams.fire import schedules, windows
 from airflow_stream_provider.streams.notifications import RunNotifications, deliver
@@ -36,10 +37,11 @@ def recalculate(warehouse: Warehouse, db: str, name: str, start: datetime, end: 
     stored = store.get(db, name)
     with in_database(warehouse, stored.db):
         report = _recalculate(warehouse, stored, start, end, batched=batched, say=progress or (lambda _msg: None),
-                              schema=store.load_state(stored.db, stored.name).get("result_schema"))
-    with store.updating(stored.db, stored.name) as state:
-        state["recalculations"] = int(state.get("recalculations", 0)) + 1
-        state["recalculated_triggers"] = int(state.get("recalculated_triggers", 0)) + report.triggers
+                              schema=store.load_state(stored.db, stored.name).result_schema)
+    with store.updating(stored.db, stored.name) as saving:
+        before = saving.state
+        saving.state = before.replace(recalculations=before.recalculations + 1,
+                                      recalculated_triggers=before.recalculated_triggers + report.triggers)
     report.seconds = time.monotonic() - began
     return report
 
@@ -47,12 +49,13 @@ def recalculate(warehouse: Warehouse, db: str, name: str, start: datetime, end: 
 def _recalculate(warehouse: Warehouse, stored: StoredStream, start: datetime, end: datetime, *, batched: bool,
                  say: Callable[[str], None], schema: str | None) -> RunReport:
     stmt = stored.statement
-    plan = plan_stream(stmt, stored.db, {})
+    plan = plan_stream(stmt, stored.db, StreamState())
     if plan.recalc_step is None:
         raise StreamError(f"stream {stored.qualified} has a PERIOD trigger, which is not recalculated")
     runtime = StreamRuntime(warehouse, stmt, stored.db, schema=schema)
     # NOTIFY_HISTORY: recalculations notify too
-    notes = RunNotifications(runtime, {}, history=True) if stmt.notify is not None and stmt.notify.history else None
+    history = stmt.notify is not None and stmt.notify.history
+    notes = RunNotifications(runtime, StreamState(), history=True) if history else None
     report = RunReport(stored.qualified)
     version = runtime.table_version()
     assert runtime.info is not None

@@ -22,88 +22,73 @@ import pandas as pd
 from airflow_stream_provider import config
 from airflow_stream_provider.notify.delivery import Settings
 from airflow_stream_provider.plan.schedule import Schedule
+from airflow_stream_provider.plan.state import BATCH_MARKS, StreamState
 from airflow_stream_provider.plan.stream import StreamKind, computed_live, plan_stream
 from airflow_stream_provider.streams import cq, notifications, status
 from airflow_stream_provider.streams.compute import Fired
 from airflow_stream_provider.streams.fire import rows, schedules, windows
 from airflow_stream_provider.streams.notifications import RunNotifications, outbox_of
+from airflow_stream_provider.streams.run_request import RunRequest
 from airflow_stream_provider.streams.runtime import RunReport, StreamRuntime, StreamStopped, in_database
 from airflow_stream_provider.streams.store import StoredStream, StreamStore, detector_lock, run_lock
 from airflow_stream_provider.streams.write import compute_all, delete_outputs, retract, table_names
 from airflow_stream_provider.warehouse import Warehouse
 from airflow_stream_provider.warehouse.catalog import Catalog, WarehouseError
-from airflow_stream_provider.windows.detector import DetectedBatch, elsewhere
+from airflow_stream_provider.windows.detector import elsewhere
 
 
-def run(warehouse: Warehouse, db: str, name: str, *, store: StreamStore | None = None,
-        now: datetime | None = None, batched: bool = True, progress: Callable[[str], None] | None = None,
-        at: datetime | None = None, upto_batch: int | None = None, detect: bool = True,
-        commit: bool = True, runtime: StreamRuntime | None = None, detected: DetectedBatch | None = None,
-        attempt: tuple[str, int] | None = None) -> RunReport:
+def run(warehouse: Warehouse, db: str, name: str, request: RunRequest | None = None, *,
+        store: StreamStore | None = None) -> RunReport:
     """Run stream ``db.name``: detect what is pending, compute it, write it, record it.
 
-    The CLI runs everything pending. An Airflow task narrows the run: ``at``, the instant of a
-    PERIOD run; ``upto_batch``, the last detector batch a sensor reported; ``detect=False`` when
-    the node's live detector did the detection. With ``commit=False`` the progress is returned in
-    ``report.progress`` for :func:`commit_progress`, which a later task calls. ``runtime``: the
-    stream resolved by an earlier run of the same process (the node's detector keeps one from batch
-    to batch, with its result schema and its groups' output subtables), else resolved here.
-    ``detected``: the detector batch ``upto_batch`` as the node's detector just wrote it, whose
-    events need not be read back. ``attempt``: the Airflow run id and try number of the task
-    computing a PERIOD run's instant ``at``; it is recorded with the progress, and an attempt of a
-    run whose later attempt has committed does nothing (:func:`_superseded`).
+    ``request`` says what kind of run this is (:class:`~.run_request.RunRequest`; by default the
+    CLI's: everything pending, recorded at the end); ``store``: where the streams are kept.
     """
     started = time.monotonic()
+    request = request or RunRequest.everything()
     store = store or StreamStore()
     stored = store.get(db, name)
     with run_lock(stored):
-        report = _locked_run(warehouse, stored, store, now=now, batched=batched, progress=progress, at=at,
-                             upto_batch=upto_batch, detect=detect, commit=commit, runtime=runtime, detected=detected,
-                             attempt=attempt)
+        report = _locked_run(warehouse, stored, store, request)
     report.seconds = time.monotonic() - started
     return report
 
 
-def _locked_run(warehouse: Warehouse, stored: StoredStream, store: StreamStore, *, now: datetime | None,
-                batched: bool, progress: Callable[[str], None] | None, at: datetime | None, upto_batch: int | None,
-                detect: bool, commit: bool, runtime: StreamRuntime | None,
-                detected: DetectedBatch | None, attempt: tuple[str, int] | None) -> RunReport:
+def _locked_run(warehouse: Warehouse, stored: StoredStream, store: StreamStore, request: RunRequest) -> RunReport:
     state = store.load_state(stored.db, stored.name)
-    if state.get("stopped"):
+    if state.stopped:
         raise StreamStopped(f"stream {stored.qualified} is stopped; START STREAM {stored.qualified} resumes it")
     # a stream computed in its live detector's batches (LOW_LATENCY_CALC, ...) is computed here only
     # while this run holds its detector lock, from detection to the recorded progress: a node taking
     # the stream over in between would compute later batches first, and this run's results, read at
     # an older version of the table, would then overwrite theirs
-    exclusive = detect and detected is None and computed_live(stored.statement) \
+    exclusive = request.detect and request.detected is None and computed_live(stored.statement) \
         and plan_stream(stored.statement, stored.db, state).kind is StreamKind.WINDOW
     try:
         with in_database(warehouse, stored.db), \
                 (detector_lock(stored) if exclusive else contextlib.nullcontext(True)) as mine:
             if not mine:
-                (progress or (lambda _msg: None))(
+                (request.progress or (lambda _msg: None))(
                     f"the stream node hosts {stored.qualified}'s live detector and computes its batches")
                 report = RunReport(stored.qualified)
             else:
-                report = _run(warehouse, stored, state, store, now=now, batched=batched, progress=progress, at=at,
-                              upto_batch=upto_batch, detect=detect, commit=commit, runtime=runtime,
-                              detected=detected, locked=exclusive, attempt=attempt)
-                if exclusive and not commit:  # (the batch marks only: a later commit of the rest moves nothing)
+                report = _run(warehouse, stored, state, store, request, locked=exclusive)
+                if exclusive and not request.commit:  # (the batch marks only: a later commit of the rest moves nothing)
                     commit_progress(stored.db, stored.name, {k: v for k, v in report.progress.items()
                                                              if k in BATCH_MARKS}, store=store)
     except windows.CheckpointLost as err:  # SHOW STREAMS says so until the checkpoint is back
-        with store.updating(stored.db, stored.name) as saved:
-            saved["failed"] = str(err)
+        with store.updating(stored.db, stored.name) as saving:
+            saving.state = saving.state.replace(failed=str(err))
         raise
     return report
 
 
-def _run(warehouse: Warehouse, stored: StoredStream, state: dict, store: StreamStore, *, now: datetime | None,
-         batched: bool, progress: Callable[[str], None] | None, at: datetime | None, upto_batch: int | None,
-         detect: bool, commit: bool, runtime: StreamRuntime | None, detected: DetectedBatch | None,
-         locked: bool = False, attempt: tuple[str, int] | None = None) -> RunReport:
+def _run(warehouse: Warehouse, stored: StoredStream, state: StreamState, store: StreamStore, request: RunRequest, *,
+         locked: bool = False) -> RunReport:
+    at, attempt, commit, runtime = request.at, request.attempt, request.commit, request.runtime
+    now = request.now
     report = RunReport(stored.qualified)
-    say = progress or (lambda _msg: None)
+    say = request.progress or (lambda _msg: None)
     if attempt is not None and at is not None and _superseded(state, at, attempt, report):
         say(report.superseded or "")
         return report
@@ -114,8 +99,8 @@ def _run(warehouse: Warehouse, stored: StoredStream, state: dict, store: StreamS
             commit_progress(stored.db, stored.name, report.progress, store=store)
         return report
     if runtime is None or runtime.text != stored.text:  # (another definition of the name: resolved afresh)
-        runtime = StreamRuntime(warehouse, stored.statement, stored.db, state.get("skip_versions", ()),
-                                text=stored.text, schema=state.get("result_schema"))
+        runtime = StreamRuntime(warehouse, stored.statement, stored.db, state.skip_versions,
+                                text=stored.text, schema=state.result_schema)
     plan = plan_stream(stored.statement, stored.db, state)
     notes = RunNotifications(runtime, state) if stored.statement.notify is not None else None
     if notes is not None and attempt is not None and at is not None:
@@ -127,10 +112,11 @@ def _run(warehouse: Warehouse, stored: StoredStream, state: dict, store: StreamS
     events = None
     fired: list[Fired] = []
     if plan.kind is StreamKind.ROW:  # the row query computes and writes as it goes
-        update = rows.pending_rows(runtime, stored, state, say, report, detect=detect)
+        update = rows.pending_rows(runtime, stored, state, say, report, detect=request.detect)
     elif plan.kind is StreamKind.WINDOW:
-        fired, update, events = windows.pending_windows(runtime, stored, state, say, detect=detect,
-                                                        upto_batch=upto_batch, detected=detected, locked=locked)
+        fired, update, events = windows.pending_windows(runtime, stored, state, say, detect=request.detect,
+                                                        upto_batch=request.upto_batch, detected=request.detected,
+                                                        locked=locked)
     elif plan.kind is StreamKind.PERIOD:
         assert isinstance(plan.schedule, Schedule), "a PERIOD stream's plan has its schedule"
         fired, update = schedules.period_triggers(runtime, plan.schedule, state, now or datetime.now(UTC), report,
@@ -142,19 +128,17 @@ def _run(warehouse: Warehouse, stored: StoredStream, state: dict, store: StreamS
     if fired:
         say(f"{len(fired)} trigger(s) fired; computing")
     history = stored.statement.options.fill_history is not None and plan.kind is StreamKind.WINDOW \
-        and state.get("consumed_batch") is None
-    process(runtime, stored, fired, events, report, notes, batched=batched, say=say,
+        and state.consumed_batch is None
+    process(runtime, stored, fired, events, report, notes, batched=request.batched, say=say,
             what=f"{'history fill' if history else 'compute'} of {stored.qualified}")
-    if "trigger_table" not in state and runtime.trigger_table is not None:  # streams created before it was kept
+    if state.trigger_table is None and runtime.trigger_table is not None:  # streams created before it was kept
         update["trigger_table"] = runtime.trigger_table.to_state()
-    if "result_schema" not in state and runtime.compute is not None:  # streams created before it was kept
+    if state.result_schema is None and runtime.compute is not None:  # streams created before it was kept
         update["result_schema"] = runtime.schema_json()
     if runtime.outputs:
-        update["outputs"] = {**state.get("outputs", {}), **runtime.outputs}
+        update["outputs"] = {**state.outputs, **runtime.outputs}
     if stored.statement.options.delete_output_table:
-        merged = {**state, **update}
-        delete_outputs(runtime, merged, report)
-        update["outputs"] = merged.get("outputs", {})
+        update["outputs"] = delete_outputs(runtime, state.replace(**update), report)
     if fired and runtime.compute is not None:
         update["computed"] = len(fired)
     report.progress = {} if report.superseded else update  # (a later try's commit has it all)
@@ -207,19 +191,7 @@ def queue_notifications(runtime: StreamRuntime, stored: StoredStream, notes: Run
     report.notified += len(notes.events)
 
 
-#: the progress keys that only move forward
-FORWARD_MARKS = ("consumed_batch", "detected_version", "last_version")
-#: those, and the checkpoint they belong to
-BATCH_MARKS = (*FORWARD_MARKS, "checkpoint_id")
-
-
-#: the runs whose committing try a stream keeps (:func:`_superseded`), the latest: at PERIOD(10s)
-#: the runs of the last 2.8 hours (a try left running longer than that after its retry committed
-#: computes its instant again)
-KEPT_TRIES = 1000
-
-
-def _superseded(state: dict, at: datetime, attempt: tuple[str, int], report: RunReport) -> bool:
+def _superseded(state: StreamState, at: datetime, attempt: tuple[str, int], report: RunReport) -> bool:
     """Whether a later try of ``attempt``'s run committed the instant ``at`` (``state``: the
     stream's); if so, the report says it.
 
@@ -229,7 +201,7 @@ def _superseded(state: dict, at: datetime, attempt: tuple[str, int], report: Run
     the progress committed), so they would go out twice; such an attempt does nothing instead. A
     run cleared again (a later try) or another run of the same instant (a backfill) computes it."""
     run_id, tried = attempt
-    later = state.get("committed_tries", {}).get(run_id)
+    later = state.committed_tries.get(run_id)
     if later is None or later <= tried:
         return False
     report.superseded = (f"try {later} of run {run_id} computed the instant {at.isoformat()} and "
@@ -237,56 +209,18 @@ def _superseded(state: dict, at: datetime, attempt: tuple[str, int], report: Run
     return True
 
 
-def later_tries(saved: dict, new: dict) -> dict:
-    """The committing try of each run, ``saved`` and ``new`` taken together: the later try of a run;
-    the latest :data:`KEPT_TRIES` runs."""
-    out = dict(saved)
-    for run_id, tried in new.items():
-        out[run_id] = max(int(tried), int(out.pop(run_id, tried)))  # (popped: the latest goes last)
-    return dict(list(out.items())[-KEPT_TRIES:])
-
-
-def later_instants(saved: dict, new: dict) -> dict:
-    """The SLIDING marks of each group (``{"origin", "last"}``), ``saved`` and ``new`` taken
-    together: the later ``last`` of each group (a group without one has fired nothing yet)."""
-    def last(entry: dict) -> datetime | None:
-        return datetime.fromisoformat(entry["last"]) if entry.get("last") else None
-
-    out = dict(saved)
-    for group, entry in new.items():
-        before = out.get(group)
-        mark, old = last(entry), None if before is None else last(before)
-        if before is None or (mark is not None and (old is None or mark > old)):
-            out[group] = entry
-    return out
-
-
-def commit_progress(db: str, name: str, update: dict, *, store: StreamStore | None = None) -> dict:
-    """Record a run's progress. Batch and instant marks (each group's, for SLIDING) only move
-    forward, so a late or repeated commit never rewinds a stream; ``computed`` is added to the
-    stream's count. Then the outbox lets go of the messages every receiver has."""
+def commit_progress(db: str, name: str, update: dict, *, store: StreamStore | None = None) -> StreamState:
+    """Record a run's progress, joined to the stream's by :meth:`StreamState.merged`'s rules (batch and
+    instant marks only move forward, so a late or repeated commit never rewinds a stream). Then the
+    outbox lets go of the messages every receiver has."""
     store = store or StreamStore()
-    with store.updating(db, name) as state:
-        for key, value in update.items():
-            if key in FORWARD_MARKS and state.get(key) is not None \
-                    and value is not None:
-                state[key] = max(state[key], value)
-            elif key == "computed":  # a count: each run adds its own
-                state[key] = int(state.get(key, 0)) + int(value)
-            elif key == "last_fired" and state.get(key):
-                state[key] = max(state[key], value, key=datetime.fromisoformat)
-            elif key == "sliding" and state.get(key):
-                state[key] = later_instants(state[key], value)
-            elif key == "committed_tries":
-                state[key] = later_tries(state.get(key) or {}, value)
-            else:
-                state[key] = value
-        committed = dict(state)
+    with store.updating(db, name) as saving:
+        saving.state = committed = saving.state.merged(update)
     if store.exists(db, name):
         stored = store.get(db, name)
         box = outbox_of(stored)
         if box is not None:  # what every receiver has is not needed to rebuild this progress any more
-            box.prune(committed.get("consumed_batch"))
+            box.prune(committed.consumed_batch)
         try:
             if status.sample_due(stored):
                 status.record_sample(Catalog(config.warehouse()), stored, committed)
@@ -299,8 +233,9 @@ def skip_empty_batch(store: StreamStore, stored: StoredStream, batch_id: int) ->
     """Record detector batch ``batch_id``, which found no events, consumed when every batch before it
     is; True when it did. A batch before it still being computed keeps its place: the run computing
     it reads this one too."""
-    with store.updating(stored.db, stored.name) as state:
-        if int(state.get("consumed_batch", -1)) != batch_id - 1:
+    with store.updating(stored.db, stored.name) as saving:
+        consumed = saving.state.consumed_batch
+        if (-1 if consumed is None else consumed) != batch_id - 1:
             return False
-        state["consumed_batch"] = batch_id
+        saving.state = saving.state.replace(consumed_batch=batch_id)
     return True

@@ -19,6 +19,7 @@ from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import StreamError
 from airflow_stream_provider.files import append_file, write_text
 from airflow_stream_provider.model.events import EventType
+from airflow_stream_provider.plan.state import StreamState
 from airflow_stream_provider.plan.stream import StreamKind, plan_stream
 from airflow_stream_provider.streams.notifications import outbox_of
 from airflow_stream_provider.streams.probes import max_event_time, open_delta, progress_time
@@ -111,7 +112,7 @@ def sample_due(stored: StoredStream) -> bool:
         return True
 
 
-def record_sample(catalog: Catalog, stored: StoredStream, state: dict) -> None:
+def record_sample(catalog: Catalog, stored: StoredStream, state: StreamState) -> None:
     """Append the stream's progress and lag now to its ``samples.jsonl`` (window and SLIDING
     streams; the lag of a PERIOD stream is not defined), at most every :data:`SAMPLE_EVERY_S`.
     Progress comes from the event table's file statistics, so a sample costs two reads of Delta
@@ -121,14 +122,14 @@ def record_sample(catalog: Catalog, stored: StoredStream, state: dict) -> None:
     trigger = stored.statement.trigger
     path = stored.state_dir / "samples.jsonl"
     if isinstance(trigger, m.SlidingTrigger):
-        marks = [datetime.fromisoformat(g["last"]) for g in state.get("sliding", {}).values() if g.get("last")]
+        marks = [datetime.fromisoformat(g["last"]) for g in state.sliding.values() if g.get("last")]
         progress = max(marks) if marks else None
     else:
         progress = max_event_time(stored.events_path, "window_end")
     latest = _trigger_latest(catalog, stored)
     lag = max(0.0, (latest - progress).total_seconds()) if latest and progress else None
     line = json.dumps({"at": datetime.now(UTC).isoformat(), "progress": progress.isoformat() if progress else None,
-                       "lag_s": lag, "computed": int(state.get("computed", 0))})
+                       "lag_s": lag, "computed": state.computed})
     with os.fdopen(append_file(path), "a", encoding="utf-8") as handle:
         handle.write(line + "\n")
     if path.stat().st_size > SAMPLES_KEPT * 2 * len(line):
@@ -160,48 +161,48 @@ def stream_status(warehouse: Warehouse, stored: StoredStream, store: StreamStore
     counts = _event_counts(stored)
     scheduled = isinstance(stmt.trigger, (m.PeriodTrigger, m.ResampleTrigger))
     if scheduled:
-        progress = datetime.fromisoformat(state["last_fired"]) if state.get("last_fired") else None
+        progress = state.last_fired
     elif isinstance(stmt.trigger, m.SlidingTrigger):
-        marks = [datetime.fromisoformat(g["last"]) for g in state.get("sliding", {}).values() if g.get("last")]
+        marks = [datetime.fromisoformat(g["last"]) for g in state.sliding.values() if g.get("last")]
         progress = max(marks) if marks else None
     else:
         progress = progress_time(stored)
     lag = None
     next_instant = None
-    if scheduled and state.get("created"):
+    if scheduled and state.created is not None:
         schedule = plan_stream(stmt, stored.db, state).schedule
         assert schedule is not None  # PERIOD and RESAMPLE have one
-        next_instant = schedule.next_after(progress or datetime.fromisoformat(state["created"]))
+        next_instant = schedule.next_after(progress or state.created)
         if isinstance(stmt.trigger, m.ResampleTrigger):  # how long its next instant has been due
             lag = max(0.0, (datetime.now(UTC) - next_instant).total_seconds())
     elif progress is not None:
         latest = _trigger_latest(warehouse.catalog, stored)
         if latest is not None:
             lag = max(0.0, (latest - progress).total_seconds())
-    if state.get("stopped"):
+    if state.stopped:
         status = "stopped"
-    elif detector.get("status") == "failed" or state.get("failed"):
+    elif detector.get("status") == "failed" or state.failed:
         status = "failed"
-    elif stmt.options.fill_history is not None and state.get("consumed_batch") is None and \
+    elif stmt.options.fill_history is not None and state.consumed_batch is None and \
             stmt.trigger.kind in ("window", "row"):
         status = "history"
     else:
         status = "running"
     if stmt.legacy is not None:  # the words of TDengine 3.3.6's SHOW STREAMS
         status = LEGACY_STATUS[status]
-    computed = int(state.get("computed", 0))
+    computed = state.computed
     reclosed = counts.get(RECLOSED, 0)
-    recalculated = int(state.get("recalculated_triggers", 0)) + reclosed
+    recalculated = state.recalculated_triggers + reclosed
     return {
         "stream_name": stored.name, "db_name": stored.db, "status": status, "trigger": str(stmt.trigger),
         "language": language(stmt),
-        "create_time": datetime.fromisoformat(state["created"]) if state.get("created") else None,
+        "create_time": state.created,
         "progress": progress, "lag_s": lag, "next_instant": next_instant,
         "windows_opened": counts.get(EventType.WINDOW_OPEN, 0), "windows_closed": counts.get(EventType.WINDOW_CLOSE, 0),
-        "computations": computed, "recalculations": int(state.get("recalculations", 0)) + reclosed,
+        "computations": computed, "recalculations": state.recalculations + reclosed,
         "recalc_ratio": recalculated / computed if computed else None,
         "notify_sent": notes["sent"], "notify_dropped": notes["dropped"], "notify_pending": notes["pending"],
-        "last_error": state.get("failed") or (detector.get("error") if detector.get("status") == "failed"
+        "last_error": state.failed or (detector.get("error") if detector.get("status") == "failed"
                                               else notes["last_error"]),
     }
 
@@ -251,11 +252,12 @@ def ins_stream_tasks(warehouse: Warehouse, store: StreamStore | None = None) -> 
     for db, name in store.names():
         try:
             stored = store.get(db, name)
-            stopped = bool(store.load_state(db, name).get("stopped"))
+            state = store.load_state(db, name)
+            stopped = state.stopped
         except StreamError as err:  # listed, with the reason, rather than failing the whole view
             rows.append((name, db, "stream", "nowhere", "failed", str(err)))
             continue
-        plan = plan_stream(stored.statement, db, store.load_state(db, name))
+        plan = plan_stream(stored.statement, db, state)
         main, recalc = plan.dag_id, plan.recalc_dag_id
         det = _detector(stored) if plan.kind.served else {}
         hosted = det.get("host") == "node" and det.get("status") == "running"
@@ -267,7 +269,7 @@ def ins_stream_tasks(warehouse: Warehouse, store: StreamStore | None = None) -> 
                          "stream node" if hosted else "compute task",
                          "stopped" if stopped else det.get("status") or "on demand", detail))
         elif plan.kind is StreamKind.PERIOD:  # its instants, computed where its compute task asks
-            last = store.load_state(db, name).get("last_fired")
+            last = state.last_fired.isoformat() if state.last_fired is not None else None
             rows.append((name, db, "instants", "stream node" if hosted else "compute task",
                          "stopped" if stopped else "running" if hosted else "on demand",
                          f"last instant {last}" if last else None))

@@ -33,6 +33,7 @@ from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import StreamError, did_you_mean, read_json_object
 from airflow_stream_provider.files import hold_lock, make_dirs, try_lock, write_text
 from airflow_stream_provider.model.names import DATABASE, STREAM, check_name, path_under
+from airflow_stream_provider.plan.state import StreamState
 from airflow_stream_provider.sql import parse
 from airflow_stream_provider.storage import Location
 
@@ -165,7 +166,7 @@ class StreamStore:
             folders = sorted(p for p in self.definitions.glob("*") if p.is_dir())
         return [(f.name, p.stem) for f in folders for p in sorted(f.glob("*.sql"))]
 
-    def create(self, db: str, stmt: m.CreateStream, text: str, state: dict) -> None:
+    def create(self, db: str, stmt: m.CreateStream, text: str, state: StreamState) -> None:
         """Record a new stream: its state first, then its definition (which makes it exist)."""
         name = stmt.name.name.lower()
         state_dir = self.state_dir(db, name)
@@ -195,28 +196,42 @@ class StreamStore:
         if isinstance(data, str):  # a local one is inside the state folder
             storage.remove(data)
 
-    def load_state(self, db: str, name: str) -> dict:
-        """The stream's ``stream.json`` ({} before its first save); CorruptStateError naming the file
-        when it cannot be read back."""
-        path = self.state_dir(db, name) / "stream.json"
-        try:
-            return read_json_object(path)
-        except FileNotFoundError:
-            return {}
+    def load_state(self, db: str, name: str) -> StreamState:
+        """The stream's ``stream.json`` (an empty state before its first save); CorruptStateError
+        naming the file when it cannot be read back."""
+        return read_state(self.state_dir(db, name))
 
-    def save_state(self, db: str, name: str, state: dict) -> None:
-        _atomic_write(self.state_dir(db, name) / "stream.json", json.dumps(state, indent=1, default=_json_default))
+    def save_state(self, db: str, name: str, state: StreamState) -> None:
+        _atomic_write(self.state_dir(db, name) / "stream.json", json.dumps(state.to_json(), indent=1,
+                                                                            default=_json_default))
 
     @contextmanager
-    def updating(self, db: str, name: str) -> Iterator[dict]:
+    def updating(self, db: str, name: str) -> Iterator[StateUpdate]:
         """Read, change and save a stream's state under a lock, so concurrent updates (a task
-        committing progress, STOP STREAM) do not lose each other's keys."""
+        committing progress, STOP STREAM) do not lose each other's keys: the block replaces the
+        update's :attr:`~StateUpdate.state`, which is saved when the block ends without an error."""
         state_dir = self.state_dir(db, name)
         make_dirs(state_dir)
         with hold_lock(state_dir / "stream.lock"):
-            state = self.load_state(db, name)
-            yield state
-            self.save_state(db, name, state)
+            update = StateUpdate(self.load_state(db, name))
+            yield update
+            self.save_state(db, name, update.state)
+
+
+@dataclass
+class StateUpdate:
+    """The state of a stream being updated under its lock (:meth:`StreamStore.updating`)."""
+
+    state: StreamState
+
+
+def read_state(state_dir: Path) -> StreamState:
+    """The ``stream.json`` in ``state_dir`` (an empty state when there is none); CorruptStateError
+    naming the file when it cannot be read back."""
+    try:
+        return StreamState.from_json(read_json_object(state_dir / "stream.json"))
+    except FileNotFoundError:
+        return StreamState()
 
 
 def _json_default(value: object) -> object:

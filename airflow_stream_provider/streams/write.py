@@ -18,6 +18,7 @@ from sqlglot import exp
 
 from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import StreamError
+from airflow_stream_provider.plan.state import StreamState
 from airflow_stream_provider.progress import Progress
 from airflow_stream_provider.sql import to_spark
 from airflow_stream_provider.sql.ast import StreamPlaceholder
@@ -339,12 +340,12 @@ def retract(runtime: StreamRuntime, gone: pd.DataFrame, report: RunReport) -> No
     report.retracted += len(gone)
 
 
-def delete_outputs(runtime: StreamRuntime, state: dict, report: RunReport) -> None:
-    """Remove the output subtable of each trigger subtable that no longer exists."""
+def delete_outputs(runtime: StreamRuntime, state: StreamState, report: RunReport) -> dict[str, str]:
+    """Remove the output subtable of each trigger subtable that no longer exists; the outputs left."""
     plan = runtime.output()
-    outputs: dict[str, str] = dict(state.get("outputs", {}))
+    outputs: dict[str, str] = dict(state.outputs)
     if plan is None or runtime.info is None or not outputs:
-        return
+        return outputs
     catalog = runtime.warehouse.catalog
     info = plan.ensure_table(catalog)
     existing = set(catalog.subtables(runtime.info))
@@ -357,4 +358,4 @@ def delete_outputs(runtime: StreamRuntime, state: dict, report: RunReport) -> No
             catalog.drop_subtable_entry(found)
             report.deleted_subtables.append(found.qualified)
         del outputs[name]
-    state["outputs"] = outputs
+    return outputs

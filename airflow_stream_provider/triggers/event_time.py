@@ -34,7 +34,8 @@ class EventTimeTrigger(StreamTrigger):
     def check(self) -> dict | None:
         from airflow_stream_provider.streams.probes import max_event_time, stream_state
 
-        if stream_state(Path(self.state_dir)).get("stopped"):
+        state = stream_state(Path(self.state_dir))
+        if state is not None and state.stopped:
             return None
         latest = max_event_time(self.table, self.ts_column)
         if latest is None:

@@ -36,6 +36,7 @@ from typing import Any
 from airflow.triggers.base import BaseTrigger, TaskSkippedEvent, TaskSuccessEvent, TriggerEvent
 
 from airflow_stream_provider.hooks import bind
+from airflow_stream_provider.plan.state import StreamState
 from airflow_stream_provider.streams import node_requests
 from airflow_stream_provider.triggers.base import CLASSPATH_MODULE, ERROR
 
@@ -268,7 +269,7 @@ class StreamCommitTrigger(BaseTrigger):
             yield TriggerEvent({"status": ERROR, "message": f"{type(err).__name__}: {err}"})
             return
         self.log.info("stream %s: committed %s (consumed batch %s)", self.stream, sorted(progress),
-                      state.get("consumed_batch"))
+                      state.consumed_batch)
         yield TaskSuccessEvent()
 
     def _progress(self) -> dict:
@@ -280,7 +281,7 @@ class StreamCommitTrigger(BaseTrigger):
                                         run_id=ti.run_id, map_index=-1))
 
 
-def record_progress(stream: str, home: str | None, progress: dict) -> dict:
+def record_progress(stream: str, home: str | None, progress: dict) -> StreamState:
     """Record a run's ``progress`` for ``stream`` (``db.name``) in ``home``, as the commit task does;
     the stream's state after it."""
     from airflow_stream_provider.streams.run import commit_progress

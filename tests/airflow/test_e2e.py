@@ -110,7 +110,7 @@ def test_streams_run_as_airflow_dags(spark, tmp_path, monkeypatch):
         assert all(r["ts"].second % 10 == 0 for r in ticks)  # instants of PERIOD(10s)
         # each run's committing try is recorded with its progress, as Airflow numbers them (from 1): a
         # try left running after its supervisor died finds a later one there and does nothing
-        tries = wait_for(lambda: StreamStore(stream_home).load_state("power", "tick").get("committed_tries"), 60,
+        tries = wait_for(lambda: StreamStore(stream_home).load_state("power", "tick").committed_tries, 60,
                          "the PERIOD runs' tries in the stream's progress")
         assert all(run.startswith("scheduled__") and tried >= 1 for run, tried in tries.items()), tries
 

@@ -23,6 +23,7 @@ from airflow_stream_provider.exceptions import StreamError
 from airflow_stream_provider.streams.recalculate import recalculate
 from airflow_stream_provider.streams.run import commit_progress
 from airflow_stream_provider.streams.run import run as run_stream
+from airflow_stream_provider.streams.run_request import RunRequest
 from airflow_stream_provider.streams.runtime import StreamStopped
 from airflow_stream_provider.streams.store import StreamStore, detector_lock
 from airflow_stream_provider.triggers import (
@@ -90,7 +91,7 @@ def test_checkpoint_trigger_follows_the_detector(wh, tmp_path):
     event = first_event(CheckpointCommitTrigger(str(folder), table, 0.1), timeout=10)
     assert event["status"] == "detect"  # no live detector: the compute task detects
 
-    report = run_stream(wh, "d", "avg5", detect=True, commit=False)
+    report = run_stream(wh, "d", "avg5", RunRequest(detect=True, commit=False))
     assert report.triggers == 2 and report.progress["consumed_batch"] >= 0
     assert outputs(wh) == {"00:00": (2.0, 2), "00:05": (10.0, 1)}
     # not committed yet: the detector's commit is past the consumed batch
@@ -126,7 +127,7 @@ def test_stop_persists_and_start_ignore_untreated_skips_what_was_written_meanwhi
     assert outputs(wh) == {"00:00": (1.0, 1)}
     result = sql(wh, "STOP STREAM avg5")[-1]
     assert "stopped stream d.avg5" in result.message and "not paused" in result.message
-    assert StreamStore().load_state("d", "avg5")["stopped"] is True
+    assert StreamStore().load_state("d", "avg5").stopped is True
     assert "already stopped" in sql(wh, "STOP STREAM avg5")[-1].message
     sql(wh, "INSERT INTO t1 VALUES ('2025-01-01 00:07:00', 1000) ('2025-01-01 00:12:00', 1000)")
     sql(wh, "START STREAM IGNORE UNTREATED avg5")
@@ -151,7 +152,7 @@ def test_recalculate_overwrites_earlier_results(wh):
                                  datetime(2025, 1, 1, 0, 10, tzinfo=UTC))
     assert report.triggers == 2
     assert outputs(wh) == {"00:00": (4.0, 2), "00:05": (10.0, 1)}
-    assert StreamStore().load_state("d", "avg5")["recalculations"] == 1
+    assert StreamStore().load_state("d", "avg5").recalculations == 1
     # through SQL, with Airflow away, it recalculates here and says so
     result = sql(wh, "RECALCULATE STREAM avg5 FROM '2025-01-01 00:00:00' TO '2025-01-01 00:05:00'")[-1]
     assert "recalculated here" in result.message

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from airflow_stream_provider.streams.run import run
+from airflow_stream_provider.streams.run_request import RunRequest
 from airflow_stream_provider.streams.store import StreamStore
 from airflow_stream_provider.warehouse import WarehouseError
 from tests.conftest import sql
@@ -25,8 +26,8 @@ def t(clock: str) -> datetime:
 
 def created_at(cq_id: str, at: datetime) -> None:
     """The CQ as if created at ``at`` (its first instant depends on when it was created)."""
-    with StreamStore().updating("root", cq_id.lower()) as state:
-        state["created"] = at.isoformat()
+    with StreamStore().updating("root", cq_id.lower()) as saving:
+        saving.state = saving.state.replace(created=at)
 
 
 def table(wh, text: str) -> list[tuple]:
@@ -51,7 +52,7 @@ SELECT max_value(temperature)
   FROM root.ln.*.*
   GROUP BY(10s)
 END""", "cq1", t("22:18:30"))
-    report = run(ln, "root", "cq1", now=t("22:19:00"))
+    report = run(ln, "root", "cq1", RunRequest(now=t("22:19:00")))
     assert report.triggers == 2  # 22:18:40 and 22:19:00
     assert table(ln, "SELECT temperature_max FROM root.ln.*.*") == [
         (t("22:18:20"), 122.0, 45.0, 59.0, 181.0),
@@ -59,7 +60,7 @@ END""", "cq1", t("22:18:30"))
         (t("22:18:40"), 137.0, 172.0, 135.0, 193.0),
         (t("22:18:50"), 16.0, 124.0, 183.0, 18.0),
     ]
-    assert run(ln, "root", "cq1", now=t("22:19:10")).triggers == 0  # nothing due until 22:19:20
+    assert run(ln, "root", "cq1", RunRequest(now=t("22:19:10"))).triggers == 0  # nothing due until 22:19:20
 
 
 def test_cq2_overlapping_ranges_rewrite_rows_and_all_null_rows_are_not_written(ln):
@@ -71,7 +72,7 @@ BEGIN
   FROM root.ln.*.*
   GROUP BY(10s)
 END""", "cq2", t("22:18:35"))
-    report = run(ln, "root", "cq2", now=t("22:19:00"))
+    report = run(ln, "root", "cq2", RunRequest(now=t("22:19:00")))
     assert report.triggers == 3  # EVERY defaults to the GROUP BY interval: 22:18:40, 22:18:50, 22:19:00
     assert table(ln, "SELECT temperature_max FROM root.ln.*.*") == [
         (t("22:18:10"), 121.0, 72.0, 183.0, 115.0),
@@ -100,7 +101,7 @@ BEGIN
   GROUP BY(10s)
   FILL(100.0)
 END""", "cq3", t("22:18:30"))
-    run(ln, "root", "cq3", now=t("22:19:00"))
+    run(ln, "root", "cq3", RunRequest(now=t("22:19:00")))
     assert table(ln, "SELECT temperature_max FROM root.ln.*.*") == [
         *CQ3_TABLE, (t("22:18:40"), 137.0, 172.0, 135.0, 193.0), (t("22:18:50"), 16.0, 124.0, 183.0, 18.0)]
 
@@ -115,7 +116,7 @@ BEGIN
   GROUP BY(10s)
   FILL(100.0)
 END""", "cq4", t("22:18:30"))
-    run(ln, "root", "cq4", now=t("22:19:00"))
+    run(ln, "root", "cq4", RunRequest(now=t("22:19:00")))
     assert table(ln, "SELECT temperature_max FROM root.ln.*.*") == CQ3_TABLE
 
 
@@ -128,7 +129,7 @@ BEGIN
   FROM root.ln.*.*
   align by device
 END""", "cq5", t("22:18:30"))
-    run(ln, "root", "cq5", now=t("22:19:00"))
+    run(ln, "root", "cq5", RunRequest(now=t("22:19:00")))
     expected = []
     for i, device in enumerate(DEVICES):
         target = "root.precalculated_sg." + device[len("root.ln."):]
@@ -149,7 +150,7 @@ BEGIN
         FROM root.sg.d
         GROUP BY(30m)
 END""", "s1_count_cq", datetime.fromisoformat("2024-01-01T00:00:01+00:00"))  # first instant: 00:30
-    run(wh, "root", "s1_count_cq", now=datetime.fromisoformat("2024-01-01T01:30:00+00:00"))
+    run(wh, "root", "s1_count_cq", RunRequest(now=datetime.fromisoformat("2024-01-01T01:30:00+00:00")))
     counts = table(wh, "SELECT count_s1 FROM root.sg_count.d")
     assert [c for _, c in counts] == [2, 1, 3]  # [0:00, 0:30), [0:30, 1:00), [1:00, 1:30)
     assert table(wh, "SELECT avg(count_s1) FROM root.sg_count.d") == [(2.0,)]
@@ -169,7 +170,7 @@ def exec_it(wh, device: str, cq: str, cq_id: str, *, until: timedelta = timedelt
     sql(wh, f"INSERT INTO root.sg.{device}(time, s1) VALUES {rows}")
     boundary = int(T.timestamp() * 1000)
     create(wh, cq.replace("<T>", str(boundary)), cq_id, T - timedelta(seconds=10))
-    run(wh, "root", cq_id, now=T + until)
+    run(wh, "root", cq_id, RunRequest(now=T + until))
 
 
 def points(wh, text: str) -> list[tuple[timedelta, object]]:
@@ -256,7 +257,7 @@ def test_a_duplicate_or_unknown_cq_is_a_clear_error(wh):
 def test_cqs_are_streams_in_show_streams_with_their_next_instant(ln):
     create(ln, f"CREATE CQ cq1 RESAMPLE EVERY 20s BEGIN SELECT max_value(temperature) INTO {INTO} FROM root.ln.*.* "
                "GROUP BY(10s) END", "cq1", t("22:18:30"))
-    run(ln, "root", "cq1", now=t("22:18:45"))
+    run(ln, "root", "cq1", RunRequest(now=t("22:18:45")))
     (row,) = [r for r in sql(ln, "SHOW STREAMS")[0].table.to_pylist() if r["stream_name"] == "cq1"]
     assert (row["db_name"], row["language"], row["status"]) == ("root", "IoTDB (continuous query)", "running")
     assert row["progress"] == t("22:18:40") and row["next_instant"] == t("22:19:00")
@@ -265,6 +266,6 @@ def test_cqs_are_streams_in_show_streams_with_their_next_instant(ln):
 def test_discard_runs_the_latest_due_instant_only(ln):
     create(ln, f"CREATE CQ cqd RESAMPLE EVERY 10s TIMEOUT POLICY DISCARD BEGIN SELECT max_value(temperature) "
                f"INTO {INTO} FROM root.ln.*.* GROUP BY(10s) END", "cqd", t("22:18:10"))
-    report = run(ln, "root", "cqd", now=t("22:19:00"))
+    report = run(ln, "root", "cqd", RunRequest(now=t("22:19:00")))
     assert (report.triggers, report.discarded_instants) == (1, 5)  # 22:18:10 .. 22:18:50 missed, 22:19:00 runs
     assert [r[0] for r in table(ln, "SELECT temperature_max FROM root.ln.*.*")] == [t("22:18:50")]

@@ -163,9 +163,10 @@ def test_a_continuous_query_execution_writes_what_select_into_writes(iotdb, ours
         f"SELECT max_value(temperature) INTO {into} FROM root.ln.*.* "
         "GROUP BY ([2021-05-11T22:18:00+08:00, 2021-05-11T22:18:40+08:00), 10s) FILL(100.0)")
     from airflow_stream_provider.streams.run import run
+    from airflow_stream_provider.streams.run_request import RunRequest
 
     sql(ours, f"CREATE CQ cq3 RESAMPLE EVERY 20s RANGE 40s BEGIN SELECT max_value(temperature) INTO {into} "
               "FROM root.ln.*.* GROUP BY(10s) FILL(100.0) END")
-    run(ours, "root", "cq3", at=datetime.fromisoformat("2021-05-11T22:18:40+08:00"))
+    run(ours, "root", "cq3", RunRequest(at=datetime.fromisoformat("2021-05-11T22:18:40+08:00")))
     query = "SELECT temperature_max FROM root.ln.*.*"
     assert mine(ours, query) == theirs(iotdb, query)

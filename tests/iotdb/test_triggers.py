@@ -349,6 +349,7 @@ def test_a_continuous_querys_output_fires_the_triggers_on_its_target(wh):
     from datetime import UTC, datetime
 
     from airflow_stream_provider.streams.run import run
+    from airflow_stream_provider.streams.run_request import RunRequest
     from airflow_stream_provider.streams.store import StreamStore
 
     sql(wh, "CREATE DATABASE root.ln;"
@@ -359,14 +360,15 @@ def test_a_continuous_querys_output_fires_the_triggers_on_its_target(wh):
     sql(wh, "CREATE CQ cq_avg RESAMPLE EVERY 10s BOUNDARY 2024-06-01T12:00:10Z RANGE 20s BEGIN "
             "SELECT avg(temperature) INTO root.ln.wf01.wt01(temperature_avg) FROM root.ln.wf01.wt01 "
             "GROUP BY(10s) END")
-    with StreamStore().updating("root", "cq_avg") as state:  # created before its BOUNDARY
-        state["created"] = datetime(2024, 6, 1, 12, 0, 0, tzinfo=UTC).isoformat()
-    run(wh, "root", "cq_avg", now=datetime(2024, 6, 1, 12, 0, 20, tzinfo=UTC))
+    with StreamStore().updating("root", "cq_avg") as saving:  # created before its BOUNDARY
+        saving.state = saving.state.replace(created=datetime(2024, 6, 1, 12, 0, 0, tzinfo=UTC))
+    run(wh, "root", "cq_avg", RunRequest(now=datetime(2024, 6, 1, 12, 0, 20, tzinfo=UTC)))
     sql(wh, "CREATE CQ cq_empty RESAMPLE EVERY 10s BOUNDARY 2024-06-01T13:00:00Z BEGIN "
             "SELECT avg(temperature) INTO root.ln.wf01.wt01(temperature_avg) FROM root.ln.wf01.wt01 GROUP BY(10s) END")
-    with StreamStore().updating("root", "cq_empty") as state:
-        state["created"] = datetime(2024, 6, 1, 12, 0, 0, tzinfo=UTC).isoformat()
-    run(wh, "root", "cq_empty", now=datetime(2024, 6, 1, 13, 0, 0, tzinfo=UTC))  # [12:59:50, 13:00): no rows
+    with StreamStore().updating("root", "cq_empty") as saving:
+        saving.state = saving.state.replace(created=datetime(2024, 6, 1, 12, 0, 0, tzinfo=UTC))
+    # [12:59:50, 13:00): no rows
+    run(wh, "root", "cq_empty", RunRequest(now=datetime(2024, 6, 1, 13, 0, 0, tzinfo=UTC)))
     # executions at 12:00:10 over [11:59:50, 12:00:10) and at 12:00:20 over [12:00:00, 12:00:20): the
     # empty window 11:59:50 writes no point, [12:00:00, 12:00:10) averages 10 and 20
     assert [(f["device"], f["schemas"], f["timestamps"], f["values"]) for f in fires("averages")] == [

@@ -16,6 +16,7 @@ from airflow_stream_provider.streams import notifications
 from airflow_stream_provider.streams.notifications import outbox_of
 from airflow_stream_provider.streams.run import commit_progress
 from airflow_stream_provider.streams.run import run as run_stream
+from airflow_stream_provider.streams.run_request import RunRequest
 from airflow_stream_provider.streams.store import StreamStore
 from tests.conftest import sql
 from tests.notify.conftest import events_of
@@ -171,9 +172,9 @@ def test_a_run_committing_less_than_was_delivered_sends_nothing_twice(wh, receiv
     sql(wh, "CREATE TABLE tb1 (ts TIMESTAMP, col1 INT)")
     sql(wh, f"CREATE STREAM cnt COUNT_WINDOW(2) FROM tb1 NOTIFY('{rec.url}') ON (WINDOW_CLOSE)")
     sql(wh, "INSERT INTO tb1 VALUES ('2025-01-01 00:00:00', 1) ('2025-01-01 00:01:00', 2)")  # batch 0: window A
-    stale = run_stream(wh, "d", "cnt", commit=False)  # the attempt that outlives its supervisor
+    stale = run_stream(wh, "d", "cnt", RunRequest(commit=False))  # the attempt that outlives its supervisor
     sql(wh, "INSERT INTO tb1 VALUES ('2025-01-01 00:02:00', 3) ('2025-01-01 00:03:00', 4)")  # batch 1: window B
-    retry = run_stream(wh, "d", "cnt", commit=False)
+    retry = run_stream(wh, "d", "cnt", RunRequest(commit=False))
     stored = StreamStore().get("d", "cnt")
     notifications.deliver(stored)
     assert (stale.progress["consumed_batch"], retry.progress["consumed_batch"]) == (0, 1)
@@ -193,10 +194,10 @@ def test_period_sends_on_time_events(wh, receivers):
     store = StreamStore()
     created = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=2, minutes=30)
     for name in ("tick", "hourly"):
-        store.save_state("d", name, {**store.load_state("d", name), "created": created.isoformat()})
+        store.save_state("d", name, store.load_state("d", name).replace(created=created))
     now = created + timedelta(hours=2, minutes=40)  # instants at created + 0:30, 1:30 and 2:30
-    run_stream(wh, "d", "tick", now=now)
-    run_stream(wh, "d", "hourly", now=now)
+    run_stream(wh, "d", "tick", RunRequest(now=now))
+    run_stream(wh, "d", "hourly", RunRequest(now=now))
     events = received(rec)
     instants = [int((created + timedelta(minutes=30 + 60 * k)).timestamp() * 1000) for k in range(3)]
     tick = [e for e in events if e["tableName"].startswith("tick")]
@@ -218,20 +219,20 @@ def test_an_attempt_outliving_its_supervisor_computes_no_period_instant_its_retr
             "SELECT cast(_tlocaltime / 1000000 AS TIMESTAMP) ts, count(*) n FROM %%trows")
     store = StreamStore()
     created = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=2)
-    store.save_state("d", "hourly", {**store.load_state("d", "hourly"), "created": created.isoformat()})
+    store.save_state("d", "hourly", store.load_state("d", "hourly").replace(created=created))
     at = created + timedelta(hours=1)
     run_id = f"scheduled__{at.isoformat()}"
     stored = store.get("d", "hourly")
 
     def attempt(run: str, tried: int):  # a PERIOD task's compute, notify and commit, as its DAG runs them
-        report = run_stream(wh, "d", "hourly", at=at, commit=False, attempt=(run, tried))
+        report = run_stream(wh, "d", "hourly", RunRequest(at=at, commit=False, attempt=(run, tried)))
         notifications.deliver(stored)
         commit_progress("d", "hourly", report.progress)
         return report
 
     retry = attempt(run_id, 2)
     assert retry.superseded is None and retry.notified == 1
-    assert store.load_state("d", "hourly")["committed_tries"] == {run_id: 2}
+    assert store.load_state("d", "hourly").committed_tries == {run_id: 2}
     orphan = attempt(run_id, 1)  # the first attempt, after its retry's run committed
     assert orphan.superseded is not None and "try 2" in orphan.superseded
     assert (orphan.triggers, orphan.notified, orphan.progress) == (0, 0, {})
@@ -241,20 +242,20 @@ def test_an_attempt_outliving_its_supervisor_computes_no_period_instant_its_retr
     backfill = attempt(f"backfill__{at.isoformat()}", 1)
     assert (cleared.superseded, backfill.superseded) == (None, None)
     assert [e["eventTime"] for e in received(rec)] == [instant] * 3
-    assert store.load_state("d", "hourly")["committed_tries"] == {run_id: 3, f"backfill__{at.isoformat()}": 1}
+    assert store.load_state("d", "hourly").committed_tries == {run_id: 3, f"backfill__{at.isoformat()}": 1}
     assert [r["n"] for r in select(wh, "SELECT * FROM hourly_out")] == [0]  # one row, written again in place
 
     # the retry's commit lands while the earlier try computes, after it looked: it queues nothing
     later = f"scheduled__{(at + timedelta(hours=1)).isoformat()}"
-    retry = run_stream(wh, "d", "hourly", at=at + timedelta(hours=1), commit=False, attempt=(later, 2))
+    retry = run_stream(wh, "d", "hourly", RunRequest(at=at + timedelta(hours=1), commit=False, attempt=(later, 2)))
     notifications.deliver(stored)
 
     def meanwhile(line: str) -> None:  # (said once the instant fired, before its computation)
         if "fired" in line:
             commit_progress("d", "hourly", retry.progress)
 
-    orphan = run_stream(wh, "d", "hourly", at=at + timedelta(hours=1), commit=False, attempt=(later, 1),
-                        progress=meanwhile)
+    orphan = run_stream(wh, "d", "hourly", RunRequest(at=at + timedelta(hours=1), commit=False, attempt=(later, 1),
+                                                      progress=meanwhile))
     assert orphan.superseded is not None and "try 2" in orphan.superseded
     assert (orphan.triggers, orphan.notified, orphan.progress) == (1, 0, {})  # computed, nothing queued
     notifications.deliver(stored)
@@ -286,7 +287,7 @@ def test_on_failure_pause_holds_the_stream_until_delivered(wh, receivers, monkey
     sql(wh, "INSERT INTO tb1 VALUES ('2025-01-01 00:00:00', 1) ('2025-01-01 00:01:00', 2)")
     with pytest.raises(delivery.DeliveryPaused, match="stream holds"):
         run_stream(wh, "d", "held")
-    assert StreamStore().load_state("d", "held").get("consumed_batch") is None  # progress did not move
+    assert StreamStore().load_state("d", "held").consumed_batch is None  # progress did not move
     sql(wh, "INSERT INTO tb1 VALUES ('2025-01-01 00:02:00', 3)")
     rec.start()
     report = run_stream(wh, "d", "held")
@@ -352,9 +353,9 @@ def test_a_late_commit_of_older_sliding_marks_does_not_send_their_instants_again
     sql(wh, f"""CREATE STREAM sl SLIDING(1m) FROM tb1 NOTIFY('{rec.url}') INTO sl_out AS
                SELECT _tcurrent_ts, count(*) n FROM %%trows""")
     sql(wh, "INSERT INTO tb1 VALUES ('2025-01-01 00:00:30', 1) ('2025-01-01 00:02:00', 2)")
-    stale = run_stream(wh, "d", "sl", commit=False)  # instants 00:01 and 00:02
+    stale = run_stream(wh, "d", "sl", RunRequest(commit=False))  # instants 00:01 and 00:02
     sql(wh, "INSERT INTO tb1 VALUES ('2025-01-01 00:04:00', 3)")
-    retry = run_stream(wh, "d", "sl", commit=False)  # 00:01 to 00:04
+    retry = run_stream(wh, "d", "sl", RunRequest(commit=False))  # 00:01 to 00:04
     notifications.deliver(StreamStore().get("d", "sl"))
     commit_progress("d", "sl", retry.progress)
     commit_progress("d", "sl", stale.progress)  # the stale attempt's progress lands last

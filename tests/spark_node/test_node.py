@@ -400,7 +400,7 @@ def test_a_compute_without_notify_goes_on_round_after_round_and_records_each(run
     while time.monotonic() < deadline and totals() != [4.0]:
         time.sleep(0.5)
     assert totals() == [4.0] and not ended  # the first round is written, and the task goes on
-    assert store.load_state("rounds", "s")["computed"] == 1  # ... its progress recorded by the node
+    assert store.load_state("rounds", "s").computed == 1  # ... its progress recorded by the node
     list(statements.run(wh, "INSERT INTO m VALUES ('2025-01-01 00:02:01', 2)"))  # closes [00:01, 00:02)
     task.join(150)
     assert totals() == [4.0, 8.0]  # nothing but that one task computes: it did both rounds
@@ -408,7 +408,7 @@ def test_a_compute_without_notify_goes_on_round_after_round_and_records_each(run
     assert isinstance(event, TaskSuccessEvent)
     assert progress_of(event.xcoms["return_value"]) == {}  # every round recorded: the run's commit has none
     commit_progress("rounds", "s", progress_of(event.xcoms["return_value"]))  # what the run's commit does
-    assert store.load_state("rounds", "s")["computed"] == 2  # each window counted once
+    assert store.load_state("rounds", "s").computed == 2  # each window counted once
     assert not any((stored.state_dir / "requests").iterdir())
 
     # between two runs (Airflow ends this one and starts the next), the node goes on by itself
@@ -416,7 +416,7 @@ def test_a_compute_without_notify_goes_on_round_after_round_and_records_each(run
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and totals() != [2.0, 4.0, 8.0]:
         time.sleep(0.5)
-    assert totals() == [2.0, 4.0, 8.0] and store.load_state("rounds", "s")["computed"] == 3
+    assert totals() == [2.0, 4.0, 8.0] and store.load_state("rounds", "s").computed == 3
 
     # the next run takes over from there
     kwargs["keep_for_s"] = 4.0  # 3 s at least
@@ -433,7 +433,7 @@ def test_a_compute_without_notify_goes_on_round_after_round_and_records_each(run
     task.join(150)
     (event,) = ended
     assert isinstance(event, TaskSuccessEvent), event
-    assert totals() == [2.0, 4.0, 5.0, 8.0] and store.load_state("rounds", "s")["computed"] == 4
+    assert totals() == [2.0, 4.0, 5.0, 8.0] and store.load_state("rounds", "s").computed == 4
     assert not any((stored.state_dir / "requests").iterdir())
 
 
@@ -470,7 +470,7 @@ def test_a_compute_that_goes_on_is_taken_over_when_its_trigger_starts_again(runn
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and totals() != [4.0]:
         time.sleep(0.5)
-    assert totals() == [4.0] and store.load_state("again", "s")["computed"] == 1
+    assert totals() == [4.0] and store.load_state("again", "s").computed == 1
     first_loop.call_soon_threadsafe(first.cancel)  # the triggerer stops; the node goes on with that ask
     runner.join(30)
     asked = requests_left()
@@ -494,7 +494,7 @@ def test_a_compute_that_goes_on_is_taken_over_when_its_trigger_starts_again(runn
     assert isinstance(event, TaskSuccessEvent), event
     assert totals() == [4.0, 8.0]
     assert progress_of(event.xcoms["return_value"]) == {}  # each round recorded by the node as it went
-    assert store.load_state("again", "s")["computed"] == 2  # each window counted once
+    assert store.load_state("again", "s").computed == 2  # each window counted once
     assert requests_left() == []
 
 
@@ -568,7 +568,7 @@ def test_the_node_computes_a_period_streams_instant_for_its_triggerer_task(runni
     assert [(r["ts"].replace(tzinfo=UTC), r["n"]) for r in written] == [(at, 3)]
     assert datetime.fromisoformat(progress["last_fired"]) == at
     commit_progress("ticks", "p", progress)  # what the run's commit does with the XCom
-    assert datetime.fromisoformat(store.load_state("ticks", "p")["last_fired"]) == at
+    assert store.load_state("ticks", "p").last_fired == at
     assert not any((stored.state_dir / "requests").iterdir())
 
     unrendered = _first_event(StreamInstantTrigger(**kwargs))

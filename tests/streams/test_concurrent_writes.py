@@ -68,8 +68,8 @@ def test_a_run_waits_while_another_run_of_the_stream_holds_it(wh):
     with run_lock(store.get("d", "s")):  # the other run, in the middle of its work
         runner.start()
         assert not done.wait(5)
-        assert store.load_state("d", "s").get("consumed_batch") is None
+        assert store.load_state("d", "s").consumed_batch is None
     runner.join(300)
     assert done.is_set()
-    assert store.load_state("d", "s")["consumed_batch"] == 0
+    assert store.load_state("d", "s").consumed_batch == 0
     assert sql(wh, "SELECT * FROM s_out")[-1].table.to_pylist() == [{"_twstart": T0, "total": 5}]

@@ -14,6 +14,7 @@ import pytest
 
 from airflow_stream_provider import model as m
 from airflow_stream_provider.model.names import InvalidName
+from airflow_stream_provider.plan.state import StreamState
 from airflow_stream_provider.sql import parse
 from airflow_stream_provider.streams.store import StreamStore
 
@@ -56,7 +57,7 @@ def test_no_store_operation_takes_a_bad_stream_name(home, name):
         lambda: store.get("power", name),
         lambda: store.exists("power", name),
         lambda: store.load_state("power", name),
-        lambda: store.save_state("power", name, {"x": 1}),
+        lambda: store.save_state("power", name, StreamState(created_version=1)),
         lambda: store.state_dir("power", name),
         lambda: store.definition("power", name),
     ]

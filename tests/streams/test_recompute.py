@@ -19,6 +19,7 @@ from deltalake import DeltaTable
 from airflow_stream_provider.exceptions import StreamError
 from airflow_stream_provider.streams.fire.windows import pending_windows
 from airflow_stream_provider.streams.run import run as run_stream
+from airflow_stream_provider.streams.run_request import RunRequest
 from airflow_stream_provider.streams.runtime import RunReport, StreamRuntime
 from airflow_stream_provider.streams.store import StreamStore
 from airflow_stream_provider.streams.write import write_results
@@ -223,7 +224,7 @@ def test_a_run_over_closes_and_their_recalculations_keeps_the_latest(wh, kind):
     create(wh, "s", trigger, op)
     insert(wh, "t1", T1)
     insert(wh, "t2", T2)
-    run_stream(wh, "d", "s", commit=False)  # computed and written, its progress not recorded
+    run_stream(wh, "d", "s", RunRequest(commit=False))  # computed and written, its progress not recorded
     before = output(wh, "s")
     for table, rows in EXTENDING[kind].items():
         insert(wh, table, rows)

@@ -57,7 +57,7 @@ def test_show_streams_reports_state_progress_windows_and_notifications(wh):
     list(statements.run(wh, "RECALCULATE STREAM s1 FROM '2025-01-01 00:00:00' TO '2025-01-01 00:02:00'"))
     again = {r["stream_name"]: r for r in list(statements.run(wh, "SHOW STREAMS"))[-1].table.to_pylist()}["s1"]
     assert (again["recalculations"], again["recalc_ratio"]) == (1, 1.0)  # two windows redone of two computed
-    assert StreamStore().load_state("d", "s1")["computed"] == 2
+    assert StreamStore().load_state("d", "s1").computed == 2
     # a late row in the closed window [00:00, 00:01) closes it again, live: one more recalculation,
     # and one more computation; 3 recalculated (2 + 1) of 3 computed
     list(statements.run(wh, "INSERT INTO m VALUES ('2025-01-01 00:00:20', 5)"))

@@ -151,7 +151,7 @@ def test_period_placeholders_and_trows(wh):
     state = store.load_state("d", "hourly")
     wall = datetime.now(UTC)
     created = wall.replace(minute=0, second=0, microsecond=0) - timedelta(hours=2, minutes=30)
-    store.save_state("d", "hourly", {**state, "created": created.isoformat()})
+    store.save_state("d", "hourly", state.replace(created=created))
     sql(wh, "INSERT INTO tb1 VALUES ('2025-01-01 00:00:00', 1) ('2025-01-01 00:01:00', 2)")
     written = datetime.now(UTC)
     now = written + timedelta(hours=1)
@@ -219,7 +219,7 @@ def test_rerun_of_the_same_triggers_is_idempotent(wh):
     before = sorted(json.dumps(r, default=str) for r in select(wh, "SELECT * FROM o"))
     store = StreamStore()
     state = store.load_state("d", "idem")
-    store.save_state("d", "idem", {**state, "consumed_batch": -1})  # as if killed before recording progress
+    store.save_state("d", "idem", state.replace(consumed_batch=-1))  # as if killed before recording progress
     again = run(wh, "idem")
     assert again.triggers == 4
     after = sorted(json.dumps(r, default=str) for r in select(wh, "SELECT * FROM o"))
@@ -311,7 +311,7 @@ def test_force_output_and_null_first_column(wh):
     store = StreamStore()
     created = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(minutes=30)
     for name in ("fo", "nul"):
-        store.save_state("d", name, {**store.load_state("d", name), "created": created.isoformat()})
+        store.save_state("d", name, store.load_state("d", name).replace(created=created))
     report = run(wh, "fo", now=created + timedelta(hours=1))
     assert report.triggers == 1 and report.forced == 1
     assert select(wh, "SELECT * FROM fo_out") == [{"ts": created + timedelta(minutes=30), "v": None, "tag": "k"}]

@@ -25,6 +25,7 @@ from pyspark.sql.streaming import StreamingQuery
 from sqlglot import exp
 
 from airflow_stream_provider.exceptions import StreamError
+from airflow_stream_provider.plan.state import StreamState
 from airflow_stream_provider.sql.ast import TriggerTable
 from airflow_stream_provider.streams.compute import IDX, Fired, named
 from airflow_stream_provider.streams.fire.windows import detector_options
@@ -65,7 +66,7 @@ def change_feed(spark: SparkSession, path: str, options: DetectorOptions, *, his
     return df
 
 
-def pending_rows(runtime: StreamRuntime, stored: StoredStream, state: dict, say: Callable[[str], None],
+def pending_rows(runtime: StreamRuntime, stored: StoredStream, state: StreamState, say: Callable[[str], None],
                  report: RunReport, *, detect: bool = True) -> dict:
     """Run the row query until it has read the trigger table as it is now, unless the stream node
     runs it; the progress to record."""
@@ -86,7 +87,7 @@ def pending_rows(runtime: StreamRuntime, stored: StoredStream, state: dict, say:
     committed = last_commit(stored.checkpoint)
     if committed is not None:
         update["consumed_batch"] = committed[0]
-    if state.get("failed"):
+    if state.failed:
         update["failed"] = None
     return update
 

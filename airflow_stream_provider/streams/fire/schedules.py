@@ -12,6 +12,7 @@ from pyspark.sql import types as T
 from airflow_stream_provider import config
 from airflow_stream_provider import model as m
 from airflow_stream_provider.plan.schedule import Schedule, schedule_of
+from airflow_stream_provider.plan.state import StreamState
 from airflow_stream_provider.streams.compute import TROWS_FROM, TROWS_TO, Fired
 from airflow_stream_provider.streams.probes import version_at
 from airflow_stream_provider.streams.runtime import RunReport, StreamRuntime, group_id, nanos
@@ -27,7 +28,7 @@ def sliding_instants(schedule: Schedule, after: datetime, until: datetime,
     return [(schedule.previous(t) or first_prev, t, schedule.next_after(t)) for t in schedule.instants(after, until)]
 
 
-def period_triggers(runtime: StreamRuntime, schedule: Schedule, state: dict, now: datetime, report: RunReport, *,
+def period_triggers(runtime: StreamRuntime, schedule: Schedule, state: StreamState, now: datetime, report: RunReport, *,
                      at: datetime | None = None) -> tuple[list[Fired], dict]:
     """The due instants (all since the last one fired, or the one instant ``at`` of an Airflow run).
     %%trows of an instant is what was written since the previous instant, or since the last
@@ -38,17 +39,16 @@ def period_triggers(runtime: StreamRuntime, schedule: Schedule, state: dict, now
         due = [at]
         prev = schedule.previous(at)
         since0 = version_at(path, prev) if path and prev is not None and prev > created else \
-            state.get("created_version")
-        if state.get("last_version") is not None and since0 is not None:
-            since0 = min(since0, state["last_version"])
-        if state.get("untreated_version") is not None and since0 is not None:
-            since0 = max(since0, state["untreated_version"])
+            state.created_version
+        if state.last_version is not None and since0 is not None:
+            since0 = min(since0, state.last_version)
+        if state.untreated_version is not None and since0 is not None:
+            since0 = max(since0, state.untreated_version)
         return _fire_instants(runtime, schedule, due, since0, report)
-    last = datetime.fromisoformat(state["last_fired"]) if state.get("last_fired") else None
-    due = list(schedule.instants(last or created, now))
+    due = list(schedule.instants(state.last_fired or created, now))
     if not due:
         return [], {}
-    since0 = state.get("last_version", state.get("created_version"))
+    since0 = state.last_version if state.last_version is not None else state.created_version
     return _fire_instants(runtime, schedule, due, since0, report)
 
 
@@ -109,7 +109,7 @@ def _changed_groups(runtime: StreamRuntime, since: int | None, until: int | None
     return out
 
 
-def sliding_triggers(runtime: StreamRuntime, state: dict, report: RunReport) -> tuple[list[Fired], dict]:
+def sliding_triggers(runtime: StreamRuntime, state: StreamState, report: RunReport) -> tuple[list[Fired], dict]:
     trig = runtime.stmt.trigger
     assert isinstance(trig, m.SlidingTrigger) and runtime.info is not None
     opts = runtime.stmt.options
@@ -117,10 +117,10 @@ def sliding_triggers(runtime: StreamRuntime, state: dict, report: RunReport) -> 
     spark = runtime.warehouse.spark
     path = str(runtime.info.path)
     ts = runtime.info.timestamp_column
-    created_version = state.get("created_version")
+    created_version = state.created_version
     if opts.fill_history is not None or created_version is None:
         df = spark.read.format("delta").option("versionAsOf", version).load(path)
-    elif created_version >= version:
+    elif version is None or created_version >= version:
         return [], {}
     else:
         df = (spark.read.format("delta").option("readChangeFeed", "true")
@@ -133,7 +133,7 @@ def sliding_triggers(runtime: StreamRuntime, state: dict, report: RunReport) -> 
     keys = [F.col(f"`{c.name}`") for c in runtime.group_columns]
     spans = df.groupBy(*keys).agg(F.min(F.col(f"`{ts}`")).alias("lo"), F.max(F.col(f"`{ts}`")).alias("hi")).collect()
     watermark = opts.watermark.to_timedelta() if opts.watermark else timedelta(0)
-    groups_state: dict = dict(state.get("sliding", {}))
+    groups_state: dict = dict(state.sliding)
     candidates: list[tuple] = []
     for row in spans:
         group = tuple(row[:-2])

@@ -17,6 +17,7 @@ from pyspark.sql import functions as F
 from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import StreamError
 from airflow_stream_provider.model.events import EventType
+from airflow_stream_provider.plan.state import StreamState
 from airflow_stream_provider.streams import duckdb
 from airflow_stream_provider.streams.compute import TROWS_FROM, TROWS_TO, Fired
 from airflow_stream_provider.streams.probes import checkpoint_id, read_events
@@ -32,7 +33,7 @@ class CheckpointLost(StreamError):
     """The detector's checkpoint is gone or is not the one the stream's progress was made with."""
 
 
-def check_checkpoint(stored: StoredStream, state: dict) -> None:
+def check_checkpoint(stored: StoredStream, state: StreamState) -> None:
     """Refuse to detect when the stream's progress says a checkpoint must exist and it does not,
     or when the checkpoint there is another one than the stream recorded.
 
@@ -52,9 +53,8 @@ def check_checkpoint(stored: StoredStream, state: dict) -> None:
     still has ``detected_version`` or ``consumed_batch``, which only a checkpoint can have produced.
     """
     found = checkpoint_id(stored.checkpoint)
-    recorded = state.get("checkpoint_id")
-    must_exist = recorded is not None or state.get("detected_version") is not None \
-        or state.get("consumed_batch") is not None
+    recorded = state.checkpoint_id
+    must_exist = recorded is not None or state.detected_version is not None or state.consumed_batch is not None
     if found is None and must_exist:
         problem = f"its detector checkpoint {stored.checkpoint} is missing"
     elif found is not None and recorded is not None and found != recorded:
@@ -67,7 +67,7 @@ def check_checkpoint(stored: StoredStream, state: dict) -> None:
         "(with FILL_HISTORY_FIRST to recompute its history)")
 
 
-def pending_windows(runtime: StreamRuntime, stored: StoredStream, state: dict, say: Callable[[str], None], *,
+def pending_windows(runtime: StreamRuntime, stored: StoredStream, state: StreamState, say: Callable[[str], None], *,
                      detect: bool = True, upto_batch: int | None = None,
                      detected: detector.DetectedBatch | None = None,
                      locked: bool = False) -> tuple[list[Fired], dict, pd.DataFrame]:
@@ -83,11 +83,11 @@ def pending_windows(runtime: StreamRuntime, stored: StoredStream, state: dict, s
                 detect_windows(runtime, stored, state, say)
                 update["detected_version"] = version
                 update["checkpoint_id"] = checkpoint_id(stored.checkpoint)
-                if state.get("failed"):
+                if state.failed:
                     update["failed"] = None  # the checkpoint was put back
             else:
                 say("the live detector runs elsewhere (the stream node); reading its events")
-    consumed = int(state.get("consumed_batch", -1))
+    consumed = -1 if state.consumed_batch is None else state.consumed_batch
     if detected is not None and detected.id == upto_batch and consumed == detected.id - 1:
         events = detected.events.to_pandas() if detected.events is not None else pd.DataFrame()
     else:
@@ -107,7 +107,8 @@ def pending_windows(runtime: StreamRuntime, stored: StoredStream, state: dict, s
     return fired_windows(runtime, events, version), update, events
 
 
-def detect_windows(runtime: StreamRuntime, stored: StoredStream, state: dict, say: Callable[[str], None]) -> None:
+def detect_windows(runtime: StreamRuntime, stored: StoredStream, state: StreamState,
+                   say: Callable[[str], None]) -> None:
     """Run the detector until it has read the trigger table as it is now."""
     plan = trigger_plan(runtime)
     say(f"detecting windows on {plan.table}")
@@ -120,15 +121,14 @@ def trigger_plan(runtime: StreamRuntime) -> TriggerPlan:
     return plan_trigger(runtime.stmt, runtime.warehouse.catalog, runtime.db)
 
 
-def detector_options(stored: StoredStream, state: dict) -> detector.DetectorOptions:
+def detector_options(stored: StoredStream, state: StreamState) -> detector.DetectorOptions:
     """The detector's paths and start, and the versions START ... IGNORE UNTREATED skipped.
     Raises :class:`CheckpointLost` when the checkpoint the stream's progress needs is gone (the
     node reports it as the detector's error)."""
     check_checkpoint(stored, state)
     return detector.DetectorOptions(
         events_path=str(stored.events_path), checkpoint=str(stored.checkpoint),
-        created_version=state.get("created_version"),
-        skip_versions=tuple(tuple(r) for r in state.get("skip_versions", ())))
+        created_version=state.created_version, skip_versions=state.skip_versions)
 
 
 def fired_windows(runtime: StreamRuntime, events: pd.DataFrame, version: int | None) -> list[Fired]:
