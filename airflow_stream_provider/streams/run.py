@@ -32,7 +32,8 @@ from airflow_stream_provider.streams.store import StoredStream, StreamStore, det
 from airflow_stream_provider.streams.write import compute_all, delete_outputs, retract, table_names
 from airflow_stream_provider.warehouse import Warehouse
 from airflow_stream_provider.warehouse.catalog import Catalog, WarehouseError
-from airflow_stream_provider.windows.detector import DetectedBatch, elsewhere
+from airflow_stream_provider.windows.detector import DetectedBatch
+from airflow_stream_provider.windows.turns import elsewhere
 
 
 def run(warehouse: Warehouse, db: str, name: str, *, store: StreamStore | None = None,

@@ -205,7 +205,7 @@ class StreamStore:
             return {}
 
     def save_state(self, db: str, name: str, state: dict) -> None:
-        _atomic_write(self.state_dir(db, name) / "stream.json", json.dumps(state, indent=1, default=_json_default))
+        _atomic_write(self.state_dir(db, name) / "stream.json", json.dumps(state, indent=1, default=_isoformat))
 
     @contextmanager
     def updating(self, db: str, name: str) -> Iterator[dict]:
@@ -219,7 +219,8 @@ class StreamStore:
             self.save_state(db, name, state)
 
 
-def _json_default(value: object) -> object:
+def _isoformat(value: object) -> object:
+    """A datetime of the state as ISO 8601 text; stream.json holds no other value JSON cannot write."""
     if isinstance(value, datetime):
         return value.isoformat()
     raise TypeError(f"{type(value).__name__} is not JSON")

@@ -50,7 +50,7 @@ def read_group(plan: TriggerPlan, key_values: tuple, version: int, lo: int, hi: 
     ts_type = dataset.schema.field(plan.ts_column).type
     if plan.since is not None:
         lo = max(lo, plan.since)
-    cond = (ds.field(plan.ts_column) >= _stamp(lo, ts_type)) & (ds.field(plan.ts_column) <= _stamp(hi, ts_type))
+    cond = (ds.field(plan.ts_column) >= stamp(lo, ts_type)) & (ds.field(plan.ts_column) <= stamp(hi, ts_type))
     rows = dataset.to_table(columns=list(plan.columns), filter=cond).to_pandas()
     # the group's rows (in pandas: delta-rs scans strings as string_view, which arrow filters can't compare)
     keep = np.ones(len(rows), bool)
@@ -70,7 +70,8 @@ def _dataset(path: str, version: int) -> ds.Dataset:
     return DeltaTable(path, version=version).to_pyarrow_dataset()
 
 
-def _stamp(value: int, kind: pa.DataType) -> pa.Scalar:
+def stamp(value: int, kind: pa.DataType) -> pa.Scalar:
+    """Microseconds since the epoch as a scalar of a time column's Arrow type (of another type: as it is)."""
     if pa.types.is_timestamp(kind):
         per_micro = {"s": 1_000_000, "ms": 1_000, "us": 1, "ns": 1}[kind.unit]
         scaled = value * 1000 if kind.unit == "ns" else value // per_micro
@@ -149,7 +150,7 @@ def _break(kind: str, gap: int, rows: pd.DataFrame) -> tuple[int, dict | None] |
     return None  # COUNT_WINDOW: windows are counted from the group's first row
 
 
-def recalculate(plan: TriggerPlan, key_values: tuple, changes: pd.DataFrame, *, version: int, decided: int,
+def recalculate_group(plan: TriggerPlan, key_values: tuple, changes: pd.DataFrame, *, version: int, decided: int,
                 first_ts: int | None) -> Recalculation:
     """Rescan a group whose decided windows ``changes`` (late change-feed rows, all at or before
     ``decided``, timestamps in microseconds) may alter. The table is read at ``version``, which

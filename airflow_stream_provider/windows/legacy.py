@@ -47,6 +47,7 @@ import numpy as np
 import pandas as pd
 
 from airflow_stream_provider.model import EventType, TriggerMode
+from airflow_stream_provider.values import json_default
 from airflow_stream_provider.windows.core import empty_windows, plain, scan, window_frame
 from airflow_stream_provider.windows.events import event_rows
 from airflow_stream_provider.windows.late import rescan, safe_point
@@ -423,7 +424,7 @@ class LegacyGroup:
         if not entries:
             return None
         return json.dumps({"keys": list(self.plan.row_key), "drop": [json.loads(k) for k, _ in entries],
-                           "add": [row for _, e in entries for row in e["rows"]]}, default=_json_default)
+                           "add": [row for _, e in entries for row in e["rows"]]}, default=json_default)
 
     def state(self) -> dict:
         """What :class:`LegacyGroup` needs next time (JSON-safe)."""
@@ -482,12 +483,6 @@ def _records(frame: pd.DataFrame) -> dict | None:
 def _clean(row: dict) -> dict:
     """A change-feed row without the change feed's own columns, its values JSON-safe."""
     return {k: plain(v) for k, v in row.items() if not k.startswith("_change_type") and k != "_commit_version"}
-
-
-def _json_default(value: object) -> object:
-    if hasattr(value, "item"):
-        return value.item()
-    return str(value)
 
 
 def _wids(windows: pd.DataFrame) -> list[str]:

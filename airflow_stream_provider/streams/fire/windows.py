@@ -24,7 +24,7 @@ from airflow_stream_provider.streams.runtime import StreamRuntime, nanos
 from airflow_stream_provider.streams.store import StoredStream, detector_lock
 from airflow_stream_provider.values import epoch_micros
 from airflow_stream_provider.windows import batch, detector
-from airflow_stream_provider.windows.events import EVENT_COLUMNS, empty_events
+from airflow_stream_provider.windows.events import EVENT_ARROW_SCHEMA, EVENT_COLUMNS, empty_events
 from airflow_stream_provider.windows.trigger_plan import TriggerPlan, plan_trigger
 
 
@@ -220,7 +220,7 @@ def windows_in_range_locally(runtime: StreamRuntime, start: datetime, end: datet
               if len(part)]
     events = pd.concat(frames, ignore_index=True)[list(EVENT_COLUMNS)] if frames else empty_events()
     typed = pa.Table.from_pandas(events, preserve_index=False)
-    events = pa.table({f.name: typed[f.name].cast(f.type) for f in detector.EVENT_ARROW_SCHEMA
+    events = pa.table({f.name: typed[f.name].cast(f.type) for f in EVENT_ARROW_SCHEMA
                        if f.name in typed.column_names}).to_pandas()
     starts = pd.to_datetime(events["window_start"], utc=True)
     events = events[(starts >= pd.Timestamp(start)) & (starts < pd.Timestamp(end))]
