@@ -20,13 +20,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from airflow_stream_provider.spark.session import setting
-from airflow_stream_provider.windows.core import (
-    WindowSpec,
-    concat_windows,
-    first_window,
-    interval_windows,
-    scan,
-)
+from airflow_stream_provider.windows.columns import concat_windows
+from airflow_stream_provider.windows.core import first_window, interval_windows, scan
 from airflow_stream_provider.windows.events import (
     EVENT_COLUMNS,
     EVENT_SCHEMA,
@@ -34,6 +29,7 @@ from airflow_stream_provider.windows.events import (
     event_rows,
     groups_event_rows,
 )
+from airflow_stream_provider.windows.spec import WindowSpec
 from airflow_stream_provider.windows.trigger_plan import TriggerPlan
 
 

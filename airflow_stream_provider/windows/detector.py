@@ -51,7 +51,8 @@ from airflow_stream_provider.model.events import EventType
 from airflow_stream_provider.storage import is_remote
 from airflow_stream_provider.windows.changes import ChangeFeed
 from airflow_stream_provider.windows.checkpoint import RETAIN, SNAPSHOT_EVERY, Checkpoint
-from airflow_stream_provider.windows.core import Chunk, Windows, concat_windows, plain
+from airflow_stream_provider.windows.columns import Windows, concat_windows
+from airflow_stream_provider.windows.core import Chunk, plain
 from airflow_stream_provider.windows.events import batch_event_rows, commit_events, event_table
 from airflow_stream_provider.windows.late import DATA_CHANGES, stamp
 from airflow_stream_provider.windows.step import GroupState, LegacyStep, Step

@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from airflow_stream_provider.model.events import EventType
 from airflow_stream_provider.warehouse import writer
-from airflow_stream_provider.windows.core import empty_windows
+from airflow_stream_provider.windows.columns import empty_windows
 
 #: (name, Spark type) of an event row, in order
 EVENT_FIELDS = (

@@ -23,7 +23,8 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 from deltalake import DeltaTable
 
-from airflow_stream_provider.windows.core import WINDOW_COLUMNS, plain, scan
+from airflow_stream_provider.windows.columns import WINDOW_COLUMNS
+from airflow_stream_provider.windows.core import plain, scan
 from airflow_stream_provider.windows.trigger_plan import TriggerPlan, micros
 
 #: change-feed row kinds that carry a row's new value, and the ones that carry an old value

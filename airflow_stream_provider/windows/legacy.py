@@ -48,7 +48,8 @@ import pandas as pd
 
 from airflow_stream_provider.model import EventType, TriggerMode
 from airflow_stream_provider.values import json_default
-from airflow_stream_provider.windows.core import empty_windows, plain, scan, window_frame
+from airflow_stream_provider.windows.columns import empty_windows, window_frame
+from airflow_stream_provider.windows.core import plain, scan
 from airflow_stream_provider.windows.events import event_rows
 from airflow_stream_provider.windows.late import rescan, safe_point
 from airflow_stream_provider.windows.trigger_plan import LegacyPolicy, TriggerPlan, micros

@@ -34,7 +34,8 @@ from airflow_stream_provider.sql.functions import AGGREGATES
 from airflow_stream_provider.sql.tdengine.dialect import TDengine
 from airflow_stream_provider.warehouse import SystemView, TableInfo, Warehouse, WarehouseError
 from airflow_stream_provider.windows import expr
-from airflow_stream_provider.windows.core import WindowSpec, scan
+from airflow_stream_provider.windows.core import scan
+from airflow_stream_provider.windows.spec import WindowSpec
 from airflow_stream_provider.windows.trigger_plan import TriggerPlan
 
 FILL_MODES = ("NONE", "NULL", "NULL_F", "VALUE", "VALUE_F", "PREV", "NEXT", "LINEAR")

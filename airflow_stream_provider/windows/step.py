@@ -18,7 +18,8 @@ import numpy as np
 import pandas as pd
 
 from airflow_stream_provider.values import json_default
-from airflow_stream_provider.windows.core import Chunk, Windows, open_windows, scan, scan_columns
+from airflow_stream_provider.windows.columns import Windows
+from airflow_stream_provider.windows.core import Chunk, open_windows, scan, scan_columns
 from airflow_stream_provider.windows.events import EVENT_COLUMNS, empty_events
 from airflow_stream_provider.windows.late import DATA_CHANGES, read_group, recalculate_group
 from airflow_stream_provider.windows.legacy import LegacyGroup, as_micros

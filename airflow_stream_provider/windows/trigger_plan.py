@@ -25,7 +25,8 @@ from airflow_stream_provider.sql.tdengine.dialect import parse_fragment
 from airflow_stream_provider.values import epoch_micros
 from airflow_stream_provider.warehouse.catalog import Catalog, SubTable
 from airflow_stream_provider.windows import expr
-from airflow_stream_provider.windows.core import WindowSpec, plain
+from airflow_stream_provider.windows.core import plain
+from airflow_stream_provider.windows.spec import WindowSpec
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from airflow_stream_provider import model as m
-from airflow_stream_provider.windows.core import WindowSpec, scan
+from airflow_stream_provider.windows.core import scan
+from airflow_stream_provider.windows.spec import WindowSpec
 from tests.windows import reference as ref
 
 S = 1_000_000  # one second in microseconds
