@@ -49,8 +49,9 @@ from pyspark.sql import SparkSession
 
 from airflow_stream_provider import model as m
 from airflow_stream_provider.files import lock_file, make_dirs, write_json
+from airflow_stream_provider.model.events import StreamKind
 from airflow_stream_provider.notify.delivery import DeliveryPaused
-from airflow_stream_provider.plan.stream import StreamKind, computed_live, kind_of, plan_stream
+from airflow_stream_provider.plan.stream import computed_live, kind_of, plan_stream
 from airflow_stream_provider.streams import node_requests
 from airflow_stream_provider.streams.fire import rows
 from airflow_stream_provider.streams.fire.windows import detector_options, trigger_plan

@@ -20,9 +20,10 @@ from datetime import UTC, datetime
 import pandas as pd
 
 from airflow_stream_provider import config
+from airflow_stream_provider.model.events import StreamKind
 from airflow_stream_provider.notify.delivery import Settings
 from airflow_stream_provider.plan.schedule import Schedule
-from airflow_stream_provider.plan.stream import StreamKind, computed_live, plan_stream
+from airflow_stream_provider.plan.stream import computed_live, plan_stream
 from airflow_stream_provider.streams import cq, notifications, status
 from airflow_stream_provider.streams.compute import Fired
 from airflow_stream_provider.streams.fire import rows, schedules, windows

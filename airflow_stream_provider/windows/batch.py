@@ -19,6 +19,7 @@ import pandas as pd
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from airflow_stream_provider.model.events import TriggerKind
 from airflow_stream_provider.spark.session import setting
 from airflow_stream_provider.windows.columns import concat_windows
 from airflow_stream_provider.windows.core import first_window, interval_windows, scan
@@ -45,7 +46,7 @@ def detect(df: DataFrame, plan: TriggerPlan, *, final: bool = False) -> DataFram
         df = df.where(F.col("tbname") == plan.subtable)
     if plan.since is not None:
         df = df.where(F.col(plan.ts_column) >= F.timestamp_micros(F.lit(plan.since)))
-    if final and plan.spec.kind == "interval" and plan.pre_filter is None:
+    if final and plan.spec.kind is TriggerKind.INTERVAL and plan.pre_filter is None:
         return _interval_counts(df, plan)
     return scan_groups(df, plan, final=final)
 

@@ -37,6 +37,7 @@ from typing import Any, TypeAlias
 import numpy as np
 import pandas as pd
 
+from airflow_stream_provider.model.events import TriggerKind
 from airflow_stream_provider.windows.columns import NO_WINDOWS, Windows, empty_windows, window_columns, window_frame
 from airflow_stream_provider.windows.spec import WindowSpec
 
@@ -347,10 +348,10 @@ def _close_only(spec: WindowSpec, o: dict, carry: dict) -> Windows:
     if not (o["opened"] or spec.qualifies_one(o["last"] - o["start"], o["count"])):
         return NO_WINDOWS
     extra: dict[str, object] = {}
-    if spec.kind == "state":
+    if spec.kind is TriggerKind.STATE_WINDOW:
         extra = {"prev_state": np.array([o["prev"]], object), "cur_state": np.array([o["state"]], object),
                  "next_state": np.array([None], object)}
-    if spec.kind == "event":
+    if spec.kind is TriggerKind.EVENT_WINDOW:
         extra = {"open_index": [0], "open_fields": np.array([o["fields"]], object)}
     return window_columns([o["start"]], [o["last"]], [o["count"]], [True], [not o["opened"]], **extra)
 
@@ -458,12 +459,12 @@ def open_windows(spec: WindowSpec, carry: dict | None) -> pd.DataFrame:
     the window's end), ``rows`` the rows so far. Neither closed nor newly opened."""
     if not carry:
         return empty_windows()
-    if spec.kind == "interval":
+    if spec.kind is TriggerKind.INTERVAL:
         ks = np.array(sorted(int(k) for k in carry["counts"]), dtype=np.int64)
         starts = ks * spec.sliding + spec.offset
         rows = [carry["counts"][str(k)] for k in ks.tolist()]
         return window_frame(starts, starts + spec.interval, rows, np.zeros(len(ks), bool), np.zeros(len(ks), bool))
-    if spec.kind == "count":
+    if spec.kind is TriggerKind.COUNT_WINDOW:
         js = np.array([j for j, _ in carry["open"]], dtype=np.int64)
         rows = np.minimum(js * spec.count_sliding + spec.count, carry["total"]) - js * spec.count_sliding
         return window_frame([s for _, s in carry["open"]], np.full(len(js), carry.get("last") or 0), rows,
@@ -472,11 +473,12 @@ def open_windows(spec: WindowSpec, carry: dict | None) -> pd.DataFrame:
     if not o:
         return empty_windows()
     extra: dict[str, Any] = {}
-    if spec.kind == "state":
+    if spec.kind is TriggerKind.STATE_WINDOW:
         extra = {"prev_state": np.array([o["prev"]], object), "cur_state": np.array([o["state"]], object)}
-    if spec.kind == "event":
+    if spec.kind is TriggerKind.EVENT_WINDOW:
         extra = {"open_index": [0], "open_fields": np.array([o["fields"]], object)}
     return window_frame([o["start"]], [o["last"]], [o["count"]], [False], [False], **extra)
 
 
-_SCANNERS = {"interval": _interval, "session": _session, "state": _state, "event": _event, "count": _count}
+_SCANNERS = {TriggerKind.INTERVAL: _interval, TriggerKind.SESSION: _session, TriggerKind.STATE_WINDOW: _state,
+             TriggerKind.EVENT_WINDOW: _event, TriggerKind.COUNT_WINDOW: _count}

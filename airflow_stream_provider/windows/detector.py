@@ -47,7 +47,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_stream_provider.model import TriggerMode
-from airflow_stream_provider.model.events import EventType
+from airflow_stream_provider.model.events import EventType, TriggerKind
 from airflow_stream_provider.storage import is_remote
 from airflow_stream_provider.windows.changes import ChangeFeed
 from airflow_stream_provider.windows.checkpoint import RETAIN, SNAPSHOT_EVERY, Checkpoint
@@ -291,8 +291,8 @@ class Detector:
         counting every row (no PRE_FILTER or trigger columns), where a window closes at its last row."""
         plan = self.plan
         spec = plan.spec
-        counting = spec.kind == "count" and not plan.pre_filter and not plan.count_columns
-        if (not isinstance(self.step, Step) or not (spec.kind == "interval" or counting) or spec.watermark
+        counting = spec.kind is TriggerKind.COUNT_WINDOW and not plan.pre_filter and not plan.count_columns
+        if (not isinstance(self.step, Step) or not (spec.kind is TriggerKind.INTERVAL or counting) or spec.watermark
                 or plan.expired_time is not None or plan.max_delay is not None
                 or set(plan.event_types) != {EventType.WINDOW_CLOSE} or offset.get("first") is None
                 or offset.get("snapshot") is not None or self.position is None
@@ -318,7 +318,7 @@ class Detector:
         np.maximum.at(high, codes, ts)
         if not bool(np.all(low > decided)):
             return False
-        if spec.kind == "interval":
+        if spec.kind is TriggerKind.INTERVAL:
             # the first window end after what each group decided: a window closes when its end is reached
             reach = spec.offset + spec.interval  # window k ends at k * sliding + reach
             return bool(np.all(high < ((decided - reach) // spec.sliding + 1) * spec.sliding + reach))

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from airflow_stream_provider.model.events import EventType
+from airflow_stream_provider.model.events import EventType, TriggerKind
 from airflow_stream_provider.warehouse import writer
 from airflow_stream_provider.windows.columns import empty_windows
 
@@ -167,8 +167,8 @@ def _part(plan, w: pd.DataFrame, kind: EventType, group: np.ndarray | None) -> d
     is_open = kind == EventType.WINDOW_OPEN
     # states and conditions as when the window opened
     as_open = kind in (EventType.WINDOW_OPEN, EventType.MAX_DELAY, EventType.WINDOW_UPDATE)
-    state = plan.spec.kind == "state"
-    condition = plan.spec.kind == "event" and kind != EventType.WINDOW_INVALIDATION
+    state = plan.spec.kind is TriggerKind.STATE_WINDOW
+    condition = plan.spec.kind is TriggerKind.EVENT_WINDOW and kind != EventType.WINDOW_INVALIDATION
     none = np.full(n, None, dtype=object)
     return {
         "_group": np.zeros(n, np.int64) if group is None else np.asarray(group, np.int64),

@@ -12,14 +12,15 @@ import numpy as np
 from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import StreamDefinitionError
 
-KINDS = ("interval", "session", "state", "event", "count")
+#: the trigger kinds of windows: those of the streams a detector drives
+WINDOW_KINDS = tuple(kind for kind, driven in m.STREAM_KINDS.items() if driven is m.StreamKind.WINDOW)
 
 
 @dataclass(frozen=True)
 class WindowSpec:
     """Everything a scanner needs to know about a trigger, in microseconds and plain values."""
 
-    kind: str
+    kind: m.TriggerKind
     interval: int = 0
     sliding: int = 0
     offset: int = 0
@@ -36,7 +37,7 @@ class WindowSpec:
     trigger_type: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
-        if self.kind not in KINDS:
+        if not isinstance(self.kind, m.TriggerKind) or self.kind not in WINDOW_KINDS:
             raise StreamDefinitionError(f"unknown window kind {self.kind!r}")
 
     @classmethod
@@ -45,7 +46,7 @@ class WindowSpec:
         policy = m.EmitPolicy.of(options or m.StreamOptions())
         common: dict[str, Any] = {
             "watermark": fixed_micros(policy.watermark, "WATERMARK") if policy.watermark else 0,
-            "trigger_type": trigger.notify_type,
+            "trigger_type": m.TRIGGER_TYPES[trigger.keyword],
         }
         tf = getattr(trigger, "true_for", None)
         if tf is not None:
@@ -59,17 +60,18 @@ class WindowSpec:
             sliding = fixed_micros(trigger.sliding, "SLIDING")
             if sliding > interval:
                 raise StreamDefinitionError(f"SLIDING({trigger.sliding}) is longer than INTERVAL({trigger.interval})")
-            return cls("interval", interval=interval, sliding=sliding,
+            return cls(m.TriggerKind.INTERVAL, interval=interval, sliding=sliding,
                        offset=fixed_micros(trigger.offset, "INTERVAL offset") if trigger.offset else 0,
                        keep_empty=policy.empty_windows, **common)
         if isinstance(trigger, m.SessionWindow):
-            return cls("session", gap=fixed_micros(trigger.gap, "SESSION"), **common)
+            return cls(m.TriggerKind.SESSION, gap=fixed_micros(trigger.gap, "SESSION"), **common)
         if isinstance(trigger, m.StateWindow):
-            return cls("state", **common)
+            return cls(m.TriggerKind.STATE_WINDOW, **common)
         if isinstance(trigger, m.EventWindow):
-            return cls("event", start_fields=start_fields, end_fields=end_fields, **common)
+            return cls(m.TriggerKind.EVENT_WINDOW, start_fields=start_fields, end_fields=end_fields, **common)
         if isinstance(trigger, m.CountWindow):
-            return cls("count", count=trigger.count, count_sliding=trigger.sliding or trigger.count, **common)
+            return cls(m.TriggerKind.COUNT_WINDOW, count=trigger.count, count_sliding=trigger.sliding or trigger.count,
+                       **common)
         raise StreamDefinitionError(f"{trigger.keyword} is not a window trigger")
 
     # --- TRUE_FOR -------------------------------------------------------------------------
