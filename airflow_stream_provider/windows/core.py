@@ -42,7 +42,7 @@ from airflow_stream_provider.windows.columns import NO_WINDOWS, Windows, empty_w
 from airflow_stream_provider.windows.spec import WindowSpec
 
 
-def plain(value: Any) -> Any:
+def json_safe(value: Any) -> Any:
     """A JSON-safe Python value from a numpy/pandas scalar."""
     if value is None:
         return None
@@ -57,21 +57,21 @@ def plain(value: Any) -> Any:
     return value
 
 
-def plain_values(values: np.ndarray) -> np.ndarray:
-    """:func:`plain` of every value, as an object array."""
+def json_safe_values(values: np.ndarray) -> np.ndarray:
+    """:func:`json_safe` of every value, as an object array."""
     out = np.empty(len(values), dtype=object)
-    out[:] = values.tolist() if values.dtype.kind in "biu" else [plain(v) for v in values.tolist()]
+    out[:] = values.tolist() if values.dtype.kind in "biu" else [json_safe(v) for v in values.tolist()]
     return out
 
 
 def _json_texts(values: np.ndarray) -> list[str]:
-    """JSON text of :func:`plain` of each value (numbers are encoded in one call)."""
+    """JSON text of :func:`json_safe` of each value (numbers are encoded in one call)."""
     if values.dtype.kind in "biuf" and len(values):
         items = values.astype(object)
         if values.dtype.kind == "f":
             items[np.isnan(values)] = None  # NaN is NULL
         return json.dumps(items.tolist())[1:-1].split(", ")
-    return [json.dumps(plain(v)) for v in values.tolist()]
+    return [json.dumps(json_safe(v)) for v in values.tolist()]
 
 
 def _fields_texts(columns: dict[str, np.ndarray], rows: list) -> list:
@@ -298,9 +298,9 @@ def _state(spec: WindowSpec, rows: Rows, carry: dict | None, watermark: int | No
         return NO_WINDOWS, carry
     breaks = np.empty(len(values), dtype=bool)
     breaks[1:] = values[1:] != values[:-1]
-    breaks[0] = o is None or plain(values[0]) != o["state"]
+    breaks[0] = o is None or json_safe(values[0]) != o["state"]
     s_idx, e_idx = _segments(breaks)
-    win_state = plain_values(values[s_idx])
+    win_state = json_safe_values(values[s_idx])
     starts, ends = ts[s_idx], ts[e_idx]
     counts = e_idx - s_idx + 1
     was_opened = np.zeros(len(s_idx), bool)

@@ -52,7 +52,7 @@ from airflow_stream_provider.storage import is_remote
 from airflow_stream_provider.windows.changes import ChangeFeed
 from airflow_stream_provider.windows.checkpoint import RETAIN, SNAPSHOT_EVERY, Checkpoint
 from airflow_stream_provider.windows.columns import Windows, concat_windows
-from airflow_stream_provider.windows.core import Chunk, plain
+from airflow_stream_provider.windows.core import Chunk, json_safe
 from airflow_stream_provider.windows.events import batch_event_rows, commit_events, event_table
 from airflow_stream_provider.windows.late import DATA_CHANGES, stamp
 from airflow_stream_provider.windows.step import GroupState, LegacyStep, Step
@@ -129,7 +129,7 @@ class DetectedBatch:
 
 
 def _key_text(key: tuple) -> str:
-    return json.dumps([plain(v) for v in key], default=str)
+    return json.dumps([json_safe(v) for v in key], default=str)
 
 
 def group_codes(table: pa.Table, keys: tuple[str, ...]) -> tuple[np.ndarray, list[tuple]]:

@@ -25,7 +25,7 @@ from deltalake import DeltaTable
 
 from airflow_stream_provider.model.events import TriggerKind
 from airflow_stream_provider.windows.columns import WINDOW_COLUMNS
-from airflow_stream_provider.windows.core import plain, scan
+from airflow_stream_provider.windows.core import json_safe, scan
 from airflow_stream_provider.windows.trigger_plan import TriggerPlan, micros
 
 #: change-feed row kinds that carry a row's new value, and the ones that carry an old value
@@ -57,7 +57,7 @@ def read_group(plan: TriggerPlan, key_values: tuple, version: int, lo: int, hi: 
     # the group's rows (in pandas: delta-rs scans strings as string_view, which arrow filters can't compare)
     keep = np.ones(len(rows), bool)
     for name, value in zip(plan.keys, key_values):
-        value = plain(value)
+        value = json_safe(value)
         keep &= rows[name].isna().to_numpy() if value is None else (rows[name] == value).to_numpy(bool)
     if plan.subtable is not None:
         keep &= (rows["tbname"] == plan.subtable).to_numpy(bool)
@@ -142,7 +142,7 @@ def _break(kind: TriggerKind, gap: int, rows: pd.DataFrame) -> tuple[int, dict |
         if not len(changed):
             return None
         i = int(changed[-1]) + 1
-        return int(ts[i]), {"open": None, "prev": plain(values[i - 1])}
+        return int(ts[i]), {"open": None, "prev": json_safe(values[i - 1])}
     if kind is TriggerKind.EVENT_WINDOW:
         # after a row whose end condition holds no window is open, whatever came before: an open
         # window closes there, and a window the row itself opens closes at once

@@ -49,7 +49,7 @@ import pandas as pd
 from airflow_stream_provider.model import EventType, TriggerKind, TriggerMode
 from airflow_stream_provider.values import json_default
 from airflow_stream_provider.windows.columns import empty_windows, window_frame
-from airflow_stream_provider.windows.core import plain, scan
+from airflow_stream_provider.windows.core import json_safe, scan
 from airflow_stream_provider.windows.events import event_rows
 from airflow_stream_provider.windows.late import rescan, safe_point
 from airflow_stream_provider.windows.trigger_plan import LegacyPolicy, TriggerPlan, micros
@@ -96,11 +96,11 @@ class LegacyGroup:
     # --- rows -----------------------------------------------------------------------------------
 
     def key(self, row: dict) -> str:
-        return json.dumps([plain(row[c]) for c in self.plan.row_key])
+        return json.dumps([json_safe(row[c]) for c in self.plan.row_key])
 
     def keys_of(self, rows: pd.DataFrame) -> list[str]:
         columns = [rows[c].tolist() for c in self.plan.row_key]
-        return [json.dumps([plain(v) for v in values]) for values in zip(*columns)]
+        return [json.dumps([json_safe(v) for v in values]) for values in zip(*columns)]
 
     def table_of(self, row: dict) -> str:
         column = self.policy.table_column
@@ -478,12 +478,12 @@ def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
 def _records(frame: pd.DataFrame) -> dict | None:
     if frame.empty:
         return None
-    return {c: [plain(v) for v in frame[c].tolist()] for c in frame.columns}
+    return {c: [json_safe(v) for v in frame[c].tolist()] for c in frame.columns}
 
 
 def _clean(row: dict) -> dict:
     """A change-feed row without the change feed's own columns, its values JSON-safe."""
-    return {k: plain(v) for k, v in row.items() if not k.startswith("_change_type") and k != "_commit_version"}
+    return {k: json_safe(v) for k, v in row.items() if not k.startswith("_change_type") and k != "_commit_version"}
 
 
 def _wids(windows: pd.DataFrame) -> list[str]:

@@ -82,7 +82,8 @@ def _reject(message: str, clause: str = "window clause") -> StreamDefinitionErro
     return StreamDefinitionError(message, clause=clause)
 
 
-def _micros(node: exp.Expr, clause: str, *, positive: bool = True) -> int:
+def _literal_micros(node: exp.Expr, clause: str, *, positive: bool = True) -> int:
+    """A window clause's duration literal (``10s``) in microseconds, refused unless it has a fixed length."""
     if not isinstance(node, DurationLiteral):
         raise _reject(f"{clause} needs a duration such as 10s, not {node.sql(dialect=TDengine)}", clause)
     duration = m.Duration(node.count, node.unit)
@@ -126,7 +127,7 @@ def plan_of(select: exp.Select, *, columns: list[str], ts_column: str) -> tuple[
         if kind != TriggerKind.INTERVAL:
             raise _reject("FILL applies to INTERVAL windows only", "FILL")
     true_for = clause.args.get("true_for")
-    true_for_duration = _micros(true_for, "TRUE_FOR", positive=False) if true_for is not None else None
+    true_for_duration = _literal_micros(true_for, "TRUE_FOR", positive=False) if true_for is not None else None
     texts: dict = {}
     reads: list[str] = []
 
@@ -137,9 +138,9 @@ def plan_of(select: exp.Select, *, columns: list[str], ts_column: str) -> tuple[
         texts[name] = tree.sql(dialect=TDengine)
 
     if kind == TriggerKind.INTERVAL:
-        interval = _micros(args[0], "INTERVAL")
-        offset = _micros(args[1], "INTERVAL offset", positive=False) if len(args) > 1 else 0
-        sliding = _micros(clause.args["sliding"], "SLIDING") if clause.args.get("sliding") else interval
+        interval = _literal_micros(args[0], "INTERVAL")
+        offset = _literal_micros(args[1], "INTERVAL offset", positive=False) if len(args) > 1 else 0
+        sliding = _literal_micros(clause.args["sliding"], "SLIDING") if clause.args.get("sliding") else interval
         if sliding > interval:
             raise _reject("SLIDING is longer than INTERVAL", "SLIDING")
         if offset >= interval:
@@ -149,7 +150,7 @@ def plan_of(select: exp.Select, *, columns: list[str], ts_column: str) -> tuple[
     elif kind == TriggerKind.SESSION:
         if column(args[0], "SESSION") != ts_column:
             raise _reject(f"SESSION needs the timestamp column {ts_column}", "SESSION")
-        spec = WindowSpec(TriggerKind.SESSION, gap=_micros(args[1], "SESSION"))
+        spec = WindowSpec(TriggerKind.SESSION, gap=_literal_micros(args[1], "SESSION"))
     elif kind == TriggerKind.STATE_WINDOW:
         condition(args[0], "state")
         spec = WindowSpec(TriggerKind.STATE_WINDOW, true_for_duration=true_for_duration)

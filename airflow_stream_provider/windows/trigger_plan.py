@@ -25,7 +25,7 @@ from airflow_stream_provider.sql.tdengine.dialect import parse_fragment
 from airflow_stream_provider.values import epoch_micros
 from airflow_stream_provider.warehouse.catalog import Catalog, SubTable
 from airflow_stream_provider.windows import expr
-from airflow_stream_provider.windows.core import plain
+from airflow_stream_provider.windows.core import json_safe
 from airflow_stream_provider.windows.spec import WindowSpec
 
 
@@ -234,7 +234,7 @@ class TriggerPlan:
     # --- identity ---------------------------------------------------------------------------
 
     def group_keys(self, values: tuple) -> dict[str, object]:
-        return {k: plain(v) for k, v in zip(self.keys, values)}
+        return {k: json_safe(v) for k, v in zip(self.keys, values)}
 
     @staticmethod
     def group_id(keys: dict[str, object]) -> str:
