@@ -33,6 +33,7 @@ from airflow.sdk import DAG, BaseOperator
 
 from airflow_stream_provider import config
 from airflow_stream_provider import model as m
+from airflow_stream_provider.model.events import StreamKind
 from airflow_stream_provider.operators import (
     StreamCommitOperator,
     StreamComputeOperator,
@@ -41,7 +42,7 @@ from airflow_stream_provider.operators import (
 )
 from airflow_stream_provider.plan.schedule import ResampleSchedule
 from airflow_stream_provider.plan.state import StreamState
-from airflow_stream_provider.plan.stream import StreamKind, StreamPlan, TaskRole, TaskSpec, plan_stream
+from airflow_stream_provider.plan.stream import StreamPlan, TaskRole, TaskSpec, plan_stream
 from airflow_stream_provider.sensors import StreamEventTimeSensor
 from airflow_stream_provider.streams.store import StoredStream, StreamStore
 from airflow_stream_provider.timetables import PeriodTimetable, RecalcTimetable, ResampleTimetable, SlidingTimetable

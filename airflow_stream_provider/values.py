@@ -31,3 +31,11 @@ def instant(micros: int) -> datetime:
     if not FIRST_MICROS <= micros <= LAST_MICROS:
         raise ValueError(f"{micros} microseconds since 1970 is outside the years 1 to 9999")
     return EPOCH + timedelta(microseconds=micros)
+
+
+def json_default(value: object) -> object:
+    """What :func:`json.dumps` writes for a value it cannot: a numpy scalar's Python value, anything
+    else as its text (``default=json_default``)."""
+    if hasattr(value, "item"):
+        return value.item()
+    return str(value)

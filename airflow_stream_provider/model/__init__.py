@@ -7,7 +7,8 @@ where it is built.
 
 - :mod:`.time`: duration units, :class:`Duration`, :class:`TimePoint`
 - :mod:`.types`: positions, table names, embedded SQL, data types, literal values
-- :mod:`.events`: the :class:`EventType` and :class:`TriggerKind` names
+- :mod:`.events`: the :class:`EventType`, :class:`TriggerKind` and :class:`StreamKind` names, and
+  the tables by trigger kind (:data:`STREAM_KINDS`, :data:`TRIGGER_TYPES`)
 - :mod:`.triggers`: PERIOD, SLIDING, the window triggers and the row trigger
 - :mod:`.options`: stream options, notification, :class:`EmitPolicy`, and the options of
   TDengine's engine before 3.3.7 (:class:`LegacyOptions`)
@@ -19,7 +20,7 @@ where it is built.
 
 from __future__ import annotations
 
-from airflow_stream_provider.model.events import EventType, TriggerKind
+from airflow_stream_provider.model.events import STREAM_KINDS, TRIGGER_TYPES, EventType, StreamKind, TriggerKind
 from airflow_stream_provider.model.insert_triggers import (
     CreateInsertTrigger,
     DropInsertTrigger,
@@ -125,6 +126,8 @@ from airflow_stream_provider.model.triggers import (
 from airflow_stream_provider.model.types import DataType, Position, SqlExpression, TableName, Value
 
 __all__ = [
+    "STREAM_KINDS",
+    "TRIGGER_TYPES",
     "AGGREGATES",
     "ALL_UNITS",
     "CALENDAR_UNITS",
@@ -202,6 +205,7 @@ __all__ = [
     "StateWindow",
     "Statement",
     "StopStream",
+    "StreamKind",
     "StreamOptions",
     "TableName",
     "Tablet",

@@ -1,7 +1,8 @@
 """Triggers of a stream: the schedules (PERIOD, SLIDING) and the window types.
 
-``keyword`` is the :class:`~.events.TriggerKind`; ``kind`` groups triggers by what fires them
-(``period``, ``sliding`` or ``window``); ``notify_type`` is the ``triggerType`` of notifications.
+``keyword`` is the :class:`~.events.TriggerKind`; what drives a stream of each kind and the
+``triggerType`` of its notifications are the tables :data:`~.events.STREAM_KINDS` and
+:data:`~.events.TRIGGER_TYPES`.
 """
 
 from __future__ import annotations
@@ -18,8 +19,6 @@ class PeriodTrigger:
     period: Duration
     offset: Duration | None = None
     keyword = TriggerKind.PERIOD
-    kind = "period"
-    notify_type = "Period"
 
     def __str__(self) -> str:
         return f"PERIOD({self.period}{', ' + str(self.offset) if self.offset else ''})"
@@ -32,8 +31,6 @@ class SlidingTrigger:
     sliding: Duration
     offset: Duration | None = None
     keyword = TriggerKind.SLIDING
-    kind = "sliding"
-    notify_type = "Sliding"
 
     def __str__(self) -> str:
         return f"SLIDING({self.sliding}{', ' + str(self.offset) if self.offset else ''})"
@@ -45,8 +42,6 @@ class IntervalWindow:
     sliding: Duration
     offset: Duration | None = None
     keyword = TriggerKind.INTERVAL
-    kind = "window"
-    notify_type = "Interval"
 
     def __str__(self) -> str:
         off = f", {self.offset}" if self.offset else ""
@@ -58,8 +53,6 @@ class SessionWindow:
     ts_column: str
     gap: Duration
     keyword = TriggerKind.SESSION
-    kind = "window"
-    notify_type = "Session"
 
     def __str__(self) -> str:
         return f"SESSION({self.ts_column}, {self.gap})"
@@ -85,8 +78,6 @@ class StateWindow:
     column: SqlExpression
     true_for: TrueFor | None = None
     keyword = TriggerKind.STATE_WINDOW
-    kind = "window"
-    notify_type = "State"
 
     def __str__(self) -> str:
         return f"STATE_WINDOW({self.column}){' ' + str(self.true_for) if self.true_for else ''}"
@@ -98,8 +89,6 @@ class EventWindow:
     end: SqlExpression
     true_for: TrueFor | None = None
     keyword = TriggerKind.EVENT_WINDOW
-    kind = "window"
-    notify_type = "Event"
 
     def __str__(self) -> str:
         tf = f" {self.true_for}" if self.true_for else ""
@@ -112,8 +101,6 @@ class CountWindow:
     sliding: int | None = None
     columns: tuple[str, ...] = ()
     keyword = TriggerKind.COUNT_WINDOW
-    kind = "window"
-    notify_type = "Count"
 
     def __str__(self) -> str:
         args = [str(self.count)] + ([str(self.sliding)] if self.sliding is not None else []) + list(self.columns)
@@ -127,8 +114,6 @@ class RowTrigger:
     FROM t WHERE ...``). An update of a row fires it again; a delete removes its result."""
 
     keyword = TriggerKind.ROW
-    kind = "row"
-    notify_type = "Row"
 
     def __str__(self) -> str:
         return "every row"
@@ -148,8 +133,6 @@ class ResampleTrigger:
     boundary: int = 0
     policy: str = "BLOCKED"
     keyword = TriggerKind.RESAMPLE
-    kind = "resample"
-    notify_type = "Resample"
 
     def __str__(self) -> str:
         return (f"RESAMPLE EVERY {self.every} BOUNDARY {self.boundary}u RANGE {self.start_offset}, "

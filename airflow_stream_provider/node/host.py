@@ -44,15 +44,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from pyspark.sql import SparkSession
 
 from airflow_stream_provider import model as m
 from airflow_stream_provider.files import lock_file, make_dirs, write_json
+from airflow_stream_provider.model.events import StreamKind
 from airflow_stream_provider.notify.delivery import DeliveryPaused
 from airflow_stream_provider.plan.state import StreamState
-from airflow_stream_provider.plan.stream import StreamKind, computed_live, kind_of, plan_stream
+from airflow_stream_provider.plan.stream import computed_live, kind_of, plan_stream
 from airflow_stream_provider.streams import node_requests
 from airflow_stream_provider.streams.fire import rows
 from airflow_stream_provider.streams.fire.windows import detector_options, trigger_plan
@@ -65,13 +65,15 @@ from airflow_stream_provider.streams.store import StoredStream, StreamStore
 from airflow_stream_provider.warehouse import Warehouse
 from airflow_stream_provider.windows import detector
 from airflow_stream_provider.windows.changes import FeedRegistry
+from airflow_stream_provider.windows.live import HostedQuery, LiveDetector
+from airflow_stream_provider.windows.turns import Turns
 
 #: seconds before a failed detector is started again
 RETRY_AFTER_S = 15.0
 #: requests of the streams' tasks the node works on at once
 REQUEST_WORKERS = 4
 #: detector batches a host runs at once (``AIRFLOW_STREAM_NODE_BATCH_SLOTS``), the others waiting
-#: their turn (:class:`~airflow_stream_provider.windows.detector.Turns`): one per process, as a
+#: their turn (:class:`~airflow_stream_provider.windows.turns.Turns`): one per process, as a
 #: worker is one per core and a batch waiting for Spark or a receiver hands its turn on
 BATCH_SLOTS = 1
 #: how long a notify request delivers to an ON_FAILURE_PAUSE receiver that fails before it answers
@@ -154,7 +156,7 @@ def _hosting(query: object) -> str:
 @dataclass
 class Hosted:
     stored: StoredStream
-    query: detector.LiveDetector | Any  # a row stream's is a Structured Streaming query
+    query: HostedQuery  # a live detector; a row stream's is a Structured Streaming query
     lock_fd: int
     runtime: StreamRuntime | None = None  # the stream resolved once, for the work its tasks ask of the node
     started: str = field(default_factory=lambda: datetime.now(UTC).isoformat())
@@ -232,7 +234,7 @@ class DetectorHost:
         self.failed_at: dict[str, float] = {}
         self.feeds = FeedRegistry()
         self.workers = ThreadPoolExecutor(REQUEST_WORKERS, thread_name_prefix="stream-request")
-        self.turns = detector.Turns(batch_slots())
+        self.turns = Turns(batch_slots())
         #: the computes that go on, each on a thread of its own (they mostly wait for a batch)
         self.keeping: list[threading.Thread] = []
 
@@ -277,7 +279,7 @@ class DetectorHost:
         try:
             state = self.store.load_state(stored.db, stored.name)
             runtime = self.runtime(stored, state)
-            query: Any
+            query: HostedQuery
             batches = Batches()
             if isinstance(stored.statement.trigger, m.PeriodTrigger):  # no detector: its instants are its DAG's
                 query = Requests()
@@ -285,7 +287,7 @@ class DetectorHost:
                 query = rows.start(runtime, stored, detector_options(stored, state), available_now=False,
                                    interval="250 milliseconds", after_batch=self._consumed(stored))
             else:
-                query = detector.LiveDetector(
+                query = LiveDetector(
                     self.window_detector(stored, runtime, detector_options(stored, state), batches),
                     name=key, turns=self.turns, on_batch=batches.done).start()
         except Exception as err:
@@ -564,4 +566,4 @@ class DetectorHost:
         """The live detectors as the node's status lists its queries."""
         return [{"id": str(h.query.id), "run_id": str(getattr(h.query, "run_id", "")), "name": f"detector:{key}",
                  "active": h.query.isActive, "last_progress": h.query.lastProgress}
-                for key, h in self.hosted.items() if isinstance(h.query, detector.LiveDetector)]
+                for key, h in self.hosted.items() if isinstance(h.query, LiveDetector)]

@@ -375,9 +375,9 @@ def serve(port: int, instance: str, memory: str | None = None, master: str = LOC
     write_json(node_dir / "node.json", {"pid": os.getpid(), "port": port, "started": started.isoformat(),
                                         "instance": instance, "home": home_key()})
     print(f"stream node serving Spark Connect on sc://{HOST}:{port}", flush=True)
+    from airflow_stream_provider.model.events import StreamKind
     from airflow_stream_provider.node.host import DetectorHost
     from airflow_stream_provider.node.worker import WorkerPool, default_workers
-    from airflow_stream_provider.plan.stream import StreamKind
 
     slots = default_workers()
     pool = WorkerPool(slots, log=lambda message: print(message, flush=True)) if slots else None

@@ -64,8 +64,8 @@ def _die_with_parent() -> None:
 def serve(slot: int, slots: int, parent: int | None = None) -> int:
     """Host the slot's streams until stopped or until ``parent`` (the node; default: this
     process's parent now) is gone."""
+    from airflow_stream_provider.model.events import StreamKind
     from airflow_stream_provider.node.host import DetectorHost, slot_of
-    from airflow_stream_provider.plan.stream import StreamKind
     from airflow_stream_provider.spark.session import spark_session
 
     parent = os.getppid() if parent is None else parent

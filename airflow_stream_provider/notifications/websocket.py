@@ -23,7 +23,7 @@ from typing import Any
 from airflow.sdk import BaseNotifier
 
 from airflow_stream_provider.hooks import bind
-from airflow_stream_provider.model.events import EventType
+from airflow_stream_provider.model.events import TRIGGER_TYPES, EventType, TriggerKind
 from airflow_stream_provider.notify import delivery
 from airflow_stream_provider.notify.message import (
     NotifyEvent,
@@ -63,8 +63,8 @@ class WebSocketNotifier(BaseNotifier):
         result.update({k: json_value(v, "ms") for k, v in self.result.items()})
         key = f"{dag_id}/{run_id}/{task_id or ''}/{try_number or ''}"
         now = int(datetime.now(UTC).timestamp() * 1000)
-        return NotifyEvent(self.stream_name or dag_id, key, task_id or dag_id, EventType.ON_TIME, now, key, "Period",
-                           "0", {}, result)
+        return NotifyEvent(self.stream_name or dag_id, key, task_id or dag_id, EventType.ON_TIME, now, key,
+                           TRIGGER_TYPES[TriggerKind.PERIOD], "0", {}, result)
 
     def notify(self, context: Any) -> None:
         bind()

@@ -9,6 +9,7 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowSkipException
 
 from airflow_stream_provider import model as m
+from airflow_stream_provider.model.events import StreamKind
 from airflow_stream_provider.operators.base import StreamTask
 from airflow_stream_provider.timetables.time import utc_datetime
 
@@ -42,17 +43,19 @@ class StreamComputeOperator(StreamTask, BaseOperator):
     #: the run's instant, which the triggerer renders into :class:`StreamInstantTrigger`
     template_fields = ("at",)
 
-    def __init__(self, *, stream: str, kind: str, home: str | None = None, wait_task: str | None = None,
+    def __init__(self, *, stream: str, kind: StreamKind | str, home: str | None = None, wait_task: str | None = None,
                  wait: bool = False, table: str | None = None, poll_interval: float = 0.25,
                  keep_computing_s: float = 0.0, on_node: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        if kind not in ("window", "row", "period", "sliding", "resample"):
-            raise ValueError(f"kind must be window, row, period, sliding or resample, not {kind!r}")
-        if wait and (kind not in ("window", "row") or wait_task):
+        try:
+            kind = StreamKind(kind)  # (the enum, or its value as a DAG file or a serialized DAG names it)
+        except ValueError:
+            raise ValueError(f"kind must be window, row, period, sliding or resample, not {kind!r}") from None
+        if wait and (not kind.detected or wait_task):
             raise ValueError("wait=True is for window and row streams without a wait_task")
         if keep_computing_s and not wait:
             raise ValueError("keep_computing_s is for a compute that waits itself (wait=True)")
-        if on_node and kind != "period":
+        if on_node and kind is not StreamKind.PERIOD:
             raise ValueError("on_node is for PERIOD streams (window and row streams wait, wait=True)")
         self.init_stream(stream, home)
         self.kind = kind
@@ -74,7 +77,7 @@ class StreamComputeOperator(StreamTask, BaseOperator):
 
     def execute(self, context: Any) -> dict:
         event = None
-        if self.kind in ("window", "row"):
+        if self.kind.detected:
             if self.wait:
                 # a stream the node computes itself is waited on too, not skipped at once: the run
                 # stays deferred while the node writes every batch, and resumes only for a batch the
@@ -122,12 +125,14 @@ class StreamComputeOperator(StreamTask, BaseOperator):
         store = self.stream_store()
         db, name = self.stream_names()
         arguments: dict[str, Any] = {}
-        if self.kind in ("window", "row") and event:
+        if self.kind.detected and event:
             arguments = {"upto_batch": event.get("to_batch"), "detect": event.get("status") == "detect"}
-        elif self.kind == "period":  # (the try: an earlier one left running after its supervisor died does nothing)
+        elif self.kind is StreamKind.PERIOD:
+            # (the try: an earlier one left running after its supervisor died does nothing)
             arguments = {"at": utc_datetime(context["data_interval_end"]),
                          "attempt": (context["run_id"], int(context["ti"].try_number))}
-        elif self.kind == "resample":  # a continuous query: the data interval is its range, the instant after it
+        elif self.kind is StreamKind.RESAMPLE:
+            # a continuous query: the data interval is its range, the instant after it
             trig = store.get(db, name).statement.trigger
             end_offset = trig.end_offset.to_timedelta() if isinstance(trig, m.ResampleTrigger) else timedelta(0)
             arguments = {"at": utc_datetime(context["data_interval_end"]) + end_offset}

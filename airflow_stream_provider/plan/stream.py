@@ -18,6 +18,7 @@ from typing import Any
 
 from airflow_stream_provider import config
 from airflow_stream_provider import model as m
+from airflow_stream_provider.model.events import STREAM_KINDS, StreamKind
 from airflow_stream_provider.plan import ids
 from airflow_stream_provider.plan.schedule import ResampleSchedule, Schedule, recalc_step, schedule_of
 from airflow_stream_provider.plan.state import StreamState
@@ -29,30 +30,6 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 #: The node ends it at the stream's own instant about then, so that streams end their runs apart,
 #: and goes on computing until the next run asks
 KEEP_COMPUTING_S = 60.0
-
-
-class StreamKind(StrEnum):
-    """How a stream is driven: the wall clock, event time passing instants, or a window detector."""
-
-    PERIOD = "period"
-    SLIDING = "sliding"
-    WINDOW = "window"
-    #: every row written fires at once (a row trigger); a query over the change feed drives it, as
-    #: the detector drives a window stream
-    ROW = "row"
-    #: an IoTDB continuous query: the wall clock, at BOUNDARY + k * EVERY
-    RESAMPLE = "resample"
-
-    @property
-    def detected(self) -> bool:
-        """Driven by a streaming query over the trigger table (the live detector, or the row query)."""
-        return self in (StreamKind.WINDOW, StreamKind.ROW)
-
-    @property
-    def served(self) -> bool:
-        """The stream node does its tasks' work while it hosts the stream: the detected streams, and
-        PERIOD streams, whose instants the node computes on its warm Spark session."""
-        return self.detected or self is StreamKind.PERIOD
 
 
 class TaskRole(StrEnum):
@@ -122,15 +99,9 @@ class StreamPlan:
 
 
 def kind_of(stmt: m.CreateStream) -> StreamKind:
-    if isinstance(stmt.trigger, m.ResampleTrigger):
-        return StreamKind.RESAMPLE
-    if isinstance(stmt.trigger, m.PeriodTrigger):
-        return StreamKind.PERIOD
-    if isinstance(stmt.trigger, m.SlidingTrigger):
-        return StreamKind.SLIDING
-    if isinstance(stmt.trigger, m.RowTrigger):
-        return StreamKind.ROW
-    return StreamKind.WINDOW
+    """What drives the stream, as its trigger's kind says
+    (:data:`~airflow_stream_provider.model.events.STREAM_KINDS`)."""
+    return STREAM_KINDS[stmt.trigger.keyword]
 
 
 #: the trigger modes of TDengine before 3.3.7 whose windows are written as processing time or each

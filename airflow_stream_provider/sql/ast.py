@@ -11,19 +11,21 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from airflow_stream_provider.model.events import StreamKind
+
 #: placeholder name -> the trigger kinds that define it (reference 000, "Placeholders")
 PLACEHOLDERS = {
-    "_tprev_localtime": {"period"},
-    "_tnext_localtime": {"period"},
-    "_tprev_ts": {"sliding"},
-    "_tcurrent_ts": {"sliding"},
-    "_tnext_ts": {"sliding"},
-    "_twstart": {"window"},
-    "_twend": {"window"},
-    "_twduration": {"window"},
-    "_twrownum": {"window"},
-    "_tgrpid": {"period", "sliding", "window"},
-    "_tlocaltime": {"period", "sliding", "window"},
+    "_tprev_localtime": {StreamKind.PERIOD},
+    "_tnext_localtime": {StreamKind.PERIOD},
+    "_tprev_ts": {StreamKind.SLIDING},
+    "_tcurrent_ts": {StreamKind.SLIDING},
+    "_tnext_ts": {StreamKind.SLIDING},
+    "_twstart": {StreamKind.WINDOW},
+    "_twend": {StreamKind.WINDOW},
+    "_twduration": {StreamKind.WINDOW},
+    "_twrownum": {StreamKind.WINDOW},
+    "_tgrpid": {StreamKind.PERIOD, StreamKind.SLIDING, StreamKind.WINDOW},
+    "_tlocaltime": {StreamKind.PERIOD, StreamKind.SLIDING, StreamKind.WINDOW},
 }
 #: placeholders only defined when the window has closed
 CLOSE_ONLY_PLACEHOLDERS = {"_twend", "_twduration", "_twrownum"}

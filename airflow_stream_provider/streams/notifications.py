@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 import pandas as pd
 import pyarrow as pa
 
-from airflow_stream_provider.model.events import EventType
+from airflow_stream_provider.model.events import TRIGGER_TYPES, EventType, TriggerKind
 from airflow_stream_provider.notify import delivery
 from airflow_stream_provider.notify.message import (
     NotifyEvent,
@@ -144,9 +144,10 @@ class RunNotifications:
 
     def add_scheduled(self, fired: Iterable[Fired], table_names: dict[str, str]) -> None:
         """ON_TIME events of PERIOD and SLIDING triggers."""
-        kind = self.runtime.stmt.trigger.notify_type
+        keyword = self.runtime.stmt.trigger.keyword
+        kind, sliding = TRIGGER_TYPES[keyword], keyword is TriggerKind.SLIDING
         for f in fired:
-            at = f.values.get("_tcurrent_ts") if kind == "Sliding" else None
+            at = f.values.get("_tcurrent_ts") if sliding else None
             if at is None:
                 local = f.values["_tlocaltime"]
                 assert isinstance(local, int)  # schedule triggers set it, in epoch nanoseconds
@@ -154,7 +155,7 @@ class RunNotifications:
             else:
                 assert isinstance(at, datetime)  # a timestamp placeholder (TIMESTAMPS)
                 instant = at
-            if not self.notify.history and kind == "Sliding" and self._history(instant):
+            if not self.notify.history and sliding and self._history(instant):
                 continue
             self._add(f.trigger_id, table_names.get(f.group_id, ""), EventType.ON_TIME, epoch(instant, "ms"),
                       f.trigger_id, kind, f.group_id, {}, self._rows_of(f.idx))

@@ -11,8 +11,9 @@ from datetime import datetime
 from pyspark.sql import functions as F
 
 from airflow_stream_provider.exceptions import StreamError
+from airflow_stream_provider.model.events import StreamKind
 from airflow_stream_provider.plan.state import StreamState
-from airflow_stream_provider.plan.stream import StreamKind, plan_stream
+from airflow_stream_provider.plan.stream import plan_stream
 from airflow_stream_provider.streams.fire import schedules, windows
 from airflow_stream_provider.streams.notifications import RunNotifications, deliver
 from airflow_stream_provider.streams.run import notify_patience, process

@@ -20,10 +20,11 @@ from datetime import UTC, datetime
 import pandas as pd
 
 from airflow_stream_provider import config
+from airflow_stream_provider.model.events import StreamKind
 from airflow_stream_provider.notify.delivery import Settings
 from airflow_stream_provider.plan.schedule import Schedule
 from airflow_stream_provider.plan.state import BATCH_MARKS, StreamState
-from airflow_stream_provider.plan.stream import StreamKind, computed_live, plan_stream
+from airflow_stream_provider.plan.stream import computed_live, plan_stream
 from airflow_stream_provider.streams import cq, notifications, status
 from airflow_stream_provider.streams.compute import Fired
 from airflow_stream_provider.streams.fire import rows, schedules, windows
@@ -34,7 +35,7 @@ from airflow_stream_provider.streams.store import StoredStream, StreamStore, det
 from airflow_stream_provider.streams.write import compute_all, delete_outputs, retract, table_names
 from airflow_stream_provider.warehouse import Warehouse
 from airflow_stream_provider.warehouse.catalog import Catalog, WarehouseError
-from airflow_stream_provider.windows.detector import elsewhere
+from airflow_stream_provider.windows.turns import elsewhere
 
 
 def run(warehouse: Warehouse, db: str, name: str, request: RunRequest | None = None, *,

@@ -18,9 +18,9 @@ import pyarrow as pa
 from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import StreamError
 from airflow_stream_provider.files import append_file, write_text
-from airflow_stream_provider.model.events import EventType
+from airflow_stream_provider.model.events import STREAM_KINDS, EventType, StreamKind
 from airflow_stream_provider.plan.state import StreamState
-from airflow_stream_provider.plan.stream import StreamKind, plan_stream
+from airflow_stream_provider.plan.stream import plan_stream
 from airflow_stream_provider.streams.notifications import outbox_of
 from airflow_stream_provider.streams.probes import max_event_time, open_delta, progress_time
 from airflow_stream_provider.streams.store import StoredStream, StreamStore
@@ -62,7 +62,8 @@ def language(stmt: m.CreateStream) -> str:
         return "IoTDB (continuous query)"
     if stmt.legacy is None:
         return "TDengine 3.3.7"
-    return f"TDengine 3.3.6 ({stmt.legacy.trigger})" if stmt.trigger.kind == "window" else "TDengine 3.3.6"
+    return f"TDengine 3.3.6 ({stmt.legacy.trigger})" if STREAM_KINDS[stmt.trigger.keyword] is StreamKind.WINDOW \
+        else "TDengine 3.3.6"
 
 
 def _event_counts(stored: StoredStream) -> dict[str, int]:
@@ -184,7 +185,7 @@ def stream_status(warehouse: Warehouse, stored: StoredStream, store: StreamStore
     elif detector.get("status") == "failed" or state.failed:
         status = "failed"
     elif stmt.options.fill_history is not None and state.consumed_batch is None and \
-            stmt.trigger.kind in ("window", "row"):
+            STREAM_KINDS[stmt.trigger.keyword].detected:
         status = "history"
     else:
         status = "running"

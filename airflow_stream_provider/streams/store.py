@@ -203,7 +203,7 @@ class StreamStore:
 
     def save_state(self, db: str, name: str, state: StreamState) -> None:
         _atomic_write(self.state_dir(db, name) / "stream.json", json.dumps(state.to_json(), indent=1,
-                                                                            default=_json_default))
+                                                                            default=_isoformat))
 
     @contextmanager
     def updating(self, db: str, name: str) -> Iterator[StateUpdate]:
@@ -234,7 +234,8 @@ def read_state(state_dir: Path) -> StreamState:
         return StreamState()
 
 
-def _json_default(value: object) -> object:
+def _isoformat(value: object) -> object:
+    """A datetime of the state as ISO 8601 text; stream.json holds no other value JSON cannot write."""
     if isinstance(value, datetime):
         return value.isoformat()
     raise TypeError(f"{type(value).__name__} is not JSON")

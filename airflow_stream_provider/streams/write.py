@@ -30,7 +30,7 @@ from airflow_stream_provider.streams.store import StoredStream
 from airflow_stream_provider.warehouse import writer
 from airflow_stream_provider.warehouse.catalog import TBNAME, SubTable, TableInfo
 from airflow_stream_provider.warehouse.types import arrow_type, spark_type
-from airflow_stream_provider.windows.detector import elsewhere
+from airflow_stream_provider.windows.turns import elsewhere
 
 
 def table_names(runtime: StreamRuntime, groups: dict[str, tuple]) -> dict[str, str]:

@@ -19,14 +19,10 @@ import pandas as pd
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from airflow_stream_provider.model.events import TriggerKind
 from airflow_stream_provider.spark.session import setting
-from airflow_stream_provider.windows.core import (
-    WindowSpec,
-    concat_windows,
-    first_window,
-    interval_windows,
-    scan,
-)
+from airflow_stream_provider.windows.columns import concat_windows
+from airflow_stream_provider.windows.core import first_window, interval_windows, scan
 from airflow_stream_provider.windows.events import (
     EVENT_COLUMNS,
     EVENT_SCHEMA,
@@ -34,6 +30,7 @@ from airflow_stream_provider.windows.events import (
     event_rows,
     groups_event_rows,
 )
+from airflow_stream_provider.windows.spec import WindowSpec
 from airflow_stream_provider.windows.trigger_plan import TriggerPlan
 
 
@@ -49,7 +46,7 @@ def detect(df: DataFrame, plan: TriggerPlan, *, final: bool = False) -> DataFram
         df = df.where(F.col("tbname") == plan.subtable)
     if plan.since is not None:
         df = df.where(F.col(plan.ts_column) >= F.timestamp_micros(F.lit(plan.since)))
-    if final and plan.spec.kind == "interval" and plan.pre_filter is None:
+    if final and plan.spec.kind is TriggerKind.INTERVAL and plan.pre_filter is None:
         return _interval_counts(df, plan)
     return scan_groups(df, plan, final=final)
 

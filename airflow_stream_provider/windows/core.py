@@ -20,247 +20,29 @@ event      ``ts``, ``_start``, ``_end`` (booleans), the condition columns ``_f_<
 count      ``ts``, ``_valid`` (boolean: the row counts)
 =========  ===================================================================================
 
-Windows come back as a DataFrame with :data:`WINDOW_COLUMNS`. ``wend`` is the exclusive end
-(start + interval) for INTERVAL windows, as in TDengine's notifications, and the timestamp of the
-last row for the others. ``opened`` marks windows whose opening is reported by this call (with
-TRUE_FOR: the moment the window qualifies), ``closed`` windows that closed in it.
+Each scanner is told the trigger as a :class:`.spec.WindowSpec` and returns :class:`.columns.Windows`
+(a frame of them with :func:`scan`), in :data:`.columns.WINDOW_COLUMNS`: the windows that opened
+or closed in this call.
 
-This module is longer than most on purpose: the five scanners share the carry format, the window
-columns and the late-data rules, and keeping them side by side is what keeps them consistent.
+The five scanners share the carry format, the window columns and the late-data rules, and keeping
+them side by side is what keeps them consistent.
 """
 
 from __future__ import annotations
 
 import json
 from bisect import bisect_left
-from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
 import numpy as np
 import pandas as pd
-from pandas.core.internals.construction import arrays_to_mgr
 
-from airflow_stream_provider import model as m
-from airflow_stream_provider.exceptions import StreamDefinitionError
-
-WINDOW_COLUMNS = (
-    "wstart", "wend", "rows", "closed", "opened", "ordinal",
-    "prev_state", "cur_state", "next_state",
-    "open_index", "open_fields", "close_index", "close_fields",
-)
-
-KINDS = ("interval", "session", "state", "event", "count")
+from airflow_stream_provider.model.events import TriggerKind
+from airflow_stream_provider.windows.columns import NO_WINDOWS, Windows, empty_windows, window_columns, window_frame
+from airflow_stream_provider.windows.spec import WindowSpec
 
 
-@dataclass(frozen=True)
-class WindowSpec:
-    """Everything a scanner needs to know about a trigger, in microseconds and plain values."""
-
-    kind: str
-    interval: int = 0
-    sliding: int = 0
-    offset: int = 0
-    gap: int = 0
-    count: int = 0
-    count_sliding: int = 0
-    true_for_duration: int | None = None
-    true_for_count: int | None = None
-    true_for_op: str | None = None
-    watermark: int = 0
-    keep_empty: bool = True  # INTERVAL windows without rows still trigger (no IGNORE_NODATA_TRIGGER)
-    start_fields: tuple[str, ...] = ()
-    end_fields: tuple[str, ...] = ()
-    trigger_type: str = field(default="", compare=False)
-
-    def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            raise StreamDefinitionError(f"unknown window kind {self.kind!r}")
-
-    @classmethod
-    def from_trigger(cls, trigger: m.Trigger, options: m.StreamOptions | None = None, *,
-                     start_fields: tuple[str, ...] = (), end_fields: tuple[str, ...] = ()) -> WindowSpec:
-        policy = m.EmitPolicy.of(options or m.StreamOptions())
-        common: dict[str, Any] = {
-            "watermark": _micros(policy.watermark, "WATERMARK") if policy.watermark else 0,
-            "trigger_type": trigger.notify_type,
-        }
-        tf = getattr(trigger, "true_for", None)
-        if tf is not None:
-            common.update(
-                true_for_duration=_micros(tf.duration, "TRUE_FOR") if tf.duration else None,
-                true_for_count=tf.count,
-                true_for_op=tf.op,
-            )
-        if isinstance(trigger, m.IntervalWindow):
-            interval = _micros(trigger.interval, "INTERVAL")
-            sliding = _micros(trigger.sliding, "SLIDING")
-            if sliding > interval:
-                raise StreamDefinitionError(f"SLIDING({trigger.sliding}) is longer than INTERVAL({trigger.interval})")
-            return cls("interval", interval=interval, sliding=sliding,
-                       offset=_micros(trigger.offset, "INTERVAL offset") if trigger.offset else 0,
-                       keep_empty=policy.empty_windows, **common)
-        if isinstance(trigger, m.SessionWindow):
-            return cls("session", gap=_micros(trigger.gap, "SESSION"), **common)
-        if isinstance(trigger, m.StateWindow):
-            return cls("state", **common)
-        if isinstance(trigger, m.EventWindow):
-            return cls("event", start_fields=start_fields, end_fields=end_fields, **common)
-        if isinstance(trigger, m.CountWindow):
-            return cls("count", count=trigger.count, count_sliding=trigger.sliding or trigger.count, **common)
-        raise StreamDefinitionError(f"{trigger.keyword} is not a window trigger")
-
-    # --- TRUE_FOR -------------------------------------------------------------------------
-
-    @property
-    def has_true_for(self) -> bool:
-        return self.true_for_duration is not None or self.true_for_count is not None
-
-    def qualifies(self, duration: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        """Which windows satisfy TRUE_FOR (all of them when there is none)."""
-        by_time = duration >= self.true_for_duration if self.true_for_duration is not None else None
-        by_count = rows >= self.true_for_count if self.true_for_count is not None else None
-        if by_time is not None and by_count is not None:
-            return (by_time | by_count) if self.true_for_op == "OR" else (by_time & by_count)
-        if by_time is not None:
-            return by_time
-        if by_count is not None:
-            return by_count
-        return np.ones(len(duration), dtype=bool)
-
-    def qualifies_one(self, duration: int, rows: int) -> bool:
-        """:meth:`qualifies` for one window, without arrays (scanners call it per window)."""
-        by_time = None if self.true_for_duration is None else duration >= self.true_for_duration
-        by_count = None if self.true_for_count is None else rows >= self.true_for_count
-        if by_time is None or by_count is None:
-            return (by_count if by_time is None else by_time) in (None, True)
-        return (by_time or by_count) if self.true_for_op == "OR" else (by_time and by_count)
-
-
-def _micros(duration: m.Duration, clause: str) -> int:
-    if duration.is_calendar:
-        raise StreamDefinitionError(
-            f"{clause}({duration}) uses a calendar unit; windows need a fixed length (u, a, s, m, h, d, w)",
-            clause=clause)
-    if duration.unit == "b":
-        raise StreamDefinitionError(f"{clause}({duration}) is in nanoseconds; windows are exact to microseconds",
-                                    clause=clause)
-    return duration.micros
-
-
-# --- results -------------------------------------------------------------------------------
-
-
-def empty_windows() -> pd.DataFrame:
-    """No windows, in the window columns (a copy of one frame built once: most scans of a live
-    group find none, and a copy costs a small part of a new frame; it shares the empty columns,
-    which a column set on it replaces)."""
-    return _NO_WINDOWS.copy(deep=False)
-
-
-class Windows:
-    """Windows as the scanners find them: one array per column of :data:`WINDOW_COLUMNS`. The live
-    detector scans each group of a batch, and stacks what the groups found into one frame
-    (:func:`concat_windows`) instead of making a frame per group."""
-
-    __slots__ = ("arrays",)
-
-    def __init__(self, arrays: list[np.ndarray]) -> None:
-        self.arrays = arrays
-
-    def __len__(self) -> int:
-        return len(self.arrays[0])
-
-    def frame(self) -> pd.DataFrame:
-        return _frame(self.arrays, len(self)) if len(self) else empty_windows()
-
-
-def window_frame(wstart, wend, rows, closed, opened, **extra) -> pd.DataFrame:
-    """Windows as a frame (:data:`WINDOW_COLUMNS`); the columns not given are empty."""
-    return window_columns(wstart, wend, rows, closed, opened, **extra).frame()
-
-
-def window_columns(wstart, wend, rows, closed, opened, **extra) -> Windows:
-    """Windows as the scanners return them; the columns not given are empty."""
-    n = len(wstart)
-    if not n:  # the usual scan of a live group
-        unknown = set(extra) - set(WINDOW_COLUMNS)
-        if unknown:
-            raise TypeError(f"unknown window columns {sorted(unknown)}")
-        return NO_WINDOWS
-    none = np.full(n, None, dtype=object)
-    minus = np.full(n, -1, dtype=np.int64)
-    data = {
-        "wstart": np.asarray(wstart, np.int64),
-        "wend": np.asarray(wend, np.int64),
-        "rows": np.asarray(rows, np.int64),
-        "closed": np.asarray(closed, bool),
-        "opened": np.asarray(opened, bool),
-        "ordinal": np.asarray(extra.pop("ordinal", np.zeros(n, np.int64)), np.int64),
-        "prev_state": extra.pop("prev_state", none),
-        "cur_state": extra.pop("cur_state", none),
-        "next_state": extra.pop("next_state", none),
-        "open_index": extra.pop("open_index", minus),
-        "open_fields": extra.pop("open_fields", none),
-        "close_index": extra.pop("close_index", minus),
-        "close_fields": extra.pop("close_fields", none),
-    }
-    if extra:
-        raise TypeError(f"unknown window columns {sorted(extra)}")
-    return Windows([np.asarray(data[c]) for c in WINDOW_COLUMNS])
-
-
-def _frame(arrays: list[np.ndarray], n: int) -> pd.DataFrame:
-    """Windows from their columns, as they are. A live batch builds one such frame for each group
-    with a window: pandas' constructor checks and copies every column and then merges columns of a
-    type into blocks, which for a window or two costs several times what reading it back does, so
-    the frame is made of the columns unmerged (merged later, if ever, by an operation that needs
-    it). Through pandas' own constructor where its internals differ."""
-    try:
-        manager = arrays_to_mgr(arrays, _COLUMNS, pd.RangeIndex(n), verify_integrity=False, typ="block",
-                                consolidate=False)
-        return pd.DataFrame._from_mgr(manager, axes=manager.axes)
-    except (TypeError, AttributeError):
-        return pd.DataFrame._from_arrays(arrays, columns=_COLUMNS, index=pd.RangeIndex(n), verify_integrity=False)
-
-
-_COLUMNS = pd.Index(WINDOW_COLUMNS)
-
-
-#: the type of each of :data:`WINDOW_COLUMNS`
-_KINDS = (np.int64, np.int64, np.int64, bool, bool, np.int64, object, object, object, np.int64, object, np.int64,
-          object)
-_NO_WINDOWS = pd.DataFrame({name: np.empty(0, kind) for name, kind in zip(WINDOW_COLUMNS, _KINDS, strict=True)},
-                           columns=list(WINDOW_COLUMNS))
-#: no windows (its arrays are read-only: it is shared)
-NO_WINDOWS = Windows([np.empty(0, kind) for kind in _KINDS])
-for _empty in NO_WINDOWS.arrays:
-    _empty.flags.writeable = False
-
-
-def concat_windows(parts: Sequence[pd.DataFrame | Windows]) -> pd.DataFrame:
-    """Windows of several scans in one frame, column by column (``pd.concat`` would check every value
-    of the all-NULL object columns)."""
-    columns: list[list[np.ndarray]] = [[] for _ in WINDOW_COLUMNS]
-    for part in parts:
-        if not len(part):
-            continue
-        if isinstance(part, pd.DataFrame):
-            if len(parts) == 1:
-                return part
-            arrays = [part[name].to_numpy() for name in WINDOW_COLUMNS]
-        else:
-            arrays = part.arrays
-        for column, values in zip(columns, arrays, strict=True):
-            column.append(values)
-    if not columns[0]:
-        return empty_windows()
-    merged = [np.concatenate(column) if len(column) > 1 else column[0] for column in columns]
-    return _frame([values.astype(kind, copy=False) for values, kind in zip(merged, _KINDS, strict=True)],
-                  len(merged[0]))
-
-
-def plain(value: Any) -> Any:
+def json_safe(value: Any) -> Any:
     """A JSON-safe Python value from a numpy/pandas scalar."""
     if value is None:
         return None
@@ -275,21 +57,21 @@ def plain(value: Any) -> Any:
     return value
 
 
-def plain_values(values: np.ndarray) -> np.ndarray:
-    """:func:`plain` of every value, as an object array."""
+def json_safe_values(values: np.ndarray) -> np.ndarray:
+    """:func:`json_safe` of every value, as an object array."""
     out = np.empty(len(values), dtype=object)
-    out[:] = values.tolist() if values.dtype.kind in "biu" else [plain(v) for v in values.tolist()]
+    out[:] = values.tolist() if values.dtype.kind in "biu" else [json_safe(v) for v in values.tolist()]
     return out
 
 
 def _json_texts(values: np.ndarray) -> list[str]:
-    """JSON text of :func:`plain` of each value (numbers are encoded in one call)."""
+    """JSON text of :func:`json_safe` of each value (numbers are encoded in one call)."""
     if values.dtype.kind in "biuf" and len(values):
         items = values.astype(object)
         if values.dtype.kind == "f":
             items[np.isnan(values)] = None  # NaN is NULL
         return json.dumps(items.tolist())[1:-1].split(", ")
-    return [json.dumps(plain(v)) for v in values.tolist()]
+    return [json.dumps(json_safe(v)) for v in values.tolist()]
 
 
 def _fields_texts(columns: dict[str, np.ndarray], rows: list) -> list:
@@ -516,9 +298,9 @@ def _state(spec: WindowSpec, rows: Rows, carry: dict | None, watermark: int | No
         return NO_WINDOWS, carry
     breaks = np.empty(len(values), dtype=bool)
     breaks[1:] = values[1:] != values[:-1]
-    breaks[0] = o is None or plain(values[0]) != o["state"]
+    breaks[0] = o is None or json_safe(values[0]) != o["state"]
     s_idx, e_idx = _segments(breaks)
-    win_state = plain_values(values[s_idx])
+    win_state = json_safe_values(values[s_idx])
     starts, ends = ts[s_idx], ts[e_idx]
     counts = e_idx - s_idx + 1
     was_opened = np.zeros(len(s_idx), bool)
@@ -566,10 +348,10 @@ def _close_only(spec: WindowSpec, o: dict, carry: dict) -> Windows:
     if not (o["opened"] or spec.qualifies_one(o["last"] - o["start"], o["count"])):
         return NO_WINDOWS
     extra: dict[str, object] = {}
-    if spec.kind == "state":
+    if spec.kind is TriggerKind.STATE_WINDOW:
         extra = {"prev_state": np.array([o["prev"]], object), "cur_state": np.array([o["state"]], object),
                  "next_state": np.array([None], object)}
-    if spec.kind == "event":
+    if spec.kind is TriggerKind.EVENT_WINDOW:
         extra = {"open_index": [0], "open_fields": np.array([o["fields"]], object)}
     return window_columns([o["start"]], [o["last"]], [o["count"]], [True], [not o["opened"]], **extra)
 
@@ -677,12 +459,12 @@ def open_windows(spec: WindowSpec, carry: dict | None) -> pd.DataFrame:
     the window's end), ``rows`` the rows so far. Neither closed nor newly opened."""
     if not carry:
         return empty_windows()
-    if spec.kind == "interval":
+    if spec.kind is TriggerKind.INTERVAL:
         ks = np.array(sorted(int(k) for k in carry["counts"]), dtype=np.int64)
         starts = ks * spec.sliding + spec.offset
         rows = [carry["counts"][str(k)] for k in ks.tolist()]
         return window_frame(starts, starts + spec.interval, rows, np.zeros(len(ks), bool), np.zeros(len(ks), bool))
-    if spec.kind == "count":
+    if spec.kind is TriggerKind.COUNT_WINDOW:
         js = np.array([j for j, _ in carry["open"]], dtype=np.int64)
         rows = np.minimum(js * spec.count_sliding + spec.count, carry["total"]) - js * spec.count_sliding
         return window_frame([s for _, s in carry["open"]], np.full(len(js), carry.get("last") or 0), rows,
@@ -691,11 +473,12 @@ def open_windows(spec: WindowSpec, carry: dict | None) -> pd.DataFrame:
     if not o:
         return empty_windows()
     extra: dict[str, Any] = {}
-    if spec.kind == "state":
+    if spec.kind is TriggerKind.STATE_WINDOW:
         extra = {"prev_state": np.array([o["prev"]], object), "cur_state": np.array([o["state"]], object)}
-    if spec.kind == "event":
+    if spec.kind is TriggerKind.EVENT_WINDOW:
         extra = {"open_index": [0], "open_fields": np.array([o["fields"]], object)}
     return window_frame([o["start"]], [o["last"]], [o["count"]], [False], [False], **extra)
 
 
-_SCANNERS = {"interval": _interval, "session": _session, "state": _state, "event": _event, "count": _count}
+_SCANNERS = {TriggerKind.INTERVAL: _interval, TriggerKind.SESSION: _session, TriggerKind.STATE_WINDOW: _state,
+             TriggerKind.EVENT_WINDOW: _event, TriggerKind.COUNT_WINDOW: _count}

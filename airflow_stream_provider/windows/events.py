@@ -4,6 +4,9 @@ One row per ``WINDOW_OPEN``, ``WINDOW_CLOSE`` or ``WINDOW_INVALIDATION``, carryi
 reference 000 lists for the trigger type ("Fields of the event Object"): window start and end,
 row count, ``prevState``/``curState``/``nextState`` (JSON text of the state value) and the
 ``triggerCondition`` of event windows, plus the group and a stable ``trigger_id``.
+
+The event table is written here too (:func:`write_events`): a batch's events in one Delta commit,
+once per batch.
 """
 
 from __future__ import annotations
@@ -13,9 +16,11 @@ from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
-from airflow_stream_provider.model.events import EventType
-from airflow_stream_provider.windows.core import empty_windows
+from airflow_stream_provider.model.events import EventType, TriggerKind
+from airflow_stream_provider.warehouse import writer
+from airflow_stream_provider.windows.columns import empty_windows
 
 #: (name, Spark type) of an event row, in order
 EVENT_FIELDS = (
@@ -162,8 +167,8 @@ def _part(plan, w: pd.DataFrame, kind: EventType, group: np.ndarray | None) -> d
     is_open = kind == EventType.WINDOW_OPEN
     # states and conditions as when the window opened
     as_open = kind in (EventType.WINDOW_OPEN, EventType.MAX_DELAY, EventType.WINDOW_UPDATE)
-    state = plan.spec.kind == "state"
-    condition = plan.spec.kind == "event" and kind != EventType.WINDOW_INVALIDATION
+    state = plan.spec.kind is TriggerKind.STATE_WINDOW
+    condition = plan.spec.kind is TriggerKind.EVENT_WINDOW and kind != EventType.WINDOW_INVALIDATION
     none = np.full(n, None, dtype=object)
     return {
         "_group": np.zeros(n, np.int64) if group is None else np.asarray(group, np.int64),
@@ -192,3 +197,65 @@ def empty_events() -> pd.DataFrame:
 
 _EMPTY = pd.DataFrame({name: pd.Series([], dtype=object) for name in EVENT_COLUMNS})
 _NO_WINDOWS_FRAME = empty_windows()
+
+
+#: the event-table columns Delta keeps file statistics for (the default, every column, costs more than
+#: the write itself on the string columns, and trigger ids skip nothing)
+EVENT_STATS_COLUMNS = "batch_id,window_start,window_end"
+#: an event row as stored: the core's fields, then batch_id, seq and event_time
+EVENT_ARROW_SCHEMA = pa.schema(
+    [pa.field(name, pa.timestamp("us", tz="UTC") if kind == "timestamp" else
+              {"string": pa.string(), "bigint": pa.int64(), "int": pa.int32()}[kind]) for name, kind in EVENT_FIELDS]
+    + [pa.field("batch_id", pa.int64()), pa.field("seq", pa.int64()),
+       pa.field("event_time", pa.timestamp("us", tz="UTC"))])
+
+
+def write_events(frames: list[pd.DataFrame], path: str, app_id: str, batch_id: int, at_ms: int) -> pa.Table | None:
+    """Append a batch's events once; the rows as stored (None: there were none).
+
+    One commit holds the rows and (app id, batch id) as a Delta transaction; a batch whose
+    transaction the table already records is skipped, so a replayed batch is not written twice. A
+    batch without events makes no commit. An event table has one writer at a time (the detector
+    holding the stream's lock), so this is safe on an object store too.
+    """
+    stored = event_table(frames, batch_id, at_ms)
+    if stored is not None:
+        commit_events(stored, path, app_id, batch_id)
+    return stored
+
+
+def event_table(frames: list[pd.DataFrame], batch_id: int, at_ms: int) -> pa.Table | None:
+    """A batch's events as the event table stores them (None: there were none)."""
+    if not frames:
+        return None
+    events = pd.concat(frames, ignore_index=True)[list(EVENT_COLUMNS)] if len(frames) > 1 else frames[0]
+    count = len(events)
+    if not count:
+        return None
+    table = pa.Table.from_pandas(events, preserve_index=False)
+    table = table.append_column("batch_id", pa.array(np.full(count, batch_id, np.int64)))
+    table = table.append_column("seq", pa.array(np.arange(count, dtype=np.int64)))
+    table = table.append_column("event_time", pa.array(np.full(count, at_ms * 1000, np.int64)).cast(
+        pa.timestamp("us", tz="UTC")))
+    return pa.table([table.column(f.name).cast(f.type) for f in EVENT_ARROW_SCHEMA], schema=EVENT_ARROW_SCHEMA)
+
+
+def commit_events(events: pa.Table, path: str, app_id: str, batch_id: int) -> None:
+    """Append a batch's stored events (:func:`event_table`) in one commit that records (app id, batch
+    id) as a Delta transaction, unless the table records it already."""
+    from deltalake import CommitProperties, Transaction, write_deltalake
+    from deltalake.exceptions import TableNotFoundError
+
+    commit = CommitProperties(app_transactions=[Transaction(app_id, batch_id)])
+    try:
+        with writer.latest(path) as table:
+            done = table.transaction_version(app_id)
+            if done is not None and done >= batch_id:
+                return
+            # event tables made before a column was added take it on their next write
+            write_deltalake(table, events, mode="append", schema_mode="merge", commit_properties=commit)
+            version = table.version()
+        writer.compact_if_due(path, version)
+    except TableNotFoundError:
+        write_deltalake(path, events, mode="append", schema_mode="merge", commit_properties=commit,
+                        configuration={"delta.dataSkippingStatsColumns": EVENT_STATS_COLUMNS})

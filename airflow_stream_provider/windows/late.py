@@ -23,7 +23,9 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 from deltalake import DeltaTable
 
-from airflow_stream_provider.windows.core import WINDOW_COLUMNS, plain, scan
+from airflow_stream_provider.model.events import TriggerKind
+from airflow_stream_provider.windows.columns import WINDOW_COLUMNS
+from airflow_stream_provider.windows.core import json_safe, scan
 from airflow_stream_provider.windows.trigger_plan import TriggerPlan, micros
 
 #: change-feed row kinds that carry a row's new value, and the ones that carry an old value
@@ -50,12 +52,12 @@ def read_group(plan: TriggerPlan, key_values: tuple, version: int, lo: int, hi: 
     ts_type = dataset.schema.field(plan.ts_column).type
     if plan.since is not None:
         lo = max(lo, plan.since)
-    cond = (ds.field(plan.ts_column) >= _stamp(lo, ts_type)) & (ds.field(plan.ts_column) <= _stamp(hi, ts_type))
+    cond = (ds.field(plan.ts_column) >= stamp(lo, ts_type)) & (ds.field(plan.ts_column) <= stamp(hi, ts_type))
     rows = dataset.to_table(columns=list(plan.columns), filter=cond).to_pandas()
     # the group's rows (in pandas: delta-rs scans strings as string_view, which arrow filters can't compare)
     keep = np.ones(len(rows), bool)
     for name, value in zip(plan.keys, key_values):
-        value = plain(value)
+        value = json_safe(value)
         keep &= rows[name].isna().to_numpy() if value is None else (rows[name] == value).to_numpy(bool)
     if plan.subtable is not None:
         keep &= (rows["tbname"] == plan.subtable).to_numpy(bool)
@@ -70,7 +72,8 @@ def _dataset(path: str, version: int) -> ds.Dataset:
     return DeltaTable(path, version=version).to_pyarrow_dataset()
 
 
-def _stamp(value: int, kind: pa.DataType) -> pa.Scalar:
+def stamp(value: int, kind: pa.DataType) -> pa.Scalar:
+    """Microseconds since the epoch as a scalar of a time column's Arrow type (of another type: as it is)."""
     if pa.types.is_timestamp(kind):
         per_micro = {"s": 1_000_000, "ms": 1_000, "us": 1, "ns": 1}[kind.unit]
         scaled = value * 1000 if kind.unit == "ns" else value // per_micro
@@ -108,7 +111,7 @@ def safe_point(plan: TriggerPlan, key_values: tuple, version: int, earliest: int
     :param read: how the group's rows are read (default: the trigger table, by :func:`read_group`).
     """
     spec = plan.spec
-    if spec.kind == "interval":
+    if spec.kind is TriggerKind.INTERVAL:
         k0 = (earliest - spec.offset - spec.interval) // spec.sliding + 1
         return k0 * spec.sliding + spec.offset, {"lo": int(k0), "counts": {}}
     if read is None:
@@ -126,21 +129,21 @@ def safe_point(plan: TriggerPlan, key_values: tuple, version: int, earliest: int
         span *= 4
 
 
-def _break(kind: str, gap: int, rows: pd.DataFrame) -> tuple[int, dict | None] | None:
+def _break(kind: TriggerKind, gap: int, rows: pd.DataFrame) -> tuple[int, dict | None] | None:
     """The latest place in ``rows`` (prepared, in time order) where no window is open."""
     ts = rows["ts"].to_numpy(np.int64)
-    if kind == "session":
+    if kind is TriggerKind.SESSION:
         cut = np.flatnonzero(np.diff(ts) > gap)
         return (int(ts[cut[-1] + 1]), None) if len(cut) else None
-    if kind == "state":
+    if kind is TriggerKind.STATE_WINDOW:
         keep = rows["_state"].notna().to_numpy()
         ts, values = ts[keep], rows["_state"].to_numpy(object)[keep]
         changed = np.flatnonzero((values[1:] != values[:-1]) & (ts[1:] > ts[:-1]))
         if not len(changed):
             return None
         i = int(changed[-1]) + 1
-        return int(ts[i]), {"open": None, "prev": plain(values[i - 1])}
-    if kind == "event":
+        return int(ts[i]), {"open": None, "prev": json_safe(values[i - 1])}
+    if kind is TriggerKind.EVENT_WINDOW:
         # after a row whose end condition holds no window is open, whatever came before: an open
         # window closes there, and a window the row itself opens closes at once
         last_at_ts = np.append(ts[1:] > ts[:-1], True)
@@ -149,7 +152,7 @@ def _break(kind: str, gap: int, rows: pd.DataFrame) -> tuple[int, dict | None] |
     return None  # COUNT_WINDOW: windows are counted from the group's first row
 
 
-def recalculate(plan: TriggerPlan, key_values: tuple, changes: pd.DataFrame, *, version: int, decided: int,
+def recalculate_group(plan: TriggerPlan, key_values: tuple, changes: pd.DataFrame, *, version: int, decided: int,
                 first_ts: int | None) -> Recalculation:
     """Rescan a group whose decided windows ``changes`` (late change-feed rows, all at or before
     ``decided``, timestamps in microseconds) may alter. The table is read at ``version``, which
@@ -172,11 +175,11 @@ def rescan(plan: TriggerPlan, then_raw: pd.DataFrame, now_raw: pd.DataFrame, *, 
     """
     spec = plan.spec
     old_carry = carry
-    if spec.kind == "interval" and first_ts is None:
+    if spec.kind is TriggerKind.INTERVAL and first_ts is None:
         # no row was scanned yet (the group's first rows were still waiting for the watermark):
         # no window was ever due, empty ones included
         old_carry = {"lo": None, "counts": {}}
-    elif spec.kind == "interval" and first_ts is not None and earliest < first_ts:
+    elif spec.kind is TriggerKind.INTERVAL and first_ts is not None and earliest < first_ts:
         # the group's windows used to begin at its first row; empty windows before it were never due
         k_first = (first_ts - spec.offset - spec.interval) // spec.sliding + 1
         old_carry = {"lo": int(k_first), "counts": {}}
@@ -184,7 +187,7 @@ def rescan(plan: TriggerPlan, then_raw: pd.DataFrame, now_raw: pd.DataFrame, *, 
     then_rows, now_rows = plan.prepare(then_raw), plan.prepare(now_raw)
     old, _ = scan(spec, then_rows, old_carry, watermark=decided)
     new, new_carry = scan(spec, now_rows, carry, watermark=decided)
-    invalidate, report = changed(old, new, touched, end_inclusive=spec.kind != "interval")
+    invalidate, report = changed(old, new, touched, end_inclusive=spec.kind is not TriggerKind.INTERVAL)
     return Recalculation(invalidate=invalidate, windows=report, carry=new_carry, start=start, old=old)
 
 

@@ -46,8 +46,10 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import pandas as pd
 
-from airflow_stream_provider.model import EventType, TriggerMode
-from airflow_stream_provider.windows.core import empty_windows, plain, scan, window_frame
+from airflow_stream_provider.model import EventType, TriggerKind, TriggerMode
+from airflow_stream_provider.values import json_default
+from airflow_stream_provider.windows.columns import empty_windows, window_frame
+from airflow_stream_provider.windows.core import json_safe, scan
 from airflow_stream_provider.windows.events import event_rows
 from airflow_stream_provider.windows.late import rescan, safe_point
 from airflow_stream_provider.windows.trigger_plan import LegacyPolicy, TriggerPlan, micros
@@ -94,11 +96,11 @@ class LegacyGroup:
     # --- rows -----------------------------------------------------------------------------------
 
     def key(self, row: dict) -> str:
-        return json.dumps([plain(row[c]) for c in self.plan.row_key])
+        return json.dumps([json_safe(row[c]) for c in self.plan.row_key])
 
     def keys_of(self, rows: pd.DataFrame) -> list[str]:
         columns = [rows[c].tolist() for c in self.plan.row_key]
-        return [json.dumps([plain(v) for v in values]) for values in zip(*columns)]
+        return [json.dumps([json_safe(v) for v in values]) for values in zip(*columns)]
 
     def table_of(self, row: dict) -> str:
         column = self.policy.table_column
@@ -178,7 +180,7 @@ class LegacyGroup:
         if watermark is None or latest is None or ts > latest:
             return False
         spec = self.spec
-        if spec.kind == "interval":  # the latest window holding the row has ended
+        if spec.kind is TriggerKind.INTERVAL:  # the latest window holding the row has ended
             k = (ts - spec.offset) // spec.sliding
             return k * spec.sliding + spec.offset + spec.interval <= watermark
         return ts < watermark
@@ -235,7 +237,7 @@ class LegacyGroup:
             self.pending = _concat([self.pending, _rows(accepted, self.plan.columns, self.plan.ts_column)])
         self._touched.append(np.array(touched, np.int64))
         if resets:  # the open windows holding a reset count the table's rows again
-            self._recount(version, _spans(open_before, resets, inclusive=self.spec.kind != "interval"))
+            self._recount(version, _spans(open_before, resets, inclusive=self.spec.kind is not TriggerKind.INTERVAL))
         scanned = [t for t in resets if self.decided is not None and t <= self.decided]
         if scanned or late:
             self._rescan(version, scanned, late, old_view)
@@ -267,7 +269,7 @@ class LegacyGroup:
         then_raw = self._read(version - 1, start, decided, old_view)
         if resets:  # the windows holding a reset count the table's rows again: their view goes
             old, _ = scan(spec, plan.prepare(then_raw), copy.deepcopy(carry), watermark=decided)
-            for lo, hi in _spans(old, resets, inclusive=spec.kind != "interval"):
+            for lo, hi in _spans(old, resets, inclusive=spec.kind is not TriggerKind.INTERVAL):
                 self.view = {k: e for k, e in self.view.items() if not lo <= e["ts"] <= hi}
         now_raw = self._read(version, start, decided, self.view)
         done = rescan(plan, then_raw, now_raw, start=start, carry=carry, decided=decided, first_ts=self.first_ts,
@@ -344,7 +346,7 @@ class LegacyGroup:
     def _emit_open(self) -> None:
         windows = self.provisional()
         touched = np.concatenate(self._touched) if self._touched else np.empty(0, np.int64)
-        hit = _holds(windows, touched, inclusive=self.spec.kind != "interval")
+        hit = _holds(windows, touched, inclusive=self.spec.kind is not TriggerKind.INTERVAL)
         at_once = self.policy.mode == TriggerMode.AT_ONCE
         delay = self.policy.max_delay or 0
         now_open: dict[str, dict] = {}
@@ -418,12 +420,12 @@ class LegacyGroup:
         if kind == EventType.WINDOW_INVALIDATION or not self.view:
             return None
         lo = int(start.value // 1000)
-        hi = lo if pd.isna(end) else int(end.value // 1000) - (1 if self.spec.kind == "interval" else 0)
+        hi = lo if pd.isna(end) else int(end.value // 1000) - (1 if self.spec.kind is TriggerKind.INTERVAL else 0)
         entries = [(k, e) for k, e in self.view.items() if lo <= e["ts"] <= hi]
         if not entries:
             return None
         return json.dumps({"keys": list(self.plan.row_key), "drop": [json.loads(k) for k, _ in entries],
-                           "add": [row for _, e in entries for row in e["rows"]]}, default=_json_default)
+                           "add": [row for _, e in entries for row in e["rows"]]}, default=json_default)
 
     def state(self) -> dict:
         """What :class:`LegacyGroup` needs next time (JSON-safe)."""
@@ -476,18 +478,12 @@ def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
 def _records(frame: pd.DataFrame) -> dict | None:
     if frame.empty:
         return None
-    return {c: [plain(v) for v in frame[c].tolist()] for c in frame.columns}
+    return {c: [json_safe(v) for v in frame[c].tolist()] for c in frame.columns}
 
 
 def _clean(row: dict) -> dict:
     """A change-feed row without the change feed's own columns, its values JSON-safe."""
-    return {k: plain(v) for k, v in row.items() if not k.startswith("_change_type") and k != "_commit_version"}
-
-
-def _json_default(value: object) -> object:
-    if hasattr(value, "item"):
-        return value.item()
-    return str(value)
+    return {k: json_safe(v) for k, v in row.items() if not k.startswith("_change_type") and k != "_commit_version"}
 
 
 def _wids(windows: pd.DataFrame) -> list[str]:

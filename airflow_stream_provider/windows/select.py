@@ -34,7 +34,8 @@ from airflow_stream_provider.sql.functions import AGGREGATES
 from airflow_stream_provider.sql.tdengine.dialect import TDengine
 from airflow_stream_provider.warehouse import SystemView, TableInfo, Warehouse, WarehouseError
 from airflow_stream_provider.windows import expr
-from airflow_stream_provider.windows.core import WindowSpec, scan
+from airflow_stream_provider.windows.core import scan
+from airflow_stream_provider.windows.spec import WindowSpec
 from airflow_stream_provider.windows.trigger_plan import TriggerPlan
 
 FILL_MODES = ("NONE", "NULL", "NULL_F", "VALUE", "VALUE_F", "PREV", "NEXT", "LINEAR")
@@ -81,7 +82,8 @@ def _reject(message: str, clause: str = "window clause") -> StreamDefinitionErro
     return StreamDefinitionError(message, clause=clause)
 
 
-def _micros(node: exp.Expr, clause: str, *, positive: bool = True) -> int:
+def _literal_micros(node: exp.Expr, clause: str, *, positive: bool = True) -> int:
+    """A window clause's duration literal (``10s``) in microseconds, refused unless it has a fixed length."""
     if not isinstance(node, DurationLiteral):
         raise _reject(f"{clause} needs a duration such as 10s, not {node.sql(dialect=TDengine)}", clause)
     duration = m.Duration(node.count, node.unit)
@@ -125,7 +127,7 @@ def plan_of(select: exp.Select, *, columns: list[str], ts_column: str) -> tuple[
         if kind != TriggerKind.INTERVAL:
             raise _reject("FILL applies to INTERVAL windows only", "FILL")
     true_for = clause.args.get("true_for")
-    true_for_duration = _micros(true_for, "TRUE_FOR", positive=False) if true_for is not None else None
+    true_for_duration = _literal_micros(true_for, "TRUE_FOR", positive=False) if true_for is not None else None
     texts: dict = {}
     reads: list[str] = []
 
@@ -136,28 +138,28 @@ def plan_of(select: exp.Select, *, columns: list[str], ts_column: str) -> tuple[
         texts[name] = tree.sql(dialect=TDengine)
 
     if kind == TriggerKind.INTERVAL:
-        interval = _micros(args[0], "INTERVAL")
-        offset = _micros(args[1], "INTERVAL offset", positive=False) if len(args) > 1 else 0
-        sliding = _micros(clause.args["sliding"], "SLIDING") if clause.args.get("sliding") else interval
+        interval = _literal_micros(args[0], "INTERVAL")
+        offset = _literal_micros(args[1], "INTERVAL offset", positive=False) if len(args) > 1 else 0
+        sliding = _literal_micros(clause.args["sliding"], "SLIDING") if clause.args.get("sliding") else interval
         if sliding > interval:
             raise _reject("SLIDING is longer than INTERVAL", "SLIDING")
         if offset >= interval:
             raise _reject("the INTERVAL offset must be shorter than the interval", "INTERVAL")
-        spec = WindowSpec("interval", interval=interval, sliding=sliding, offset=offset,
+        spec = WindowSpec(TriggerKind.INTERVAL, interval=interval, sliding=sliding, offset=offset,
                           keep_empty=fill_mode != "NONE")
     elif kind == TriggerKind.SESSION:
         if column(args[0], "SESSION") != ts_column:
             raise _reject(f"SESSION needs the timestamp column {ts_column}", "SESSION")
-        spec = WindowSpec("session", gap=_micros(args[1], "SESSION"))
+        spec = WindowSpec(TriggerKind.SESSION, gap=_literal_micros(args[1], "SESSION"))
     elif kind == TriggerKind.STATE_WINDOW:
         condition(args[0], "state")
-        spec = WindowSpec("state", true_for_duration=true_for_duration)
+        spec = WindowSpec(TriggerKind.STATE_WINDOW, true_for_duration=true_for_duration)
     elif kind == TriggerKind.EVENT_WINDOW:
         fields = {}
         for name in ("start", "end"):
             condition(clause.args[name], name)
             fields[name] = tuple(column(exp.column(c), kind) for c in expr.columns_of(clause.args[name], ts_column))
-        spec = WindowSpec("event", start_fields=fields["start"], end_fields=fields["end"],
+        spec = WindowSpec(TriggerKind.EVENT_WINDOW, start_fields=fields["start"], end_fields=fields["end"],
                           true_for_duration=true_for_duration)
     elif kind == TriggerKind.COUNT_WINDOW:
         count = _int(args[0], "COUNT_WINDOW")
@@ -165,7 +167,7 @@ def plan_of(select: exp.Select, *, columns: list[str], ts_column: str) -> tuple[
         cols = tuple(column(c, "COUNT_WINDOW") for c in args if isinstance(c, exp.Column))
         if not 0 < slide <= count:
             raise _reject(f"COUNT_WINDOW({count}, {slide}): the slide must be between 1 and the count", "COUNT_WINDOW")
-        spec = WindowSpec("count", count=count, count_sliding=slide)
+        spec = WindowSpec(TriggerKind.COUNT_WINDOW, count=count, count_sliding=slide)
         texts["count_columns"] = cols
     else:
         raise _reject(f"{kind} is not a window clause")
@@ -199,17 +201,17 @@ def _assign_group(plan: TriggerPlan, raw: pd.DataFrame, columns: list[str], unit
     ts = rows["ts"].to_numpy(np.int64)
     starts, ends = windows["wstart"].to_numpy(np.int64), windows["wend"].to_numpy(np.int64)
     member = np.ones(len(rows), bool)
-    if spec.kind == "count":
+    if spec.kind is TriggerKind.COUNT_WINDOW:
         member = rows["_valid"].to_numpy(bool) if "_valid" in rows else member
         positions = np.flatnonzero(member)
         first = windows["ordinal"].to_numpy(np.int64) * spec.count_sliding
         lo, hi = first, np.minimum(first + spec.count, len(positions))
         index = [positions[a:b] for a, b in zip(lo.tolist(), hi.tolist())]
     else:
-        if spec.kind == "state":
+        if spec.kind is TriggerKind.STATE_WINDOW:
             member = rows["_state"].notna().to_numpy(bool)
         lo = np.searchsorted(ts, starts, "left")
-        hi = np.searchsorted(ts, ends, "left" if spec.kind == "interval" else "right")
+        hi = np.searchsorted(ts, ends, "left" if spec.kind is TriggerKind.INTERVAL else "right")
         index = [np.arange(a, b)[member[a:b]] for a, b in zip(lo.tolist(), hi.tolist())]
     sizes = np.array([len(i) for i in index], dtype=np.int64)
     taken = np.concatenate(index) if index else np.empty(0, np.int64)

@@ -20,12 +20,13 @@ from sqlglot import exp
 
 from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import StreamDefinitionError, did_you_mean
-from airflow_stream_provider.model.events import EventType
+from airflow_stream_provider.model.events import STREAM_KINDS, EventType, StreamKind, TriggerKind
 from airflow_stream_provider.sql.tdengine.dialect import parse_fragment
 from airflow_stream_provider.values import epoch_micros
 from airflow_stream_provider.warehouse.catalog import Catalog, SubTable
 from airflow_stream_provider.windows import expr
-from airflow_stream_provider.windows.core import WindowSpec, plain
+from airflow_stream_provider.windows.core import json_safe
+from airflow_stream_provider.windows.spec import WindowSpec
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,7 @@ class TriggerPlan:
     @property
     def recalculates(self) -> bool:
         """Late rows and updates recompute closed windows (not under IGNORE_DISORDER; never for COUNT)."""
-        return not self.ignore_disorder and self.spec.kind != "count"
+        return not self.ignore_disorder and self.spec.kind is not TriggerKind.COUNT_WINDOW
 
     @property
     def reads_deletes(self) -> bool:
@@ -107,7 +108,7 @@ class TriggerPlan:
         :param now: the time ``FILL_HISTORY(now - 1d)`` is measured from (default: the clock).
         """
         trigger = stmt.trigger
-        if trigger.kind != "window":
+        if STREAM_KINDS[trigger.keyword] is not StreamKind.WINDOW:
             raise StreamDefinitionError(f"{trigger.keyword} is not a window trigger; it needs no detector")
         by_lower = {c.lower(): c for c in columns}
 
@@ -233,7 +234,7 @@ class TriggerPlan:
     # --- identity ---------------------------------------------------------------------------
 
     def group_keys(self, values: tuple) -> dict[str, object]:
-        return {k: plain(v) for k, v in zip(self.keys, values)}
+        return {k: json_safe(v) for k, v in zip(self.keys, values)}
 
     @staticmethod
     def group_id(keys: dict[str, object]) -> str:

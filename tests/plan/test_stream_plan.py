@@ -13,9 +13,10 @@ from itertools import islice
 import pytest
 
 from airflow_stream_provider import config
+from airflow_stream_provider.model.events import StreamKind
 from airflow_stream_provider.plan import ids
 from airflow_stream_provider.plan.schedule import schedule_of
-from airflow_stream_provider.plan.stream import StreamKind, TaskRole, TriggerTable, plan_stream
+from airflow_stream_provider.plan.stream import TaskRole, TriggerTable, plan_stream
 from airflow_stream_provider.sql import parse
 from airflow_stream_provider.streams.store import StreamStore
 

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable
 
 import pandas as pd
 
+from airflow_stream_provider.model.events import TriggerKind
 from airflow_stream_provider.sql import parse
 from airflow_stream_provider.windows.legacy import LegacyGroup
 from airflow_stream_provider.windows.trigger_plan import TriggerPlan
@@ -132,7 +133,7 @@ class Driver:
             if ev.event_type not in ("WINDOW_CLOSE", "WINDOW_UPDATE", "MAX_DELAY"):
                 continue
             end = int(ev.window_end.value // 1000)
-            inclusive = self.plan.spec.kind != "interval"
+            inclusive = self.plan.spec.kind is not TriggerKind.INTERVAL
             rows = self._group_rows(self.table.rows(int(ev.table_version)))
             rows = rows[(rows["ts"] >= start) & ((rows["ts"] <= end) if inclusive else (rows["ts"] < end))]
             if isinstance(ev.adjust, str):

@@ -11,7 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from airflow_stream_provider import model as m
-from airflow_stream_provider.windows.core import WindowSpec, scan
+from airflow_stream_provider.model.events import TriggerKind
+from airflow_stream_provider.windows.core import scan
+from airflow_stream_provider.windows.spec import WindowSpec
 from tests.windows import reference as ref
 
 S = 1_000_000  # one second in microseconds
@@ -49,7 +51,7 @@ def test_interval_and_sliding_match_reference(seed):
     rng = np.random.default_rng(seed)
     rows = random_rows(rng, 300)
     for size, step, offset, keep in [(10, 10, 0, True), (30, 10, 0, True), (20, 5, 3, False), (7, 7, 2, True)]:
-        spec = WindowSpec("interval", interval=size * S, sliding=step * S, offset=offset * S, keep_empty=keep)
+        spec = WindowSpec(TriggerKind.INTERVAL, interval=size * S, sliding=step * S, offset=offset * S, keep_empty=keep)
         got, _ = scan(spec, frame(rows), None, final=True)
         assert closed(got) == ref.interval(rows, size * S, step * S, offset * S, keep)
 
@@ -58,13 +60,13 @@ def test_interval_and_sliding_match_reference(seed):
 def test_session_matches_reference(seed):
     rows = random_rows(np.random.default_rng(seed), 300)
     for gap in (5, 10, 19):
-        got, _ = scan(WindowSpec("session", gap=gap * S), frame(rows), None, final=True)
+        got, _ = scan(WindowSpec(TriggerKind.SESSION, gap=gap * S), frame(rows), None, final=True)
         assert closed(got) == ref.session(rows, gap * S)
 
 
 def test_session_gap_is_inclusive():
     rows = [{"ts": 0}, {"ts": 10 * S}, {"ts": 21 * S}]
-    got, _ = scan(WindowSpec("session", gap=10 * S), frame(rows), None, final=True)
+    got, _ = scan(WindowSpec(TriggerKind.SESSION, gap=10 * S), frame(rows), None, final=True)
     assert closed(got) == [(0, 10 * S, 2), (21 * S, 21 * S, 1)]
 
 
@@ -73,7 +75,7 @@ def test_session_gap_is_inclusive():
 def test_state_matches_reference(seed, true_for):
     rows = random_rows(np.random.default_rng(seed), 300)
     d, c, op = true_for or (None, None, None)
-    spec = WindowSpec("state", true_for_duration=d and d * S, true_for_count=c, true_for_op=op)
+    spec = WindowSpec(TriggerKind.STATE_WINDOW, true_for_duration=d and d * S, true_for_count=c, true_for_op=op)
     got, _ = scan(spec, frame(rows), None, final=True)
     assert closed(got, "prev_state", "cur_state", "next_state") == ref.state(rows, d and d * S, c, op)
 
@@ -83,7 +85,7 @@ def test_state_matches_reference(seed, true_for):
 def test_event_matches_reference(seed, true_for):
     rows = random_rows(np.random.default_rng(seed), 300)
     d, c, op = true_for or (None, None, None)
-    spec = WindowSpec("event", true_for_duration=d and d * S, true_for_count=c, true_for_op=op,
+    spec = WindowSpec(TriggerKind.EVENT_WINDOW, true_for_duration=d and d * S, true_for_count=c, true_for_op=op,
                       start_fields=("v",), end_fields=("v",))
     got, _ = scan(spec, frame(rows), None, final=True)
     assert closed(got) == ref.event(rows, d and d * S, c, op)
@@ -96,7 +98,7 @@ def test_event_start_while_open_does_not_restart_and_records_conditions():
         {"ts": 3 * S, "_start": False, "_end": True, "_f_v": 70},
         {"ts": 4 * S, "_start": True, "_end": True, "_f_v": 85},  # opens and closes on one row
     ]
-    spec = WindowSpec("event", start_fields=("v",), end_fields=("v",))
+    spec = WindowSpec(TriggerKind.EVENT_WINDOW, start_fields=("v",), end_fields=("v",))
     got, _ = scan(spec, frame(rows), None, final=True)
     assert closed(got) == [(1 * S, 3 * S, 3), (4 * S, 4 * S, 1)]
     first = got.iloc[0]
@@ -108,26 +110,26 @@ def test_event_start_while_open_does_not_restart_and_records_conditions():
 @pytest.mark.parametrize("size,step", [(1, 1), (5, 5), (5, 2), (4, 1), (3, 3)])
 def test_count_matches_reference(seed, size, step):
     rows = random_rows(np.random.default_rng(seed), 200)
-    spec = WindowSpec("count", count=size, count_sliding=step)
+    spec = WindowSpec(TriggerKind.COUNT_WINDOW, count=size, count_sliding=step)
     got, _ = scan(spec, frame(rows), None, final=True)
     assert closed(got, "ordinal") == ref.count_windows(rows, size, step)
 
 
 def test_count_window_only_counts_rows_with_a_trigger_column():
     rows = [{"ts": i * S, "_valid": i % 2 == 0} for i in range(8)]
-    got, _ = scan(WindowSpec("count", count=2, count_sliding=2), frame(rows), None)
+    got, _ = scan(WindowSpec(TriggerKind.COUNT_WINDOW, count=2, count_sliding=2), frame(rows), None)
     # counted rows: 0, 2, 4, 6 -> windows [0, 2] and [4, 6], both full and closed
     assert closed(got) == [(0, 2 * S, 2), (4 * S, 6 * S, 2)]
 
 
 def test_windows_close_only_when_the_watermark_passes_them():
     rows = frame([{"ts": t * S} for t in (1, 5, 12, 14)])
-    spec = WindowSpec("interval", interval=10 * S, sliding=10 * S, watermark=5 * S)
+    spec = WindowSpec(TriggerKind.INTERVAL, interval=10 * S, sliding=10 * S, watermark=5 * S)
     got, carry = scan(spec, rows, None)
     assert closed(got) == []  # watermark 9 s has not reached the end (10 s) of window [0, 10)
     got, carry = scan(spec, frame([{"ts": 15 * S}]), carry)
     assert closed(got) == [(0, 10 * S, 2)]
-    spec = WindowSpec("session", gap=3 * S, watermark=2 * S)
+    spec = WindowSpec(TriggerKind.SESSION, gap=3 * S, watermark=2 * S)
     got, carry = scan(spec, rows, None)
     assert closed(got) == [(1 * S, 1 * S, 1), (5 * S, 5 * S, 1)]
     got, carry = scan(spec, frame([]), carry, watermark=17 * S)
@@ -138,14 +140,15 @@ def test_windows_close_only_when_the_watermark_passes_them():
 
 def test_empty_interval_windows_trigger_unless_told_otherwise():
     rows = frame([{"ts": 1 * S}, {"ts": 35 * S}])
-    got, _ = scan(WindowSpec("interval", interval=10 * S, sliding=10 * S), rows, None, final=True)
+    got, _ = scan(WindowSpec(TriggerKind.INTERVAL, interval=10 * S, sliding=10 * S), rows, None, final=True)
     assert closed(got) == [(0, 10 * S, 1), (10 * S, 20 * S, 0), (20 * S, 30 * S, 0), (30 * S, 40 * S, 1)]
-    got, _ = scan(WindowSpec("interval", interval=10 * S, sliding=10 * S, keep_empty=False), rows, None, final=True)
+    spec = WindowSpec(TriggerKind.INTERVAL, interval=10 * S, sliding=10 * S, keep_empty=False)
+    got, _ = scan(spec, rows, None, final=True)
     assert closed(got) == [(0, 10 * S, 1), (30 * S, 40 * S, 1)]
 
 
 def test_true_for_reports_the_open_window_once_it_qualifies():
-    spec = WindowSpec("state", true_for_duration=10 * S)
+    spec = WindowSpec(TriggerKind.STATE_WINDOW, true_for_duration=10 * S)
     got, carry = scan(spec, frame([{"ts": 0, "_state": 1}, {"ts": 5 * S, "_state": 1}]), None)
     assert got.empty
     got, carry = scan(spec, frame([{"ts": 10 * S, "_state": 1}]), carry)
@@ -164,15 +167,15 @@ def test_spec_from_trigger_rejects_calendar_intervals():
 # --- chunked scans give the windows of one scan ----------------------------------------------
 
 SPECS = [
-    WindowSpec("interval", interval=10 * S, sliding=10 * S),
-    WindowSpec("interval", interval=30 * S, sliding=10 * S, offset=4 * S, keep_empty=False),
-    WindowSpec("session", gap=12 * S),
-    WindowSpec("state"),
-    WindowSpec("state", true_for_duration=20 * S, true_for_count=3, true_for_op="OR"),
-    WindowSpec("event", start_fields=("v",), end_fields=("v",)),
-    WindowSpec("event", true_for_count=3, start_fields=("v",), end_fields=("v",)),
-    WindowSpec("count", count=4, count_sliding=2),
-    WindowSpec("count", count=3, count_sliding=3),
+    WindowSpec(TriggerKind.INTERVAL, interval=10 * S, sliding=10 * S),
+    WindowSpec(TriggerKind.INTERVAL, interval=30 * S, sliding=10 * S, offset=4 * S, keep_empty=False),
+    WindowSpec(TriggerKind.SESSION, gap=12 * S),
+    WindowSpec(TriggerKind.STATE_WINDOW),
+    WindowSpec(TriggerKind.STATE_WINDOW, true_for_duration=20 * S, true_for_count=3, true_for_op="OR"),
+    WindowSpec(TriggerKind.EVENT_WINDOW, start_fields=("v",), end_fields=("v",)),
+    WindowSpec(TriggerKind.EVENT_WINDOW, true_for_count=3, start_fields=("v",), end_fields=("v",)),
+    WindowSpec(TriggerKind.COUNT_WINDOW, count=4, count_sliding=2),
+    WindowSpec(TriggerKind.COUNT_WINDOW, count=3, count_sliding=3),
 ]
 
 
@@ -206,7 +209,8 @@ def test_chunked_scan_equals_one_scan(seed, spec_index, cuts):
        true_for=st.sampled_from([(None, None, None), (50, None, None), (None, 5, None),
                                  (50, 5, "AND"), (50, 5, "OR")]))
 def test_true_for_of_one_window_agrees_with_the_vector_form(duration, rows, true_for):
-    spec = WindowSpec("state", true_for_duration=true_for[0], true_for_count=true_for[1], true_for_op=true_for[2])
+    spec = WindowSpec(TriggerKind.STATE_WINDOW, true_for_duration=true_for[0], true_for_count=true_for[1],
+                      true_for_op=true_for[2])
     by_hand = ref.true_for(0, duration, rows, *true_for)
     assert spec.qualifies_one(duration, rows) == by_hand
     assert bool(spec.qualifies(np.array([duration]), np.array([rows]))[0]) == by_hand

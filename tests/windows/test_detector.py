@@ -27,8 +27,9 @@ from airflow_stream_provider.sql import parse
 from airflow_stream_provider.warehouse import Warehouse, writer
 from airflow_stream_provider.windows import detector
 from airflow_stream_provider.windows.batch import detect
-from airflow_stream_provider.windows.events import EVENT_COLUMNS
+from airflow_stream_provider.windows.events import EVENT_COLUMNS, EVENT_STATS_COLUMNS, write_events
 from airflow_stream_provider.windows.trigger_plan import plan_trigger
+from airflow_stream_provider.windows.turns import Turns, elsewhere, step_back
 
 pytestmark = pytest.mark.spark
 
@@ -181,14 +182,14 @@ KILLED_RUN = textwrap.dedent("""
     import sys, time
     from airflow_stream_provider.sql import parse
     from airflow_stream_provider.warehouse.catalog import Catalog
-    from airflow_stream_provider.windows import detector
+    from airflow_stream_provider.windows import detector, live
     from airflow_stream_provider.windows.trigger_plan import plan_trigger
     root, events, checkpoint, trigger = sys.argv[1:5]
     (stmt,) = parse(f"CREATE STREAM power.s_k {trigger} FROM power.k PARTITION BY tbname "
                     "INTO power.out_k AS SELECT _twstart, count(*) FROM power.k")
     plan = plan_trigger(stmt, Catalog(__import__("pathlib").Path(root)), "power")
     opts = detector.DetectorOptions(events_path=events, checkpoint=checkpoint, starting_version=0)
-    query = detector.LiveDetector(detector.Detector(plan, opts), name="under-test").start()
+    query = live.LiveDetector(detector.Detector(plan, opts), name="under-test").start()
     print("started", flush=True)
     query.awaitTermination()
 """)
@@ -247,7 +248,7 @@ def test_a_replayed_batch_is_written_once(spark, tmp_path):
         return sorted(DeltaTable(path).to_pyarrow_table(columns=["trigger_id"])["trigger_id"].to_pylist())
 
     def write(*args) -> int:
-        written = detector.write_events(*args)
+        written = write_events(*args)
         return 0 if written is None else written.num_rows
 
     assert write(batch(0, 3), path, "app", 0, 1_000) == 3
@@ -260,7 +261,7 @@ def test_a_replayed_batch_is_written_once(spark, tmp_path):
     table = DeltaTable(path)
     assert stored() == ["0:0", "0:0", "0:1", "0:2", "1:0", "1:1"]
     assert table.transaction_version("app") == 1 and table.transaction_version("other-app") == 0
-    assert table.metadata().configuration["delta.dataSkippingStatsColumns"] == detector.EVENT_STATS_COLUMNS
+    assert table.metadata().configuration["delta.dataSkippingStatsColumns"] == EVENT_STATS_COLUMNS
     rows = spark.read.format("delta").load(path).orderBy("batch_id", "seq").collect()
     assert [(r.batch_id, r.seq) for r in rows] == [(0, 0), (0, 0), (0, 1), (0, 2), (1, 0), (1, 1)]
     assert rows[-1].event_time.timestamp() == 2.0  # the batch's processing time, in seconds
@@ -279,8 +280,8 @@ def test_an_event_table_is_compacted_and_still_skips_replayed_batches(tmp_path, 
         return [frame]
 
     for batch_id in range(10):
-        detector.write_events(batch(batch_id), path, "app", batch_id, 1_000 * batch_id)
-    detector.write_events(batch(9), path, "app", 9, 9_000)  # replayed after the compactions: skipped
+        write_events(batch(batch_id), path, "app", batch_id, 1_000 * batch_id)
+    write_events(batch(9), path, "app", 9, 9_000)  # replayed after the compactions: skipped
     table = DeltaTable(path)
     # batches 0 to 9 made versions 0 to 4, 6 to 8 and 10 to 11; compactions 5 and 9
     assert [h["version"] for h in table.history() if h["operation"] == "OPTIMIZE"] == [9, 5]
@@ -290,7 +291,7 @@ def test_an_event_table_is_compacted_and_still_skips_replayed_batches(tmp_path, 
     assert table.transaction_version("app") == 9
 
 
-def most_at_once(turns: detector.Turns, batches: int) -> int:
+def most_at_once(turns: Turns, batches: int) -> int:
     """How many of ``batches`` batches of 20 ms, started together, ran at once at the most."""
     import threading
 
@@ -314,7 +315,7 @@ def most_at_once(turns: detector.Turns, batches: int) -> int:
     return most[0]
 
 
-def turns_taken(turns: detector.Turns, asks: list[tuple[str, dict]]) -> list[str]:
+def turns_taken(turns: Turns, asks: list[tuple[str, dict]]) -> list[str]:
     """The order in which batches asking one after the other (name, ``Turns.turn``'s arguments) get
     their turns, all asking while a first batch holds the one slot ("first", which ends first)."""
     import threading
@@ -351,13 +352,13 @@ def test_batches_take_their_turns_in_the_order_they_asked():
     """With one slot, the detectors woken while a batch runs go one after the other, first come first
     served, after the computation of a batch already detected, which asked last; with two, two
     batches run at once and never three."""
-    turns = detector.Turns(1, max_wait_s=60)  # (no batch here waits long enough to run over)
+    turns = Turns(1, max_wait_s=60)  # (no batch here waits long enough to run over)
     asks = [("b", {}), ("c", {}), ("d", {}), ("compute", {"first": True})]
     assert turns_taken(turns, asks) == ["first", "compute", "b", "c", "d"]
 
-    assert most_at_once(detector.Turns(2, max_wait_s=60), 8) == 2
+    assert most_at_once(Turns(2, max_wait_s=60), 8) == 2
     with pytest.raises(ValueError, match="at least one batch slot"):
-        detector.Turns(0)
+        Turns(0)
 
 
 def test_the_batches_expected_to_report_the_most_windows_take_their_turns_first():
@@ -367,7 +368,7 @@ def test_the_batches_expected_to_report_the_most_windows_take_their_turns_first(
     a batch reporting 10 windows served before one of 3 saves 10 waits for 3 added."""
     asks = [("none", {"expected": False}), ("three", {"weight": 3}), ("ten", {"weight": 10}),
             ("three again", {"weight": 3}), ("zero", {"weight": 0}), ("compute", {"first": True})]
-    assert turns_taken(detector.Turns(1, max_wait_s=60), asks) == [
+    assert turns_taken(Turns(1, max_wait_s=60), asks) == [
         "first", "compute", "ten", "three", "three again", "zero", "none"]
 
 
@@ -377,7 +378,7 @@ def test_a_batch_holding_its_turn_long_delays_the_others_by_the_longest_wait_onl
     slot count holds again."""
     import threading
 
-    turns = detector.Turns(1, max_wait_s=0.2)
+    turns = Turns(1, max_wait_s=0.2)
     held, release = threading.Event(), threading.Event()
 
     def stuck() -> None:
@@ -400,7 +401,7 @@ def test_a_batch_holding_its_turn_long_delays_the_others_by_the_longest_wait_onl
 def test_batches_expected_to_report_windows_take_their_turns_first():
     """With one slot, the batches not expected to report a window wait until those expected to have
     had their turns, each kind in the order it asked."""
-    turns = detector.Turns(1, max_wait_s=60)
+    turns = Turns(1, max_wait_s=60)
     asks = [("quiet1", {"expected": False}), ("b", {}), ("quiet2", {"expected": False}), ("c", {})]
     assert turns_taken(turns, asks) == ["first", "b", "c", "quiet1", "quiet2"]
     with turns.turn(expected=False):  # a free slot is taken at once, expected or not
@@ -413,7 +414,7 @@ def test_a_batch_that_wrote_its_results_steps_back_behind_the_batches_expected_t
     before those expected to report none, which wait for every result as before."""
     import threading
 
-    turns = detector.Turns(1, max_wait_s=60)
+    turns = Turns(1, max_wait_s=60)
     order: list[str] = []
     stepping, resumed = threading.Event(), threading.Event()
 
@@ -421,7 +422,7 @@ def test_a_batch_that_wrote_its_results_steps_back_behind_the_batches_expected_t
         with turns.turn():
             order.append("live: results")
             stepping.wait(10)
-            detector.step_back()
+            step_back()
             order.append("live: the rest")
             resumed.set()
 
@@ -445,7 +446,7 @@ def test_a_batch_that_wrote_its_results_steps_back_behind_the_batches_expected_t
         thread.join(10)
     # the rest queues behind "quiet": neither reports a window, and they go in the order they asked
     assert order == ["live: results", "c", "b", "quiet", "live: the rest"]
-    detector.step_back()  # without a turn held: nothing to hand on
+    step_back()  # without a turn held: nothing to hand on
     assert turns._free == 1
 
 
@@ -550,7 +551,7 @@ def test_a_batch_waiting_elsewhere_hands_its_turn_on_and_takes_the_next_back_fir
     ``elsewhere`` changes nothing."""
     import threading
 
-    turns = detector.Turns(1, max_wait_s=60)
+    turns = Turns(1, max_wait_s=60)
     order: list[str] = []
     waiting, answered, second_in = threading.Event(), threading.Event(), threading.Event()
     second_may_end = threading.Event()
@@ -558,7 +559,7 @@ def test_a_batch_waiting_elsewhere_hands_its_turn_on_and_takes_the_next_back_fir
     def spark_batch() -> None:
         with turns.turn():
             order.append("a computes")
-            with detector.elsewhere():
+            with elsewhere():
                 waiting.set()
                 answered.wait(10)
             order.append("a writes")
@@ -593,7 +594,7 @@ def test_a_batch_waiting_elsewhere_hands_its_turn_on_and_takes_the_next_back_fir
     assert order == ["a computes", "b", "a writes", "c"]
     assert most_at_once(turns, 4) == 1  # one slot still
 
-    with detector.elsewhere():  # no turn held
+    with elsewhere():  # no turn held
         order.append("outside")
     assert order[-1] == "outside"
 

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from deltalake import DeltaTable
 
-from airflow_stream_provider.windows import detector
+from airflow_stream_provider.windows import detector, live
 from airflow_stream_provider.windows.batch import detect
 from tests.windows.test_detector import (
     TRIGGERS,
@@ -74,7 +74,7 @@ def test_max_delay_triggers_open_windows_until_they_close(spark, tmp_path):
     wh, info, plan, opts = setup(spark, tmp_path, "x", "SESSION(ts, 1h)", "STREAM_OPTIONS(MAX_DELAY(3s))")
     rows = make_rows(24, n=10)
     write(info, rows)
-    query = detector.LiveDetector(detector.Detector(plan, opts), name="x").start()
+    query = live.LiveDetector(detector.Detector(plan, opts), name="x").start()
     try:
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from airflow_stream_provider.windows.core import WINDOW_COLUMNS
+from airflow_stream_provider.windows.columns import WINDOW_COLUMNS
 from airflow_stream_provider.windows.late import changed
 
 

@@ -72,7 +72,7 @@ def _check_trigger(c: _Checker) -> None:
 
 def _check_options(c: _Checker) -> None:
     opts, trig = c.stmt.options, c.stmt.trigger
-    window = trig.kind == "window"
+    window = m.STREAM_KINDS[trig.keyword] is m.StreamKind.WINDOW
     given = opts.given
     if opts.max_delay and opts.max_delay.micros < MAX_DELAY_MIN.micros:
         c.fail("MAX_DELAY", f"MAX_DELAY({opts.max_delay}) is below the minimum of 3s")
@@ -113,9 +113,10 @@ def _check_notify(c: _Checker) -> None:
     notify, trig = c.stmt.notify, c.stmt.trigger
     if notify is None:
         return
-    if trig.kind == "window":
+    if m.STREAM_KINDS[trig.keyword] is m.StreamKind.WINDOW:
         if not notify.on:
-            c.fail("NOTIFY", f"NOTIFY on a {trig.notify_type} window trigger needs ON (WINDOW_OPEN|WINDOW_CLOSE)")
+            c.fail("NOTIFY", f"NOTIFY on a {m.TRIGGER_TYPES[trig.keyword]} window trigger needs ON "
+                             "(WINDOW_OPEN|WINDOW_CLOSE)")
         if m.EventType.ON_TIME in notify.on:
             c.fail("NOTIFY ON", "ON_TIME is the event of PERIOD and SLIDING triggers; window triggers send "
                                 "WINDOW_OPEN and WINDOW_CLOSE")
@@ -194,7 +195,7 @@ def _check_query(c: _Checker) -> None:
     for node in tree.find_all(PseudoColumn):
         if node.name in REJECTED_PSEUDO_COLUMNS:
             c.fail("AS", f"pseudo-column {node.name} is not supported in stream queries")
-    opens = m.EventType.WINDOW_OPEN in stmt.options.event_types and trig.kind == "window"
+    opens = m.EventType.WINDOW_OPEN in stmt.options.event_types and m.STREAM_KINDS[trig.keyword] is m.StreamKind.WINDOW
     groups = [p.lower() for p in stmt.partition_by]
     for placeholder in tree.find_all(StreamPlaceholder):
         name = placeholder.name
@@ -209,8 +210,8 @@ def _check_query(c: _Checker) -> None:
                                              f"by {len(groups)} column(s)")
             continue
         kinds = PLACEHOLDERS[name]
-        if trig.kind not in kinds:
-            owners = " and ".join(sorted(k.upper() if k != "window" else "window" for k in kinds))
+        if m.STREAM_KINDS[trig.keyword] not in kinds:
+            owners = " and ".join(sorted(k.upper() if k is not m.StreamKind.WINDOW else "window" for k in kinds))
             c.fail_in(query, name, "AS", f"placeholder {name} is not defined for {trig.keyword} "
                                          f"triggers (it belongs to {owners} triggers)")
         if name in CLOSE_ONLY_PLACEHOLDERS and opens:

@@ -36,7 +36,7 @@ from airflow_stream_provider.streams.write import table_names, write_results
 from airflow_stream_provider.warehouse import writer
 from airflow_stream_provider.warehouse.catalog import TBNAME
 from airflow_stream_provider.warehouse.types import arrow_type
-from airflow_stream_provider.windows.core import plain
+from airflow_stream_provider.windows.core import json_safe
 from airflow_stream_provider.windows.detector import DetectorOptions
 
 #: a history fill admits the table's whole snapshot in one micro-batch
@@ -216,7 +216,7 @@ def _values(column: pa.ChunkedArray) -> list:
     """A key column's values as group values: timestamps in epoch microseconds, as elsewhere."""
     if pa.types.is_timestamp(column.type):
         column = column.cast(pa.timestamp("us", column.type.tz)).cast(pa.int64())
-    return [plain(v) for v in column.to_pylist()]
+    return [json_safe(v) for v in column.to_pylist()]
 
 
 def _groups(keys: list[pa.ChunkedArray], rows: int) -> tuple[np.ndarray, np.ndarray]:

@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 
 from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import StreamError
-from airflow_stream_provider.model.events import EventType
+from airflow_stream_provider.model.events import EventType, TriggerKind
 from airflow_stream_provider.plan.state import StreamState
 from airflow_stream_provider.streams import duckdb
 from airflow_stream_provider.streams.compute import TROWS_FROM, TROWS_TO, Fired
@@ -25,7 +25,7 @@ from airflow_stream_provider.streams.runtime import StreamRuntime, nanos
 from airflow_stream_provider.streams.store import StoredStream, detector_lock
 from airflow_stream_provider.values import epoch_micros
 from airflow_stream_provider.windows import batch, detector
-from airflow_stream_provider.windows.events import EVENT_COLUMNS, empty_events
+from airflow_stream_provider.windows.events import EVENT_ARROW_SCHEMA, EVENT_COLUMNS, empty_events
 from airflow_stream_provider.windows.trigger_plan import TriggerPlan, plan_trigger
 
 
@@ -182,9 +182,9 @@ def windows_in_range(runtime: StreamRuntime, rows: DataFrame, start: datetime, e
     ``rows`` (the trigger table from ``start`` on), and their events."""
     plan = trigger_plan(runtime)
     ts = F.col(f"`{plan.ts_column}`")
-    if plan.spec.kind == "interval":
+    if plan.spec.kind is TriggerKind.INTERVAL:
         rows = rows.where(ts < F.lit(end + timedelta(microseconds=plan.spec.interval)))
-    elif plan.spec.kind == "count":
+    elif plan.spec.kind is TriggerKind.COUNT_WINDOW:
         rows = rows.where(ts < F.lit(end))
     say(f"finding the windows of {plan.table} in [{start.isoformat()}, {end.isoformat()})")
     events: pd.DataFrame = batch.detect(rows, plan).where((F.col("window_start") >= F.lit(start))
@@ -199,7 +199,8 @@ def windows_in_range_locally(runtime: StreamRuntime, start: datetime, end: datet
     plan = trigger_plan(runtime)
     if runtime.compute is None:
         return None
-    upper = {"interval": end + timedelta(microseconds=plan.spec.interval), "count": end}.get(plan.spec.kind)
+    upper = {TriggerKind.INTERVAL: end + timedelta(microseconds=plan.spec.interval),
+             TriggerKind.COUNT_WINDOW: end}.get(plan.spec.kind)
     found = runtime.compute.few_rows_table(version, (start, upper), limit=duckdb.LOCAL_ROWS)
     if found is None:
         return None
@@ -220,7 +221,7 @@ def windows_in_range_locally(runtime: StreamRuntime, start: datetime, end: datet
               if len(part)]
     events = pd.concat(frames, ignore_index=True)[list(EVENT_COLUMNS)] if frames else empty_events()
     typed = pa.Table.from_pandas(events, preserve_index=False)
-    events = pa.table({f.name: typed[f.name].cast(f.type) for f in detector.EVENT_ARROW_SCHEMA
+    events = pa.table({f.name: typed[f.name].cast(f.type) for f in EVENT_ARROW_SCHEMA
                        if f.name in typed.column_names}).to_pandas()
     starts = pd.to_datetime(events["window_start"], utc=True)
     events = events[(starts >= pd.Timestamp(start)) & (starts < pd.Timestamp(end))]

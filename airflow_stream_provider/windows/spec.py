@@ -1,0 +1,113 @@
+"""What a window scanner is told about a stream's trigger (:class:`WindowSpec`): its kind, and its
+lengths, counts, TRUE_FOR and WATERMARK in microseconds and plain values, made from the trigger of
+``CREATE STREAM`` (:meth:`WindowSpec.from_trigger`) or from the window clause of a query."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from airflow_stream_provider import model as m
+from airflow_stream_provider.exceptions import StreamDefinitionError
+
+#: the trigger kinds of windows: those of the streams a detector drives
+WINDOW_KINDS = tuple(kind for kind, driven in m.STREAM_KINDS.items() if driven is m.StreamKind.WINDOW)
+
+
+@dataclass(frozen=True)
+class WindowSpec:
+    """Everything a scanner needs to know about a trigger, in microseconds and plain values."""
+
+    kind: m.TriggerKind
+    interval: int = 0
+    sliding: int = 0
+    offset: int = 0
+    gap: int = 0
+    count: int = 0
+    count_sliding: int = 0
+    true_for_duration: int | None = None
+    true_for_count: int | None = None
+    true_for_op: str | None = None
+    watermark: int = 0
+    keep_empty: bool = True  # INTERVAL windows without rows still trigger (no IGNORE_NODATA_TRIGGER)
+    start_fields: tuple[str, ...] = ()
+    end_fields: tuple[str, ...] = ()
+    trigger_type: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.kind, m.TriggerKind) or self.kind not in WINDOW_KINDS:
+            raise StreamDefinitionError(f"unknown window kind {self.kind!r}")
+
+    @classmethod
+    def from_trigger(cls, trigger: m.Trigger, options: m.StreamOptions | None = None, *,
+                     start_fields: tuple[str, ...] = (), end_fields: tuple[str, ...] = ()) -> WindowSpec:
+        policy = m.EmitPolicy.of(options or m.StreamOptions())
+        common: dict[str, Any] = {
+            "watermark": fixed_micros(policy.watermark, "WATERMARK") if policy.watermark else 0,
+            "trigger_type": m.TRIGGER_TYPES[trigger.keyword],
+        }
+        tf = getattr(trigger, "true_for", None)
+        if tf is not None:
+            common.update(
+                true_for_duration=fixed_micros(tf.duration, "TRUE_FOR") if tf.duration else None,
+                true_for_count=tf.count,
+                true_for_op=tf.op,
+            )
+        if isinstance(trigger, m.IntervalWindow):
+            interval = fixed_micros(trigger.interval, "INTERVAL")
+            sliding = fixed_micros(trigger.sliding, "SLIDING")
+            if sliding > interval:
+                raise StreamDefinitionError(f"SLIDING({trigger.sliding}) is longer than INTERVAL({trigger.interval})")
+            return cls(m.TriggerKind.INTERVAL, interval=interval, sliding=sliding,
+                       offset=fixed_micros(trigger.offset, "INTERVAL offset") if trigger.offset else 0,
+                       keep_empty=policy.empty_windows, **common)
+        if isinstance(trigger, m.SessionWindow):
+            return cls(m.TriggerKind.SESSION, gap=fixed_micros(trigger.gap, "SESSION"), **common)
+        if isinstance(trigger, m.StateWindow):
+            return cls(m.TriggerKind.STATE_WINDOW, **common)
+        if isinstance(trigger, m.EventWindow):
+            return cls(m.TriggerKind.EVENT_WINDOW, start_fields=start_fields, end_fields=end_fields, **common)
+        if isinstance(trigger, m.CountWindow):
+            return cls(m.TriggerKind.COUNT_WINDOW, count=trigger.count, count_sliding=trigger.sliding or trigger.count,
+                       **common)
+        raise StreamDefinitionError(f"{trigger.keyword} is not a window trigger")
+
+    # --- TRUE_FOR -------------------------------------------------------------------------
+
+    @property
+    def has_true_for(self) -> bool:
+        return self.true_for_duration is not None or self.true_for_count is not None
+
+    def qualifies(self, duration: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """Which windows satisfy TRUE_FOR (all of them when there is none)."""
+        by_time = duration >= self.true_for_duration if self.true_for_duration is not None else None
+        by_count = rows >= self.true_for_count if self.true_for_count is not None else None
+        if by_time is not None and by_count is not None:
+            return (by_time | by_count) if self.true_for_op == "OR" else (by_time & by_count)
+        if by_time is not None:
+            return by_time
+        if by_count is not None:
+            return by_count
+        return np.ones(len(duration), dtype=bool)
+
+    def qualifies_one(self, duration: int, rows: int) -> bool:
+        """:meth:`qualifies` for one window, without arrays (scanners call it per window)."""
+        by_time = None if self.true_for_duration is None else duration >= self.true_for_duration
+        by_count = None if self.true_for_count is None else rows >= self.true_for_count
+        if by_time is None or by_count is None:
+            return (by_count if by_time is None else by_time) in (None, True)
+        return (by_time or by_count) if self.true_for_op == "OR" else (by_time and by_count)
+
+
+def fixed_micros(duration: m.Duration, clause: str) -> int:
+    """A window's duration in microseconds; a calendar unit (no fixed length) or nanoseconds are refused."""
+    if duration.is_calendar:
+        raise StreamDefinitionError(
+            f"{clause}({duration}) uses a calendar unit; windows need a fixed length (u, a, s, m, h, d, w)",
+            clause=clause)
+    if duration.unit == "b":
+        raise StreamDefinitionError(f"{clause}({duration}) is in nanoseconds; windows are exact to microseconds",
+                                    clause=clause)
+    return duration.micros
