@@ -24,8 +24,8 @@ from airflow_stream_provider.notify.delivery import Settings
 from airflow_stream_provider.plan.schedule import Schedule
 from airflow_stream_provider.plan.stream import StreamKind, computed_live, plan_stream
 from airflow_stream_provider.streams import cq, notifications, status
-from airflow_stream_provider.streams.compute import Fired
 from airflow_stream_provider.streams.fire import rows, schedules, windows
+from airflow_stream_provider.streams.fired import Fired
 from airflow_stream_provider.streams.notifications import RunNotifications, outbox_of
 from airflow_stream_provider.streams.runtime import RunReport, StreamRuntime, StreamStopped, in_database
 from airflow_stream_provider.streams.store import StoredStream, StreamStore, detector_lock, run_lock

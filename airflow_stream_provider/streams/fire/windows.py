@@ -18,7 +18,7 @@ from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import StreamError
 from airflow_stream_provider.model.events import EventType
 from airflow_stream_provider.streams import duckdb
-from airflow_stream_provider.streams.compute import TROWS_FROM, TROWS_TO, Fired
+from airflow_stream_provider.streams.fired import TROWS_FROM, TROWS_TO, Fired
 from airflow_stream_provider.streams.probes import checkpoint_id, read_events
 from airflow_stream_provider.streams.runtime import StreamRuntime, nanos
 from airflow_stream_provider.streams.store import StoredStream, detector_lock
