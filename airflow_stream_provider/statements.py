@@ -14,7 +14,7 @@ from typing import Any
 
 from airflow_stream_provider import model as m
 from airflow_stream_provider.sql import parse
-from airflow_stream_provider.streams import callbacks, cq, lifecycle, status
+from airflow_stream_provider.streams import cq, insert_triggers, lifecycle, status
 from airflow_stream_provider.warehouse import Result, SystemView, Warehouse, WarehouseError, listeners
 from airflow_stream_provider.warehouse.warehouse import TABLE_STATEMENTS
 from airflow_stream_provider.windows import select as window_select
@@ -38,16 +38,16 @@ def _select(warehouse: Warehouse, stmt: m.Select) -> Result:
 
 
 def _create_trigger(warehouse: Warehouse, stmt: m.CreateInsertTrigger) -> Result:
-    return Result(stmt, callbacks.create(stmt))
+    return Result(stmt, insert_triggers.create(stmt))
 
 
 def _drop_trigger(warehouse: Warehouse, stmt: m.DropInsertTrigger) -> Result:
-    message, notices = callbacks.drop(stmt)
+    message, notices = insert_triggers.drop(stmt)
     return Result(stmt, message, notices=tuple(notices))
 
 
 def _show_triggers(warehouse: Warehouse, stmt: m.ShowInsertTriggers) -> Result:
-    table = callbacks.show()
+    table = insert_triggers.show()
     return Result(stmt, f"{table.num_rows} trigger{'s' if table.num_rows != 1 else ''}", table=table)
 
 

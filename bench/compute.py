@@ -61,7 +61,7 @@ def main() -> int:
     os.environ.setdefault("AIRFLOW_STREAM_TIMEZONE", "UTC")
     from airflow_stream_provider.model import TableName
     from airflow_stream_provider.spark.session import local_session
-    from airflow_stream_provider.streams.compute import TROWS_FROM, TROWS_TO, Fired
+    from airflow_stream_provider.streams.fired import TROWS_FROM, TROWS_TO, Fired
     from airflow_stream_provider.streams.runtime import RunReport, StreamRuntime, group_id
     from airflow_stream_provider.streams.store import StreamStore
     from airflow_stream_provider.streams.write import compute_and_write

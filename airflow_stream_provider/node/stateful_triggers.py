@@ -18,14 +18,14 @@ from collections.abc import Callable
 
 from airflow_stream_provider.files import write_json
 from airflow_stream_provider.spark import endpoint
-from airflow_stream_provider.streams import callbacks
-from airflow_stream_provider.streams.callbacks import Entry, Instance, TriggerError
+from airflow_stream_provider.streams import insert_triggers
+from airflow_stream_provider.streams.insert_triggers import Entry, Instance, TriggerError
 
 
 class StatefulHost:
     def __init__(self, log: Callable[[str], None]) -> None:
         self.log = log
-        self.root = callbacks.folder().absolute()
+        self.root = insert_triggers.folder().absolute()
         self.instances: dict[str, Instance] = {}
         self.broken: dict[str, str] = {}  # id -> why the instance could not be restored
         self._lock = threading.Lock()
@@ -36,7 +36,7 @@ class StatefulHost:
 
     def start(self) -> int:
         """Restore the registered stateful triggers, then serve; the port."""
-        for entry in callbacks.Registry(self.root).entries():
+        for entry in insert_triggers.TriggerRegistry(self.root).entries():
             if entry.stateful:
                 try:
                     self.instances[entry.id] = Instance.create(entry, self.root, restoring=True)
@@ -82,7 +82,7 @@ class StatefulHost:
     def answer(self, request: dict) -> dict:
         op = request.get("op")
         if op == "fire":
-            return self._fire(request["id"], callbacks.tablet_from_json(request["tablet"]))
+            return self._fire(request["id"], insert_triggers.tablet_from_json(request["tablet"]))
         if op == "create":
             return self._create(Entry.from_json(request["entry"]))
         if op == "drop":
@@ -115,7 +115,7 @@ class StatefulHost:
         if instance is None:
             why = self.broken.get(trigger_id) or "the node holds no instance of it (created while the node was down?)"
             return {"error": why}
-        error = instance.fire(tablet, callbacks.fire_timeout())  # an instance runs one fire at a time
+        error = instance.fire(tablet, insert_triggers.fire_timeout())  # an instance runs one fire at a time
         if error and instance.hung:
             self._replace(instance)
         return {"error": error, "strategy": instance.strategy().value if error else None}

@@ -21,21 +21,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 
 import numpy as np
 import pyarrow as pa
 from sqlglot import exp
 
 from airflow_stream_provider.sql.ast import StreamPlaceholder, TriggerTable
+from airflow_stream_provider.values import epoch_micros
 from airflow_stream_provider.windows.detector import group_codes
 
 #: the aggregates computed here, by their TDengine names
 FUNCTIONS = ("count", "sum", "avg", "min", "max")
 #: the parts of a SELECT a planned query has
 _PARTS = ("expressions", "from", "from_")
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MICRO = timedelta(microseconds=1)
 
 
 @dataclass(frozen=True)
@@ -107,7 +106,7 @@ def window_slices(rows: pa.Table, ts: str, keys: Sequence[str], triggers: Sequen
         both[key] = pa.concat_arrays([column, theirs])
     numbered = group_codes(pa.table(both), tuple(keys))[0] if keys else np.zeros(count + len(triggers), np.int64)
     codes, wanted = numbered[:count], numbered[count:]
-    times = _micros(rows[ts])
+    times = _column_micros(rows[ts])
     order = np.lexsort((times, codes))
     codes, times = codes[order], times[order]
     start, end = np.searchsorted(codes, wanted, "left"), np.searchsorted(codes, wanted, "right")
@@ -119,12 +118,12 @@ def window_slices(rows: pa.Table, ts: str, keys: Sequence[str], triggers: Sequen
                 or high.tzinfo is None:
             return None
         run = times[start[j]:end[j]]
-        lo[j] = start[j] + np.searchsorted(run, (low - _EPOCH) // _MICRO, "left")
-        hi[j] = start[j] + np.searchsorted(run, (high - _EPOCH) // _MICRO, "right" if end_inclusive else "left")
+        lo[j] = start[j] + np.searchsorted(run, epoch_micros(low), "left")
+        hi[j] = start[j] + np.searchsorted(run, epoch_micros(high), "right" if end_inclusive else "left")
     return Slices(order, lo, np.maximum(hi, lo))
 
 
-def _micros(column: pa.ChunkedArray) -> np.ndarray:
+def _column_micros(column: pa.ChunkedArray) -> np.ndarray:
     """A time column as microseconds since the epoch (a time without zone is UTC's wall time)."""
     kind = column.type
     column = column.cast(pa.timestamp("us", tz=kind.tz)) if kind.unit != "us" else column

@@ -6,8 +6,9 @@ and the query reads them as columns of that row.
 
 - **Batched** (the usual case): ``SELECT ... FROM <triggers> t, LATERAL (<query>) q``. Placeholders
   in WHERE/HAVING become correlated references to ``t``; select items that use placeholders are
-  split so that the placeholder part is evaluated beside the subquery and the data part inside it.
-  Spark decorrelates this into one join of the triggers with the data, one job for the batch.
+  split so that the placeholder part is evaluated beside the subquery and the data part inside it
+  (:mod:`.lateral`). Spark decorrelates this into one join of the triggers with the data, one job
+  for the batch.
 - **Per trigger**, when Spark cannot decorrelate the query (placeholders inside aggregates or in
   GROUP BY, window clauses, set operations): each trigger's query gets its values as typed
   literals, and the per-trigger queries are unioned, still one job per chunk of triggers.
@@ -17,24 +18,21 @@ tests check them. ``%%tbname`` reads the group's subtable; ``%%trows`` the group
 as captured at the trigger's Delta version (PERIOD: the rows written between the previous and the
 current trigger, from the change feed), after PRE_FILTER. Only the span of time the batch's
 windows cover is read; a span whose files hold few rows (a live window) is read by delta-rs into a
-local relation, which spares Spark rebuilding the table's snapshot at every new version.
+local relation (:mod:`~airflow_stream_provider.warehouse.snapshots`), which spares Spark rebuilding
+the table's snapshot at every new version.
 
-The two paths stay in one module, though it is long: both must bind every placeholder the same
-way, and the tests hold them to the same results.
+The two paths stay in one module: both must bind every placeholder the same way, and the tests
+hold them to the same results. A batch of few rows is computed without Spark by :mod:`.duckdb`.
 """
 
 from __future__ import annotations
 
-import collections
 import functools
 import json
 import logging
-import threading
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 from urllib.parse import unquote
 
 import pandas as pd
@@ -48,97 +46,30 @@ from sqlglot import exp
 
 from airflow_stream_provider.exceptions import StreamDefinitionError
 from airflow_stream_provider.spark.session import arrow_frame
-from airflow_stream_provider.sql.ast import PseudoColumn, StreamPlaceholder, TriggerTable, WindowClause
-from airflow_stream_provider.sql.functions import AGGREGATES
+from airflow_stream_provider.sql.ast import StreamPlaceholder, TriggerTable, WindowClause
 from airflow_stream_provider.sql.spark import Binding
-from airflow_stream_provider.sql.tdengine.dialect import result_name
 from airflow_stream_provider.storage import is_remote
-from airflow_stream_provider.streams import aggregates, duckdb
-from airflow_stream_provider.warehouse import writer
+from airflow_stream_provider.streams.fired import (
+    IDX,
+    INTEGERS,
+    TIMESTAMPS,
+    TROWS_FROM,
+    TROWS_TO,
+    Fired,
+    TriggerSource,
+    column_of,
+)
+from airflow_stream_provider.streams.lateral import Unbatchable, is_star, named, reads_data, split, trigger_column
+from airflow_stream_provider.warehouse import snapshots
 from airflow_stream_provider.warehouse.warehouse import Warehouse, delta_table
 from airflow_stream_provider.windows import select as window_select
 
 log = logging.getLogger(__name__)
 
-IDX = "__idx"
-#: internal values a trigger carries besides the placeholders: the bounds of %%trows
-TROWS_FROM, TROWS_TO = "__trows_from", "__trows_to"
 #: per-trigger queries unioned into one Spark job
 CHUNK = 200
 #: %%trows spans whose files hold at most this many rows are read by delta-rs, not by Spark
 FEW_ROWS = 200_000
-#: Spark types of the placeholder columns; %%n and %%tbname take the grouping columns' types
-TIMESTAMPS = ("_twstart", "_twend", "_tprev_ts", "_tcurrent_ts", "_tnext_ts", TROWS_FROM, TROWS_TO)
-INTEGERS = ("_twduration", "_twrownum", "_tgrpid", "_tlocaltime", "_tprev_localtime", "_tnext_localtime")
-
-
-def column_of(name: str) -> str:
-    """The trigger-table column holding placeholder ``name``."""
-    if name == "%%tbname":
-        return "__tbname"
-    if name.startswith("%%") and name[2:].isdigit():
-        return f"__k{name[2:]}"
-    return name
-
-
-@dataclass(frozen=True)
-class Fired:
-    """One fired trigger: its position in the batch and its placeholder values.
-
-    :param values: placeholder name -> value (``_twstart``, ``%%1``, ``%%tbname``, ...); timestamps
-        are aware datetimes, ``_tlocaltime``-style values integers in nanoseconds.
-    :param version: the trigger table's Delta version the trigger saw (``%%trows``).
-    :param since_version: PERIOD: %%trows holds the rows written after this version.
-    """
-
-    idx: int
-    values: dict[str, Binding]
-    version: int | None = None
-    since_version: int | None = None
-    group: tuple = ()  # the PARTITION BY values
-    group_id: str = "0"
-    trigger_id: str = ""
-    source: int | None = None  # window triggers: the row of the event table that fired it
-    #: (JSON) the rows the window counts where they differ from the table's, for a stream of
-    #: TDengine's engine before 3.3.7: ``drop`` the table's rows of these ``keys``, ``add`` these rows
-    adjust: str | None = None
-
-
-@dataclass(frozen=True)
-class TriggerSource:
-    """The trigger table, as ``%%trows`` and ``%%tbname`` read it."""
-
-    path: str  # the Delta table (a supertable's, for a subtable)
-    ts_column: str
-    keys: tuple[str, ...] = ()  # PARTITION BY columns
-    subtable: str | None = None  # the trigger table is this subtable of ``path``
-    pre_filter: str | None = None  # PRE_FILTER, as Spark SQL
-    count_columns: tuple[str, ...] = ()  # COUNT_WINDOW trigger columns: a row counts if one is not NULL
-    end_inclusive: bool = True  # %%trows takes rows up to and including TROWS_TO
-    changes: bool = False  # PERIOD: %%trows is what was written between two triggers
-    # inclusive ranges of table versions whose rows %%trows leaves out (START ... IGNORE UNTREATED)
-    skip_versions: tuple[tuple[int, int], ...] = ()
-
-
-class _Unbatchable(Exception):
-    """The query needs per-trigger evaluation; the message says why."""
-
-
-def named(tree: exp.Expr) -> exp.Expr:
-    """``tree`` with every top-level select item aliased by its TDengine name, so that a bound
-    placeholder (a literal) keeps the name it was written with."""
-    tree = tree.copy()
-    select = tree if isinstance(tree, exp.Select) else None
-    if select is None:
-        return tree
-    items = []
-    for item in select.expressions:
-        if isinstance(item, exp.Alias) or _is_star(item):
-            items.append(item)
-        else:
-            items.append(exp.alias_(item, result_name(item), quoted=True))
-    select.set("expressions", items)
-    return tree
 
 
 class Compute:
@@ -158,9 +89,6 @@ class Compute:
         self.used = sorted({n.name for n in self.tree.find_all(StreamPlaceholder)})
         self.trows = any(t.name == "%%trows" for t in self.tree.find_all(TriggerTable))
         self.batched_reason: str | None = None  # why the last batch ran per trigger, if it did
-        self._local: str | None = None  # the query in DuckDB's dialect ("": Spark runs it), once known
-        self._local_paths: tuple[str, ...] = ()  # the tables it reads as duckdb.TABLE 0, 1, ...
-        self._items: tuple[aggregates.Item, ...] | None = None  # the query as aggregates (empty: it is not)
 
     @property
     def spark(self) -> SparkSession:
@@ -183,7 +111,7 @@ class Compute:
         if batched:
             try:
                 return self._batched(fired, views)
-            except _Unbatchable as why:
+            except Unbatchable as why:
                 self.batched_reason = str(why)
                 log.info("computing per trigger: %s", why)
         return self._per_trigger(fired, views)
@@ -236,7 +164,7 @@ class Compute:
         views[key] = name
         return name
 
-    def _bounds(self, fired: Sequence[Fired]) -> tuple[datetime, datetime] | None:
+    def bounds(self, fired: Sequence[Fired]) -> tuple[datetime, datetime] | None:
         """The span of row times ``fired`` read through ``%%trows`` (None: not a span of time)."""
         if self.source is None or self.source.changes:
             return None
@@ -276,7 +204,7 @@ class Compute:
         if src.skip_versions:
             return None
         try:
-            snapshot = _snapshot(src.path, version)  # None: the latest
+            snapshot = snapshots.snapshot(src.path, version)  # None: the latest
         except DeltaError as err:
             log.info("reading %%trows with Spark: %s", err)
             return None
@@ -297,12 +225,12 @@ class Compute:
             # the few files the statistics keep, read as they are: a table of plain Parquet files
             # (no partitions, column mapping or deletion vectors: reader version 1) needs no more
             names = [str(Path(src.path) / unquote(f)) for f in files["path"].to_pylist()]
-            rows = file_rows(names, arrow_schema)
+            rows = snapshots.file_rows(names, arrow_schema)
             inside = pc.greater_equal(rows[ts], lo)
             rows = rows.filter(inside if hi is None else pc.and_(inside, pc.less_equal(rows[ts], hi)))
         else:
             try:
-                dataset = _dataset(src.path, snapshot.version)
+                dataset = snapshots.dataset(src.path, snapshot.version)
             except DeltaError as err:  # a table feature the kernel cannot read (deletion vectors)
                 log.info("reading %%trows with Spark: %s", err)
                 return None
@@ -382,17 +310,17 @@ class Compute:
         for trigger in fired:
 
             def view_of(t: Fired = trigger) -> str:
-                return self._trows_view(t, views, self._bounds([t]))
+                return self._trows_view(t, views, self.bounds([t]))
 
             tree = self._replace_tables(self.tree, view_of)
-            bindings = self._bindings(trigger)
+            bindings = self.bindings(trigger)
             df = window_select.frame(self.warehouse, tree, bindings=bindings, also=self.also)
             frames.append(df.select(F.lit(trigger.idx).cast("bigint").alias(IDX),
                                     *[F.col(f"`{c}`") for c in df.columns]))
         chunks = [functools.reduce(DataFrame.unionAll, frames[i:i + CHUNK]) for i in range(0, len(frames), CHUNK)]
         return functools.reduce(DataFrame.unionAll, chunks)
 
-    def _bindings(self, trigger: Fired) -> dict[str, Binding]:
+    def bindings(self, trigger: Fired) -> dict[str, Binding]:
         values = dict(trigger.values)
         for i, _key in enumerate(self.source.keys if self.source else (), start=1):
             values.setdefault(f"%%{i}", None)
@@ -403,13 +331,13 @@ class Compute:
     def _batched(self, fired: Sequence[Fired], views: dict[object, str]) -> DataFrame:
         tree = self.tree
         if not isinstance(tree, exp.Select):
-            raise _Unbatchable("the query is not a single SELECT")
+            raise Unbatchable("the query is not a single SELECT")
         if tree.find(WindowClause) is not None:
-            raise _Unbatchable("the query has a window clause")
+            raise Unbatchable("the query has a window clause")
         for clause in ("group", "order"):
             part = tree.args.get(clause)
             if part is not None and part.find(StreamPlaceholder) is not None:
-                raise _Unbatchable(f"a placeholder is used in {clause.upper()} BY")
+                raise Unbatchable(f"a placeholder is used in {clause.upper()} BY")
         if self.trows:
             # %%trows is read at each trigger's version: one lateral query per version, unioned
             by_version: dict[object, list[Fired]] = {}
@@ -417,20 +345,20 @@ class Compute:
                 by_version.setdefault((trigger.since_version, trigger.version), []).append(trigger)
             by_view: dict[str, list[Fired]] = {}
             for group in by_version.values():
-                bounds = self._bounds(group)
+                bounds = self.bounds(group)
                 for trigger in group:
                     by_view.setdefault(self._trows_view(trigger, views, bounds), []).append(trigger)
             parts = [self._lateral(group, view) for view, group in by_view.items()]
             return functools.reduce(DataFrame.unionAll, parts)
         return self._lateral(fired, None)
 
-    def _lateral_sql(self, trows_view: str | None, trigger_view: str) -> str:
+    def lateral_sql(self, trows_view: str | None, trigger_view: str) -> str:
         """The batched query in Spark SQL: each row of ``trigger_view`` with its query over
         ``trows_view`` (a LATERAL subquery whose placeholders are the trigger row's columns)."""
         select = self._replace_tables(self.tree, lambda: trows_view)
-        inner_items, outer_items = _split(select.expressions)
+        inner_items, outer_items = split(select.expressions)
         select.set("expressions", inner_items or [exp.alias_(exp.Literal.number(1), "__one")])
-        select = select.transform(_trigger_column)
+        select = select.transform(trigger_column)
         translate, _, _ = self.warehouse.translator(select, also=self.also)
         outer = [translate(item) for item in outer_items]
         return (f"SELECT `__t`.`{IDX}` AS `{IDX}`, {', '.join(outer)} "
@@ -439,12 +367,12 @@ class Compute:
     def _lateral(self, fired: Sequence[Fired], trows_view: str | None) -> DataFrame:
         from pyspark.errors import AnalysisException
 
-        sql = self._lateral_sql(trows_view, self._trigger_view(fired))
+        sql = self.lateral_sql(trows_view, self._trigger_view(fired))
         try:
             df = self.spark.sql(sql)
             _ = df.schema  # analysis happens here on Spark Connect
         except AnalysisException as err:
-            raise _Unbatchable(f"Spark cannot decorrelate it ({str(err).splitlines()[0][:200]})") from None
+            raise Unbatchable(f"Spark cannot decorrelate it ({str(err).splitlines()[0][:200]})") from None
         return df
 
     def _trigger_view(self, fired: Sequence[Fired]) -> str:
@@ -452,7 +380,7 @@ class Compute:
         frame, schema = self._trigger_rows(fired)
         return self.warehouse.temp_view(self.spark.createDataFrame(frame, schema=schema), "_triggers_")
 
-    def _placeholders(self) -> list[str]:
+    def placeholders(self) -> list[str]:
         """The placeholders a batch's trigger rows carry: those the query uses, and the group's keys
         and bounds that ``%%trows`` and ``%%tbname`` read."""
         names = [n for n in self.used if n != "%%trows"]
@@ -465,124 +393,18 @@ class Compute:
 
     def _trigger_rows(self, fired: Sequence[Fired]) -> tuple[pd.DataFrame, str]:
         """The batch as rows, ``__idx`` and one column per placeholder it needs, and their Spark schema."""
-        names = self._placeholders()
+        names = self.placeholders()
         data: dict[str, list] = {IDX: [t.idx for t in fired]}
         for name in names:
             data[column_of(name)] = [t.values.get(name) for t in fired]
         frame = pd.DataFrame(data)
-        schema = ", ".join([f"`{IDX}` bigint"] + [f"`{column_of(n)}` {self._type_of(n)}" for n in names])
+        schema = ", ".join([f"`{IDX}` bigint"] + [f"`{column_of(n)}` {self.type_of(n)}" for n in names])
         for name in names:
-            if self._type_of(name) == "timestamp":
+            if self.type_of(name) == "timestamp":
                 frame[column_of(name)] = pd.to_datetime(frame[column_of(name)], utc=True).astype("datetime64[us, UTC]")
         return frame, schema
 
-    # --- in the process, without Spark ---------------------------------------------------------
-
-    def local(self, fired: Sequence[Fired]) -> pa.Table | None:
-        """The results of ``fired`` computed in this process by DuckDB (:mod:`.duckdb`), as
-        :meth:`frame` gives them but as Arrow; None when Spark must run them: the query has a part
-        DuckDB does not evaluate as Spark does, its rows are many, or DuckDB failed (a value out of
-        range): Spark then gives the result or the error."""
-        src = self.source
-        if not fired or any(t.adjust is not None for t in fired) or self._local_sql() is None:
-            return None
-        if self.trows and (src is None or src.changes or src.skip_versions):
-            return None
-        tables: dict[str, pa.Table | pds.Dataset] = {}
-        for i, path in enumerate(self._local_paths):
-            scan = table_scan(path, duckdb.LOCAL_TABLE_ROWS)
-            if scan is None:
-                return None
-            tables[duckdb.TABLE.format(i)] = scan
-        if not self.trows:
-            return duckdb.try_run(self._local_sql() or "", {"__triggers": self._trigger_table(fired), **tables})
-        assert src is not None
-        by_version: dict[int | None, list[Fired]] = {}
-        for trigger in fired:
-            by_version.setdefault(trigger.version, []).append(trigger)
-        parts = []
-        for version, group in by_version.items():
-            bounds = self._bounds(group)
-            found = self.few_rows_table(version, bounds, limit=duckdb.LOCAL_ROWS) if bounds is not None else None
-            if found is None:
-                return None
-            rows = self._local_trows(found[0])
-            if rows is None:
-                return None
-            triggers = self._trigger_table(group)
-            computed = None if tables else self._aggregated(group, rows, triggers)
-            if computed is None:
-                computed = duckdb.try_run(self._local_sql() or "", {"__trows": rows, "__triggers": triggers, **tables})
-                if computed is None:
-                    return None
-            parts.append(computed)
-        return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
-
-    def _aggregated(self, fired: Sequence[Fired], rows: pa.Table, triggers: pa.Table) -> pa.Table | None:
-        """The results of ``fired`` from its ``%%trows`` ``rows`` without SQL when the query is
-        placeholders and plain aggregates (:mod:`.aggregates`); None: DuckDB computes them."""
-        if self._items is None:
-            self._items = aggregates.plan(self.tree) or ()
-            log.info("computing %s", "window aggregates from the rows" if self._items else "with DuckDB")
-        src = self.source
-        if not self._items or src is None:
-            return None
-        slices = aggregates.window_slices(rows, src.ts_column, src.keys, [self._bindings(t) for t in fired],
-                                          end_inclusive=src.end_inclusive, bounds=(TROWS_FROM, TROWS_TO))
-        if slices is None:
-            return None
-        return aggregates.evaluate(self._items, rows, triggers, slices, column_of)
-
-    def _local_sql(self) -> str | None:
-        """The batched query in DuckDB's dialect over ``__triggers``, ``__trows`` and the tables it
-        names (:attr:`_local_paths`); None: not local. Decided once."""
-        if self._local is None:
-            self._local = ""
-            tree = self.tree
-            batchable = isinstance(tree, exp.Select) and tree.find(WindowClause) is None and not any(
-                tree.args.get(c) is not None and tree.args[c].find(StreamPlaceholder) is not None
-                for c in ("group", "order"))
-            typed = all(self._type_of(n) in _ARROW for n in self._placeholders())
-            only_trows = all(n.name == "%%trows" for n in tree.find_all(TriggerTable))
-            if batchable and typed and only_trows:
-                types = (("__triggers", tuple((column_of(n), self._type_of(n)) for n in self._placeholders())),)
-                try:
-                    spark_sql, paths = duckdb.delta_tables(self._lateral_sql("__trows" if self.trows else None,
-                                                                            "__triggers"))
-                    sql = duckdb.duckdb_sql(spark_sql, types)
-                except (_Unbatchable, StreamDefinitionError):
-                    sql, paths = None, ()
-                pre = self.source.pre_filter if self.source is not None and self.trows else None
-                if sql is not None and (pre is None or duckdb.duckdb_sql(f"SELECT * FROM t WHERE {pre}")):
-                    self._local, self._local_paths = sql, paths
-            log.info("computing %s", "in the process when its rows are few" if self._local else "on Spark")
-        return self._local or None
-
-    def _local_trows(self, rows: pa.Table) -> pa.Table | None:
-        """``%%trows`` from the table's rows: the subtable's, past PRE_FILTER, counted by COUNT_WINDOW."""
-        import pyarrow.compute as pc
-
-        src = self.source
-        assert src is not None
-        if src.subtable is not None:
-            rows = rows.filter(pc.equal(rows["tbname"], src.subtable))
-        if src.count_columns:
-            rows = rows.filter(functools.reduce(pc.or_, [pc.is_valid(rows[c]) for c in src.count_columns]))
-        if src.pre_filter:
-            sql = duckdb.duckdb_sql(f"SELECT * FROM `__rows` WHERE {src.pre_filter}")
-            if sql is None:
-                return None
-            rows = duckdb.run(sql, {"__rows": rows})
-        return rows
-
-    def _trigger_table(self, fired: Sequence[Fired]) -> pa.Table:
-        """The batch's trigger rows (:meth:`_trigger_rows`) as Arrow, typed as Spark types them."""
-        arrays = {IDX: pa.array([t.idx for t in fired], pa.int64())}
-        for name in self._placeholders():
-            arrays[column_of(name)] = pa.array([t.values.get(name) for t in fired], _ARROW[self._type_of(name)])
-        return pa.table(arrays)
-
-    def _type_of(self, name: str) -> str:
+    def type_of(self, name: str) -> str:
         if name in TIMESTAMPS:
             return "timestamp"
         if name in INTEGERS:
@@ -591,146 +413,25 @@ class Compute:
             return self.group_types[name]
         raise StreamDefinitionError(f"placeholder {name} has no value here")
 
+    # --- FORCE_OUTPUT ---------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class _Snapshot:
-    """What :meth:`Compute.few_rows_table` needs of a table's version: its files (add actions with
-    statistics), its schema as Spark and Arrow type it, and whether its files are plain Parquet (no
-    partitions, column mapping or deletion vectors: reader version 1)."""
-
-    version: int
-    files: pa.Table
-    schema: T.StructType
-    arrow_schema: pa.Schema
-    plain: bool
-
-
-#: the kernel's table kept per path, at the latest version read, with what identified that
-#: version's commit file then (:func:`~airflow_stream_provider.warehouse.writer.commit_identity`)
-_tables: dict[str, tuple[Any, tuple | None]] = {}
-#: the snapshots of a local table's versions read lately, per (path, version, its commit file's
-#: inode and time: a table dropped and made again starts its versions anew): the streams on one
-#: table read each of its versions in turn
-_snapshots: collections.OrderedDict[tuple, _Snapshot] = collections.OrderedDict()
-_SNAPSHOTS_KEPT = 64
-_snapshots_lock = threading.Lock()
-
-
-def _table_at(path: str, version: int | None) -> Any:
-    """The kernel's table at ``path`` as of ``version`` (None: the latest); call under the lock.
-
-    The table is kept from call to call: a live stream reads its trigger table at each new version,
-    which an open table reaches by reading the log entries since (milliseconds) rather than the whole
-    log again. The kernel's table is not shared between threads: it is read under a lock."""
-    from deltalake import DeltaTable
-
-    table, seen = _tables.get(path, (None, None))
-    if table is not None and not is_remote(path) and writer.commit_identity(path, table.version()) != seen:
-        table = None  # the table was dropped and made again since
-    if table is None or (version is not None and version < table.version()):
-        table = DeltaTable(path, version=version)
-    elif version is None:
-        table.update_incremental()
-    elif version > table.version():
-        table.load_as_version(version)
-    if version is None or table.version() == version:
-        _tables[path] = (table, None if is_remote(path) else writer.commit_identity(path, table.version()))
-    else:  # asked for a version before the one kept: a table of its own
-        table = DeltaTable(path, version=version)
-    return table
-
-
-def _snapshot(path: str, version: int | None) -> _Snapshot:
-    """The Delta table at ``path`` as of ``version`` (None: the latest). A version is read once
-    however many streams ask for it: its files and schema never change."""
-    identity = () if version is None or is_remote(path) else writer.commit_identity(path, version)
-    key = (path, version, *identity) if identity else None
-    with _snapshots_lock:
-        if key is not None and (found := _snapshots.get(key)) is not None:
-            _snapshots.move_to_end(key)
-            return found
-        table = _table_at(path, version)
-        found = _Snapshot(table.version(), pa.table(table.get_add_actions(flatten=True)),
-                          T.StructType.fromJson(json.loads(table.schema().to_json())),
-                          pa.schema(table.schema().to_arrow()),
-                          not table.metadata().partition_columns and table.protocol().min_reader_version < 2)
-        if key is not None:
-            _snapshots[key] = found
-        while len(_snapshots) > _SNAPSHOTS_KEPT:
-            _snapshots.popitem(last=False)
-        return found
-
-
-def table_scan(path: str, limit: int) -> pds.Dataset | None:
-    """The latest version of the Delta table at ``path``, as a dataset DuckDB scans for the columns
-    and rows a query reads, when its files hold at most ``limit`` rows in all; None: they hold
-    more (or some file does not say), or the kernel cannot read the table."""
-    from deltalake.exceptions import DeltaError
-
-    try:
-        snapshot = _snapshot(path, None)
-    except DeltaError as err:
-        log.info("reading %s with Spark: %s", path, err)
-        return None
-    records = snapshot.files["num_records"]
-    if records.null_count or (pc.sum(records).as_py() or 0) > limit:
-        return None
-    if snapshot.plain and not is_remote(path):
-        names = [str(Path(path) / unquote(f)) for f in snapshot.files["path"].to_pylist()]
-        return pds.dataset(names, format="parquet", schema=snapshot.arrow_schema)
-    try:
-        return _dataset(path, snapshot.version)
-    except DeltaError as err:  # a table feature the kernel cannot read (deletion vectors)
-        log.info("reading %s with Spark: %s", path, err)
-        return None
-
-
-#: the rows of data files read lately, per (file, the table's schema then), up to this many bytes
-#: in all: a Delta data file never changes once written, and the streams on one table read the
-#: same recent files for their windows, each batch of each stream
-FILES_KEPT_BYTES = 64 * 1024 * 1024
-_files: collections.OrderedDict[tuple[str, str], pa.Table] = collections.OrderedDict()
-_files_bytes = 0
-_files_lock = threading.Lock()
-
-
-def file_rows(names: Sequence[str], schema: pa.Schema) -> pa.Table:
-    """The rows of the local Parquet data files ``names``, in order, as ``schema`` types them (a
-    column a file lacks, added to the table since, is NULL), each file read once while kept."""
-    global _files_bytes
-    typed = schema.to_string()
-    parts: list[pa.Table | None] = []
-    with _files_lock:
-        for name in names:
-            found = _files.get((name, typed))
-            if found is not None:
-                _files.move_to_end((name, typed))
-            parts.append(found)
-    missing = [name for name, part in zip(names, parts) if part is None]
-    if missing:
-        fresh = {name: pds.dataset([name], format="parquet", schema=schema).to_table() for name in missing}
-        with _files_lock:
-            for name, rows in fresh.items():
-                if (name, typed) not in _files and rows.nbytes <= FILES_KEPT_BYTES // 8:
-                    _files[(name, typed)] = rows
-                    _files_bytes += rows.nbytes
-            while _files_bytes > FILES_KEPT_BYTES:
-                _, dropped = _files.popitem(last=False)
-                _files_bytes -= dropped.nbytes
-        parts = [fresh[name] if part is None else part for name, part in zip(names, parts)]
-    return pa.concat_tables(parts) if parts else schema.empty_table()
-
-
-def _dataset(path: str, version: int) -> pds.Dataset:
-    """The table at ``path`` as of ``version`` as an Arrow dataset, read by the kernel."""
-    with _snapshots_lock:
-        return _table_at(path, version).to_pyarrow_dataset()
-
-
-#: the Arrow types of the Spark types placeholders have, for the local path
-_ARROW = {"timestamp": pa.timestamp("us", tz="UTC"), "bigint": pa.int64(), "int": pa.int32(), "smallint": pa.int16(),
-          "tinyint": pa.int8(), "string": pa.string(), "double": pa.float64(), "float": pa.float32(),
-          "boolean": pa.bool_()}
+    def constants(self, fired: Sequence[Fired], schema: T.StructType) -> DataFrame:
+        """FORCE_OUTPUT rows of ``fired``: the items that read no data (constants, placeholders) keep
+        their value, every other column is NULL (reference 000, FORCE_OUTPUT)."""
+        tree = self.tree
+        items = tree.expressions if isinstance(tree, exp.Select) else []
+        view = self._trigger_view(fired)
+        translate, _, _ = self.warehouse.translator(exp.select("1"))
+        df = self.spark.table(f"`{view}`").alias("__t")
+        columns = [F.col(f"`{IDX}`")]
+        for item, fld in zip(items, schema.fields[1:]):
+            body = item.this if isinstance(item, exp.Alias) else item
+            if is_star(body) or reads_data(body):
+                columns.append(F.lit(None).cast(fld.dataType).alias(fld.name))
+                continue
+            bound = body.copy().transform(trigger_column)
+            columns.append(F.expr(translate(bound)).cast(fld.dataType).alias(fld.name))
+        return df.select(*columns)
 
 
 def _local_frame(spark: SparkSession, records: list[dict], schema: T.StructType) -> DataFrame:
@@ -740,98 +441,3 @@ def _local_frame(spark: SparkSession, records: list[dict], schema: T.StructType)
         if isinstance(f.dataType, (T.TimestampType, T.TimestampNTZType)):
             frame[f.name] = pd.to_datetime(frame[f.name], unit="us", utc=True)
     return spark.createDataFrame(frame, schema=schema)
-
-
-def _trigger_column(node: exp.Expr) -> exp.Expr:
-    """A placeholder -> its column of the trigger row ``__t``; any other node as it is."""
-    if isinstance(node, StreamPlaceholder):
-        return exp.column(column_of(node.name), table="__t", quoted=True)
-    return node
-
-
-def _is_star(item: exp.Expr) -> bool:
-    """``*`` or ``t.*``."""
-    return isinstance(item, exp.Star) or (isinstance(item, exp.Column) and isinstance(item.this, exp.Star))
-
-
-def _is_aggregate(node: exp.Expr) -> bool:
-    return isinstance(node, exp.Anonymous) and node.name.lower() in AGGREGATES
-
-
-def has_aggregate(item: exp.Expr) -> bool:
-    """Whether a select item aggregates (FILL fills these items of an empty window)."""
-    return any(_is_aggregate(n) for n in item.walk())
-
-
-def _split(items: list[exp.Expr]) -> tuple[list[exp.Expr], list[exp.Expr]]:
-    """Select items -> (inside the lateral subquery, beside it).
-
-    An item without placeholders is computed inside and passed through. An item with placeholders
-    is computed beside the subquery from the trigger row, its placeholder-free parts that read data
-    (``avg(v)`` in ``avg(v) * _twduration``) computed inside as hidden columns.
-    """
-    inner: list[exp.Expr] = []
-    outer: list[exp.Expr] = []
-    for i, item in enumerate(items):
-        if _is_star(item):
-            inner.append(item.copy())
-            outer.append(exp.Column(this=exp.Star(), table=exp.to_identifier("__q")))
-            continue
-        name = item.alias if isinstance(item, exp.Alias) else result_name(item)
-        body = item.this if isinstance(item, exp.Alias) else item
-        if body.find(StreamPlaceholder) is None:
-            hidden = f"__c{i}"
-            inner.append(exp.alias_(body.copy(), hidden, quoted=True))
-            outer.append(exp.alias_(exp.column(hidden, table="__q", quoted=True), name, quoted=True))
-            continue
-        for ph in body.find_all(StreamPlaceholder):
-            if any(_is_aggregate(a) for a in _ancestors(ph, body)):
-                raise _Unbatchable(f"placeholder {ph.name} is used inside an aggregate function")
-        lifted: list[exp.Expr] = []
-
-        def lift(node: exp.Expr, i: int = i, lifted: list[exp.Expr] = lifted) -> exp.Expr:
-            if isinstance(node, StreamPlaceholder):
-                return exp.column(column_of(node.name), table="__t", quoted=True)
-            if node.find(StreamPlaceholder) is None and _reads_data(node):
-                hidden = f"__c{i}_{len(lifted)}"
-                lifted.append(exp.alias_(node.copy(), hidden, quoted=True))
-                return exp.column(hidden, table="__q", quoted=True)
-            return node
-
-        rewritten = body.copy().transform(lift)
-        inner.extend(lifted)
-        outer.append(exp.alias_(rewritten, name, quoted=True))
-    return inner, outer
-
-
-def _ancestors(node: exp.Expr, stop: exp.Expr) -> Iterator[exp.Expr]:
-    parent = node.parent
-    while parent is not None and parent is not stop.parent:
-        yield parent
-        parent = parent.parent
-
-
-def _reads_data(node: exp.Expr) -> bool:
-    return any(isinstance(n, (exp.Column, PseudoColumn, exp.Anonymous, exp.Subquery, exp.Star))
-               for n in node.walk())
-
-
-
-
-def constants(compute: Compute, fired: Sequence[Fired], schema: T.StructType) -> DataFrame:
-    """FORCE_OUTPUT rows of ``fired``: the items that read no data (constants, placeholders) keep
-    their value, every other column is NULL (reference 000, FORCE_OUTPUT)."""
-    tree = compute.tree
-    items = tree.expressions if isinstance(tree, exp.Select) else []
-    view = compute._trigger_view(fired)
-    translate, _, _ = compute.warehouse.translator(exp.select("1"))
-    df = compute.spark.table(f"`{view}`").alias("__t")
-    columns = [F.col(f"`{IDX}`")]
-    for item, fld in zip(items, schema.fields[1:]):
-        body = item.this if isinstance(item, exp.Alias) else item
-        if _is_star(body) or _reads_data(body):
-            columns.append(F.lit(None).cast(fld.dataType).alias(fld.name))
-            continue
-        bound = body.copy().transform(_trigger_column)
-        columns.append(F.expr(translate(bound)).cast(fld.dataType).alias(fld.name))
-    return df.select(*columns)

@@ -23,20 +23,15 @@ from airflow_stream_provider.plan.state import StreamState
 from airflow_stream_provider.sql.iotdb import CQ_NAMESPACE
 from airflow_stream_provider.streams.runtime import RunReport
 from airflow_stream_provider.streams.store import StoredStream, StreamStore
+from airflow_stream_provider.values import EPOCH, epoch_micros
 from airflow_stream_provider.warehouse import Result, Warehouse, WarehouseError
 from airflow_stream_provider.warehouse.iotdb import run_query
 from airflow_stream_provider.warehouse.series import SeriesStore
 from airflow_stream_provider.warehouse.series_query import now_micros
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
-
-def _micros(at: datetime) -> int:
-    delta = at - _EPOCH
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
-
-
-def schedule_of(stored: StoredStream, state: StreamState) -> ResampleSchedule:
+def resample_schedule_of(stored: StoredStream, state: StreamState) -> ResampleSchedule:
+    """The RESAMPLE schedule of the stored continuous query, anchored at its creation."""
     trig = stored.statement.trigger
     assert isinstance(trig, m.ResampleTrigger) and state.created is not None
     return resample_schedule(trig, state.created)
@@ -99,7 +94,7 @@ def run(warehouse: Warehouse, stored: StoredStream, state: StreamState, store: S
     series = stored.statement.series
     trig = stored.statement.trigger
     assert series is not None and isinstance(trig, m.ResampleTrigger)
-    schedule = schedule_of(stored, state)
+    schedule = resample_schedule_of(stored, state)
     if at is not None:
         due = [at]
     else:
@@ -112,8 +107,8 @@ def run(warehouse: Warehouse, stored: StoredStream, state: StreamState, store: S
     points = SeriesStore(warehouse.catalog)
     update: dict = {}
     for instant in due:
-        start = _micros(instant - trig.start_offset.to_timedelta())
-        end = _micros(instant - trig.end_offset.to_timedelta())
+        start = epoch_micros(instant - trig.start_offset.to_timedelta())
+        end = epoch_micros(instant - trig.end_offset.to_timedelta())
         say(f"{series.cq_id}: executing at {instant.isoformat()} over [{_iso(start)}, {_iso(end)})")
         summary = run_query(points, spark, series.query, start, end, now_micros())
         written = sum(summary["written"].to_pylist()) if summary.num_rows else 0
@@ -129,4 +124,4 @@ def run(warehouse: Warehouse, stored: StoredStream, state: StreamState, store: S
 
 
 def _iso(micros: int) -> str:
-    return (_EPOCH + timedelta(microseconds=micros)).isoformat()
+    return (EPOCH + timedelta(microseconds=micros)).isoformat()

@@ -18,6 +18,7 @@ floating-point values to integers (truncated, as Spark truncates them), ``TIMEST
 or function library. Anything else runs on Spark as before. The differential tests
 (``tests/streams/test_local_compute.py``) hold the two paths to the same results. The commonest
 query, placeholders and plain aggregates, does without DuckDB's query too (:mod:`.aggregates`).
+:class:`DuckDBCompute` is a stream's query computed this way.
 """
 
 from __future__ import annotations
@@ -25,11 +26,21 @@ from __future__ import annotations
 import functools
 import logging
 import threading
+from collections.abc import Sequence
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as pds
 import sqlglot
 from sqlglot import exp
+
+from airflow_stream_provider.exceptions import StreamDefinitionError
+from airflow_stream_provider.sql.ast import StreamPlaceholder, TriggerTable, WindowClause
+from airflow_stream_provider.streams import aggregates
+from airflow_stream_provider.streams.compute import Compute
+from airflow_stream_provider.streams.fired import IDX, TROWS_FROM, TROWS_TO, Fired, column_of
+from airflow_stream_provider.streams.lateral import Unbatchable
+from airflow_stream_provider.warehouse.snapshots import table_scan
 
 log = logging.getLogger(__name__)
 
@@ -172,3 +183,126 @@ def cast_to(table: pa.Table, schema: pa.Schema) -> pa.Table:
     """``table``'s columns, by position, with ``schema``'s names and types (DuckDB sums integers as
     128-bit decimals where Spark gives a bigint, and so on)."""
     return pa.table([table.column(i).cast(field.type) for i, field in enumerate(schema)], schema=schema)
+
+
+#: the Arrow types of the Spark types placeholders have, for the computation in the process
+_ARROW = {"timestamp": pa.timestamp("us", tz="UTC"), "bigint": pa.int64(), "int": pa.int32(), "smallint": pa.int16(),
+          "tinyint": pa.int8(), "string": pa.string(), "double": pa.float64(), "float": pa.float32(),
+          "boolean": pa.bool_()}
+
+
+class DuckDBCompute:
+    """A stream's :class:`~airflow_stream_provider.streams.compute.Compute`, computed in this process
+    by DuckDB when a batch's rows are few; whether its query can be is decided once."""
+
+    def __init__(self, compute: Compute) -> None:
+        self.compute = compute
+        self._sql: str | None = None  # the query in DuckDB's dialect ("": Spark runs it), once known
+        self._paths: tuple[str, ...] = ()  # the tables it reads as TABLE 0, 1, ...
+        self._items: tuple[aggregates.Item, ...] | None = None  # the query as aggregates (empty: it is not)
+
+    def results(self, fired: Sequence[Fired]) -> pa.Table | None:
+        """The results of ``fired`` computed in this process by DuckDB, as
+        :meth:`Compute.frame` gives them but as Arrow; None when Spark must run them: the query has a
+        part DuckDB does not evaluate as Spark does, its rows are many, or DuckDB failed (a value out
+        of range): Spark then gives the result or the error."""
+        compute = self.compute
+        src = compute.source
+        if not fired or any(t.adjust is not None for t in fired) or self._query() is None:
+            return None
+        if compute.trows and (src is None or src.changes or src.skip_versions):
+            return None
+        tables: dict[str, pa.Table | pds.Dataset] = {}
+        for i, path in enumerate(self._paths):
+            scan = table_scan(path, LOCAL_TABLE_ROWS)
+            if scan is None:
+                return None
+            tables[TABLE.format(i)] = scan
+        if not compute.trows:
+            return try_run(self._query() or "", {"__triggers": self._trigger_table(fired), **tables})
+        assert src is not None
+        by_version: dict[int | None, list[Fired]] = {}
+        for trigger in fired:
+            by_version.setdefault(trigger.version, []).append(trigger)
+        parts = []
+        for version, group in by_version.items():
+            bounds = compute.bounds(group)
+            found = compute.few_rows_table(version, bounds, limit=LOCAL_ROWS) if bounds is not None else None
+            if found is None:
+                return None
+            rows = self._trows(found[0])
+            if rows is None:
+                return None
+            triggers = self._trigger_table(group)
+            computed = None if tables else self._aggregated(group, rows, triggers)
+            if computed is None:
+                computed = try_run(self._query() or "", {"__trows": rows, "__triggers": triggers, **tables})
+                if computed is None:
+                    return None
+            parts.append(computed)
+        return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+
+    def _aggregated(self, fired: Sequence[Fired], rows: pa.Table, triggers: pa.Table) -> pa.Table | None:
+        """The results of ``fired`` from its ``%%trows`` ``rows`` without SQL when the query is
+        placeholders and plain aggregates (:mod:`.aggregates`); None: DuckDB computes them."""
+        if self._items is None:
+            self._items = aggregates.plan(self.compute.tree) or ()
+            log.info("computing %s", "window aggregates from the rows" if self._items else "with DuckDB")
+        src = self.compute.source
+        if not self._items or src is None:
+            return None
+        slices = aggregates.window_slices(rows, src.ts_column, src.keys, [self.compute.bindings(t) for t in fired],
+                                          end_inclusive=src.end_inclusive, bounds=(TROWS_FROM, TROWS_TO))
+        if slices is None:
+            return None
+        return aggregates.evaluate(self._items, rows, triggers, slices, column_of)
+
+    def _query(self) -> str | None:
+        """The batched query in DuckDB's dialect over ``__triggers``, ``__trows`` and the tables it
+        names (:attr:`_paths`); None: not computed here. Decided once."""
+        if self._sql is None:
+            self._sql = ""
+            compute = self.compute
+            tree = compute.tree
+            batchable = isinstance(tree, exp.Select) and tree.find(WindowClause) is None and not any(
+                tree.args.get(c) is not None and tree.args[c].find(StreamPlaceholder) is not None
+                for c in ("group", "order"))
+            typed = all(compute.type_of(n) in _ARROW for n in compute.placeholders())
+            only_trows = all(n.name == "%%trows" for n in tree.find_all(TriggerTable))
+            if batchable and typed and only_trows:
+                types = (("__triggers", tuple((column_of(n), compute.type_of(n)) for n in compute.placeholders())),)
+                try:
+                    spark_sql, paths = delta_tables(compute.lateral_sql("__trows" if compute.trows else None,
+                                                                        "__triggers"))
+                    sql = duckdb_sql(spark_sql, types)
+                except (Unbatchable, StreamDefinitionError):
+                    sql, paths = None, ()
+                pre = compute.source.pre_filter if compute.source is not None and compute.trows else None
+                if sql is not None and (pre is None or duckdb_sql(f"SELECT * FROM t WHERE {pre}")):
+                    self._sql, self._paths = sql, paths
+            log.info("computing %s", "in the process when its rows are few" if self._sql else "on Spark")
+        return self._sql or None
+
+    def _trows(self, rows: pa.Table) -> pa.Table | None:
+        """``%%trows`` from the table's rows: the subtable's, past PRE_FILTER, counted by COUNT_WINDOW."""
+        src = self.compute.source
+        assert src is not None
+        if src.subtable is not None:
+            rows = rows.filter(pc.equal(rows["tbname"], src.subtable))
+        if src.count_columns:
+            rows = rows.filter(functools.reduce(pc.or_, [pc.is_valid(rows[c]) for c in src.count_columns]))
+        if src.pre_filter:
+            sql = duckdb_sql(f"SELECT * FROM `__rows` WHERE {src.pre_filter}")
+            if sql is None:
+                return None
+            rows = run(sql, {"__rows": rows})
+        return rows
+
+    def _trigger_table(self, fired: Sequence[Fired]) -> pa.Table:
+        """The batch's trigger rows as Arrow, ``__idx`` and one column per placeholder it needs, typed
+        as Spark types them."""
+        compute = self.compute
+        arrays = {IDX: pa.array([t.idx for t in fired], pa.int64())}
+        for name in compute.placeholders():
+            arrays[column_of(name)] = pa.array([t.values.get(name) for t in fired], _ARROW[compute.type_of(name)])
+        return pa.table(arrays)

@@ -50,7 +50,7 @@ def create(warehouse: Warehouse, stmt: m.CreateStream, store: StreamStore | None
     runtime = StreamRuntime(warehouse, stmt, db)
     if stmt.legacy is not None:
         _check_legacy(runtime, store)
-    plan = runtime.output()
+    plan = runtime.output_plan
     target = ""
     if plan is not None:
         plan.ensure_table(warehouse.catalog)

@@ -31,7 +31,7 @@ from airflow_stream_provider.notify.outbox import Outbox
 from airflow_stream_provider.plan.state import StreamState
 from airflow_stream_provider.spark.session import arrow_frame
 from airflow_stream_provider.sql import to_spark
-from airflow_stream_provider.streams.compute import Fired
+from airflow_stream_provider.streams.fired import Fired
 from airflow_stream_provider.streams.runtime import StreamRuntime
 from airflow_stream_provider.streams.store import StoredStream
 

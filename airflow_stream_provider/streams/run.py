@@ -26,8 +26,8 @@ from airflow_stream_provider.plan.schedule import Schedule
 from airflow_stream_provider.plan.state import BATCH_MARKS, StreamState
 from airflow_stream_provider.plan.stream import computed_live, plan_stream
 from airflow_stream_provider.streams import cq, notifications, status
-from airflow_stream_provider.streams.compute import Fired
 from airflow_stream_provider.streams.fire import rows, schedules, windows
+from airflow_stream_provider.streams.fired import Fired
 from airflow_stream_provider.streams.notifications import RunNotifications, outbox_of
 from airflow_stream_provider.streams.run_request import RunRequest
 from airflow_stream_provider.streams.runtime import RunReport, StreamRuntime, StreamStopped, in_database

@@ -1,7 +1,12 @@
 """A stream resolved against the warehouse (:class:`StreamRuntime`) and the report of one run.
 
 Everything a run, a recalculation and the lifecycle statements share: the trigger table found in
-the catalog, the PARTITION BY columns and their placeholder types, the compute, and the output plan.
+the catalog, the PARTITION BY columns and their placeholder types, the compute (on Spark, and by
+DuckDB when its rows are few), and the output plan.
+
+The result schema and the output plan are found when first asked for, not when the runtime is made:
+finding the schema without the one CREATE STREAM recorded is a Spark job, which the statements that
+only need the trigger table (STOP and START STREAM) never start.
 """
 
 from __future__ import annotations
@@ -23,7 +28,9 @@ from airflow_stream_provider.notify.delivery import DeliveryReport
 from airflow_stream_provider.plan.stream import TriggerTable
 from airflow_stream_provider.sql import to_spark
 from airflow_stream_provider.streams import output as out
-from airflow_stream_provider.streams.compute import TIMESTAMPS, TROWS_FROM, TROWS_TO, Compute, Fired, TriggerSource
+from airflow_stream_provider.streams.compute import Compute
+from airflow_stream_provider.streams.duckdb import DuckDBCompute
+from airflow_stream_provider.streams.fired import TIMESTAMPS, TROWS_FROM, TROWS_TO, Fired, TriggerSource
 from airflow_stream_provider.values import epoch_micros
 from airflow_stream_provider.warehouse import Warehouse
 from airflow_stream_provider.warehouse.catalog import TBNAME, Column, SubTable, TableInfo
@@ -120,6 +127,7 @@ class StreamRuntime:
         self.source = self._source()
         self.compute = (Compute(warehouse, stmt.query.tree, self.source, group_types=self.group_types,
                                 also=(self.info,) if self.info else ()) if stmt.query is not None else None)
+        self.duckdb_compute = DuckDBCompute(self.compute) if self.compute is not None else None
         self._output: out.OutputPlan | None = None
         # the result's types as CREATE STREAM found them (recorded in the stream's state): a run of few
         # rows then computes and writes without a Spark session
@@ -194,6 +202,7 @@ class StreamRuntime:
             values[name] = _SAMPLE.get(kind, 0)
         return Fired(0, values, version=self.table_version(), since_version=self.table_version())
 
+    @property
     def result_schema(self) -> T.StructType:
         """The computation's result columns (``__idx`` first), found once with typed sample values
         (``schema_json`` records them)."""
@@ -205,15 +214,16 @@ class StreamRuntime:
 
     def schema_json(self) -> str | None:
         """The result columns as a stream's state records them (None: no computation)."""
-        return self.result_schema().json() if self.compute is not None else None
+        return self.result_schema.json() if self.compute is not None else None
 
-    def output(self) -> out.OutputPlan | None:
-        """The output table plan (None when results are not stored)."""
+    @property
+    def output_plan(self) -> out.OutputPlan | None:
+        """The output table plan (None when results are not stored), found once."""
         stmt = self.stmt
         if stmt.query is None or stmt.into is None or stmt.options.calc_notify_only:
             return None
         if self._output is None:
-            schema = self.result_schema()
+            schema = self.result_schema
             if stmt.legacy is not None:
                 found = self.warehouse.catalog.lookup(stmt.into, (stmt.into.db or self.db).lower())
                 if found is not None and not isinstance(found, TableInfo):

@@ -24,19 +24,20 @@ from airflow_stream_provider.sql import to_spark
 from airflow_stream_provider.sql.ast import StreamPlaceholder
 from airflow_stream_provider.streams import duckdb
 from airflow_stream_provider.streams import output as out
-from airflow_stream_provider.streams.compute import IDX, Fired, column_of, constants, has_aggregate
+from airflow_stream_provider.streams.fired import IDX, Fired, column_of
 from airflow_stream_provider.streams.runtime import BATCH, STEP, RunReport, StreamRuntime
 from airflow_stream_provider.streams.store import StoredStream
 from airflow_stream_provider.warehouse import writer
 from airflow_stream_provider.warehouse.catalog import TBNAME, SubTable, TableInfo
 from airflow_stream_provider.warehouse.types import arrow_type, spark_type
+from airflow_stream_provider.windows.select import has_aggregate
 from airflow_stream_provider.windows.turns import elsewhere
 
 
 def table_names(runtime: StreamRuntime, groups: dict[str, tuple]) -> dict[str, str]:
     """group id -> the name notifications give as ``tableName``: the group's output subtable, the
     output table, or (no output) the name an output subtable would have."""
-    plan = runtime.output()
+    plan = runtime.output_plan
     if plan is None:
         return {gid: out.subtable_name(f"{runtime.name}_{gid}") for gid in groups}
     if not plan.grouped:
@@ -91,9 +92,10 @@ def _compute(runtime: StreamRuntime, fired: list[Fired], report: RunReport, *,
     empty = [f for f in fired if fill is not None and f.values.get("_twrownum") == 0]
     if empty:
         fired = [f for f in fired if f.values.get("_twrownum") != 0]
-    results = compute.local(fired) if fired and batched else None
+    assert runtime.duckdb_compute is not None  # made with the compute
+    results = runtime.duckdb_compute.results(fired) if fired and batched else None
     if results is not None:  # a few rows: computed in the process, typed as Spark types them
-        schema = runtime.result_schema()
+        schema = runtime.result_schema
         results = duckdb.cast_to(results, to_arrow_schema(schema, timezone="UTC"))
         report.local += 1
     else:
@@ -101,7 +103,7 @@ def _compute(runtime: StreamRuntime, fired: list[Fired], report: RunReport, *,
             frame = compute.frame(fired, batched=batched) if fired else None
             if compute.batched_reason:
                 report.per_trigger = compute.batched_reason
-            schema = frame.schema if frame is not None else runtime.result_schema()
+            schema = frame.schema if frame is not None else runtime.result_schema
             with runtime.warehouse.local_time():
                 results = frame.toArrow() if frame is not None else None
     if empty:
@@ -118,7 +120,7 @@ def _compute(runtime: StreamRuntime, fired: list[Fired], report: RunReport, *,
         have = set(results[IDX].to_pylist())
         missing = [f for f in fired if f.idx not in have]
         if missing:
-            forced = constants(compute, missing, schema).toArrow()
+            forced = compute.constants(missing, schema).toArrow()
             report.forced += forced.num_rows
             results = pa.concat_tables([results, forced.cast(results.schema)])
     return results, fired
@@ -132,7 +134,7 @@ def fill_windows(runtime: StreamRuntime, empty: list[Fired], schema: T.StructTyp
     ``results``) or else from the output table."""
     compute = runtime.compute
     assert compute is not None
-    table = constants(compute, empty, schema).toArrow()
+    table = compute.constants(empty, schema).toArrow()
     if fill.mode == "NULL":
         return table
     items = compute.tree.expressions if isinstance(compute.tree, exp.Select) else []
@@ -176,7 +178,7 @@ def _output_history(runtime: StreamRuntime, trigger: Fired, aggregates: list[int
     """The results a group wrote before, from its output subtable: (window start, result columns)."""
     from deltalake import DeltaTable
 
-    plan = runtime.output()
+    plan = runtime.output_plan
     if plan is None:
         return []
     info = plan.ensure_table(runtime.warehouse.catalog)
@@ -192,7 +194,7 @@ def _output_history(runtime: StreamRuntime, trigger: Fired, aggregates: list[int
 def write_results(runtime: StreamRuntime, fired: list[Fired], results: pa.Table, report: RunReport) -> None:
     """Write computed results (``__idx``, the trigger in ``fired``, then the query's columns) to the
     stream's output table, each group into its output subtable."""
-    plan = runtime.output()
+    plan = runtime.output_plan
     if plan is None or results.num_rows == 0:
         return
     # A run can fire one window more than once: its close, then from a later detector batch its
@@ -325,7 +327,7 @@ def _spark_group_rows(runtime: StreamRuntime, plan: out.OutputPlan, seen: dict[s
 def retract(runtime: StreamRuntime, gone: pd.DataFrame, report: RunReport) -> None:
     """Remove the results of windows that are gone (a legacy stream's WINDOW_INVALIDATION events
     with no later event): the row of the window's start in its group's output subtable."""
-    plan = runtime.output()
+    plan = runtime.output_plan
     if plan is None or gone.empty:
         return
     groups = {str(g): runtime.group_key(runtime.group_values(json.loads(k)))
@@ -342,7 +344,7 @@ def retract(runtime: StreamRuntime, gone: pd.DataFrame, report: RunReport) -> No
 
 def delete_outputs(runtime: StreamRuntime, state: StreamState, report: RunReport) -> dict[str, str]:
     """Remove the output subtable of each trigger subtable that no longer exists; the outputs left."""
-    plan = runtime.output()
+    plan = runtime.output_plan
     outputs: dict[str, str] = dict(state.outputs)
     if plan is None or runtime.info is None or not outputs:
         return outputs

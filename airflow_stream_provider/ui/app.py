@@ -174,9 +174,9 @@ def create_app() -> FastAPI:
     @app.get("/api/triggers")
     async def triggers(user: User) -> JSONResponse:
         """The insert triggers (SHOW TRIGGERS) with their fire and failure counts."""
-        from airflow_stream_provider.streams import callbacks
+        from airflow_stream_provider.streams import insert_triggers
 
-        table = await asyncio.to_thread(callbacks.show)
+        table = await asyncio.to_thread(insert_triggers.show)
         return JSONResponse({"triggers": table.to_pylist(), "at": datetime.now(UTC).isoformat()})
 
     @app.get("/api/streams/{db}/{name}")

@@ -270,14 +270,14 @@ def _finish(query: exp.Select, order: exp.Expr | None, limit: exp.Expr | None) -
     return query
 
 
-def _is_aggregate(node: exp.Expr) -> bool:
+def has_aggregate(node: exp.Expr) -> bool:
     return any(isinstance(n, exp.Anonymous) and n.name.lower() in AGGREGATES for n in node.walk())
 
 
 def _filled(warehouse: Warehouse, view: str, items: list[exp.Expr], keys: list[exp.Column],
             window_cols: list[exp.Column], mode: str, values: tuple, order, limit,
             translate: Callable[[exp.Expr], str]) -> DataFrame:
-    aggregated = [i for i, e in enumerate(items) if _is_aggregate(e)]
+    aggregated = [i for i, e in enumerate(items) if has_aggregate(e)]
     if mode.startswith("VALUE") and len(values) != len(aggregated):
         raise _reject(f"FILL({mode}) needs {len(aggregated)} value(s), one per select item with an aggregate; "
                       f"got {len(values)}", "FILL")

@@ -12,7 +12,8 @@ import pytest
 
 from airflow_stream_provider.sql.tdengine.parser import parse
 from airflow_stream_provider.streams import aggregates
-from airflow_stream_provider.streams.compute import TROWS_FROM, TROWS_TO, named
+from airflow_stream_provider.streams.fired import TROWS_FROM, TROWS_TO
+from airflow_stream_provider.streams.lateral import named
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
 

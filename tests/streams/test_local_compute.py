@@ -88,15 +88,15 @@ def _same(a: object, b: object) -> bool:
 def test_local_results_equal_spark_results(wh, options, query):
     wh, rng = wh
     runtime, fired = _fired(wh, f"s{LOCAL.index((options, query))}", query, rng, options)
-    _same_as_spark(wh, runtime.compute, fired, query)
+    _same_as_spark(wh, runtime, fired, query)
 
 
-def _same_as_spark(wh, compute, fired, query: str) -> None:
+def _same_as_spark(wh, runtime, fired, query: str) -> None:
     """The batch computed in the process equals Spark's computation of it, in every value and type."""
     with wh.scratch():
-        found = compute.local(fired)
+        found = runtime.duckdb_compute.results(fired)
         assert found is not None, f"{query} should run in the process"
-        frame = compute.frame(fired)
+        frame = runtime.compute.frame(fired)
         expected = frame.toArrow()
     got = duckdb.cast_to(found, to_arrow_schema(frame.schema, timezone="UTC"))
     assert got.schema.names == expected.schema.names
@@ -123,7 +123,6 @@ AGGREGATES = [
 def test_window_aggregates_from_the_rows_equal_spark_results(wh, options, query, monkeypatch):
     wh, rng = wh
     runtime, fired = _fired(wh, f"a{AGGREGATES.index((options, query))}", query, rng, options)
-    compute = runtime.compute
     queried = duckdb.run
 
     def no_lateral(sql, tables):  # PRE_FILTER may still run in DuckDB; the windows' query may not
@@ -131,7 +130,7 @@ def test_window_aggregates_from_the_rows_equal_spark_results(wh, options, query,
         return queried(sql, tables)
 
     monkeypatch.setattr(duckdb, "run", no_lateral)
-    _same_as_spark(wh, compute, fired, query)
+    _same_as_spark(wh, runtime, fired, query)
 
 
 @pytest.mark.parametrize("query", SPARK)
@@ -139,7 +138,7 @@ def test_queries_with_parts_duckdb_reads_otherwise_go_to_spark(wh, query):
     wh, rng = wh
     runtime, fired = _fired(wh, f"p{SPARK.index(query)}", query, rng)
     with wh.scratch():
-        assert runtime.compute.local(fired) is None
+        assert runtime.duckdb_compute.results(fired) is None
         assert runtime.compute.frame(fired).count() == len(fired)
 
 
@@ -148,7 +147,7 @@ def test_many_rows_go_to_spark(wh, monkeypatch):
     runtime, fired = _fired(wh, "many", LOCAL[0][1], rng)
     monkeypatch.setattr(duckdb, "LOCAL_ROWS", 5)  # a window holds 5 or 6 rows of its meter
     with wh.scratch():
-        assert runtime.compute.local(fired) is None
+        assert runtime.duckdb_compute.results(fired) is None
 
 
 #: PERIOD queries over a whole table (TDengine's own example first): computed in the process, the
@@ -166,7 +165,7 @@ INSTANTS = [1_735_689_600_123_500_000, 1_735_689_610_000_000_000, 1_735_689_620_
 
 
 def _period(wh, name: str, query: str, rng):
-    from airflow_stream_provider.streams.compute import Fired
+    from airflow_stream_provider.streams.fired import Fired
 
     sql(wh, f"CREATE STREAM lc.{name} PERIOD(10s) INTO lc.out_{name} AS {query}")
     for second in range(0, 41, 2):
@@ -180,7 +179,7 @@ def _period(wh, name: str, query: str, rng):
 def test_queries_over_whole_tables_computed_in_the_process_equal_spark_results(wh, query):
     wh, rng = wh
     runtime, fired = _period(wh, f"t{TABLES.index(query)}", query, rng)
-    _same_as_spark(wh, runtime.compute, fired, query)
+    _same_as_spark(wh, runtime, fired, query)
 
 
 #: over a whole table, left to Spark: a cast to an integer of a value of a type unknown before the
@@ -197,7 +196,7 @@ def test_whole_table_queries_duckdb_cannot_compute_as_spark_go_to_spark(wh, quer
     wh, rng = wh
     runtime, fired = _period(wh, f"u{TABLES_SPARK.index(query)}", query, rng)
     with wh.scratch():
-        assert runtime.compute.local(fired[:3]) is None
+        assert runtime.duckdb_compute.results(fired[:3]) is None
 
 
 def test_large_tables_go_to_spark(wh, monkeypatch):
@@ -205,10 +204,10 @@ def test_large_tables_go_to_spark(wh, monkeypatch):
     runtime, fired = _period(wh, "big", TABLES[0], rng)
     monkeypatch.setattr(duckdb, "LOCAL_TABLE_ROWS", 62)  # three meters, 21 seconds: 63 rows
     with wh.scratch():
-        assert runtime.compute.local(fired) is None
+        assert runtime.duckdb_compute.results(fired) is None
     monkeypatch.setattr(duckdb, "LOCAL_TABLE_ROWS", 63)
     with wh.scratch():
-        assert runtime.compute.local(fired) is not None
+        assert runtime.duckdb_compute.results(fired) is not None
 
 
 def test_spark_casts_to_integers_are_truncations_in_duckdb():
@@ -258,7 +257,7 @@ def test_output_subtables_and_tags_without_spark_equal_spark(wh, table, create, 
     for f in fired:
         seen.setdefault(f.group_id, f)
     assert len(seen) == 3  # the three meters
-    plan = runtime.output()
+    plan = runtime.output_plan
     found = _plain_group_rows(runtime, plan, seen)
     if not plain:
         assert found is None  # OUTPUT_SUBTABLE is an expression: Spark evaluates it

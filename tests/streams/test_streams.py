@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from airflow_stream_provider.exceptions import StreamDefinitionError, StreamError
-from airflow_stream_provider.streams.compute import TROWS_FROM, TROWS_TO, Fired
+from airflow_stream_provider.streams.fired import TROWS_FROM, TROWS_TO, Fired
 from airflow_stream_provider.streams.run import run as run_stream
 from airflow_stream_provider.streams.runtime import RunReport, StreamRuntime
 from airflow_stream_provider.streams.store import StreamStore

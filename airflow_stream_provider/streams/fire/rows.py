@@ -27,8 +27,9 @@ from sqlglot import exp
 from airflow_stream_provider.exceptions import StreamError
 from airflow_stream_provider.plan.state import StreamState
 from airflow_stream_provider.sql.ast import TriggerTable
-from airflow_stream_provider.streams.compute import IDX, Fired, named
 from airflow_stream_provider.streams.fire.windows import detector_options
+from airflow_stream_provider.streams.fired import IDX, Fired
+from airflow_stream_provider.streams.lateral import named
 from airflow_stream_provider.streams.probes import checkpoint_id, last_commit
 from airflow_stream_provider.streams.runtime import RunReport, StreamRuntime, group_id
 from airflow_stream_provider.streams.store import StoredStream, detector_lock
@@ -142,7 +143,7 @@ def process(runtime: StreamRuntime, changes: DataFrame, report: RunReport) -> No
 def retract_rows(runtime: StreamRuntime, before: DataFrame, report: RunReport) -> None:
     """Remove the output row of each of ``before`` (rows as they were): its group's output subtable,
     at its timestamp."""
-    plan = runtime.output()
+    plan = runtime.output_plan
     assert runtime.info is not None
     if plan is None:
         return

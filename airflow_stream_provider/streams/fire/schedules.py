@@ -13,7 +13,7 @@ from airflow_stream_provider import config
 from airflow_stream_provider import model as m
 from airflow_stream_provider.plan.schedule import Schedule, schedule_of
 from airflow_stream_provider.plan.state import StreamState
-from airflow_stream_provider.streams.compute import TROWS_FROM, TROWS_TO, Fired
+from airflow_stream_provider.streams.fired import TROWS_FROM, TROWS_TO, Fired
 from airflow_stream_provider.streams.probes import version_at
 from airflow_stream_provider.streams.runtime import RunReport, StreamRuntime, group_id, nanos
 from airflow_stream_provider.values import epoch_micros

@@ -19,7 +19,7 @@ from airflow_stream_provider.exceptions import StreamError
 from airflow_stream_provider.model.events import EventType, TriggerKind
 from airflow_stream_provider.plan.state import StreamState
 from airflow_stream_provider.streams import duckdb
-from airflow_stream_provider.streams.compute import TROWS_FROM, TROWS_TO, Fired
+from airflow_stream_provider.streams.fired import TROWS_FROM, TROWS_TO, Fired
 from airflow_stream_provider.streams.probes import checkpoint_id, read_events
 from airflow_stream_provider.streams.runtime import StreamRuntime, nanos
 from airflow_stream_provider.streams.store import StoredStream, detector_lock

@@ -1,5 +1,5 @@
 """The rows of a table's data files, read once while kept: the streams on one table read the same
-recent files for their windows (:func:`~airflow_stream_provider.streams.compute.file_rows`)."""
+recent files for their windows (:func:`~airflow_stream_provider.warehouse.snapshots.file_rows`)."""
 
 from __future__ import annotations
 
@@ -9,15 +9,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_stream_provider.streams import compute
+from airflow_stream_provider.warehouse import snapshots
 
 SCHEMA = pa.schema([("ts", pa.timestamp("us", tz="UTC")), ("v", pa.int32())])
 
 
 @pytest.fixture
 def files(tmp_path, monkeypatch):
-    monkeypatch.setattr(compute, "_files", collections.OrderedDict())
-    monkeypatch.setattr(compute, "_files_bytes", 0)
+    monkeypatch.setattr(snapshots, "_files", collections.OrderedDict())
+    monkeypatch.setattr(snapshots, "_files_bytes", 0)
     names = []
     for i in range(10):
         name = str(tmp_path / f"part-{i}.parquet")
@@ -30,43 +30,43 @@ def files(tmp_path, monkeypatch):
 def _reads(monkeypatch) -> list[list[str]]:
     """The files each dataset made from here on reads."""
     made = []
-    dataset = compute.pds.dataset
+    dataset = snapshots.pds.dataset
 
     def counted(paths, **kwargs):
         made.append(list(paths))
         return dataset(paths, **kwargs)
 
-    monkeypatch.setattr(compute.pds, "dataset", counted)
+    monkeypatch.setattr(snapshots.pds, "dataset", counted)
     return made
 
 
 def test_files_are_read_once_and_given_in_order(files, monkeypatch):
     reads = _reads(monkeypatch)
-    first = compute.file_rows(files[:2], SCHEMA)
+    first = snapshots.file_rows(files[:2], SCHEMA)
     assert first["v"].to_pylist() == [0, 0, 1, -1]
-    again = compute.file_rows([files[2], files[0], files[1]], SCHEMA)
+    again = snapshots.file_rows([files[2], files[0], files[1]], SCHEMA)
     assert again["v"].to_pylist() == [2, -2, 0, 0, 1, -1]
     assert reads == [[files[0]], [files[1]], [files[2]]]  # each file once
     assert again.schema == SCHEMA
-    assert compute.file_rows([], SCHEMA).num_rows == 0
+    assert snapshots.file_rows([], SCHEMA).num_rows == 0
 
 
 def test_a_column_added_since_a_file_was_written_is_null_in_its_rows(files):
-    compute.file_rows(files[:1], SCHEMA)  # kept as the table's schema typed it then
+    snapshots.file_rows(files[:1], SCHEMA)  # kept as the table's schema typed it then
     wider = SCHEMA.append(pa.field("note", pa.string()))
-    rows = compute.file_rows(files[:1], wider)
+    rows = snapshots.file_rows(files[:1], wider)
     assert rows.schema == wider
     assert rows["note"].to_pylist() == [None, None]
-    assert compute.file_rows(files[:1], SCHEMA).schema == SCHEMA
+    assert snapshots.file_rows(files[:1], SCHEMA).schema == SCHEMA
 
 
 def test_files_beyond_the_bytes_kept_are_read_again(files, monkeypatch):
-    size = compute.file_rows(files[:1], SCHEMA).nbytes  # every file's rows take as many bytes
-    monkeypatch.setattr(compute, "FILES_KEPT_BYTES", 9 * size)  # room for nine of the ten
-    compute.file_rows(files, SCHEMA)
-    assert compute._files_bytes == 9 * size
+    size = snapshots.file_rows(files[:1], SCHEMA).nbytes  # every file's rows take as many bytes
+    monkeypatch.setattr(snapshots, "FILES_KEPT_BYTES", 9 * size)  # room for nine of the ten
+    snapshots.file_rows(files, SCHEMA)
+    assert snapshots._files_bytes == 9 * size
     reads = _reads(monkeypatch)
-    assert compute.file_rows(files[1:], SCHEMA)["v"].to_pylist()[:2] == [1, -1]  # the latest nine, kept
+    assert snapshots.file_rows(files[1:], SCHEMA)["v"].to_pylist()[:2] == [1, -1]  # the latest nine, kept
     assert reads == []
-    assert compute.file_rows(files[:1], SCHEMA)["v"].to_pylist() == [0, 0]  # the oldest, read again
+    assert snapshots.file_rows(files[:1], SCHEMA)["v"].to_pylist() == [0, 0]  # the oldest, read again
     assert reads == [[files[0]]]

@@ -1,0 +1,153 @@
+"""The warehouse's insert listener that fires the registered triggers whose pattern matches a write
+(:data:`LISTENER`, registered when this module is imported).
+
+Every process that writes through the warehouse fires the triggers whose pattern matches, re-reading
+the registry when it changes. A STATELESS trigger fires on this process's instance; a STATEFUL one
+on the stream node's, over its trigger port. A failure under PESSIMISTIC aborts a BEFORE INSERT's
+write, and stops the AFTER INSERT triggers after it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+from airflow_stream_provider import model as m
+from airflow_stream_provider.streams.insert_triggers.client import NodeClient, tablet_json
+from airflow_stream_provider.streams.insert_triggers.instance import Instance, fire_timeout
+from airflow_stream_provider.streams.insert_triggers.registry import (
+    Counts,
+    Entry,
+    TriggerError,
+    TriggerRegistry,
+    folder,
+)
+from airflow_stream_provider.warehouse import listeners
+from airflow_stream_provider.warehouse.listeners import Write
+
+
+class TriggerHome:
+    """The triggers of one trigger folder, as this process sees them."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.registry = TriggerRegistry(root)
+        self.instances: dict[str, Instance] = {}  # stateless, by trigger id
+        self.node = NodeClient()
+        self._matches: dict[tuple[str, m.SeriesPath, str], bool] = {}
+        self._lock = threading.RLock()  # writers of one process may run on several threads (the node's)
+
+    def entries(self) -> list[Entry]:
+        with self._lock:
+            entries = self.registry.entries()
+            if self.instances:
+                live = {e.id for e in entries}
+                for trigger_id in [i for i in self.instances if i not in live]:
+                    self.instances.pop(trigger_id).drop()  # dropped by another process: this instance ends too
+            return entries
+
+    def matched(self, entry: Entry, write: Write, millis: tuple[int, ...]) -> m.Tablet | None:
+        schemas, values = [], []
+        for name, kind, column in write.columns:
+            key = (entry.id, write.device, name)
+            hit = self._matches.get(key)
+            if hit is None:
+                hit = self._matches[key] = entry.pattern.matches(write.device.nodes + (name,))
+            if hit:
+                schemas.append(m.Measurement(name, kind))
+                values.append(column)
+        if not schemas:
+            return None
+        return m.Tablet(str(write.device), tuple(schemas), millis, tuple(values), write.micros)
+
+    def instance(self, entry: Entry) -> Instance:
+        with self._lock:
+            found = self.instances.get(entry.id)
+            if found is None or found.hung:
+                found = self.instances[entry.id] = Instance.create(entry, self.root)
+            return found
+
+    def fire(self, entry: Entry, tablet: m.Tablet, timeout: float) -> tuple[str | None, m.FailureStrategy]:
+        """(None, _) when the fire succeeded, else (why, the strategy that applies)."""
+        if entry.stateful:
+            try:
+                answer = self.node.call({"op": "fire", "id": entry.id, "tablet": tablet_json(tablet)}, timeout + 5)
+            except TimeoutError:
+                return f"the stream node did not answer within {timeout + 5:g} s", entry.strategy
+            except ConnectionError as err:
+                return f"stateful trigger not reachable: {err}", entry.strategy
+            return answer.get("error"), m.FailureStrategy(answer.get("strategy") or entry.strategy)
+        try:
+            instance = self.instance(entry)
+        except TriggerError as err:
+            return f"no instance: {err}", entry.strategy
+        error = instance.fire(tablet, timeout)
+        return error, (instance.strategy() if error else entry.strategy)
+
+
+class InsertTriggers:
+    """The warehouse listener that fires the registered triggers (one per process)."""
+
+    def __init__(self) -> None:
+        self._homes: dict[Path, TriggerHome] = {}
+        self._lock = threading.Lock()
+
+    def home(self, root: Path | None = None) -> TriggerHome:
+        root = (root or folder()).absolute()  # on every write: no file system call
+        with self._lock:
+            found = self._homes.get(root)
+            if found is None:
+                found = self._homes[root] = TriggerHome(root)
+            return found
+
+    def active(self) -> bool:
+        return bool(self.home().entries())
+
+    def before(self, writes: Sequence[Write]) -> list[str]:
+        return self._fire(m.TriggerEvent.BEFORE_INSERT, writes)
+
+    def after(self, writes: Sequence[Write]) -> list[str]:
+        return self._fire(m.TriggerEvent.AFTER_INSERT, writes)
+
+    def _fire(self, event: m.TriggerEvent, writes: Sequence[Write]) -> list[str]:
+        home = self.home()
+        entries = [e for e in home.entries() if e.event is event]
+        if not entries:
+            return []
+        timeout = fire_timeout()
+        notices: list[str] = []
+        counts: dict[str, Counts] = {}
+        try:
+            for write in writes:
+                if not write.micros:
+                    continue  # nothing was written (a CQ window without points)
+                millis = tuple(t // 1000 for t in write.micros)
+                for entry in entries:
+                    tablet = home.matched(entry, write, millis)
+                    if tablet is None:
+                        continue
+                    error, strategy = home.fire(entry, tablet, timeout)
+                    c = counts.setdefault(entry.id, Counts())
+                    c.fired += 1
+                    if error is None:
+                        continue
+                    c.failed += 1
+                    c.last_error, c.last_error_at = error, datetime.now(UTC).isoformat(timespec="seconds")
+                    message = f"trigger {entry.name} failed on {write.device}: {error}"
+                    if strategy is m.FailureStrategy.PESSIMISTIC:
+                        if event is m.TriggerEvent.BEFORE_INSERT:
+                            raise TriggerError(f"Failed to complete the insertion because trigger error before the "
+                                               f"insertion: {message} (PESSIMISTIC: nothing was written)")
+                        notices.append(f"{message} (PESSIMISTIC: the triggers after it did not fire; the data is "
+                                       "written)")
+                        return notices
+                    notices.append(f"{message} (the data is written)")
+        finally:
+            home.registry.add_counts(counts)
+        return notices
+
+
+LISTENER = InsertTriggers()
+listeners.register(LISTENER)
