@@ -20,19 +20,18 @@ import os
 import re
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
 from datetime import UTC, datetime
-from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
 
 from airflow_stream_provider import config
 from airflow_stream_provider.files import append_file, lock_file, make_dirs, write_json
 from airflow_stream_provider.hooks import bind
+from airflow_stream_provider.processes import accepts, port_free, tail
 from airflow_stream_provider.spark.endpoint import (
     HOST,
     NODE_MODULE,
@@ -128,22 +127,6 @@ def grown_cores(session: SparkSession, cores: int) -> int:
     return now
 
 
-def _port_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((HOST, port))
-        except OSError:
-            return False
-    return True
-
-
-def _accepts(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.settimeout(1.0)
-        return sock.connect_ex((HOST, port)) == 0
-
-
 class NodeError(RuntimeError):
     """The node could not be started or stopped; the message says why and where the log is."""
 
@@ -171,7 +154,7 @@ def _start(port: int | None, timeout: float, memory: str | None, wanted: str | N
         return current
     master = wanted or LOCAL_MASTER
     port = port or default_port()
-    if not _port_free(port):
+    if not port_free(port, HOST):
         raise NodeError(f"port {port} on {HOST} is in use; choose another with --port or AIRFLOW_STREAM_NODE_PORT")
     node_dir = folder()
     make_dirs(node_dir)
@@ -196,14 +179,14 @@ def _start(port: int | None, timeout: float, memory: str | None, wanted: str | N
     while time.monotonic() < deadline:
         code = process.poll()
         if code is not None:
-            raise NodeError(f"the stream node exited with code {code} while starting:\n{_tail(log_path)}")
+            raise NodeError(f"the stream node exited with code {code} while starting:\n{tail(log_path, 30)}")
         info = running()
-        if info is not None and info.pid == process.pid and _accepts(port):
+        if info is not None and info.pid == process.pid and accepts(port, HOST):
             return info
         time.sleep(0.25)
     _terminate(process.pid, instance, 10.0)
     raise NodeError(f"the stream node did not accept connections on {HOST}:{port} within {timeout:.0f} s:\n"
-                    f"{_tail(log_path)}")
+                    f"{tail(log_path, 30)}")
 
 
 def _master_of_running() -> str | None:
@@ -257,13 +240,6 @@ def status() -> dict | None:
         "uptime_s": round((now - info.started).total_seconds(), 1),
         "log": str(folder() / "node.log"),
     }
-
-
-def _tail(path: Path, lines: int = 30) -> str:
-    try:
-        return "\n".join(path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
-    except FileNotFoundError:
-        return "(no log)"
 
 
 # --- the node process --------------------------------------------------------------------------
