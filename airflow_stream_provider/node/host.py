@@ -31,7 +31,6 @@ last error. A failed query is reported there and started again after a pause, fr
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import os
 import threading
@@ -49,7 +48,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from airflow_stream_provider import model as m
-from airflow_stream_provider.files import lock_file, make_dirs, write_json
+from airflow_stream_provider.files import write_json
 from airflow_stream_provider.notify.delivery import DeliveryPaused
 from airflow_stream_provider.plan.stream import StreamKind, computed_live, kind_of, plan_stream
 from airflow_stream_provider.streams import node_requests
@@ -59,7 +58,7 @@ from airflow_stream_provider.streams.notifications import deliver
 from airflow_stream_provider.streams.run import commit_progress, skip_empty_batch
 from airflow_stream_provider.streams.run import run as run_stream
 from airflow_stream_provider.streams.runtime import StreamRuntime, StreamStopped
-from airflow_stream_provider.streams.store import StoredStream, StreamStore
+from airflow_stream_provider.streams.store import StoredStream, StreamStore, take_detector_lock
 from airflow_stream_provider.warehouse import Warehouse
 from airflow_stream_provider.windows import detector
 from airflow_stream_provider.windows.changes import FeedRegistry
@@ -180,18 +179,6 @@ def batch_slots() -> int:
         raise ValueError(f"AIRFLOW_STREAM_NODE_BATCH_SLOTS is a number of batches, not {value!r}") from None
 
 
-def _take_lock(stored: StoredStream) -> int | None:
-    """The stream's detector lock, held until the returned descriptor is closed (None: held elsewhere)."""
-    make_dirs(stored.state_dir)
-    fd = lock_file(stored.lock_path)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        return None
-    return fd
-
-
 def _report(path: Path, payload: dict) -> None:
     if not path.parent.exists():  # the stream was dropped
         return
@@ -267,7 +254,7 @@ class DetectorHost:
             self._start(key, stored)
 
     def _start(self, key: str, stored: StoredStream) -> None:
-        fd = _take_lock(stored)
+        fd = take_detector_lock(stored)
         if fd is None:
             return  # a task is detecting right now; try on the next round
         # a warehouse of the stream's own, on the node's session: the streams' batches run at once,

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import fcntl
 import json
 import os
 import re
@@ -29,7 +28,7 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from airflow_stream_provider import config
-from airflow_stream_provider.files import append_file, lock_file, make_dirs, write_json
+from airflow_stream_provider.files import append_file, held_lock, make_dirs, write_json
 from airflow_stream_provider.hooks import bind
 from airflow_stream_provider.processes import accepts, port_free, tail
 from airflow_stream_provider.spark.endpoint import (
@@ -280,19 +279,14 @@ def _hold_lock(wait_s: float = 10.0) -> int:
     """Take this home's node lock for the life of the process; NodeError when another node holds it.
     A checker's shared lock lasts an instant, so a busy lock is retried for ``wait_s`` seconds."""
     make_dirs(folder())
-    fd = lock_file(lock_path())
     deadline = time.monotonic() + wait_s
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return fd
-        except BlockingIOError:
-            other = running()
-            if other is not None or time.monotonic() >= deadline:
-                os.close(fd)
-                holder = f" (pid {other.pid})" if other else ""
-                raise NodeError(f"another stream node of this home runs{holder}; one home has one node") from None
-            time.sleep(0.05)
+    while (fd := held_lock(lock_path())) is None:
+        other = running()
+        if other is not None or time.monotonic() >= deadline:
+            holder = f" (pid {other.pid})" if other else ""
+            raise NodeError(f"another stream node of this home runs{holder}; one home has one node")
+        time.sleep(0.05)
+    return fd
 
 
 def serve(port: int, instance: str, memory: str | None = None, master: str = LOCAL_MASTER) -> int:
