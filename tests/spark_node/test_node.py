@@ -499,7 +499,7 @@ def test_streams_started_together_end_their_computes_that_go_on_at_their_own_ins
     after it, whenever the stream started."""
     import collections
 
-    from airflow_stream_provider.node.host import keep_until
+    from airflow_stream_provider.node.answers import keep_until
 
     now = 1_700_000_000.25
     ends = {f"load.s{i}": keep_until(f"load.s{i}", 60.0, now) for i in range(20)}
