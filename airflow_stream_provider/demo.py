@@ -27,10 +27,11 @@ from pathlib import Path
 from typing import TextIO
 
 from airflow_stream_provider import statements
-from airflow_stream_provider.local_airflow import LocalAirflow, free_port
+from airflow_stream_provider.local_airflow import LocalAirflow
 from airflow_stream_provider.model import TableName
 from airflow_stream_provider.node import server as node
 from airflow_stream_provider.notify.receiver import describe
+from airflow_stream_provider.processes import free_port, port_free
 from airflow_stream_provider.streams.status import streams_table
 from airflow_stream_provider.warehouse import SubTable, Warehouse
 
@@ -242,7 +243,7 @@ class Demo:
             stdout=subprocess.DEVNULL, stderr=(self.home / "receiver.log").open("wb"), start_new_session=True)
         self.say("[demo] starting the stream node (Spark with Spark Connect; about 20 s)")
         port = node.default_port()
-        info = node.start(port=port if node._port_free(port) else free_port())
+        info = node.start(port=port if port_free(port) else free_port())
         self.node_started = True
         self.say(f"[demo]   node {info.url}, log {node.folder() / 'node.log'}")
 
@@ -261,7 +262,7 @@ class Demo:
         if self.stop_requested.is_set():
             return
 
-        port = self.port if self.port else 8080 if self.port is None and node._port_free(8080) else free_port()
+        port = self.port if self.port else 8080 if self.port is None and port_free(8080) else free_port()
         self.airflow = LocalAirflow(self.home / "airflow", self.home / "stream", standalone=True, port=port)
         self.say(f"[demo] starting Airflow standalone on {self.airflow.url} (SQLite; about 30 s)")
         self.airflow.start(timeout=240)

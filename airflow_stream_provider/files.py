@@ -101,17 +101,41 @@ def hold_lock(path: Path) -> Iterator[None]:
         os.close(fd)  # (closing it lets go of the lock)
 
 
+def held_lock(path: Path) -> int | None:
+    """The lock file ``path`` held exclusively, if no other holder has it: the descriptor that holds
+    it until it is closed (or its process ends), or None."""
+    fd = lock_file(path)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
 @contextlib.contextmanager
 def try_lock(path: Path) -> Iterator[bool]:
     """Hold the lock file ``path`` exclusively while the block runs, if no other holder has it;
     yields whether this one does. The lock goes with the process that held it."""
-    fd = lock_file(path)
+    fd = held_lock(path)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            yield False
-            return
-        yield True
+        yield fd is not None
     finally:
-        os.close(fd)  # (closing it lets go of the lock)
+        if fd is not None:
+            os.close(fd)  # (closing it lets go of the lock)
+
+
+def lock_held(path: Path) -> bool:
+    """True when a process holds the lock file ``path``. The probe takes a shared lock for an
+    instant: probes never block each other, and a holder that is taking the lock retries."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # (also lets go of the shared lock)
+    return False

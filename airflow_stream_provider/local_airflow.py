@@ -17,34 +17,15 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import airflow_stream_provider
 from airflow_stream_provider.airflow_api import AirflowApi
+from airflow_stream_provider.processes import free_port, wait_for
 from airflow_stream_provider.spark.session import child_environ
 
 AIRFLOW = Path(sys.executable).with_name("airflow")
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def wait_for(check: Callable[[], Any], timeout: float, what: str, every: float = 1.0) -> Any:
-    """The first truthy value of ``check()``, polled every ``every`` seconds; AssertionError after
-    ``timeout`` seconds, naming ``what``."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(every)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 def worker_hostname() -> str:

@@ -13,7 +13,6 @@ import os
 import pwd
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -23,31 +22,11 @@ from pathlib import Path
 from typing import Self
 
 from airflow_stream_provider.files import make_dirs
-
-HOST = "127.0.0.1"
+from airflow_stream_provider.processes import HOST, accepts, free_port, tail
 
 
 class ServerError(RuntimeError):
     """A local server is missing or did not start; the message says which and where its log is."""
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((HOST, 0))
-        return int(sock.getsockname()[1])
-
-
-def _accepts(port: int) -> bool:
-    with socket.socket() as sock:
-        sock.settimeout(1.0)
-        return sock.connect_ex((HOST, port)) == 0
-
-
-def _tail(path: Path, lines: int = 20) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except FileNotFoundError:
-        return "(no log)"
 
 
 class _Server(ABC):
@@ -82,8 +61,8 @@ class _Server(ABC):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise ServerError(f"{self.name} exited with {self.process.returncode}:\n{_tail(self.log)}")
-            if _accepts(self.port):
+                raise ServerError(f"{self.name} exited with {self.process.returncode}:\n{tail(self.log)}")
+            if accepts(self.port):
                 return
             time.sleep(0.2)
         raise ServerError(f"{self.name} did not accept connections on {HOST}:{self.port} within {timeout:.0f} s; "

@@ -164,8 +164,9 @@ def main() -> int:
     os.environ["AIRFLOW_STREAM_HOME"] = str(home)
     os.environ.setdefault("AIRFLOW_STREAM_TIMEZONE", "UTC")
     os.environ["AIRFLOW_STREAM_API_URL"] = "http://127.0.0.1:9"
-    from airflow_stream_provider.local_airflow import LocalAirflow, free_port, wait_for
+    from airflow_stream_provider.local_airflow import LocalAirflow
     from airflow_stream_provider.node import server as node
+    from airflow_stream_provider.processes import free_port, wait_for
     from airflow_stream_provider.spark.session import spark_session
     from airflow_stream_provider.warehouse import Warehouse
 

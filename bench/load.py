@@ -394,8 +394,8 @@ def run_phase(home: Path, airflow: LocalAirflow, path: str, count: int, args: ar
     from latency import _dag_known as dag_known  # bench/latency.py: the DAG is parsed and unpaused
 
     from airflow_stream_provider import statements
-    from airflow_stream_provider.local_airflow import free_port, wait_for
     from airflow_stream_provider.node import server as node
+    from airflow_stream_provider.processes import free_port, wait_for
     from airflow_stream_provider.spark.session import spark_session
     from airflow_stream_provider.warehouse import Warehouse
 

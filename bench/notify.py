@@ -27,14 +27,10 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from airflow_stream_provider.processes import free_port
+
 if TYPE_CHECKING:
     from airflow_stream_provider.notify.message import NotifyEvent
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def close_event(stream: str, i: int) -> NotifyEvent:

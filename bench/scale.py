@@ -36,7 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from latency import commit_ms, first_version_with, quantiles
 
 from airflow_stream_provider import statements
-from airflow_stream_provider.local_servers import Minio, free_port
+from airflow_stream_provider.local_servers import Minio
+from airflow_stream_provider.processes import free_port
 from airflow_stream_provider.spark import standalone
 
 CLI = Path(sys.executable).with_name("airflow-stream")

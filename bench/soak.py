@@ -68,6 +68,8 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from airflow_stream_provider.processes import free_port
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -221,12 +223,6 @@ def stamp(at: datetime) -> str:
 
 
 # --- the processes ------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class Receiver:
@@ -930,7 +926,7 @@ def run_soak(home: Path, seconds: float, seed: int, spark: SparkSession, *, tick
                 return False
             return dags <= known
 
-        from airflow_stream_provider.local_airflow import wait_for
+        from airflow_stream_provider.processes import wait_for
 
         wait_for(registered, 180, "the streams' DAGs", every=2)
         say(f"node and Airflow up after {time.monotonic() - began:.0f} s; feeding for {seconds:.0f} s, "

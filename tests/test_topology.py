@@ -28,12 +28,13 @@ import pytest
 from deltalake import DeltaTable
 
 from airflow_stream_provider import statements
-from airflow_stream_provider.local_airflow import LocalAirflow, wait_for
+from airflow_stream_provider.local_airflow import LocalAirflow
 from airflow_stream_provider.local_servers import Minio, Postgres, Redis
+from airflow_stream_provider.processes import free_port, wait_for
 from airflow_stream_provider.spark import standalone
 from airflow_stream_provider.warehouse import Warehouse
 from tests.notify.conftest import ReceiverProcess, events_of
-from tests.spark_node.test_node import cli, free_port
+from tests.spark_node.test_node import cli
 
 pytestmark = [pytest.mark.spark, pytest.mark.airflow, pytest.mark.topology]
 

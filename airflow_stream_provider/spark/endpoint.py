@@ -13,7 +13,6 @@ a stale ``node.json`` or a recycled pid never count as a running node, so nothin
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import secrets
@@ -24,7 +23,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from airflow_stream_provider import config
-from airflow_stream_provider.files import lock_file, make_dirs
+from airflow_stream_provider.files import hold_lock, lock_held, make_dirs
 
 DEFAULT_PORT = 15002
 HOST = "127.0.0.1"
@@ -46,17 +45,7 @@ def lock_path() -> Path:
 def held() -> bool:
     """True when a process holds this home's node lock. The check takes a shared lock for an instant:
     checkers never block each other, and a starting node retries."""
-    try:
-        fd = os.open(lock_path(), os.O_RDONLY)
-    except FileNotFoundError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)  # also releases the shared lock
-    return False
+    return lock_held(lock_path())
 
 
 def token_path() -> Path:
@@ -161,12 +150,8 @@ def running() -> NodeInfo | None:
 @contextlib.contextmanager
 def control() -> Iterator[None]:
     """Serialize starting and stopping this home's node (``node/control.lock``)."""
-    fd = lock_file(make_dirs(folder()) / "control.lock")
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    with hold_lock(make_dirs(folder()) / "control.lock"):
         yield
-    finally:
-        os.close(fd)
 
 
 def running_url() -> str | None:

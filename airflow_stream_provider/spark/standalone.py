@@ -16,7 +16,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -26,9 +25,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from airflow_stream_provider.files import make_dirs, write_json
+from airflow_stream_provider.processes import HOST, accepts, free_port, tail, wait_for
 from airflow_stream_provider.spark.session import LOG4J_CONFIG
 
-HOST = "127.0.0.1"
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
 STATE_FILE = "cluster.json"
@@ -43,12 +42,6 @@ def spark_home() -> Path:
     import pyspark
 
     return Path(pyspark.__file__).resolve().parent
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((HOST, 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass
@@ -144,7 +137,7 @@ def start(folder: Path, workers: int = 2, cores: int = 1, memory: str = "1g", ti
         MASTER_CLASS, "--host", HOST, "--port", str(cluster.master_port), "--webui-port", str(ui_port)]))
     cluster.save()
     try:
-        _wait(lambda: _accepts(cluster.master_port), timeout, cluster, "the master to accept connections")
+        _wait(lambda: accepts(cluster.master_port), timeout, cluster, "the master to accept connections")
         for _ in range(workers):
             cluster.start_worker(cores, memory)
         _wait(lambda: len(cluster.alive_workers()) >= workers, timeout, cluster, f"{workers} workers to register")
@@ -176,24 +169,20 @@ def _launch(folder: Path, role: str, ui_port: int, args: list[str]) -> Process:
     return Process(role, process.pid, str(log), ui_port)
 
 
-def _accepts(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.settimeout(1.0)
-        return sock.connect_ex((HOST, port)) == 0
-
-
 def _wait(ready: Callable[[], bool], timeout: float, cluster: Cluster, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    """Wait until ``ready()`` (an OSError or ValueError counting as not yet); ClusterError when one of
+    the cluster's processes exits meanwhile, or after ``timeout`` seconds."""
+    def check() -> bool:
         with contextlib.suppress(OSError, ValueError):
             if ready():
-                return
+                return True
         for process in cluster.processes:
             if not _running(process.pid):
                 raise ClusterError(f"the Spark {process.role} (pid {process.pid}) exited; see {process.log}:\n"
-                                   f"{_tail(Path(process.log))}")
-        time.sleep(0.5)
-    raise ClusterError(f"timed out after {timeout:.0f} s waiting for {what}; logs in {cluster.folder}")
+                                   f"{tail(Path(process.log))}")
+        return False
+
+    wait_for(check, timeout, f"{what}; logs in {cluster.folder}", every=0.5, timed_out=ClusterError)
 
 
 def _is_ours(process: Process) -> bool:
@@ -228,13 +217,6 @@ def _wait_gone(pid: int, timeout: float) -> bool:
             return False
         time.sleep(0.1)
     return True
-
-
-def _tail(path: Path, lines: int = 20) -> str:
-    try:
-        return "\n".join(path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
-    except FileNotFoundError:
-        return "(no log)"
 
 
 def main(argv: list[str] | None = None) -> int:

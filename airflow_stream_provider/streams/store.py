@@ -17,10 +17,8 @@ inside ``streams/`` or ``state/``: no read, write or removal happens anywhere el
 
 from __future__ import annotations
 
-import fcntl
 import functools
 import json
-import os
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -31,11 +29,14 @@ from pathlib import Path
 from airflow_stream_provider import config, storage
 from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import StreamError, did_you_mean, read_json_object
-from airflow_stream_provider.files import hold_lock, make_dirs, try_lock, write_text
+from airflow_stream_provider.files import held_lock, hold_lock, lock_held, make_dirs, try_lock, write_text
 from airflow_stream_provider.model.names import DATABASE, STREAM, check_name, path_under
 from airflow_stream_provider.plan.state import StreamState
 from airflow_stream_provider.sql import parse
 from airflow_stream_provider.storage import Location
+
+#: the lock file in a stream's state folder that the process running its detector holds
+DETECTOR_LOCK = "detector.lock"
 
 
 class StreamNotFound(StreamError):
@@ -66,7 +67,7 @@ class StoredStream:
 
     @property
     def lock_path(self) -> Path:
-        return self.state_dir / "detector.lock"
+        return self.state_dir / DETECTOR_LOCK
 
     @property
     def progress_path(self) -> Path:
@@ -89,6 +90,13 @@ def detector_lock(stream: StoredStream) -> Iterator[bool]:
         yield mine
 
 
+def take_detector_lock(stream: StoredStream) -> int | None:
+    """The stream's detector lock, held until the returned descriptor is closed (None: another process
+    holds it): the stream node's, for as long as it hosts the stream's detector."""
+    make_dirs(stream.state_dir)
+    return held_lock(stream.lock_path)
+
+
 @contextmanager
 def run_lock(stream: StoredStream) -> Iterator[None]:
     """Held by a run of the stream from reading its progress to queuing its notifications, waiting
@@ -103,17 +111,7 @@ def run_lock(stream: StoredStream) -> Iterator[None]:
 
 def detector_hosted(state_dir: Path) -> bool:
     """True when a process holds the detector lock of the stream whose state is in ``state_dir``."""
-    path = state_dir / "detector.lock"
-    if not path.exists():
-        return False
-    fd = os.open(path, os.O_RDWR)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)  # closing releases a lock taken here
-    return False
+    return lock_held(state_dir / DETECTOR_LOCK)
 
 
 def _atomic_write(path: Path, text: str) -> None:

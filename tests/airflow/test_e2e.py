@@ -25,8 +25,9 @@ import pytest
 
 from airflow_stream_provider import statements
 from airflow_stream_provider.exceptions import StreamError
-from airflow_stream_provider.local_airflow import LocalAirflow, wait_for
+from airflow_stream_provider.local_airflow import LocalAirflow
 from airflow_stream_provider.notify.message import validate
+from airflow_stream_provider.processes import wait_for
 from airflow_stream_provider.streams.store import StreamStore
 from airflow_stream_provider.warehouse import Warehouse
 from tests.iotdb.test_triggers import FILES as TRIGGER_FILES

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from airflow_stream_provider import statements
-from airflow_stream_provider.local_airflow import LocalAirflow, wait_for
+from airflow_stream_provider.local_airflow import LocalAirflow
+from airflow_stream_provider.processes import wait_for
 from airflow_stream_provider.progress import Progress
 from airflow_stream_provider.streams.run import run as run_stream
 from airflow_stream_provider.streams.store import StreamStore

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_stream_provider.local_airflow import free_port
+from airflow_stream_provider.processes import free_port
 from tests.iotdb.test_triggers import FILES, four_inserts_per_row
 
 pytestmark = pytest.mark.spark

@@ -15,11 +15,7 @@ from pathlib import Path
 
 import pytest
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from airflow_stream_provider.processes import free_port
 
 
 class ReceiverProcess:

@@ -12,11 +12,12 @@ import pytest
 
 from airflow_stream_provider import statements
 from airflow_stream_provider.node import server as node
+from airflow_stream_provider.processes import free_port
 from airflow_stream_provider.spark import standalone
 from airflow_stream_provider.spark.session import spark_session
 from airflow_stream_provider.streams.store import StreamStore
 from airflow_stream_provider.warehouse import Warehouse
-from tests.spark_node.test_node import cli, free_port
+from tests.spark_node.test_node import cli
 
 pytestmark = pytest.mark.spark
 

@@ -15,9 +15,9 @@ import pytest
 from airflow.sdk.exceptions import TaskDeferred
 
 from airflow_stream_provider import statements
-from airflow_stream_provider.local_airflow import wait_for
 from airflow_stream_provider.node import server as node
 from airflow_stream_provider.operators import StreamComputeOperator
+from airflow_stream_provider.processes import free_port, wait_for
 from airflow_stream_provider.spark import endpoint, session
 from airflow_stream_provider.triggers import CheckpointCommitTrigger
 from airflow_stream_provider.warehouse import Warehouse
@@ -43,12 +43,6 @@ QUERIES = [
     "SELECT ts, TIMETRUNCATE(ts, 1m) AS minute, CAST(voltage AS BIGINT) + 1 AS v FROM power.d1001 "
     "WHERE ts >= '2018-10-03 14:38:00' ORDER BY ts",
 ]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def cli(home: Path, *args: str, timeout: int = 240) -> subprocess.CompletedProcess:
@@ -505,7 +499,7 @@ def test_streams_started_together_end_their_computes_that_go_on_at_their_own_ins
     after it, whenever the stream started."""
     import collections
 
-    from airflow_stream_provider.node.host import keep_until
+    from airflow_stream_provider.node.answers import keep_until
 
     now = 1_700_000_000.25
     ends = {f"load.s{i}": keep_until(f"load.s{i}", 60.0, now) for i in range(20)}

@@ -19,9 +19,10 @@ from pathlib import Path
 import pytest
 
 from airflow_stream_provider.node import server as node
+from airflow_stream_provider.processes import free_port
 from airflow_stream_provider.spark import endpoint
 
-from .test_node import cli, free_port
+from .test_node import cli
 
 DECOY = [sys.executable, "-c", "import time; time.sleep(120)", endpoint.NODE_MODULE, "--instance"]
 

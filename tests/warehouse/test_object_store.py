@@ -22,7 +22,8 @@ from deltalake import DeltaTable, QueryBuilder
 
 from airflow_stream_provider import statements
 from airflow_stream_provider.local_servers import Minio
-from tests.spark_node.test_node import SCRIPT, free_port
+from airflow_stream_provider.processes import free_port
+from tests.spark_node.test_node import SCRIPT
 
 pytestmark = pytest.mark.spark
 

@@ -1,0 +1,60 @@
+"""Local processes on 127.0.0.1, as the node, the local servers, Airflow's components and a Spark
+cluster are started: a free port, whether a port is free or accepts connections, waiting for a
+process to be ready, and the tail of its log for the message when it is not.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+HOST = "127.0.0.1"
+
+
+def free_port() -> int:
+    """A port of :data:`HOST` that no one listens on now (the kernel's choice)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((HOST, 0))
+        return int(sock.getsockname()[1])
+
+
+def port_free(port: int, host: str = HOST) -> bool:
+    """True when a server could listen on ``port`` of ``host`` now (one in TIME_WAIT counts as free)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def accepts(port: int, host: str = HOST) -> bool:
+    """True when something accepts connections on ``port`` of ``host`` (asked for at most a second)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(1.0)
+        return sock.connect_ex((host, port)) == 0
+
+
+def wait_for(check: Callable[[], Any], timeout: float, what: str, every: float = 1.0,
+             timed_out: Callable[[str], Exception] = AssertionError) -> Any:
+    """The first truthy value of ``check()``, polled every ``every`` seconds; after ``timeout``
+    seconds, ``timed_out`` (AssertionError by default) raised with a message naming ``what``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(every)
+    raise timed_out(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def tail(path: Path, lines: int = 20) -> str:
+    """The last ``lines`` lines of the log at ``path``, or ``(no log)``."""
+    try:
+        return "\n".join(path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
+    except FileNotFoundError:
+        return "(no log)"
