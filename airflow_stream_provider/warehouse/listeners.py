@@ -1,7 +1,7 @@
 """Insert listeners: code that sees every write through the warehouse before and after its commit.
 
 The warehouse does not know what listens: a higher layer registers a listener here (the insert
-triggers of :mod:`airflow_stream_provider.streams.callbacks`). Every write path calls
+triggers of :mod:`airflow_stream_provider.streams.insert_triggers`). Every write path calls
 :func:`before` once its rows are checked and before anything is committed, and :func:`after`
 once they are committed. A listener refuses a write by raising from ``before`` (nothing is
 written); a listener that fails after the commit leaves a notice (:func:`take_notices`) that the
