@@ -15,8 +15,7 @@ from typing import Any
 from airflow_stream_provider import model as m
 from airflow_stream_provider.sql import parse
 from airflow_stream_provider.streams import callbacks, cq, lifecycle, status
-from airflow_stream_provider.warehouse import Result, SystemView, Warehouse, WarehouseError, listeners
-from airflow_stream_provider.warehouse.warehouse import TABLE_STATEMENTS
+from airflow_stream_provider.warehouse import Result, SystemView, Warehouse, WarehouseError, iotdb, listeners, tables
 from airflow_stream_provider.windows import select as window_select
 
 #: the tables of ``information_schema``
@@ -50,6 +49,29 @@ def _show_triggers(warehouse: Warehouse, stmt: m.ShowInsertTriggers) -> Result:
     table = callbacks.show()
     return Result(stmt, f"{table.num_rows} trigger{'s' if table.num_rows != 1 else ''}", table=table)
 
+
+#: the statements the warehouse runs, by type: TDengine's tables and IoTDB's series
+TABLE_STATEMENTS: dict[type, Callable[[Warehouse, Any], Result]] = {
+    m.CreateSeriesDatabase: iotdb.create_database,
+    m.DropSeriesDatabases: iotdb.drop_databases,
+    m.ShowSeriesDatabases: iotdb.show_databases,
+    m.CreateTimeseries: iotdb.create_timeseries,
+    m.DropTimeseries: iotdb.drop_timeseries,
+    m.ShowTimeseries: iotdb.show_timeseries,
+    m.ShowDevices: iotdb.show_devices,
+    m.InsertPoints: iotdb.insert,
+    m.DeletePoints: iotdb.delete,
+    m.QuerySeries: iotdb.select,
+    m.CreateDatabase: tables.create_database,
+    m.UseDatabase: tables.use_database,
+    m.DropDatabase: tables.drop_database,
+    m.CreateSuperTable: tables.create_table,
+    m.CreateTable: tables.create_table,
+    m.CreateSubTable: tables.create_subtable,
+    m.DropTable: tables.drop_table,
+    m.Insert: tables.insert,
+    m.Delete: tables.delete,
+}
 
 #: every statement type the project runs, and what runs it
 HANDLERS: dict[type, Callable[[Warehouse, Any], Result]] = {

@@ -54,8 +54,8 @@ from airflow_stream_provider.sql.spark import Binding
 from airflow_stream_provider.sql.tdengine.dialect import result_name
 from airflow_stream_provider.storage import is_remote
 from airflow_stream_provider.streams import aggregates, duckdb
-from airflow_stream_provider.warehouse import writer
-from airflow_stream_provider.warehouse.warehouse import Warehouse, delta_table
+from airflow_stream_provider.warehouse import Warehouse, writer
+from airflow_stream_provider.warehouse.resolve import delta_table
 from airflow_stream_provider.windows import select as window_select
 
 log = logging.getLogger(__name__)

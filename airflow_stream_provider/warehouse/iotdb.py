@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 from airflow_stream_provider import model as m
 from airflow_stream_provider.values import FIRST_MICROS, LAST_MICROS, instant
 from airflow_stream_provider.warehouse.catalog import WarehouseError
+from airflow_stream_provider.warehouse.result import Result
 from airflow_stream_provider.warehouse.series import (
     SeriesStore,
     arrow_of,
@@ -36,14 +37,12 @@ from airflow_stream_provider.warehouse.series_query import (
 )
 
 if TYPE_CHECKING:
-    from airflow_stream_provider.warehouse.warehouse import Result, Warehouse
+    from airflow_stream_provider.warehouse.warehouse import Warehouse
 
 _PLACEHOLDER = re.compile(r"\$\{(\d+)\}")
 
 
 def _result(stmt: m.Statement, message: str, table: pa.Table | None = None, rows: int = 0) -> Result:
-    from airflow_stream_provider.warehouse.warehouse import Result
-
     return Result(stmt, message, table=table, rows=rows)
 
 
