@@ -15,7 +15,8 @@ from typing import Any
 from airflow_stream_provider import model as m
 from airflow_stream_provider.sql import parse
 from airflow_stream_provider.streams import callbacks, cq, lifecycle, status
-from airflow_stream_provider.warehouse import Result, SystemView, Warehouse, WarehouseError, iotdb, listeners, tables
+from airflow_stream_provider.warehouse import Result, SystemView, Warehouse, WarehouseError, listeners, tables
+from airflow_stream_provider.warehouse.series import statements as series
 from airflow_stream_provider.windows import select as window_select
 
 #: the tables of ``information_schema``
@@ -52,16 +53,16 @@ def _show_triggers(warehouse: Warehouse, stmt: m.ShowInsertTriggers) -> Result:
 
 #: the statements the warehouse runs, by type: TDengine's tables and IoTDB's series
 TABLE_STATEMENTS: dict[type, Callable[[Warehouse, Any], Result]] = {
-    m.CreateSeriesDatabase: iotdb.create_database,
-    m.DropSeriesDatabases: iotdb.drop_databases,
-    m.ShowSeriesDatabases: iotdb.show_databases,
-    m.CreateTimeseries: iotdb.create_timeseries,
-    m.DropTimeseries: iotdb.drop_timeseries,
-    m.ShowTimeseries: iotdb.show_timeseries,
-    m.ShowDevices: iotdb.show_devices,
-    m.InsertPoints: iotdb.insert,
-    m.DeletePoints: iotdb.delete,
-    m.QuerySeries: iotdb.select,
+    m.CreateSeriesDatabase: series.create_database,
+    m.DropSeriesDatabases: series.drop_databases,
+    m.ShowSeriesDatabases: series.show_databases,
+    m.CreateTimeseries: series.create_timeseries,
+    m.DropTimeseries: series.drop_timeseries,
+    m.ShowTimeseries: series.show_timeseries,
+    m.ShowDevices: series.show_devices,
+    m.InsertPoints: series.insert,
+    m.DeletePoints: series.delete,
+    m.QuerySeries: series.select,
     m.CreateDatabase: tables.create_database,
     m.UseDatabase: tables.use_database,
     m.DropDatabase: tables.drop_database,
