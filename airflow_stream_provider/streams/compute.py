@@ -48,7 +48,7 @@ from sqlglot import exp
 
 from airflow_stream_provider.exceptions import StreamDefinitionError
 from airflow_stream_provider.spark.session import arrow_frame
-from airflow_stream_provider.sql.ast import PseudoColumn, StreamPlaceholder, TriggerTable, WindowClause
+from airflow_stream_provider.sql.ast import PlaceholderTable, PseudoColumn, StreamPlaceholder, WindowClause
 from airflow_stream_provider.sql.functions import AGGREGATES
 from airflow_stream_provider.sql.spark import Binding
 from airflow_stream_provider.sql.tdengine.dialect import result_name
@@ -156,7 +156,7 @@ class Compute:
         self.group_types = dict(group_types or {})
         self.also = also
         self.used = sorted({n.name for n in self.tree.find_all(StreamPlaceholder)})
-        self.trows = any(t.name == "%%trows" for t in self.tree.find_all(TriggerTable))
+        self.trows = any(t.name == "%%trows" for t in self.tree.find_all(PlaceholderTable))
         self.batched_reason: str | None = None  # why the last batch ran per trigger, if it did
         self._local: str | None = None  # the query in DuckDB's dialect ("": Spark runs it), once known
         self._local_paths: tuple[str, ...] = ()  # the tables it reads as duckdb.TABLE 0, 1, ...
@@ -349,7 +349,7 @@ class Compute:
         src = self.source
 
         def convert(node: exp.Expr) -> exp.Expr:
-            if not isinstance(node, TriggerTable):
+            if not isinstance(node, PlaceholderTable):
                 return node
             if src is None:
                 raise StreamDefinitionError(f"{node.name} needs a trigger table (FROM)")
@@ -456,7 +456,7 @@ class Compute:
         """The placeholders a batch's trigger rows carry: those the query uses, and the group's keys
         and bounds that ``%%trows`` and ``%%tbname`` read."""
         names = [n for n in self.used if n != "%%trows"]
-        if self.trows or any(t.name == "%%tbname" for t in self.tree.find_all(TriggerTable)):
+        if self.trows or any(t.name == "%%tbname" for t in self.tree.find_all(PlaceholderTable)):
             names += [f"%%{i}" for i in range(1, len(self.source.keys) + 1)] if self.source else []
             names += ["%%tbname"] if "%%tbname" in self.group_types else []
         if self.trows and self.source and not self.source.changes:
@@ -543,7 +543,7 @@ class Compute:
                 tree.args.get(c) is not None and tree.args[c].find(StreamPlaceholder) is not None
                 for c in ("group", "order"))
             typed = all(self._type_of(n) in _ARROW for n in self._placeholders())
-            only_trows = all(n.name == "%%trows" for n in tree.find_all(TriggerTable))
+            only_trows = all(n.name == "%%trows" for n in tree.find_all(PlaceholderTable))
             if batchable and typed and only_trows:
                 types = (("__triggers", tuple((column_of(n), self._type_of(n)) for n in self._placeholders())),)
                 try:

@@ -25,7 +25,7 @@ from pyspark.sql.streaming import StreamingQuery
 from sqlglot import exp
 
 from airflow_stream_provider.exceptions import StreamError
-from airflow_stream_provider.sql.ast import TriggerTable
+from airflow_stream_provider.sql.ast import PlaceholderTable
 from airflow_stream_provider.streams.compute import IDX, Fired, named
 from airflow_stream_provider.streams.fire.windows import detector_options
 from airflow_stream_provider.streams.probes import checkpoint_id, last_commit
@@ -180,7 +180,7 @@ def compute_rows(runtime: StreamRuntime, after: DataFrame, report: RunReport) ->
     after.createOrReplaceTempView(view)
 
     def from_view(node: exp.Expr) -> exp.Expr:
-        if not isinstance(node, TriggerTable):
+        if not isinstance(node, PlaceholderTable):
             return node
         alias = node.args.get("alias") or exp.TableAlias(this=exp.to_identifier("trows"))
         return exp.Subquery(this=exp.select("*").from_(exp.to_identifier(view, quoted=True)), alias=alias)
