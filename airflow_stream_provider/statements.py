@@ -15,8 +15,8 @@ from typing import Any
 from airflow_stream_provider import model as m
 from airflow_stream_provider.sql import parse
 from airflow_stream_provider.streams import cq, insert_triggers, lifecycle, status
-from airflow_stream_provider.warehouse import Result, SystemView, Warehouse, WarehouseError, listeners
-from airflow_stream_provider.warehouse.warehouse import TABLE_STATEMENTS
+from airflow_stream_provider.warehouse import Result, SystemView, Warehouse, WarehouseError, listeners, tables
+from airflow_stream_provider.warehouse.series import statements as series
 from airflow_stream_provider.windows import select as window_select
 
 #: the tables of ``information_schema``
@@ -50,6 +50,29 @@ def _show_triggers(warehouse: Warehouse, stmt: m.ShowInsertTriggers) -> Result:
     table = insert_triggers.show()
     return Result(stmt, f"{table.num_rows} trigger{'s' if table.num_rows != 1 else ''}", table=table)
 
+
+#: the statements the warehouse runs, by type: TDengine's tables and IoTDB's series
+TABLE_STATEMENTS: dict[type, Callable[[Warehouse, Any], Result]] = {
+    m.CreateSeriesDatabase: series.create_database,
+    m.DropSeriesDatabases: series.drop_databases,
+    m.ShowSeriesDatabases: series.show_databases,
+    m.CreateTimeseries: series.create_timeseries,
+    m.DropTimeseries: series.drop_timeseries,
+    m.ShowTimeseries: series.show_timeseries,
+    m.ShowDevices: series.show_devices,
+    m.InsertPoints: series.insert,
+    m.DeletePoints: series.delete,
+    m.QuerySeries: series.select,
+    m.CreateDatabase: tables.create_database,
+    m.UseDatabase: tables.use_database,
+    m.DropDatabase: tables.drop_database,
+    m.CreateSuperTable: tables.create_table,
+    m.CreateTable: tables.create_table,
+    m.CreateSubTable: tables.create_subtable,
+    m.DropTable: tables.drop_table,
+    m.Insert: tables.insert,
+    m.Delete: tables.delete,
+}
 
 #: every statement type the project runs, and what runs it
 HANDLERS: dict[type, Callable[[Warehouse, Any], Result]] = {

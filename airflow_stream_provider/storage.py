@@ -13,7 +13,7 @@ extra ``endpoint_url`` and ``region_name``), never from SQL text. The Delta Lake
 every commit there, with the object store's conditional writes (``If-None-Match``), so concurrent
 writers cannot overwrite a commit. Spark reads through Hadoop's S3A and commits nothing to the tables
 there: S3A writes a log entry with a plain PUT, which could replace a concurrent writer's (a DELETE's
-keys are found by Spark and deleted by the kernel, see ``Warehouse._delete_by_key``).
+keys are found by Spark and deleted by the kernel, see ``warehouse.tables._delete_by_key``).
 
 The streams' event tables and detector checkpoints follow the tables: at ``<location>/.streams/<db>/<name>/``
 on an object store (:func:`streams_root`), each written by one detector at a time.

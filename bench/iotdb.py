@@ -194,7 +194,7 @@ def cq_seconds(warehouse, spark, work: Path, args) -> tuple[float, float, int]:
     from airflow_stream_provider import statements
     from airflow_stream_provider.streams.run import run
     from airflow_stream_provider.streams.run_request import RunRequest
-    from airflow_stream_provider.warehouse.series import SeriesStore
+    from airflow_stream_provider.warehouse.series.store import SeriesStore
 
     store = SeriesStore(warehouse.catalog)
     list(statements.run(warehouse, "CREATE DATABASE root.bench"))

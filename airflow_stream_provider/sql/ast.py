@@ -2,7 +2,7 @@
 
 Every stream language parses its queries into sqlglot trees with these nodes: ``5m`` is a
 :class:`DurationLiteral`, ``_twstart`` a :class:`StreamPlaceholder`, ``FROM %%trows`` a
-:class:`TriggerTable`, ``_c0`` a :class:`PseudoColumn`, and a window clause
+:class:`PlaceholderTable`, ``_c0`` a :class:`PseudoColumn`, and a window clause
 (``INTERVAL(1m) SLIDING(30s)``) a :class:`WindowClause` on the SELECT. Translation (:mod:`.spark`)
 binds or rewrites them; a language's generator writes them back as its own text.
 """
@@ -58,8 +58,9 @@ class StreamPlaceholder(exp.Expression):
         return self.args["this"]
 
 
-class TriggerTable(exp.Expression):
-    """``%%trows`` or ``%%tbname`` used as a table in FROM."""
+class PlaceholderTable(exp.Expression):
+    """``%%trows`` or ``%%tbname`` used as a table in FROM: the sqlglot node for the rows of the
+    window that fired, or for the trigger's subtable, until translation binds it to a real table."""
 
     arg_types = {"this": True, "alias": False}
 

@@ -12,9 +12,9 @@ from airflow_stream_provider.model.time import CALENDAR_UNITS, UNIT_MICROS
 from airflow_stream_provider.sql.ast import (
     DurationLiteral,
     PartitionClause,
+    PlaceholderTable,
     PseudoColumn,
     StreamPlaceholder,
-    TriggerTable,
     WindowClause,
 )
 from airflow_stream_provider.sql.functions import check_functions, translate_call
@@ -170,7 +170,7 @@ def to_spark(
                     return exp.column(node.name, quoted=True)
                 raise StreamDefinitionError(f"placeholder {node.name} is not bound")
             return _literal(node.name, bindings[node.name])
-        if isinstance(node, TriggerTable):
+        if isinstance(node, PlaceholderTable):
             table = bindings.get(node.name)
             if not isinstance(table, str) or not table:
                 raise StreamDefinitionError(f"{node.name} is not bound to a table")

@@ -27,7 +27,7 @@ import numpy as np
 import pyarrow as pa
 from sqlglot import exp
 
-from airflow_stream_provider.sql.ast import StreamPlaceholder, TriggerTable
+from airflow_stream_provider.sql.ast import PlaceholderTable, StreamPlaceholder
 from airflow_stream_provider.values import epoch_micros
 from airflow_stream_provider.windows.detector import group_codes
 
@@ -53,7 +53,7 @@ def plan(tree: exp.Expr) -> tuple[Item, ...] | None:
     if not isinstance(tree, exp.Select) or any(v for k, v in tree.args.items() if k not in _PARTS):
         return None
     source = tree.args.get("from") or tree.args.get("from_")
-    if not isinstance(source, exp.From) or not isinstance(source.this, TriggerTable) \
+    if not isinstance(source, exp.From) or not isinstance(source.this, PlaceholderTable) \
             or source.this.name != "%%trows" or source.this.args.get("alias") is not None:
         return None
     items = []

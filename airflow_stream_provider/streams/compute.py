@@ -46,7 +46,7 @@ from sqlglot import exp
 
 from airflow_stream_provider.exceptions import StreamDefinitionError
 from airflow_stream_provider.spark.session import arrow_frame
-from airflow_stream_provider.sql.ast import StreamPlaceholder, TriggerTable, WindowClause
+from airflow_stream_provider.sql.ast import PlaceholderTable, StreamPlaceholder, WindowClause
 from airflow_stream_provider.sql.spark import Binding
 from airflow_stream_provider.storage import is_remote
 from airflow_stream_provider.streams.fired import (
@@ -60,8 +60,8 @@ from airflow_stream_provider.streams.fired import (
     column_of,
 )
 from airflow_stream_provider.streams.lateral import Unbatchable, is_star, named, reads_data, split, trigger_column
-from airflow_stream_provider.warehouse import snapshots
-from airflow_stream_provider.warehouse.warehouse import Warehouse, delta_table
+from airflow_stream_provider.warehouse import Warehouse, snapshots
+from airflow_stream_provider.warehouse.resolve import delta_table
 from airflow_stream_provider.windows import select as window_select
 
 log = logging.getLogger(__name__)
@@ -87,7 +87,7 @@ class Compute:
         self.group_types = dict(group_types or {})
         self.also = also
         self.used = sorted({n.name for n in self.tree.find_all(StreamPlaceholder)})
-        self.trows = any(t.name == "%%trows" for t in self.tree.find_all(TriggerTable))
+        self.trows = any(t.name == "%%trows" for t in self.tree.find_all(PlaceholderTable))
         self.batched_reason: str | None = None  # why the last batch ran per trigger, if it did
 
     @property
@@ -277,7 +277,7 @@ class Compute:
         src = self.source
 
         def convert(node: exp.Expr) -> exp.Expr:
-            if not isinstance(node, TriggerTable):
+            if not isinstance(node, PlaceholderTable):
                 return node
             if src is None:
                 raise StreamDefinitionError(f"{node.name} needs a trigger table (FROM)")
@@ -384,7 +384,7 @@ class Compute:
         """The placeholders a batch's trigger rows carry: those the query uses, and the group's keys
         and bounds that ``%%trows`` and ``%%tbname`` read."""
         names = [n for n in self.used if n != "%%trows"]
-        if self.trows or any(t.name == "%%tbname" for t in self.tree.find_all(TriggerTable)):
+        if self.trows or any(t.name == "%%tbname" for t in self.tree.find_all(PlaceholderTable)):
             names += [f"%%{i}" for i in range(1, len(self.source.keys) + 1)] if self.source else []
             names += ["%%tbname"] if "%%tbname" in self.group_types else []
         if self.trows and self.source and not self.source.changes:

@@ -25,9 +25,9 @@ from airflow_stream_provider.streams.runtime import RunReport
 from airflow_stream_provider.streams.store import StoredStream, StreamStore
 from airflow_stream_provider.values import EPOCH, epoch_micros
 from airflow_stream_provider.warehouse import Result, Warehouse, WarehouseError
-from airflow_stream_provider.warehouse.iotdb import run_query
-from airflow_stream_provider.warehouse.series import SeriesStore
-from airflow_stream_provider.warehouse.series_query import now_micros
+from airflow_stream_provider.warehouse.series.expressions import now_micros
+from airflow_stream_provider.warehouse.series.statements import run_query
+from airflow_stream_provider.warehouse.series.store import SeriesStore
 
 
 def resample_schedule_of(stored: StoredStream, state: StreamState) -> ResampleSchedule:

@@ -35,7 +35,7 @@ import sqlglot
 from sqlglot import exp
 
 from airflow_stream_provider.exceptions import StreamDefinitionError
-from airflow_stream_provider.sql.ast import StreamPlaceholder, TriggerTable, WindowClause
+from airflow_stream_provider.sql.ast import PlaceholderTable, StreamPlaceholder, WindowClause
 from airflow_stream_provider.streams import aggregates
 from airflow_stream_provider.streams.compute import Compute
 from airflow_stream_provider.streams.fired import IDX, TROWS_FROM, TROWS_TO, Fired, column_of
@@ -268,7 +268,7 @@ class DuckDBCompute:
                 tree.args.get(c) is not None and tree.args[c].find(StreamPlaceholder) is not None
                 for c in ("group", "order"))
             typed = all(compute.type_of(n) in _ARROW for n in compute.placeholders())
-            only_trows = all(n.name == "%%trows" for n in tree.find_all(TriggerTable))
+            only_trows = all(n.name == "%%trows" for n in tree.find_all(PlaceholderTable))
             if batchable and typed and only_trows:
                 types = (("__triggers", tuple((column_of(n), compute.type_of(n)) for n in compute.placeholders())),)
                 try:

@@ -11,13 +11,14 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from airflow_stream_provider.warehouse.catalog import Catalog, SubTable, TableInfo, WarehouseError
-    from airflow_stream_provider.warehouse.warehouse import Result, SystemView, Warehouse
+    from airflow_stream_provider.warehouse.result import Result
+    from airflow_stream_provider.warehouse.warehouse import SystemView, Warehouse
 
 __all__ = ["Catalog", "Result", "SubTable", "SystemView", "TableInfo", "Warehouse", "WarehouseError"]
 
 #: name -> the module defining it
 _LAZY = {"Catalog": "catalog", "SubTable": "catalog", "TableInfo": "catalog", "WarehouseError": "catalog",
-         "Result": "warehouse", "SystemView": "warehouse", "Warehouse": "warehouse"}
+         "Result": "result", "SystemView": "warehouse", "Warehouse": "warehouse"}
 
 
 def __getattr__(name: str) -> object:

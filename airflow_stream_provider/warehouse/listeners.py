@@ -131,7 +131,9 @@ def _python(array: pa.Array, kind: m.SeriesType) -> tuple[object, ...]:
     return tuple(array.to_pylist())
 
 
-def _micros(array: pa.Array) -> tuple[int, ...]:
+def _epoch_micros(array: pa.Array) -> tuple[int, ...]:
+    """:func:`~airflow_stream_provider.values.epoch_micros` of each timestamp of ``array``, as one
+    Arrow cast (a write holds many)."""
     import pyarrow as pa
 
     return tuple(array.cast(pa.timestamp("us", tz="UTC")).cast(pa.int64()).to_pylist())
@@ -148,7 +150,7 @@ def table_writes(info: TableInfo, rows: pa.Table, *, per_row: bool) -> list[Writ
     else:
         names = None
         device = m.SeriesPath(("root", info.db, info.name))
-    micros = _micros(rows[ts])
+    micros = _epoch_micros(rows[ts])
     kinds = [series_type(c.dtype) for c in metrics]
     values = [_python(rows[c.name].combine_chunks(), kind) for c, kind in zip(metrics, kinds, strict=True)]
     out: list[Write] = []
@@ -180,7 +182,7 @@ def series_write(device: m.SeriesPath, times: pa.Array, columns: dict[str, pa.Ar
     """The write of IoTDB points to one device: ``columns`` by measurement, None meaning no point;
     a row without any point is no row."""
     values = [(name, types(name), _python(array, types(name))) for name, array in columns.items()]
-    micros = _micros(times)
+    micros = _epoch_micros(times)
     keep = [i for i in range(len(micros)) if any(column[i] is not None for _, _, column in values)]
     if len(keep) < len(micros):
         micros = tuple(micros[i] for i in keep)

@@ -71,7 +71,7 @@ def test_table_statements_with_a_bad_table_name_touch_nothing(homes, bad, tmp_pa
         statement("CREATE TABLE power.x (ts TIMESTAMP, v INT)", name=m.TableName(bad, "power")),
     ]:
         with pytest.raises(StreamError):
-            b.execute(stmt)
+            statements.execute(b, stmt)
     catalog = b.catalog
     meters = catalog.resolve(m.TableName("meters"), "power")
     assert isinstance(meters, TableInfo)
@@ -105,7 +105,7 @@ def test_database_statements_with_a_bad_name_touch_nothing(homes, bad, tmp_path)
             stmt = dataclasses.replace(stmt, targets=(dataclasses.replace(stmt.targets[0],
                                                                           table=m.TableName("reg")),))
         with pytest.raises(StreamError):
-            wh.execute(stmt)
+            statements.execute(wh, stmt)
     for call in [lambda: b.catalog.precision(bad), lambda: b.catalog.names(bad),
                  lambda: b.database_of(m.TableName("reg", bad))]:
         with pytest.raises(StreamError):
@@ -120,7 +120,7 @@ def test_a_database_folder_linked_out_of_the_warehouse_is_refused(homes, tmp_pat
     for stmt in [statement("DROP DATABASE evil"), statement("USE evil"),
                  statement("DROP TABLE evil.reg"), statement("INSERT INTO evil.reg VALUES ('2025-01-01', 2)")]:
         with pytest.raises(WarehouseError, match="leads out of"):
-            b.execute(stmt)
+            statements.execute(b, stmt)
     assert files(tmp_path / "homec") == before
 
 

@@ -17,7 +17,7 @@ from sqlglot import exp
 from airflow_stream_provider import statements
 from airflow_stream_provider.sql import parse
 from airflow_stream_provider.warehouse import Warehouse, WarehouseError
-from airflow_stream_provider.warehouse.warehouse import delta_table
+from airflow_stream_provider.warehouse.resolve import delta_table
 
 SCRIPT = Path(sys.executable).with_name("airflow-stream")
 

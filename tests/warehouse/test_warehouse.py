@@ -17,8 +17,7 @@ from deltalake import DeltaTable
 from airflow_stream_provider import statements
 from airflow_stream_provider.exceptions import StreamDefinitionError
 from airflow_stream_provider.sql import parse
-from airflow_stream_provider.warehouse import Warehouse, WarehouseError
-from airflow_stream_provider.warehouse import warehouse as warehouse_module
+from airflow_stream_provider.warehouse import Warehouse, WarehouseError, tables
 from tests.conftest import sql
 
 pytestmark = pytest.mark.spark
@@ -104,7 +103,7 @@ def test_a_delete_of_a_few_rows_is_the_kernels_and_of_many_sparks(wh, monkeypatc
     """A DELETE matching at most SMALL_DELETE rows is a kernel MERGE on the rows' keys, a larger one
     Spark's DELETE (each names itself in the table's history); both delete the same rows, and the
     change feed has a delete row for each."""
-    monkeypatch.setattr(warehouse_module, "SMALL_DELETE", small)
+    monkeypatch.setattr(tables, "SMALL_DELETE", small)
     sql(wh, "CREATE TABLE d1002 USING meters TAGS ('California.LosAngeles', 3)")
     list(statements.run(wh, "INSERT INTO d1001 VALUES ('2018-10-03 14:38:05', 10.3, 219, 0.31) "
                             "('2018-10-03 14:38:15', 12.6, 218, 0.33) ('2018-10-03 14:38:25', 12.1, 220, 0.32) "
@@ -125,7 +124,7 @@ def test_a_delete_of_a_few_rows_is_the_kernels_and_of_many_sparks(wh, monkeypatc
 def test_files_rewritten_by_spark_keep_standard_timestamps(wh, monkeypatch):
     """Spark writes INT96 timestamps unless told otherwise: a file a DELETE rewrites must hold the same
     UTC microsecond timestamps as the files the kernel writes, for every Parquet reader."""
-    monkeypatch.setattr(warehouse_module, "SMALL_DELETE", 0)  # the DELETE is Spark's
+    monkeypatch.setattr(tables, "SMALL_DELETE", 0)  # the DELETE is Spark's
     list(statements.run(wh, "INSERT INTO d1001 VALUES ('2018-10-03 14:38:05', 10.3, 219, 0.31) "
                             "('2018-10-03 14:38:15', 12.6, 218, 0.33)"))
     list(statements.run(wh, "DELETE FROM d1001 WHERE ts < '2018-10-03 14:38:10'"))
@@ -242,7 +241,7 @@ def test_bad_inserts_name_table_and_column_and_write_nothing(wh, statement, mess
 def test_a_failed_commit_undoes_the_statements_earlier_commits(wh, monkeypatch):
     list(statements.run(wh, "CREATE TABLE plain (ts TIMESTAMP, v INT); INSERT INTO d1001 VALUES (1000, 1, 1, 0)"))
     meters_before, plain_before = version(wh, "meters"), version(wh, "plain")
-    real_upsert = warehouse_module.writer.upsert
+    real_upsert = tables.writer.upsert
     calls = []
 
     def upsert_failing_second(path, rows, keys):
@@ -251,7 +250,7 @@ def test_a_failed_commit_undoes_the_statements_earlier_commits(wh, monkeypatch):
             raise OSError("disk full")
         return real_upsert(path, rows, keys)
 
-    monkeypatch.setattr(warehouse_module.writer, "upsert", upsert_failing_second)
+    monkeypatch.setattr(tables.writer, "upsert", upsert_failing_second)
     with pytest.raises(WarehouseError, match="failed .*disk full.*earlier writes were undone"):
         list(statements.run(wh, "INSERT INTO d1001 VALUES (2000, 2, 2, 0) plain VALUES (2000, 2)"))
     monkeypatch.undo()

@@ -213,6 +213,15 @@ class Expressions(TokenCursor):
             left = m.Binary(op, left, self._multiplicative(clause))
         return left
 
+    def constant(self, clause: str) -> int | float | str | bool | None:
+        """A constant value: a number, a string, true, false or null."""
+        tok = self.tok
+        expr = self._unary(clause)
+        if isinstance(expr, m.Literal) and not isinstance(expr.value, m.TimePoint):
+            return expr.value
+        raise self.error(f"a value must be a number, a string, true, false or null, found {tok.describe()}",
+                         tok, clause)
+
     def _multiplicative(self, clause: str) -> m.SeriesExpr:
         left = self._unary(clause)
         while self.tok.kind is Kind.OP and self.tok.text in ("*", "/", "%"):

@@ -26,9 +26,9 @@ from airflow_stream_provider.sql.ast import (
     REJECTED_PSEUDO_COLUMNS,
     DurationLiteral,
     PartitionClause,
+    PlaceholderTable,
     PseudoColumn,
     StreamPlaceholder,
-    TriggerTable,
     WindowClause,
 )
 from airflow_stream_provider.sql.grammar.lexer import Kind, Lexer
@@ -144,7 +144,7 @@ class TDengineGenerator(generator.Generator):
         **generator.Generator.TRANSFORMS,
         DurationLiteral: lambda self, e: f"{e.count}{e.unit}",
         StreamPlaceholder: lambda self, e: e.name,
-        TriggerTable: lambda self, e: e.name + (f" {self.sql(e, 'alias')}" if e.args.get("alias") else ""),
+        PlaceholderTable: lambda self, e: e.name + (f" {self.sql(e, 'alias')}" if e.args.get("alias") else ""),
         PseudoColumn: lambda self, e: e.name,
         PartitionClause: lambda self, e: f" PARTITION BY {self.expressions(e, flat=True)}",
         WindowClause: _window_sql,
@@ -285,7 +285,7 @@ def resolve_tdengine_nodes(tree: exp.Expr) -> exp.Expr:
             if lowered in ("now", "today"):
                 return exp.Anonymous(this=lowered, expressions=[])
         if isinstance(node, exp.Table) and not node.args.get("db") and _MASKED.match(node.name):
-            return TriggerTable(this="%%" + node.name.lower()[2:], alias=node.args.get("alias"))
+            return PlaceholderTable(this="%%" + node.name.lower()[2:], alias=node.args.get("alias"))
         return node
 
     return tree.transform(convert, copy=False)

@@ -10,9 +10,9 @@ from airflow_stream_provider.sql.ast import (
     CLOSE_ONLY_PLACEHOLDERS,
     PLACEHOLDERS,
     REJECTED_PSEUDO_COLUMNS,
+    PlaceholderTable,
     PseudoColumn,
     StreamPlaceholder,
-    TriggerTable,
 )
 from airflow_stream_provider.sql.functions import check_functions, position_in
 from airflow_stream_provider.sql.grammar.lexer import Token
@@ -178,7 +178,7 @@ def _check_group_refs(c: _Checker, expr: m.SqlExpression, clause: str) -> None:
 def _reject_in_tree(c: _Checker, expr: m.SqlExpression, clause: str, placeholders: bool) -> None:
     check_functions(expr.tree, expr.text, expr.position, clause)
     if placeholders:
-        for node in expr.tree.find_all(StreamPlaceholder, TriggerTable):
+        for node in expr.tree.find_all(StreamPlaceholder, PlaceholderTable):
             c.fail(clause, f"{clause} cannot use the placeholder {node.name}")
     for node in expr.tree.find_all(PseudoColumn):
         if node.name in REJECTED_PSEUDO_COLUMNS:
@@ -217,7 +217,7 @@ def _check_query(c: _Checker) -> None:
         if name in CLOSE_ONLY_PLACEHOLDERS and opens:
             c.fail_in(query, name, "AS", f"placeholder {name} is only defined at WINDOW_CLOSE, but EVENT_TYPE "
                                          "includes WINDOW_OPEN")
-    for table in tree.find_all(TriggerTable):
+    for table in tree.find_all(PlaceholderTable):
         if table.name == "%%tbname":
             if "tbname" not in groups:
                 c.fail("AS", "FROM %%tbname needs PARTITION BY tbname")

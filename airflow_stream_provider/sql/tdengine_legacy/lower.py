@@ -25,9 +25,9 @@ from airflow_stream_provider.exceptions import StreamDefinitionError, did_you_me
 from airflow_stream_provider.model.time import CALENDAR_UNITS
 from airflow_stream_provider.sql.ast import (
     DurationLiteral,
+    PlaceholderTable,
     PseudoColumn,
     StreamPlaceholder,
-    TriggerTable,
     WindowClause,
     placeholders,
 )
@@ -110,7 +110,7 @@ class _Lowering:
     def trigger_table(self, select: exp.Select) -> m.TableName:
         source = select.args.get("from_")
         table = source.this if source is not None else None
-        if not isinstance(table, exp.Table) or isinstance(table, TriggerTable) or not table.name:
+        if not isinstance(table, exp.Table) or isinstance(table, PlaceholderTable) or not table.name:
             raise self.fail_in("FROM", "AS", "a stream's subquery reads one table: FROM [db.]table")
         alias = table.args.get("alias")
         if alias is not None and alias.args.get("columns"):  # `FROM t intervl(10s)` reads as an alias
@@ -131,7 +131,7 @@ class _Lowering:
             alias = item.alias if isinstance(item, exp.Alias) else None
             body = item.this if isinstance(item, exp.Alias) else item
             text = body.sql(dialect=TDengine)
-            if body.find(StreamPlaceholder, TriggerTable, PseudoColumn) is not None or _has_aggregate(body):
+            if body.find(StreamPlaceholder, PlaceholderTable, PseudoColumn) is not None or _has_aggregate(body):
                 raise self.fail_in(text, "PARTITION BY", f"PARTITION BY {text}: group by columns, tags, tbname or "
                                                          "expressions of them, without aggregates")
             columns = [c.name for c in body.find_all(exp.Column)]
@@ -330,7 +330,7 @@ class _Lowering:
         if windowed and not (isinstance(first_body, PseudoColumn) and first_body.name == "_wstart"):
             items.insert(0, exp.alias_(StreamPlaceholder(this="_twstart"), "_wstart", quoted=True))
         source = select.args["from_"].this
-        tree = exp.select(*items).from_(TriggerTable(this="%%trows", alias=source.args.get("alias")))
+        tree = exp.select(*items).from_(PlaceholderTable(this="%%trows", alias=source.args.get("alias")))
         return m.SqlExpression(tree.sql(dialect=TDengine), tree, self.query.position, frozenset(placeholders(tree)))
 
     def rewrite(self, body: exp.Expr, windowed: bool, key_of: dict[str, int]) -> exp.Expr:
@@ -375,7 +375,7 @@ class _Lowering:
         expr = self.s.subtable
         if expr is None:
             return None
-        if expr.tree.find(StreamPlaceholder, TriggerTable, PseudoColumn) is not None:
+        if expr.tree.find(StreamPlaceholder, PlaceholderTable, PseudoColumn) is not None:
             raise self.fail("SUBTABLE", "SUBTABLE takes an expression of PARTITION BY items")
         check_functions(expr.tree, expr.text, expr.position, "SUBTABLE")
 

@@ -26,7 +26,7 @@ from sqlglot import exp
 
 from airflow_stream_provider.exceptions import StreamError
 from airflow_stream_provider.plan.state import StreamState
-from airflow_stream_provider.sql.ast import TriggerTable
+from airflow_stream_provider.sql.ast import PlaceholderTable
 from airflow_stream_provider.streams.fire.windows import detector_options
 from airflow_stream_provider.streams.fired import IDX, Fired
 from airflow_stream_provider.streams.lateral import named
@@ -182,7 +182,7 @@ def compute_rows(runtime: StreamRuntime, after: DataFrame, report: RunReport) ->
     after.createOrReplaceTempView(view)
 
     def from_view(node: exp.Expr) -> exp.Expr:
-        if not isinstance(node, TriggerTable):
+        if not isinstance(node, PlaceholderTable):
             return node
         alias = node.args.get("alias") or exp.TableAlias(this=exp.to_identifier("trows"))
         return exp.Subquery(this=exp.select("*").from_(exp.to_identifier(view, quoted=True)), alias=alias)

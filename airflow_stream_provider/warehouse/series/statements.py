@@ -1,10 +1,11 @@
 """IoTDB's statements on the warehouse: databases, series, points, queries and SELECT ... INTO.
 
-Each handler takes the :class:`~.warehouse.Warehouse` and one statement and returns a
-:class:`~.warehouse.Result`; the tables they show have IoTDB's columns (reference 004 and its
-manual): ``SHOW TIMESERIES`` gives ``timeseries | alias | database | dataType | encoding |
-compression | tags | attributes | deadband | deadband parameters``, ``SHOW DEVICES`` gives
-``devices | isAligned``, a SELECT ... INTO gives ``source column | target timeseries | written``.
+Each handler takes the :class:`~airflow_stream_provider.warehouse.warehouse.Warehouse` and one
+statement and returns a :class:`~airflow_stream_provider.warehouse.result.Result`; the tables they
+show have IoTDB's columns (reference 004 and its manual): ``SHOW TIMESERIES`` gives ``timeseries |
+alias | database | dataType | encoding | compression | tags | attributes | deadband | deadband
+parameters``, ``SHOW DEVICES`` gives ``devices | isAligned``, a SELECT ... INTO gives ``source
+column | target timeseries | written``.
 """
 
 from __future__ import annotations
@@ -20,30 +21,19 @@ import pyarrow.compute as pc
 from airflow_stream_provider import model as m
 from airflow_stream_provider.values import FIRST_MICROS, LAST_MICROS, instant
 from airflow_stream_provider.warehouse.catalog import WarehouseError
-from airflow_stream_provider.warehouse.series import (
-    SeriesStore,
-    arrow_of,
-    coerce,
-    value_type,
-)
-from airflow_stream_provider.warehouse.series_query import (
-    DEVICE,
-    TIME,
-    QueryRunner,
-    TimeRange,
-    now_micros,
-    time_micros,
-)
+from airflow_stream_provider.warehouse.result import Result
+from airflow_stream_provider.warehouse.series.expressions import now_micros, time_micros
+from airflow_stream_provider.warehouse.series.query import QueryRunner, ShapedResult, TimeRange
+from airflow_stream_provider.warehouse.series.shaping import DEVICE, TIME
+from airflow_stream_provider.warehouse.series.store import SeriesStore, arrow_of, coerce_point, value_type
 
 if TYPE_CHECKING:
-    from airflow_stream_provider.warehouse.warehouse import Result, Warehouse
+    from airflow_stream_provider.warehouse.warehouse import Warehouse
 
 _PLACEHOLDER = re.compile(r"\$\{(\d+)\}")
 
 
 def _result(stmt: m.Statement, message: str, table: pa.Table | None = None, rows: int = 0) -> Result:
-    from airflow_stream_provider.warehouse.warehouse import Result
-
     return Result(stmt, message, table=table, rows=rows)
 
 
@@ -143,7 +133,7 @@ def insert(warehouse: Warehouse, stmt: m.InsertPoints) -> Result:
         if name not in columns:
             continue  # every value NULL: no point, no series
         label = str(stmt.device.child(name))
-        arrays[name] = pa.array([coerce(values[i], columns[name], label) for _, values in stmt.rows],
+        arrays[name] = pa.array([coerce_point(values[i], columns[name], label) for _, values in stmt.rows],
                                 arrow_of(columns[name]))
     written = store.write_points([(stmt.device, times, arrays)], aligned=stmt.aligned, per_row=True) if arrays else 0
     return _result(stmt, f"{_plural(written, 'row')} written to {stmt.device}", rows=written)
@@ -240,7 +230,7 @@ def run_query(store: SeriesStore, spark, query: m.SeriesQuery, start: int, end: 
     return write_into(store, query, result)
 
 
-def write_into(store: SeriesStore, query: m.SeriesQuery, result) -> pa.Table:
+def write_into(store: SeriesStore, query: m.SeriesQuery, result: ShapedResult) -> pa.Table:
     """SELECT ... INTO: each result column into its target series, created when missing."""
     table = result.table
     times = table[TIME].combine_chunks() if TIME in table.column_names else \
@@ -250,7 +240,7 @@ def write_into(store: SeriesStore, query: m.SeriesQuery, result) -> pa.Table:
     return _into_by_time(store, query, result, times)
 
 
-def _into_by_time(store: SeriesStore, query: m.SeriesQuery, result, times: pa.Array) -> pa.Table:
+def _into_by_time(store: SeriesStore, query: m.SeriesQuery, result: ShapedResult, times: pa.Array) -> pa.Table:
     table = result.table
     values = [c for c in table.column_names if c != TIME]
     targets = [(item.device, name) for item in query.into for name in item.measurements]
@@ -274,7 +264,7 @@ def _into_by_time(store: SeriesStore, query: m.SeriesQuery, result, times: pa.Ar
                      "written": pa.array([table.num_rows - r[2] for r in rows], pa.int64())})
 
 
-def _into_by_device(store: SeriesStore, query: m.SeriesQuery, result, times: pa.Array) -> pa.Table:
+def _into_by_device(store: SeriesStore, query: m.SeriesQuery, result: ShapedResult, times: pa.Array) -> pa.Table:
     table = result.table
     headers = result.item_names
     runs = _device_runs(table[DEVICE].combine_chunks())  # a device's rows are together, devices in order

@@ -22,9 +22,7 @@ that sets only the measurements written and never writes NULL over a value, so a
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
-import os
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -36,7 +34,7 @@ import pyarrow.compute as pc
 
 from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import did_you_mean, read_json_object
-from airflow_stream_provider.files import lock_file, write_json
+from airflow_stream_provider.files import hold_lock, write_json
 from airflow_stream_provider.model.names import TBNAME
 from airflow_stream_provider.storage import Location
 from airflow_stream_provider.warehouse import listeners, writer
@@ -103,7 +101,7 @@ class SeriesDatabase:
 
 
 @dataclass
-class Registry:
+class SeriesRegistry:
     """``.series.json`` of one database: devices in creation order, each with its series."""
 
     devices: dict[str, dict] = field(default_factory=dict)  # full path -> {"nodes", "aligned", "series": [...]}
@@ -113,7 +111,7 @@ class Registry:
         return {"devices": list(self.devices.values()), "columns": self.columns}
 
     @classmethod
-    def from_json(cls, payload: dict) -> Registry:
+    def from_json(cls, payload: dict) -> SeriesRegistry:
         return cls({str(m.SeriesPath(tuple(d["nodes"]))): d for d in payload.get("devices", [])},
                    dict(payload.get("columns", {})))
 
@@ -152,7 +150,7 @@ class SeriesStore:
         columns = (Column(TS, m.DataType("TIMESTAMP"), "ts"), Column(TBNAME, m.DataType("VARCHAR", (192,)), TBNAME),
                    Column(DEVICE_TAG, m.DataType("VARCHAR", (192,)), "tag"))
         self.catalog.create_table(name, DEVICES, columns, if_not_exists=False)
-        self._save(SeriesDatabase(path, name, self.catalog.table_path(name, DEVICES)), Registry())
+        self._save(SeriesDatabase(path, name, self.catalog.table_path(name, DEVICES)), SeriesRegistry())
         return SeriesDatabase(path, name, self.catalog.table_path(name, DEVICES))
 
     def _free_name(self, path: m.SeriesPath) -> str:
@@ -186,32 +184,27 @@ class SeriesStore:
 
     # --- the registry ----------------------------------------------------------------------------
 
-    def registry(self, db: SeriesDatabase) -> Registry:
+    def registry(self, db: SeriesDatabase) -> SeriesRegistry:
         try:
-            return Registry.from_json(read_json_object(self._registry_path(db)))
+            return SeriesRegistry.from_json(read_json_object(self._registry_path(db)))
         except FileNotFoundError:
-            return Registry()
+            return SeriesRegistry()
 
     def _registry_path(self, db: SeriesDatabase) -> Path:
         return self.catalog.database_path(db.name) / ".series.json"
 
-    def _save(self, db: SeriesDatabase, registry: Registry) -> None:
+    def _save(self, db: SeriesDatabase, registry: SeriesRegistry) -> None:
         write_json(self._registry_path(db), registry.to_json())
 
     @contextlib.contextmanager
-    def _locked(self, db: SeriesDatabase) -> Iterator[Registry]:
+    def _locked(self, db: SeriesDatabase) -> Iterator[SeriesRegistry]:
         """The registry of ``db`` to change; saved when the body ends without an error."""
-        lock = self.catalog.database_path(db.name) / ".series.lock"
-        fd = lock_file(lock)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+        with hold_lock(self.catalog.database_path(db.name) / ".series.lock"):
             registry = self.registry(db)
             yield registry
             self._save(db, registry)
-        finally:
-            os.close(fd)
 
-    def series(self, db: SeriesDatabase, registry: Registry | None = None) -> list[Series]:
+    def series(self, db: SeriesDatabase, registry: SeriesRegistry | None = None) -> list[Series]:
         """Every series of ``db``: devices in creation order, each device's series in creation order."""
         registry = registry or self.registry(db)
         return [Series(db, m.SeriesPath(tuple(d["nodes"])), s["name"], m.SeriesType(s["type"]), s["column"],
@@ -278,7 +271,7 @@ class SeriesStore:
                 self._add_columns(db, new_columns)
         return created
 
-    def _column(self, db: SeriesDatabase, registry: Registry, name: str, dtype: m.SeriesType,
+    def _column(self, db: SeriesDatabase, registry: SeriesRegistry, name: str, dtype: m.SeriesType,
                 label: str) -> tuple[str, bool]:
         """The column of measurement ``name`` in ``db`` and whether it is new; refused when the
         database has the name with another type."""
@@ -495,7 +488,7 @@ class SeriesStore:
         return deleted
 
 
-def _declared(registry: Registry, name: str, dtype: m.SeriesType) -> m.SeriesType:
+def _declared(registry: SeriesRegistry, name: str, dtype: m.SeriesType) -> m.SeriesType:
     """A new series takes the type its measurement already has in the database, else ``dtype``."""
     known = registry.columns.get(name)
     return m.SeriesType(known["type"]) if known else dtype
@@ -528,7 +521,8 @@ def _column_values(array: pa.Array, series: Series, arrow: pa.DataType) -> pa.Ar
         return array.cast(arrow)
     raise WarehouseError(f"{series.path} is {target.value}: {source.value} values cannot be written into it")
 
-def coerce(value: object, kind: m.SeriesType, label: str) -> object:
+
+def coerce_point(value: object, kind: m.SeriesType, label: str) -> object:
     """``value`` as a point of a ``kind`` series: an integer fits a floating series and anything
     fits TEXT (IoTDB's compatible conversions); otherwise a clear error naming ``label``."""
     if value is None:
