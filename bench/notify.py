@@ -37,9 +37,10 @@ def close_event(stream: str, i: int) -> NotifyEvent:
     from airflow_stream_provider.notify.message import NotifyEvent
 
     start = 1_735_689_600_000 + i * 60_000
-    return NotifyEvent(stream, f"0:{i}", f"{stream}_42", "WINDOW_CLOSE", start + 60_500, f"42:{start}", "Interval",
-                       "42", {"windowStart": start, "windowEnd": start + 60_000},
-                       {"_wstart": start, "avg(current)": 10.0 + i % 7, "count(*)": 60})
+    return NotifyEvent(stream=stream, key=f"0:{i}", table_name=f"{stream}_42", event_type="WINDOW_CLOSE",
+                       event_time=start + 60_500, trigger_id=f"42:{start}", trigger_type="Interval", group_id="42",
+                       fields={"windowStart": start, "windowEnd": start + 60_000},
+                       result={"_wstart": start, "avg(current)": 10.0 + i % 7, "count(*)": 60})
 
 
 def main() -> int:

@@ -63,8 +63,9 @@ class WebSocketNotifier(BaseNotifier):
         result.update({k: json_value(v, "ms") for k, v in self.result.items()})
         key = f"{dag_id}/{run_id}/{task_id or ''}/{try_number or ''}"
         now = int(datetime.now(UTC).timestamp() * 1000)
-        return NotifyEvent(self.stream_name or dag_id, key, task_id or dag_id, EventType.ON_TIME, now, key,
-                           TRIGGER_TYPES[TriggerKind.PERIOD], "0", {}, result)
+        return NotifyEvent(stream=self.stream_name or dag_id, key=key, table_name=task_id or dag_id,
+                           event_type=EventType.ON_TIME, event_time=now, trigger_id=key,
+                           trigger_type=TRIGGER_TYPES[TriggerKind.PERIOD], group_id="0", fields={}, result=result)
 
     def notify(self, context: Any) -> None:
         bind()

@@ -34,7 +34,7 @@ WINDOW_TYPES_3_3_6 = {"Interval": "Time"}
 SCHEMAS = {"3.3.7": "message.schema.json", "3.3.6": "message-3.3.6.schema.json"}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class NotifyEvent:
     """One event of one stream, ready to send.
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from airflow_stream_provider.sql.spark import Binding
+from airflow_stream_provider.windows.events import WindowEvent
 
 #: the column of a batch's trigger rows (and of its results) that says which trigger it is
 IDX = "__idx"
@@ -47,7 +48,7 @@ class Fired:
     group: tuple = ()  # the PARTITION BY values
     group_id: str = "0"
     trigger_id: str = ""
-    source: int | None = None  # window triggers: the row of the event table that fired it
+    event: WindowEvent | None = None  # window triggers: the event that fired it
     #: (JSON) the rows the window counts where they differ from the table's, for a stream of
     #: TDengine's engine before 3.3.7: ``drop`` the table's rows of these ``keys``, ``add`` these rows
     adjust: str | None = None

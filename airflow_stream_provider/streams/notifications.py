@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 
-import pandas as pd
 import pyarrow as pa
 
 from airflow_stream_provider.model.events import TRIGGER_TYPES, EventType, TriggerKind
@@ -34,6 +33,7 @@ from airflow_stream_provider.sql import to_spark
 from airflow_stream_provider.streams.fired import Fired
 from airflow_stream_provider.streams.runtime import StreamRuntime
 from airflow_stream_provider.streams.store import StoredStream
+from airflow_stream_provider.windows.events import WindowEvent
 
 
 def outbox_of(stored: StoredStream) -> Outbox | None:
@@ -118,29 +118,26 @@ class RunNotifications:
             return end <= self.created
         return start is not None and start < self.created
 
-    def add_windows(self, events: pd.DataFrame, fired_of: dict[int, int], table_names: dict[str, str]) -> None:
-        """Window events (the detector's rows, in order); ``fired_of`` maps a row's position to the
-        trigger it computed, ``table_names`` group id to table name."""
+    def add_windows(self, events: list[WindowEvent], fired: list[Fired], table_names: dict[str, str]) -> None:
+        """Window events (the detector's, in order) and the triggers they fired; ``table_names``:
+        group id to table name."""
         wanted = set(self.notify.on)
         if EventType.WINDOW_CLOSE in wanted:
             wanted.add(EventType.WINDOW_INVALIDATION)
-        for pos, row in enumerate(events.to_dict("records")):
-            kind = row["event_type"]
+        fired_by = {f.event: f.idx for f in fired if f.event is not None}
+        for event in events:
+            kind = event.event_type
             if kind not in wanted:
                 continue
-            start = row["window_start"].to_pydatetime()
-            end = None if pd.isna(row["window_end"]) else row["window_end"].to_pydatetime()
-            row["window_end"] = end
-            row["window_start"] = start
+            start, end = event.window_start, event.window_end
             if not self.notify.history and self._history(end if kind != EventType.WINDOW_OPEN else None, start):
                 continue
-            fields = window_fields(row["trigger_type"], kind, row, self.precision)
-            batch = int(row["batch_id"]) if "batch_id" in row else None
-            key = f"{batch}:{row['seq']}" if batch is not None else f"recalc:{row['trigger_id']}:{kind}"
-            stamp = row.get("event_time")
-            when = epoch(stamp.to_pydatetime(), "ms") if stamp is not None and not pd.isna(stamp) else _now_ms()
-            self._add(key, table_names.get(str(row["group_id"]), ""), kind, when, row["trigger_id"],
-                      row["trigger_type"], str(row["group_id"]), fields, self._rows_of(fired_of.get(pos)), batch)
+            fields = window_fields(event.trigger_type, kind, event.fields(), self.precision)
+            batch = event.batch_id
+            key = f"{batch}:{event.seq}" if batch is not None else f"recalc:{event.trigger_id}:{kind}"
+            when = epoch(event.event_time, "ms") if event.event_time is not None else _now_ms()
+            self._add(key, table_names.get(event.group_id, ""), kind, when, event.trigger_id, event.trigger_type,
+                      event.group_id, fields, self._rows_of(fired_by.get(event)), batch)
 
     def add_scheduled(self, fired: Iterable[Fired], table_names: dict[str, str]) -> None:
         """ON_TIME events of PERIOD and SLIDING triggers."""
@@ -163,8 +160,9 @@ class RunNotifications:
     def _add(self, key: str, table: str, kind: str, when: int, trigger_id: str, trigger_type: str, group_id: str,
              fields: dict, rows: list[dict | None], batch: int | None = None) -> None:
         for r, result in enumerate(rows):
-            self.events.append(NotifyEvent(self.stream, key if r == 0 else f"{key}#{r}", table, kind, when,
-                                           trigger_id, trigger_type, group_id, fields, result,
+            self.events.append(NotifyEvent(stream=self.stream, key=key if r == 0 else f"{key}#{r}", table_name=table,
+                                           event_type=kind, event_time=when, trigger_id=trigger_id,
+                                           trigger_type=trigger_type, group_id=group_id, fields=fields, result=result,
                                            style=self.notify.message_format, batch=batch))
 
 

@@ -17,8 +17,6 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-import pandas as pd
-
 from airflow_stream_provider import config
 from airflow_stream_provider.model.events import StreamKind
 from airflow_stream_provider.notify.delivery import Settings
@@ -35,6 +33,7 @@ from airflow_stream_provider.streams.store import StoredStream, StreamStore, det
 from airflow_stream_provider.streams.write import compute_all, delete_outputs, retract, table_names
 from airflow_stream_provider.warehouse import Warehouse
 from airflow_stream_provider.warehouse.catalog import Catalog, WarehouseError
+from airflow_stream_provider.windows.events import WindowEvent
 from airflow_stream_provider.windows.turns import elsewhere
 
 
@@ -151,7 +150,7 @@ def _run(warehouse: Warehouse, stored: StoredStream, state: StreamState, store: 
     return report
 
 
-def process(runtime: StreamRuntime, stored: StoredStream, fired: list[Fired], events: pd.DataFrame | None,
+def process(runtime: StreamRuntime, stored: StoredStream, fired: list[Fired], events: list[WindowEvent] | None,
             report: RunReport, notes: RunNotifications | None, *, batched: bool, say: Callable[[str], None],
             what: str) -> None:
     """The pipeline after "what fired": compute and write the fired triggers, then queue their
@@ -173,14 +172,14 @@ def notify_patience() -> float:
 
 
 def queue_notifications(runtime: StreamRuntime, stored: StoredStream, notes: RunNotifications, fired: list[Fired],
-                         events: pd.DataFrame | None, report: RunReport) -> None:
+                         events: list[WindowEvent] | None, report: RunReport) -> None:
     """Turn the run's events and results into notifications, into the stream's outbox."""
     if events is not None:
-        if events.empty:
+        if not events:
             return
-        names = table_names(runtime, {str(g): runtime.group_key(runtime.group_values(json.loads(k)))
-                                      for g, k in zip(events["group_id"], events["group_keys"])})
-        notes.add_windows(events, {f.source: f.idx for f in fired if f.source is not None}, names)
+        names = table_names(runtime, {e.group_id: runtime.group_key(runtime.group_values(json.loads(e.group_keys)))
+                                      for e in events})
+        notes.add_windows(events, fired, names)
     else:
         names = table_names(runtime, {f.group_id: f.group for f in fired})
         notes.add_scheduled(fired, names)

@@ -30,6 +30,7 @@ from airflow_stream_provider.streams.store import StoredStream
 from airflow_stream_provider.warehouse import writer
 from airflow_stream_provider.warehouse.catalog import TBNAME, SubTable, TableInfo
 from airflow_stream_provider.warehouse.types import arrow_type, spark_type
+from airflow_stream_provider.windows.events import WindowEvent
 from airflow_stream_provider.windows.select import has_aggregate
 from airflow_stream_provider.windows.turns import elsewhere
 
@@ -324,20 +325,20 @@ def _spark_group_rows(runtime: StreamRuntime, plan: out.OutputPlan, seen: dict[s
             for row in evaluated.itertuples(index=False)]
 
 
-def retract(runtime: StreamRuntime, gone: pd.DataFrame, report: RunReport) -> None:
+def retract(runtime: StreamRuntime, gone: list[WindowEvent], report: RunReport) -> None:
     """Remove the results of windows that are gone (a legacy stream's WINDOW_INVALIDATION events
     with no later event): the row of the window's start in its group's output subtable."""
     plan = runtime.output_plan
-    if plan is None or gone.empty:
+    if plan is None or not gone:
         return
-    groups = {str(g): runtime.group_key(runtime.group_values(json.loads(k)))
-              for g, k in zip(gone["group_id"], gone["group_keys"])}
+    groups = {e.group_id: runtime.group_key(runtime.group_values(json.loads(e.group_keys))) for e in gone}
     names = table_names(runtime, groups)
     info = plan.ensure_table(runtime.warehouse.catalog)
     first = plan.columns[0]
-    keys = {first.name: pa.array(pd.to_datetime(gone["window_start"], utc=True)).cast(arrow_type(first.dtype))}
+    starts = pa.array([e.window_start for e in gone], pa.timestamp("us", tz="UTC"))
+    keys = {first.name: starts.cast(arrow_type(first.dtype))}
     if plan.grouped:
-        keys = {TBNAME: pa.array([names[str(g)] for g in gone["group_id"]], pa.string()), **keys}
+        keys = {TBNAME: pa.array([names[e.group_id] for e in gone], pa.string()), **keys}
     writer.delete_matching(info.path, pa.table(keys))
     report.retracted += len(gone)
 

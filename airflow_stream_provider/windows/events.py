@@ -6,13 +6,17 @@ row count, ``prevState``/``curState``/``nextState`` (JSON text of the state valu
 ``triggerCondition`` of event windows, plus the group and a stable ``trigger_id``.
 
 The event table is written here too (:func:`write_events`): a batch's events in one Delta commit,
-once per batch.
+once per batch. A run reads them back as :class:`WindowEvent` objects (:func:`window_events`), which
+travel with the triggers they fire.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -48,6 +52,63 @@ EVENT_SCHEMA = ", ".join(f"{name} {kind}" for name, kind in EVENT_FIELDS)
 EVENT_COLUMNS = tuple(name for name, _ in EVENT_FIELDS)
 _ORDER = {EventType.WINDOW_OPEN: 0, EventType.MAX_DELAY: 1, EventType.WINDOW_UPDATE: 1,
           EventType.WINDOW_INVALIDATION: 2, EventType.WINDOW_CLOSE: 3}
+
+
+@dataclass(frozen=True, kw_only=True)
+class WindowEvent:
+    """One window event, as the event table holds it (:data:`EVENT_FIELDS`, and the batch that wrote
+    it, its place in that batch and when it was found). Instants are aware datetimes; a field the
+    event has not is None."""
+
+    trigger_id: str
+    event_type: str
+    trigger_type: str
+    group_id: str
+    group_keys: str  # (JSON) the group's PARTITION BY values
+    window_start: datetime
+    window_end: datetime | None = None
+    row_count: int | None = None
+    window_ordinal: int | None = None
+    prev_state: str | None = None  # (JSON) the state values of STATE_WINDOW events
+    cur_state: str | None = None
+    next_state: str | None = None
+    condition_index: int | None = None  # EVENT_WINDOW: the condition that opened the window ...
+    field_values: str | None = None  # ... and (JSON) the values it saw
+    table_version: int | None = None
+    adjust: str | None = None
+    stream: str | None = None
+    batch_id: int | None = None
+    seq: int | None = None
+    event_time: datetime | None = None
+
+    def fields(self) -> dict[str, Any]:
+        """The event's fields by their event-table names (what a notification's fields are made of)."""
+        return {name: getattr(self, name) for name in (*EVENT_COLUMNS, "batch_id", "seq", "event_time")}
+
+
+_INTEGERS = ("row_count", "window_ordinal", "condition_index", "table_version", "batch_id", "seq")
+_INSTANTS = ("window_start", "window_end", "event_time")
+_KNOWN = frozenset((*EVENT_COLUMNS, "batch_id", "seq", "event_time"))
+
+
+def window_events(frame: pd.DataFrame) -> list[WindowEvent]:
+    """The events of an event-table frame, in its order."""
+    events = []
+    for row in frame.to_dict("records"):
+        values: dict[str, Any] = {}
+        for name, value in row.items():
+            if name not in _KNOWN or value is None or (not isinstance(value, str) and pd.isna(value)):
+                continue
+            if name in _INSTANTS:
+                stamp = pd.Timestamp(value)
+                value = (stamp if stamp.tzinfo is not None else stamp.tz_localize("UTC")).to_pydatetime()
+            elif name in _INTEGERS:
+                value = int(value)
+            else:
+                value = str(value)
+            values[name] = value
+        events.append(WindowEvent(**values))
+    return events
 
 
 def _json(values: np.ndarray) -> np.ndarray:

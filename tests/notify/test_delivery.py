@@ -23,8 +23,9 @@ FAST = delivery.Settings(timeout=5.0, max_backoff=1.0, conn_ids=())
 
 
 def period_events(n: int, stream: str = "s1", start: int = 0) -> list[NotifyEvent]:
-    return [NotifyEvent(stream, f"0:{i}", f"{stream}_0", "ON_TIME", 1_700_000_000_000 + i * 1000, f"0:{i}",
-                        "Period", "0", {}, {"n": i}) for i in range(start, start + n)]
+    return [NotifyEvent(stream=stream, key=f"0:{i}", table_name=f"{stream}_0", event_type="ON_TIME",
+                        event_time=1_700_000_000_000 + i * 1000, trigger_id=f"0:{i}", trigger_type="Period",
+                        group_id="0", fields={}, result={"n": i}) for i in range(start, start + n)]
 
 
 @pytest.fixture(autouse=True)
@@ -62,8 +63,9 @@ def test_a_rebuilt_event_is_not_queued_twice_and_keeps_its_message_id(tmp_path):
 
 def window_events(batches: list[int], stream: str = "s1") -> list[NotifyEvent]:
     """One WINDOW_CLOSE per detector batch, keyed as a stream's window events are."""
-    return [NotifyEvent(stream, f"{b}:0", f"{stream}_0", "WINDOW_CLOSE", 1_700_000_000_000 + b, f"w{b}", "Count", "0",
-                        {"windowStart": b, "windowEnd": b + 1}, batch=b) for b in batches]
+    return [NotifyEvent(stream=stream, key=f"{b}:0", table_name=f"{stream}_0", event_type="WINDOW_CLOSE",
+                        event_time=1_700_000_000_000 + b, trigger_id=f"w{b}", trigger_type="Count", group_id="0",
+                        fields={"windowStart": b, "windowEnd": b + 1}, batch=b) for b in batches]
 
 
 def test_window_events_of_consumed_batches_are_never_queued_again(tmp_path, receivers):
@@ -137,7 +139,9 @@ def test_on_failure_pause_gives_up_only_when_told(tmp_path):
 def test_oversized_batches_are_split(tmp_path, receivers):
     rec = receivers()
     box = Outbox(tmp_path / "outbox", [rec.url])
-    big = [NotifyEvent("s1", f"k{i}", "t", "ON_TIME", 1, f"k{i}", "Period", "0", {}, {"text": "x" * 300, "i": i})
+    big = [NotifyEvent(stream="s1", key=f"k{i}", table_name="t", event_type="ON_TIME", event_time=1,
+                       trigger_id=f"k{i}", trigger_type="Period", group_id="0", fields={},
+                       result={"text": "x" * 300, "i": i})
            for i in range(60)]
     queued = box.enqueue(big, max_bytes=2048)
     assert len(queued) > 10

@@ -30,8 +30,9 @@ GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
 
 def events(n: int) -> list[NotifyEvent]:
-    return [NotifyEvent("s1", f"k{i}", "s1_0", "ON_TIME", 1_700_000_000_000 + i, f"k{i}", "Period", "0", {},
-                        {"n": i}) for i in range(n)]
+    return [NotifyEvent(stream="s1", key=f"k{i}", table_name="s1_0", event_type="ON_TIME",
+                        event_time=1_700_000_000_000 + i, trigger_id=f"k{i}", trigger_type="Period", group_id="0",
+                        fields={}, result={"n": i}) for i in range(n)]
 
 
 class RawServer:

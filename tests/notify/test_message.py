@@ -53,14 +53,16 @@ def test_window_fields_per_type(trigger_type, event_type, source, expected):
     fields = window_fields(trigger_type, event_type, source, "ms")
     assert fields == expected
     result = {"_wstart": MS, "avg(current)": 1.3} if event_type == "WINDOW_CLOSE" else None
-    ev = NotifyEvent("avg_current_stream", "k", "t_a667", event_type, MS + 87_097, "w-1", trigger_type, "26509",
-                     fields, result)
+    ev = NotifyEvent(stream="avg_current_stream", key="k", table_name="t_a667", event_type=event_type,
+                     event_time=MS + 87_097, trigger_id="w-1", trigger_type=trigger_type, group_id="26509",
+                     fields=fields, result=result)
     validate(build([ev], MS + 87_203).text)
 
 
 @pytest.mark.parametrize("kind", ["Period", "Sliding"])
 def test_scheduled_events(kind):
-    ev = NotifyEvent("s", "k", "t", "ON_TIME", MS, "0:1", kind, "0", {}, {"count(*)": 3})
+    ev = NotifyEvent(stream="s", key="k", table_name="t", event_type="ON_TIME", event_time=MS, trigger_id="0:1",
+                     trigger_type=kind, group_id="0", fields={}, result={"count(*)": 3})
     body = json.loads(build([ev], MS).text)
     validate(body)
     assert body["streams"][0]["events"][0] == {"tableName": "t", "eventType": "ON_TIME", "eventTime": MS,
@@ -78,13 +80,15 @@ def test_scheduled_events(kind):
     ("Interval", "WINDOW_CLOSE", {"windowStart": MS, "windowEnd": MS, "curState": 1}),
 ])
 def test_schema_rejects_what_the_reference_does_not_allow(trigger_type, event_type, fields):
-    ev = NotifyEvent("s", "k", "t", event_type, MS, "x", trigger_type, "0", fields)
+    ev = NotifyEvent(stream="s", key="k", table_name="t", event_type=event_type, event_time=MS, trigger_id="x",
+                     trigger_type=trigger_type, group_id="0", fields=fields)
     with pytest.raises(jsonschema.ValidationError):
         validate(build([ev], MS).text)
 
 
 def test_one_message_carries_several_streams_and_its_id_follows_its_events():
-    evs = [NotifyEvent(s, str(i), "t", "ON_TIME", MS, str(i), "Period", "0") for i, s in enumerate("aab")]
+    evs = [NotifyEvent(stream=s, key=str(i), table_name="t", event_type="ON_TIME", event_time=MS, trigger_id=str(i),
+                       trigger_type="Period", group_id="0") for i, s in enumerate("aab")]
     msg = build(evs, MS)
     body = json.loads(msg.text)
     assert [(s["streamName"], len(s["events"])) for s in body["streams"]] == [("a", 2), ("b", 1)]
@@ -93,7 +97,8 @@ def test_one_message_carries_several_streams_and_its_id_follows_its_events():
 
 
 def test_pack_splits_at_the_size_limit_and_keeps_order():
-    evs = [NotifyEvent(f"s{i % 3}", str(i), "t", "ON_TIME", MS, str(i), "Period", "0", {}, {"v": "y" * 100})
+    evs = [NotifyEvent(stream=f"s{i % 3}", key=str(i), table_name="t", event_type="ON_TIME", event_time=MS,
+                       trigger_id=str(i), trigger_type="Period", group_id="0", fields={}, result={"v": "y" * 100})
            for i in range(200)]
     messages = pack(evs, MS, max_bytes=1500)
     assert all(m.size <= 1500 for m in messages) and len(messages) > 10
@@ -103,5 +108,6 @@ def test_pack_splits_at_the_size_limit_and_keeps_order():
             per_stream.setdefault(s["streamName"], []).extend(int(ev["triggerId"]) for ev in s["events"])
     assert per_stream == {f"s{k}": list(range(k, 200, 3)) for k in range(3)}  # each stream in order
     assert sum(m.events for m in messages) == 200
-    lone = NotifyEvent("s", "big", "t", "ON_TIME", MS, "b", "Period", "0", {}, {"v": "z" * 5000})
+    lone = NotifyEvent(stream="s", key="big", table_name="t", event_type="ON_TIME", event_time=MS, trigger_id="b",
+                       trigger_type="Period", group_id="0", fields={}, result={"v": "z" * 5000})
     assert [m.events for m in pack([lone], MS, max_bytes=1500)] == [1]  # too big to share: sent alone

@@ -48,8 +48,9 @@ def cli(capsys, *argv: str) -> tuple[int, str]:
 
 
 def events(n: int, start: int = 0) -> list[NotifyEvent]:
-    return [NotifyEvent("plant.tick", f"t{i}", "tick", "ON_TIME", 1_700_000_000_000 + i, f"t{i}", "Period", "0", {},
-                        {"i": i}) for i in range(start, start + n)]
+    return [NotifyEvent(stream="plant.tick", key=f"t{i}", table_name="tick", event_type="ON_TIME",
+                        event_time=1_700_000_000_000 + i, trigger_id=f"t{i}", trigger_type="Period", group_id="0",
+                        fields={}, result={"i": i}) for i in range(start, start + n)]
 
 
 @pytest.mark.parametrize("content, problem", [(None, "not valid JSON"), (b"", "empty"), (b"[1, 2]", "list")])

@@ -54,11 +54,11 @@ def wh(wh):
 
 def _fired(found):
     fired, events = found
-    events = events.drop(columns=["event_time"]).sort_values(["window_start", "group_id", "event_type"])
-    # (_tlocaltime is the time the trigger was found)
+    # (event_time and _tlocaltime are when the window was found)
+    rows = sorted(({k: v for k, v in e.fields().items() if k != "event_time"} for e in events),
+                  key=lambda r: (r["window_start"], r["group_id"], r["event_type"]))
     return ([(f.trigger_id, f.group_id, f.group, f.version, sorted((k, v) for k, v in f.values.items()
-                                                                    if k != "_tlocaltime")) for f in fired],
-            events.astype(object).where(events.notna(), None).reset_index(drop=True).to_dict("records"))
+                                                                    if k != "_tlocaltime")) for f in fired], rows)
 
 
 @pytest.mark.parametrize(("name", "trigger", "key"), KINDS)

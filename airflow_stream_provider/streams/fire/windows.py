@@ -25,7 +25,13 @@ from airflow_stream_provider.streams.runtime import StreamRuntime, nanos
 from airflow_stream_provider.streams.store import StoredStream, detector_lock
 from airflow_stream_provider.values import epoch_micros
 from airflow_stream_provider.windows import batch, detector
-from airflow_stream_provider.windows.events import EVENT_ARROW_SCHEMA, EVENT_COLUMNS, empty_events
+from airflow_stream_provider.windows.events import (
+    EVENT_ARROW_SCHEMA,
+    EVENT_COLUMNS,
+    WindowEvent,
+    empty_events,
+    window_events,
+)
 from airflow_stream_provider.windows.trigger_plan import TriggerPlan, plan_trigger
 
 
@@ -70,7 +76,7 @@ def check_checkpoint(stored: StoredStream, state: StreamState) -> None:
 def pending_windows(runtime: StreamRuntime, stored: StoredStream, state: StreamState, say: Callable[[str], None], *,
                      detect: bool = True, upto_batch: int | None = None,
                      detected: detector.DetectedBatch | None = None,
-                     locked: bool = False) -> tuple[list[Fired], dict, pd.DataFrame]:
+                     locked: bool = False) -> tuple[list[Fired], dict, list[WindowEvent]]:
     """The windows fired since the stream's last consumed batch, up to ``upto_batch``, and the
     progress to record. ``detected``: the last of them as the detector just wrote it; when it is the
     only one waiting, its events are taken as they are instead of read back. ``locked``: the caller
@@ -98,13 +104,14 @@ def pending_windows(runtime: StreamRuntime, stored: StoredStream, state: StreamS
     if upto_batch is not None and upto_batch > consumed:
         update["consumed_batch"] = upto_batch  # batches without events are consumed too
     if events.empty:
-        return [], update, events
+        return [], update, []
     update["consumed_batch"] = max(update.get("consumed_batch", -1), int(events["batch_id"].max()))
     # %%trows is read at a version taken after the events: the detector read the versions written
     # while it started (and the node's may have committed batches since), so an earlier version can
     # miss the rows of the windows it found
     version = detected.version if detected is not None and detected.version is not None else runtime.table_version()
-    return fired_windows(runtime, events, version), update, events
+    found = window_events(events)
+    return fired_windows(runtime, found, version), update, found
 
 
 def detect_windows(runtime: StreamRuntime, stored: StoredStream, state: StreamState,
@@ -131,9 +138,9 @@ def detector_options(stored: StoredStream, state: StreamState) -> detector.Detec
         created_version=state.created_version, skip_versions=state.skip_versions)
 
 
-def fired_windows(runtime: StreamRuntime, events: pd.DataFrame, version: int | None) -> list[Fired]:
+def fired_windows(runtime: StreamRuntime, events: list[WindowEvent], version: int | None) -> list[Fired]:
     """The events that run the computation as fired triggers: those of EVENT_TYPE, and MAX_DELAY
-    (an invalidation is followed by the recomputed close). ``Fired.source`` is the event's row.
+    (an invalidation is followed by the recomputed close). ``Fired.event`` is the event.
 
     A legacy stream computes each window once per run, as its latest event has it, at the table
     version that event was decided at and with the rows it counts (``adjust``); its ``_wend`` of a
@@ -141,43 +148,44 @@ def fired_windows(runtime: StreamRuntime, events: pd.DataFrame, version: int | N
     legacy = runtime.stmt.legacy is not None
     computed = (*runtime.stmt.options.event_types, EventType.MAX_DELAY)
     if legacy:
-        events = events.drop_duplicates("trigger_id", keep="last")
+        events = latest_of_each_window(events)
         computed += (EventType.WINDOW_CLOSE, EventType.WINDOW_UPDATE)
-    events = events[events["event_type"].isin(computed)]
+    events = [ev for ev in events if ev.event_type in computed]
     unit = 1000 if runtime.precision == "ms" else 1  # microseconds per unit of the precision
     trigger = runtime.stmt.trigger
     gap = trigger.gap.to_timedelta() if legacy and isinstance(trigger, m.SessionWindow) else None
     fired = []
-    for i, (pos, ev) in enumerate(zip(events.index, events.itertuples(index=False))):
-        start = ev.window_start.to_pydatetime()
-        end = None if pd.isna(ev.window_end) else ev.window_end.to_pydatetime()
+    for i, ev in enumerate(events):
+        start, end = ev.window_start, ev.window_end
         if gap is not None and end is not None:
             end += gap
         group = runtime.group_values(json.loads(ev.group_keys))
         values = {"_twstart": start, "_twend": end, "_tgrpid": int(ev.group_id),
                   "_twduration": None if end is None else (epoch_micros(end) - epoch_micros(start)) // unit,
-                  "_twrownum": None if pd.isna(ev.row_count) else int(ev.row_count),
-                  "_tlocaltime": nanos(ev.event_time.to_pydatetime()),
+                  "_twrownum": ev.row_count,
+                  "_tlocaltime": nanos(ev.event_time) if ev.event_time is not None else None,
                   TROWS_FROM: start, TROWS_TO: end, **group}
-        decided_at = getattr(ev, "table_version", None) if legacy else None
-        adjust = getattr(ev, "adjust", None) if legacy else None
-        fired.append(Fired(i, values, version=version if decided_at is None or pd.isna(decided_at) else int(decided_at),
-                           group=runtime.group_key(group), group_id=str(ev.group_id), trigger_id=ev.trigger_id,
-                           source=int(pos), adjust=adjust if isinstance(adjust, str) else None))
+        decided_at = ev.table_version if legacy else None
+        fired.append(Fired(i, values, version=version if decided_at is None else decided_at,
+                           group=runtime.group_key(group), group_id=ev.group_id, trigger_id=ev.trigger_id,
+                           event=ev, adjust=ev.adjust if legacy else None))
     return fired
 
 
-def retracted_windows(events: pd.DataFrame) -> pd.DataFrame:
+def latest_of_each_window(events: list[WindowEvent]) -> list[WindowEvent]:
+    """The last event of each window (by trigger id), in the order of those last events."""
+    last = {ev.trigger_id: i for i, ev in enumerate(events)}
+    return [ev for i, ev in enumerate(events) if last[ev.trigger_id] == i]
+
+
+def retracted_windows(events: list[WindowEvent]) -> list[WindowEvent]:
     """The windows whose latest event is a WINDOW_INVALIDATION: gone, so their results are removed
     (legacy streams)."""
-    if events.empty:
-        return events
-    latest = events.drop_duplicates("trigger_id", keep="last")
-    return latest[latest["event_type"] == EventType.WINDOW_INVALIDATION]
+    return [ev for ev in latest_of_each_window(events) if ev.event_type == EventType.WINDOW_INVALIDATION]
 
 
 def windows_in_range(runtime: StreamRuntime, rows: DataFrame, start: datetime, end: datetime,
-                     version: int | None, say: Callable[[str], None]) -> tuple[list[Fired], pd.DataFrame]:
+                     version: int | None, say: Callable[[str], None]) -> tuple[list[Fired], list[WindowEvent]]:
     """The windows that start in ``[start, end)``, found by the detector's core in batch mode over
     ``rows`` (the trigger table from ``start`` on), and their events."""
     plan = trigger_plan(runtime)
@@ -193,7 +201,7 @@ def windows_in_range(runtime: StreamRuntime, rows: DataFrame, start: datetime, e
 
 
 def windows_in_range_locally(runtime: StreamRuntime, start: datetime, end: datetime, version: int | None,
-                             say: Callable[[str], None]) -> tuple[list[Fired], pd.DataFrame] | None:
+                             say: Callable[[str], None]) -> tuple[list[Fired], list[WindowEvent]] | None:
     """:func:`windows_in_range` without Spark when the rows it reads are few: read by delta-rs at
     ``version`` and scanned group by group here (None: the rows are many, or need Spark to read)."""
     plan = trigger_plan(runtime)
@@ -234,12 +242,12 @@ def _stamp(at: datetime | int, kind: pa.DataType) -> pa.Scalar:
 
 
 def _range_events(runtime: StreamRuntime, events: pd.DataFrame,
-                  version: int | None) -> tuple[list[Fired], pd.DataFrame]:
+                  version: int | None) -> tuple[list[Fired], list[WindowEvent]]:
     """The fired windows of a range's events, and the events in order."""
     if events.empty:
-        return [], events
+        return [], []
     events["window_start"] = pd.to_datetime(events["window_start"], utc=True)
     events["window_end"] = pd.to_datetime(events["window_end"], utc=True)
     events["event_time"] = pd.Timestamp.now(tz="UTC")
-    events = events.sort_values(["window_start", "group_id"], kind="stable").reset_index(drop=True)
-    return fired_windows(runtime, events, version), events
+    found = window_events(events.sort_values(["window_start", "group_id"], kind="stable"))
+    return fired_windows(runtime, found, version), found
