@@ -28,6 +28,13 @@ from airflow_stream_provider.notify.delivery import Access, CredentialsRefused
 
 
 class WebSocketHook(BaseHook):
+    """The headers and credentials of one ``stream_ws`` connection (see the module's text), for the
+    receivers it serves.
+
+    :param stream_ws_conn_id: the connection's id; default ``stream_ws_default``.
+    :param kwargs: the arguments of Airflow's ``BaseHook``.
+    """
+
     conn_name_attr = "stream_ws_conn_id"
     default_conn_name = "stream_ws_default"
     conn_type = "stream_ws"

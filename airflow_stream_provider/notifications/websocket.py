@@ -33,6 +33,21 @@ from airflow_stream_provider.notify.message import (
 
 
 class WebSocketNotifier(BaseNotifier):
+    """Sends one TDengine-format notification per call to every receiver in ``urls`` (see the
+    module's text); raises :class:`~airflow_stream_provider.notify.delivery.ReceiverError` naming the
+    receivers that did not confirm it.
+
+    :param urls: the receivers, one ``ws://`` or ``wss://`` URL or a sequence of them; templated.
+    :param stream_name: the message's ``streamName``; default None, the DAG id; templated.
+    :param result: values added to the event's ``result``, after the run's identity and state;
+        default None, nothing added; templated.
+    :param conn_ids: the ids of the ``stream_ws`` connections holding the receivers' headers and
+        credentials; default None: ``AIRFLOW_STREAM_NOTIFY_CONN_IDS`` (or ``[notify] conn_ids``),
+        else ``stream_ws_default``.
+    :param timeout: the seconds to connect to a receiver and to wait for its confirmation; default
+        None: ``AIRFLOW_STREAM_NOTIFY_TIMEOUT`` (or ``[notify] timeout``), else 10.
+    """
+
     template_fields: Sequence[str] = ("urls", "stream_name", "result")
 
     def __init__(self, *, urls: str | Sequence[str], stream_name: str | None = None,

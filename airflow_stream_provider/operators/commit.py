@@ -11,7 +11,18 @@ from airflow_stream_provider.plan.ids import COMPUTE_TASK
 
 
 class StreamCommitOperator(StreamTask, BaseOperator):
-    """Records what ``compute`` consumed (the last batch, instant or SLIDING marks)."""
+    """Records what ``compute`` consumed (the last batch, instant or SLIDING marks).
+
+    :param stream: the stream, written ``db.name``.
+    :param home: the stream home its definitions, state and tables live in; default None:
+        ``$AIRFLOW_STREAM_HOME``, else ``~/airflow-stream``.
+    :param compute_task: the task id of the compute whose progress (its XCom) is recorded; default
+        ``compute``.
+    :param from_trigger: start in the triggerer, where
+        :class:`~airflow_stream_provider.triggers.StreamCommitTrigger` writes the few files (no worker
+        process; a worker commits when the trigger cannot); default False.
+    :param kwargs: the arguments of Airflow's ``BaseOperator`` (``task_id``, ...).
+    """
 
     def __init__(self, *, stream: str, home: str | None = None, compute_task: str = COMPUTE_TASK,
                  from_trigger: bool = False, **kwargs: Any) -> None:

@@ -37,6 +37,24 @@ class StreamComputeOperator(StreamTask, BaseOperator):
     :class:`~airflow_stream_provider.triggers.StreamInstantTrigger`: the stream node computes the
     run's instant on its running Spark session and the trigger ends the task with the progress.
     Without a node the task resumes on a worker, which computes the instant itself.
+
+    :param stream: the stream, written ``db.name``.
+    :param kind: the stream kind (a StreamKind or its value): ``window``, ``row``, ``period``,
+        ``sliding`` or ``resample``; it decides what the task computes.
+    :param home: the stream home its definitions, state and tables live in; default None:
+        ``$AIRFLOW_STREAM_HOME``, else ``~/airflow-stream``.
+    :param wait_task: the task id of the :class:`~airflow_stream_provider.sensors.StreamCheckpointSensor`
+        whose event (its XCom) says which batches to compute; default None, no sensor.
+    :param wait: for window and row streams without a ``wait_task``: start in the triggerer and wait
+        there for the detector's next committed batch, as above; default False.
+    :param table: the trigger table (its Delta location), whose new versions have the task detect in
+        batch when no live detector runs (with ``wait``); default None, only the detector's commits.
+    :param poll_interval: the seconds between the trigger's checks while it waits; default 0.25.
+    :param keep_computing_s: with ``wait``, how many seconds the stream node goes on computing the
+        batches that follow, recording each round's progress; default 0.0, one round.
+    :param on_node: for PERIOD streams: start in the triggerer and have the stream node compute the
+        run's instant, as above; default False.
+    :param kwargs: the arguments of Airflow's ``BaseOperator`` (``task_id``, ...).
     """
 
     ui_color = "#e8f1fb"

@@ -12,7 +12,16 @@ from airflow_stream_provider.operators.base import StreamTask
 class StreamNotifyOperator(StreamTask, BaseOperator):
     """Delivers the notifications waiting in the stream's outbox. With ON_FAILURE_PAUSE it retries
     until every receiver has them (the run, and so the stream, waits: one run at a time); without
-    it, what a receiver cannot take is dropped, logged and counted."""
+    it, what a receiver cannot take is dropped, logged and counted.
+
+    :param stream: the stream, written ``db.name``.
+    :param home: the stream home its definitions, state and tables live in; default None:
+        ``$AIRFLOW_STREAM_HOME``, else ``~/airflow-stream``.
+    :param from_trigger: start in the triggerer, where
+        :class:`~airflow_stream_provider.triggers.StreamNotifyTrigger` has the stream node deliver (no
+        worker process; a worker delivers when no node hosts the stream); default False.
+    :param kwargs: the arguments of Airflow's ``BaseOperator`` (``task_id``, ...).
+    """
 
     ui_color = "#fdf1e0"
 

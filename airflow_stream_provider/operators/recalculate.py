@@ -12,7 +12,13 @@ from airflow_stream_provider.timetables.time import utc_datetime
 
 
 class StreamRecalculateOperator(StreamTask, BaseOperator):
-    """Recalculates the windows that start in the run's data interval (a backfill's slice)."""
+    """Recalculates the windows that start in the run's data interval (a backfill's slice).
+
+    :param stream: the stream, written ``db.name``.
+    :param home: the stream home its definitions, state and tables live in; default None:
+        ``$AIRFLOW_STREAM_HOME``, else ``~/airflow-stream``.
+    :param kwargs: the arguments of Airflow's ``BaseOperator`` (``task_id``, ...).
+    """
 
     template_fields: Sequence[str] = ()
 

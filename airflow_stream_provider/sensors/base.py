@@ -12,7 +12,17 @@ from airflow_stream_provider.triggers.base import StreamTrigger
 
 class StreamSensor(StreamTask, BaseSensorOperator):
     """A sensor whose check is its trigger's: checked once at start, then deferred to the triggerer
-    (or poked in reschedule mode with ``deferrable=False``). A trigger's error event fails the task."""
+    (or poked in reschedule mode with ``deferrable=False``). A trigger's error event fails the task.
+
+    :param stream: the stream, written ``db.name``.
+    :param home: the stream home its definitions, state and tables live in; None for
+        ``$AIRFLOW_STREAM_HOME``, else ``~/airflow-stream``.
+    :param poll_interval: the seconds between checks, in the triggerer or as the poke interval.
+    :param deferrable: True defers to the triggerer after the first check; False pokes in reschedule
+        mode, giving the worker slot back between pokes.
+    :param kwargs: the arguments of Airflow's ``BaseSensorOperator`` (``task_id``, ...); ``timeout``
+        defaults to a year.
+    """
 
     def __init__(self, *, stream: str, home: str | None, poll_interval: float, deferrable: bool,
                  **kwargs: Any) -> None:

@@ -10,7 +10,16 @@ from airflow_stream_provider.timetables.schedule import CLASSPATH_MODULE, Schedu
 class RecalcTimetable(ScheduleTimetable):
     """The event-time slices of a stream's recalculation DAG. It schedules nothing by itself: its
     runs are created by backfills (``RECALCULATE STREAM``, ``airflow backfill create`` or the UI's
-    Backfill dialog), each recalculating the windows that start in its data interval."""
+    Backfill dialog), each recalculating the windows that start in its data interval.
+
+    :param period: the length of one run's slice of event time:
+        a ``timedelta`` or a TDengine duration such as ``10s`` or ``5h30m``.
+    :param offset: how long after local midnight the instants start, under one day:
+        a ``timedelta`` or a TDengine duration such as ``10s`` or ``5h30m``; default 0.
+    :param timezone: the IANA time zone whose midnight the instants count from; default ``UTC``.
+    :param created: the creation time, a time-zone-aware ``datetime`` or ISO 8601 text: only instants
+        after it fire; default None, the Unix epoch.
+    """
 
     __module__ = CLASSPATH_MODULE
     keyword = "RECALCULATE"

@@ -42,7 +42,20 @@ def _aware(value: datetime | str) -> datetime:
 
 
 class ResampleTimetable(Timetable):
-    """``RESAMPLE EVERY e BOUNDARY b RANGE s, t TIMEOUT POLICY p`` of a continuous query."""
+    """``RESAMPLE EVERY e BOUNDARY b RANGE s, t TIMEOUT POLICY p`` of a continuous query.
+
+    :param every: EVERY, the time between two instants:
+        a ``timedelta`` or a TDengine duration such as ``10s`` or ``5h30m``.
+    :param boundary: BOUNDARY, the instant the grid ``boundary + k * every`` is laid from: a
+        time-zone-aware ``datetime`` or ISO 8601 text.
+    :param start_offset: RANGE's start: a run at instant ``i`` computes from ``i - start_offset``;
+        a ``timedelta`` or a TDengine duration such as ``10s`` or ``5h30m``.
+    :param end_offset: RANGE's end: the run computes up to ``i - end_offset``, excluded; default 0.
+    :param policy: TIMEOUT POLICY, ``BLOCKED`` (the default) or ``DISCARD``, in any case (see the
+        module's text).
+    :param created: the query's creation time, a time-zone-aware ``datetime`` or ISO 8601 text; the
+        first instant is the boundary, or the first one at or after it; default the Unix epoch.
+    """
 
     __module__ = CLASSPATH_MODULE
     periodic = True

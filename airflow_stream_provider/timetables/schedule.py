@@ -48,7 +48,16 @@ def _pendulum(at: datetime) -> pendulum.DateTime:
 
 
 class ScheduleTimetable(Timetable):
-    """Runs at the instants of a :class:`Schedule`; each run's data interval ends at its instant."""
+    """Runs at the instants of a :class:`Schedule`; each run's data interval ends at its instant.
+
+    :param period: the time between two instants:
+        a ``timedelta`` or a TDengine duration such as ``10s`` or ``5h30m``.
+    :param offset: how long after local midnight the instants start, under one day:
+        a ``timedelta`` or a TDengine duration such as ``10s`` or ``5h30m``; default 0.
+    :param timezone: the IANA time zone whose midnight the instants count from; default ``UTC``.
+    :param created: the creation time, a time-zone-aware ``datetime`` or ISO 8601 text: only instants
+        after it fire; default None, the Unix epoch.
+    """
 
     keyword = ""
     periodic = True
@@ -164,7 +173,16 @@ class ScheduleTimetable(Timetable):
 
 
 class PeriodTimetable(ScheduleTimetable):
-    """``PERIOD(period[, offset])``: wall-clock instants in ``timezone`` after ``created``."""
+    """``PERIOD(period[, offset])``: wall-clock instants in ``timezone`` after ``created``.
+
+    :param period: PERIOD's period, the time between two instants:
+        a ``timedelta`` or a TDengine duration such as ``10s`` or ``5h30m``.
+    :param offset: how long after local midnight the instants start, under one day:
+        a ``timedelta`` or a TDengine duration such as ``10s`` or ``5h30m``; default 0.
+    :param timezone: the IANA time zone whose midnight the instants count from; default ``UTC``.
+    :param created: the creation time, a time-zone-aware ``datetime`` or ISO 8601 text: only instants
+        after it fire; default None, the Unix epoch.
+    """
 
     __module__ = CLASSPATH_MODULE
     keyword = "PERIOD"
@@ -172,7 +190,16 @@ class PeriodTimetable(ScheduleTimetable):
 
 class SlidingTimetable(ScheduleTimetable):
     """``SLIDING(period[, offset])`` without INTERVAL: the instants over event time. Each run waits
-    (a deferrable sensor) until the trigger table's event time minus WATERMARK passes its instant."""
+    (a deferrable sensor) until the trigger table's event time minus WATERMARK passes its instant.
+
+    :param period: SLIDING's period, the time between two instants:
+        a ``timedelta`` or a TDengine duration such as ``10s`` or ``5h30m``.
+    :param offset: how long after local midnight the instants start, under one day:
+        a ``timedelta`` or a TDengine duration such as ``10s`` or ``5h30m``; default 0.
+    :param timezone: the IANA time zone whose midnight the instants count from; default ``UTC``.
+    :param created: the creation time, a time-zone-aware ``datetime`` or ISO 8601 text: only instants
+        after it fire; default None, the Unix epoch.
+    """
 
     __module__ = CLASSPATH_MODULE
     keyword = "SLIDING"

@@ -16,7 +16,15 @@ from airflow_stream_provider.triggers.base import CLASSPATH_MODULE, StreamTrigge
 
 
 class CheckpointCommitTrigger(StreamTrigger):
-    """Waits for new window events of a stream (see the module's text)."""
+    """Waits for new window events of a stream (see the module's text).
+
+    :param state_dir: the stream's state folder (``state/<db>/<name>/`` in its home).
+    :param table: the trigger table (its Delta location) whose new version fires the trigger when no
+        live detector runs; default None, only the detector's commits.
+    :param poll_interval: the seconds between checks; default 0.5.
+    :param checkpoint: the detector's checkpoint, when it is not ``checkpoint/`` in the state folder
+        (on an object store); default None.
+    """
 
     def __init__(self, state_dir: str, table: str | None = None, poll_interval: float = 0.5,
                  checkpoint: str | None = None) -> None:

@@ -14,7 +14,15 @@ from airflow_stream_provider.triggers.base import CLASSPATH_MODULE, StreamTrigge
 
 
 class EventTimeTrigger(StreamTrigger):
-    """Waits until the trigger table's event time minus ``watermark_s`` reaches ``instant``."""
+    """Waits until the trigger table's event time minus ``watermark_s`` reaches ``instant``.
+
+    :param state_dir: the stream's state folder (``state/<db>/<name>/`` in its home).
+    :param table: the trigger table (its Delta location) whose event time is watched.
+    :param ts_column: the trigger table's event-time column.
+    :param instant: the instant to reach, ISO 8601 text with a time zone (the run's data interval's end).
+    :param watermark_s: WATERMARK in seconds, taken off the latest event time; default 0.0.
+    :param poll_interval: the seconds between checks; default 1.0.
+    """
 
     def __init__(self, state_dir: str, table: str, ts_column: str, instant: str, watermark_s: float = 0.0,
                  poll_interval: float = 1.0) -> None:

@@ -99,7 +99,17 @@ async def ask_node(state_dir: str, role: str, *, longest_poll_s: float = ANSWER_
 
 class StreamComputeTrigger(BaseTrigger):
     """Waits for the stream's next committed detector batch and has the stream node compute it (see
-    the module's text); fires a plain event for a worker when no node hosts the stream."""
+    the module's text); fires a plain event for a worker when no node hosts the stream.
+
+    :param state_dir: the stream's state folder (``state/<db>/<name>/`` in its home).
+    :param table: the trigger table (its Delta location) whose new version fires a detection when no
+        live detector runs; default None, only the detector's commits.
+    :param poll_interval: the seconds between checks for a committed batch; default 0.5.
+    :param checkpoint: the detector's checkpoint, when it is not ``checkpoint/`` in the state folder
+        (on an object store); default None.
+    :param keep_for_s: how many seconds the node goes on computing the batches that follow, recording
+        each round's progress; default 0.0, one round once a batch is committed.
+    """
 
     def __init__(self, state_dir: str, table: str | None = None, poll_interval: float = 0.5,
                  checkpoint: str | None = None, keep_for_s: float = 0.0) -> None:
@@ -164,7 +174,12 @@ class StreamComputeTrigger(BaseTrigger):
 class StreamInstantTrigger(BaseTrigger):
     """Has the stream node compute a PERIOD stream's instant ``at`` (the run's, as the triggerer
     renders it); fires a plain event for a worker when no node hosts the stream, or when ``at`` was
-    not rendered (an Airflow whose triggerer renders no template)."""
+    not rendered (an Airflow whose triggerer renders no template).
+
+    :param state_dir: the stream's state folder (``state/<db>/<name>/`` in its home).
+    :param at: the run's instant, ISO 8601 text with a time zone (the rendered
+        ``{{ data_interval_end }}``); default None, which resumes the task on a worker.
+    """
 
     def __init__(self, state_dir: str, at: str | None = None) -> None:
         super().__init__()
@@ -214,7 +229,10 @@ def instant(value: object) -> str | None:
 
 class StreamNotifyTrigger(BaseTrigger):
     """Has the stream node deliver the stream's outbox; fires a plain event for a worker when no node
-    hosts the stream."""
+    hosts the stream.
+
+    :param state_dir: the stream's state folder (``state/<db>/<name>/`` in its home).
+    """
 
     def __init__(self, state_dir: str) -> None:
         super().__init__()
@@ -244,7 +262,14 @@ class StreamNotifyTrigger(BaseTrigger):
 
 class StreamCommitTrigger(BaseTrigger):
     """Records the progress the run's compute returned (its XCom), here in the triggerer: a few
-    small files, as a worker would write them."""
+    small files, as a worker would write them.
+
+    :param stream: the stream, written ``db.name``.
+    :param home: the stream home its definitions, state and tables live in; default None:
+        ``$AIRFLOW_STREAM_HOME``, else ``~/airflow-stream``.
+    :param compute_task: the task id of the run's compute, whose XCom holds the progress; default
+        ``compute``.
+    """
 
     def __init__(self, stream: str, home: str | None = None, compute_task: str = "compute") -> None:
         super().__init__()
