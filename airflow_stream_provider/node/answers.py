@@ -33,7 +33,7 @@ from airflow_stream_provider.node.hosted import Batches, Hosted
 from airflow_stream_provider.notify.delivery import DeliveryPaused
 from airflow_stream_provider.plan.stream import computed_live
 from airflow_stream_provider.streams import node_requests
-from airflow_stream_provider.streams.notifications import deliver
+from airflow_stream_provider.streams.notifications import deliver_outbox
 from airflow_stream_provider.streams.probes import check_windows
 from airflow_stream_provider.streams.run import commit_progress, skip_empty_batch
 from airflow_stream_provider.streams.run import run as run_stream
@@ -288,7 +288,7 @@ class Answers:
             return {"status": "done", "progress": report.progress, "summary": report.summary(),
                     "per_trigger": report.per_trigger, "skipped": report.skipped, "triggers": report.triggers}
         if role == "notify":
-            delivered = deliver(stored, give_up_after=NOTIFY_PATIENCE_S)
+            delivered = deliver_outbox(stored, give_up_after=NOTIFY_PATIENCE_S)
             if delivered is None:
                 return {"status": "done", "sent": 0, "dropped": 0, "summary": "no NOTIFY"}
             return {"status": "done", "sent": delivered.sent_events, "dropped": delivered.dropped_events,

@@ -37,11 +37,11 @@ class StreamNotifyOperator(StreamTask, BaseOperator):
         return self.execute(context)
 
     def execute(self, context: Any) -> dict:
-        from airflow_stream_provider.streams.notifications import deliver
+        from airflow_stream_provider.streams.notifications import deliver_outbox
 
         store = self.stream_store()
         stored = store.get(*self.stream_names())
-        report = deliver(stored, say=self.log.info)
+        report = deliver_outbox(stored, say=self.log.info)
         if report is None:
             return {}
         self.log.info("stream %s: %s", self.stream, report.summary())

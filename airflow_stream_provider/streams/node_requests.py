@@ -4,7 +4,7 @@ A task that starts in Airflow's triggerer (no worker process) asks the node host
 detector to compute the batches its run covers, or to deliver the stream's notifications, and ends
 when the node answers. A request is ``requests/<id>.json`` ({"role": ..., arguments}); the node
 takes it, does the work with the same code a worker would run (:func:`.run.run`,
-:func:`.notifications.deliver`) and answers in ``requests/<id>.answer.json`` ({"status": "done", ...} or
+:func:`.notifications.deliver_outbox`) and answers in ``requests/<id>.answer.json`` ({"status": "done", ...} or
 {"status": "error", "message": ...}). Requests are idempotent: a trigger that runs again (the
 triggerer restarted) asks again, and the work gives the same rows and the same message ids.
 

@@ -41,8 +41,8 @@ def outbox_of(stored: StoredStream) -> Outbox | None:
     return Outbox(stored.state_dir / "outbox", notify.urls) if notify is not None else None
 
 
-def deliver(stored: StoredStream, *, give_up_after: float | None = None,
-            say: Callable[[str], None] | None = None) -> delivery.DeliveryReport | None:
+def deliver_outbox(stored: StoredStream, *, give_up_after: float | None = None,
+                   say: Callable[[str], None] | None = None) -> delivery.DeliveryReport | None:
     """Deliver what waits in the stream's outbox (None for a stream without NOTIFY)."""
     box = outbox_of(stored)
     if box is None:

@@ -15,7 +15,7 @@ from airflow_stream_provider.model.events import StreamKind
 from airflow_stream_provider.plan.state import StreamState
 from airflow_stream_provider.plan.stream import plan_stream
 from airflow_stream_provider.streams.fire import schedules, windows
-from airflow_stream_provider.streams.notifications import RunNotifications, deliver
+from airflow_stream_provider.streams.notifications import RunNotifications, deliver_outbox
 from airflow_stream_provider.streams.run import notify_patience, process
 from airflow_stream_provider.streams.runtime import RunReport, StreamRuntime, in_database
 from airflow_stream_provider.streams.store import StoredStream, StreamStore
@@ -78,5 +78,5 @@ def _recalculate(warehouse: Warehouse, stored: StoredStream, start: datetime, en
     process(runtime, stored, fired, events, report, notes, batched=batched, say=say,
             what=f"recalculation of {stored.qualified}")
     if notes is not None:
-        report.delivery = deliver(stored, give_up_after=notify_patience(), say=say)
+        report.delivery = deliver_outbox(stored, give_up_after=notify_patience(), say=say)
     return report

@@ -145,7 +145,7 @@ def _run(warehouse: Warehouse, stored: StoredStream, state: StreamState, store: 
     if commit:
         if stored.statement.notify is not None:
             with elsewhere():  # the receivers' answers: the other batches of a node's worker go on meanwhile
-                report.delivery = notifications.deliver(stored, give_up_after=notify_patience(), say=say)
+                report.delivery = notifications.deliver_outbox(stored, give_up_after=notify_patience(), say=say)
         commit_progress(stored.db, stored.name, report.progress, store=store)
     return report
 

@@ -176,7 +176,7 @@ def test_a_run_committing_less_than_was_delivered_sends_nothing_twice(wh, receiv
     sql(wh, "INSERT INTO tb1 VALUES ('2025-01-01 00:02:00', 3) ('2025-01-01 00:03:00', 4)")  # batch 1: window B
     retry = run_stream(wh, "d", "cnt", RunRequest(commit=False))
     stored = StreamStore().get("d", "cnt")
-    notifications.deliver(stored)
+    notifications.deliver_outbox(stored)
     assert (stale.progress["consumed_batch"], retry.progress["consumed_batch"]) == (0, 1)
     commit_progress("d", "cnt", stale.progress)  # the stale attempt's progress is the one recorded
     sql(wh, "INSERT INTO tb1 VALUES ('2025-01-01 00:04:00', 5) ('2025-01-01 00:05:00', 6)")  # window C
@@ -226,7 +226,7 @@ def test_an_attempt_outliving_its_supervisor_computes_no_period_instant_its_retr
 
     def attempt(run: str, tried: int):  # a PERIOD task's compute, notify and commit, as its DAG runs them
         report = run_stream(wh, "d", "hourly", RunRequest(at=at, commit=False, attempt=(run, tried)))
-        notifications.deliver(stored)
+        notifications.deliver_outbox(stored)
         commit_progress("d", "hourly", report.progress)
         return report
 
@@ -248,7 +248,7 @@ def test_an_attempt_outliving_its_supervisor_computes_no_period_instant_its_retr
     # the retry's commit lands while the earlier try computes, after it looked: it queues nothing
     later = f"scheduled__{(at + timedelta(hours=1)).isoformat()}"
     retry = run_stream(wh, "d", "hourly", RunRequest(at=at + timedelta(hours=1), commit=False, attempt=(later, 2)))
-    notifications.deliver(stored)
+    notifications.deliver_outbox(stored)
 
     def meanwhile(line: str) -> None:  # (said once the instant fired, before its computation)
         if "fired" in line:
@@ -258,7 +258,7 @@ def test_an_attempt_outliving_its_supervisor_computes_no_period_instant_its_retr
                                                       progress=meanwhile))
     assert orphan.superseded is not None and "try 2" in orphan.superseded
     assert (orphan.triggers, orphan.notified, orphan.progress) == (1, 0, {})  # computed, nothing queued
-    notifications.deliver(stored)
+    notifications.deliver_outbox(stored)
     assert [e["eventTime"] for e in received(rec)] == [instant] * 3 + [instant + 3_600_000]
 
 
@@ -356,7 +356,7 @@ def test_a_late_commit_of_older_sliding_marks_does_not_send_their_instants_again
     stale = run_stream(wh, "d", "sl", RunRequest(commit=False))  # instants 00:01 and 00:02
     sql(wh, "INSERT INTO tb1 VALUES ('2025-01-01 00:04:00', 3)")
     retry = run_stream(wh, "d", "sl", RunRequest(commit=False))  # 00:01 to 00:04
-    notifications.deliver(StreamStore().get("d", "sl"))
+    notifications.deliver_outbox(StreamStore().get("d", "sl"))
     commit_progress("d", "sl", retry.progress)
     commit_progress("d", "sl", stale.progress)  # the stale attempt's progress lands last
     sql(wh, "INSERT INTO tb1 VALUES ('2025-01-01 00:05:00', 4)")
