@@ -59,3 +59,11 @@ def test_the_package_top_and_the_insert_trigger_api_import_no_airflow():
             "print(sorted(m for m in sys.modules if m == 'airflow' or m.startswith('airflow.')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_the_sensors_old_path_under_the_operators_warns_and_gives_the_same_class():
+    from airflow_stream_provider import operators, sensors
+
+    with pytest.warns(DeprecationWarning, match="import it from airflow_stream_provider"):
+        old = operators.StreamCheckpointSensor
+    assert old is sensors.StreamCheckpointSensor is api.StreamCheckpointSensor

@@ -15,6 +15,7 @@ from fastapi import HTTPException
 from fastapi.testclient import TestClient
 
 from airflow_stream_provider.plan.ids import stream_dag_ids
+from airflow_stream_provider.plan.state import StreamState
 from airflow_stream_provider.sql import parse
 from airflow_stream_provider.streams.store import StreamStore
 from airflow_stream_provider.ui import app as ui
@@ -36,7 +37,7 @@ def client(tmp_path, monkeypatch):
     monkeypatch.setenv("AIRFLOW_STREAM_HOME", str(tmp_path))
     store = StreamStore(tmp_path)
     (stmt,) = parse(SECRET)
-    store.create("power", stmt, SECRET, {"created": "2025-01-01T00:00:00+00:00"})
+    store.create("power", stmt, SECRET, StreamState.from_json({"created": "2025-01-01T00:00:00+00:00"}))
     # a definition that no longer parses: reading it would answer with its parse error
     (tmp_path / "streams" / "power" / "broken.sql").write_text("CREATE STREAM garbage;\n")
     (tmp_path / "notes.sql").write_text("not a stream\n")
@@ -103,7 +104,7 @@ WINDOW = ("CREATE STREAM power.avg1m INTERVAL(1m) SLIDING(1m) FROM power.m1 INTO
 @pytest.mark.parametrize("setting", ["provider", "airflow"])
 def test_recalculate_calls_the_configured_api_never_the_request_host(client, tmp_path, monkeypatch, setting):
     (stmt,) = parse(WINDOW)
-    StreamStore(tmp_path).create("power", stmt, WINDOW, {"created": "2025-01-01T00:00:00+00:00"})
+    StreamStore(tmp_path).create("power", stmt, WINDOW, StreamState.from_json({"created": "2025-01-01T00:00:00+00:00"}))
     configured_requests: list[tuple[str, str, str]] = []
     elsewhere_requests: list[tuple[str, str, str]] = []
     configured, _ = server([(200, {"id": 7})], configured_requests)

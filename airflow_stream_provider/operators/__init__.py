@@ -11,12 +11,31 @@ and queues no event twice, so nothing is lost or duplicated, and a resent messag
 
 from __future__ import annotations
 
+from typing import Any
+
 from airflow_stream_provider.operators.base import StreamTask
 from airflow_stream_provider.operators.commit import StreamCommitOperator
 from airflow_stream_provider.operators.compute import StreamComputeOperator
 from airflow_stream_provider.operators.notify import StreamNotifyOperator
 from airflow_stream_provider.operators.recalculate import StreamRecalculateOperator
 from airflow_stream_provider.plan.ids import COMPUTE_TASK, NOTIFY_TASK, WAIT_EVENT_TIME_TASK
+
+#: the sensors, still importable from here where they used to live (deprecated: import them from
+#: :mod:`airflow_stream_provider`); looked up on first use because the sensors package imports this one's base
+_SENSORS = frozenset({"StreamCheckpointSensor", "StreamEventTimeSensor", "StreamSensor"})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SENSORS:
+        import warnings
+
+        from airflow_stream_provider import sensors
+
+        warnings.warn(f"airflow_stream_provider.operators.{name} is deprecated: import it from "
+                      "airflow_stream_provider", DeprecationWarning, stacklevel=2)
+        return getattr(sensors, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["COMPUTE_TASK", "NOTIFY_TASK", "WAIT_EVENT_TIME_TASK", "StreamCommitOperator", "StreamComputeOperator",
            "StreamNotifyOperator", "StreamRecalculateOperator", "StreamTask"]

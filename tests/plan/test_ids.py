@@ -11,10 +11,11 @@ import itertools
 import pytest
 
 from airflow_stream_provider.plan.ids import DAG_ID, stream_dag_ids
+from airflow_stream_provider.plan.state import StreamState
 from airflow_stream_provider.sql import parse
 from airflow_stream_provider.streams.store import StreamStore
 
-STATE = {"created": "2025-05-01T12:00:00+00:00"}
+STATE = StreamState.from_json({"created": "2025-05-01T12:00:00+00:00"})
 
 
 @pytest.mark.parametrize(("db", "name", "main"), [

@@ -16,12 +16,14 @@ from airflow_stream_provider import config
 from airflow_stream_provider.model.events import StreamKind
 from airflow_stream_provider.plan import ids
 from airflow_stream_provider.plan.schedule import schedule_of
+from airflow_stream_provider.plan.state import StreamState
 from airflow_stream_provider.plan.stream import TaskRole, TriggerTable, plan_stream
 from airflow_stream_provider.sql import parse
 from airflow_stream_provider.streams.store import StreamStore
 
 CREATED = datetime(2025, 5, 1, 12, 0, tzinfo=UTC)
-STATE = {"created": CREATED.isoformat(), "trigger_table": {"path": "/wh/d/meters", "ts_column": "ts"}}
+STATE = StreamState.from_json({"created": CREATED.isoformat(),
+                               "trigger_table": {"path": "/wh/d/meters", "ts_column": "ts"}})
 
 
 def stream(text: str):
@@ -99,7 +101,7 @@ def test_window_plan_hands_the_trigger_table_to_compute():
 
 def test_a_stopped_stream_plans_paused_dags():
     plan = plan_stream(stream("CREATE STREAM s COUNT_WINDOW(10) FROM d.meters INTO o AS SELECT _twstart ts, "
-                              "count(*) n FROM %%trows"), "d", {**STATE, "stopped": True})
+                              "count(*) n FROM %%trows"), "d", STATE.replace(stopped=True))
     assert plan.paused
 
 

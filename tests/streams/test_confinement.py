@@ -28,7 +28,7 @@ def home(tmp_path):
     home = tmp_path / "home"
     store = StreamStore(home)
     (stmt,) = parse(TEXT.replace(" s ", " keep "))
-    store.create("power", stmt, stmt.text, {"created": "2025-01-01T00:00:00+00:00"})
+    store.create("power", stmt, stmt.text, StreamState.from_json({"created": "2025-01-01T00:00:00+00:00"}))
     (store.state_dir("power", "keep") / "checkpoint").mkdir()
     (store.state_dir("power", "keep") / "checkpoint" / "0").write_text("offsets")
     victim = tmp_path / "victim"
@@ -52,7 +52,7 @@ def test_no_store_operation_takes_a_bad_stream_name(home, name):
     before = files(home.parent)
     store = StreamStore(home)
     calls = [
-        lambda: store.create("power", named(name), TEXT, {}),
+        lambda: store.create("power", named(name), TEXT, StreamState()),
         lambda: store.drop("power", name),
         lambda: store.get("power", name),
         lambda: store.exists("power", name),
@@ -73,7 +73,7 @@ def test_no_store_operation_takes_a_bad_stream_name(home, name):
 def test_no_store_operation_takes_a_bad_database_name(home, db):
     before = files(home.parent)
     store = StreamStore(home)
-    for call in (lambda: store.create(db, named("s"), TEXT, {}), lambda: store.drop(db, "keep"),
+    for call in (lambda: store.create(db, named("s"), TEXT, StreamState()), lambda: store.drop(db, "keep"),
                  lambda: store.names(db), lambda: store.get(db, "keep")):
         with pytest.raises(InvalidName):
             call()
@@ -86,7 +86,7 @@ def test_a_state_folder_linked_outside_the_home_is_not_removed(home, tmp_path):
     store = StreamStore(home)
     (home / "state" / "power" / "s").symlink_to(tmp_path / "victim")
     with pytest.raises(InvalidName):
-        store.create("power", named("s"), TEXT, {})
+        store.create("power", named("s"), TEXT, StreamState())
     with pytest.raises(InvalidName):
         store.drop("power", "s")
     assert (tmp_path / "victim" / "keep.txt").read_text() == "precious"
@@ -95,7 +95,7 @@ def test_a_state_folder_linked_outside_the_home_is_not_removed(home, tmp_path):
 def test_create_and_drop_touch_only_their_own_stream(home):
     store = StreamStore(home)
     (stmt,) = parse(TEXT)
-    store.create("power", stmt, stmt.text, {"created": "now"})
+    store.create("power", stmt, stmt.text, StreamState(created_version=0))
     store.drop("power", "s")
     assert not store.exists("power", "s") and not store.state_dir("power", "s").exists()
     assert store.exists("power", "keep")
@@ -106,7 +106,7 @@ def test_create_and_drop_touch_only_their_own_stream(home):
 def test_names_with_spaces_and_emoji_are_stored_under_the_home(home):
     store = StreamStore(home)
     for name in ("my stream", "流🙂", "a;b"):
-        store.create("power", named(name), TEXT, {})
+        store.create("power", named(name), TEXT, StreamState())
         assert store.definition("power", name).parent == home / "streams" / "power"
         assert store.get("power", name).name == name
     assert sorted(n for _, n in store.names("power")) == ["a;b", "keep", "my stream", "流🙂"]
