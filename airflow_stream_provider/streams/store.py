@@ -28,7 +28,7 @@ from pathlib import Path
 
 from airflow_stream_provider import config, storage
 from airflow_stream_provider import model as m
-from airflow_stream_provider.exceptions import StreamError, did_you_mean, read_json_object
+from airflow_stream_provider.exceptions import CorruptStateError, StreamError, did_you_mean, read_json_object
 from airflow_stream_provider.files import held_lock, hold_lock, lock_held, make_dirs, try_lock, write_text
 from airflow_stream_provider.model.names import DATABASE, STREAM, check_name, path_under
 from airflow_stream_provider.plan.state import StreamState
@@ -226,10 +226,15 @@ class StateUpdate:
 def read_state(state_dir: Path) -> StreamState:
     """The ``stream.json`` in ``state_dir`` (an empty state when there is none); CorruptStateError
     naming the file when it cannot be read back."""
+    path = state_dir / "stream.json"
     try:
-        return StreamState.from_json(read_json_object(state_dir / "stream.json"))
+        payload = read_json_object(path)
     except FileNotFoundError:
         return StreamState()
+    try:
+        return StreamState.from_json(payload)
+    except (TypeError, ValueError) as err:  # a value of the wrong kind: an instant that is not one, ...
+        raise CorruptStateError(path, f"holds a value of the wrong kind ({err})") from None
 
 
 def _isoformat(value: object) -> object:

@@ -53,7 +53,8 @@ def events(n: int, start: int = 0) -> list[NotifyEvent]:
                         fields={}, result={"i": i}) for i in range(start, start + n)]
 
 
-@pytest.mark.parametrize("content, problem", [(None, "not valid JSON"), (b"", "empty"), (b"[1, 2]", "list")])
+@pytest.mark.parametrize("content, problem", [(None, "not valid JSON"), (b"", "empty"), (b"[1, 2]", "list"),
+                                              (b'{"created": "yesterday"}', "wrong kind")])
 def test_a_broken_stream_json_names_the_file_and_fails_only_its_stream(home, capsys, content, problem):
     path = home / "state" / "plant" / "tick" / "stream.json"
     path.write_bytes(path.read_bytes()[:40] if content is None else content)
