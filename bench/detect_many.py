@@ -15,6 +15,7 @@ contention of a live run (``bench/load.py`` measures those).
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import shutil
 import sys
@@ -32,6 +33,7 @@ def replay(db: str, count: int, commits: int, meters: int, every: int = 0) -> fl
 
     from airflow_stream_provider import statements
     from airflow_stream_provider.node.host import DetectorHost
+    from airflow_stream_provider.node.logs import LOGGER
     from airflow_stream_provider.spark.session import spark_session
     from airflow_stream_provider.streams.fire.windows import detector_options
     from airflow_stream_provider.streams.store import StreamStore
@@ -48,7 +50,8 @@ def replay(db: str, count: int, commits: int, meters: int, every: int = 0) -> fl
         raise RuntimeError("a live batch of these streams asked for Spark")
 
     store = StreamStore()
-    host = DetectorHost(no_spark, store=store, log=lambda _message: None)
+    logging.getLogger(LOGGER).setLevel(logging.CRITICAL)  # the host's messages are not the measure
+    host = DetectorHost(no_spark, store=store)
     detectors = []
     for i in range(len(window_streams)):  # as the node's workers make them, run here one after the other
         stored = store.get(db, f"s{i}")

@@ -22,6 +22,7 @@ its own.
 from __future__ import annotations
 
 import hashlib
+import logging
 import threading
 import time
 import traceback
@@ -40,6 +41,8 @@ from airflow_stream_provider.streams.run import run as run_stream
 from airflow_stream_provider.streams.runtime import StreamRuntime, StreamStopped
 from airflow_stream_provider.streams.store import StoredStream, StreamStore
 from airflow_stream_provider.windows import detector
+
+log = logging.getLogger(__name__)
 
 #: requests of the streams' tasks the node works on at once
 REQUEST_WORKERS = 4
@@ -75,10 +78,9 @@ class Answers:
     that goes on, on a thread of its own), and their detectors' batches, each in
     turn with the others in ``turns``."""
 
-    def __init__(self, store: StreamStore, turns: detector.Turns, log: Callable[[str], None] = print) -> None:
+    def __init__(self, store: StreamStore, turns: detector.Turns) -> None:
         self.store = store
         self.turns = turns
-        self.log = log
         self.workers = ThreadPoolExecutor(REQUEST_WORKERS, thread_name_prefix="stream-request")
         #: the computes that go on, each on a thread of its own (they mostly wait for a batch)
         self.keeping: list[threading.Thread] = []
@@ -108,7 +110,7 @@ class Answers:
             except StreamStopped:
                 return  # STOP STREAM came first; the next reconciliation stops this query
             if report.triggers:
-                self.log(f"stream {stored.qualified}: batch {batch.id}: {report.summary()}")
+                log.info("stream %s: batch %s: %s", stored.qualified, batch.id, report.summary())
 
         return after
 
@@ -179,8 +181,8 @@ class Answers:
         except DeliveryPaused as err:
             return {"status": "waiting", "message": str(err)}
         except Exception as err:  # the task raises it, and Airflow retries it
-            self.log(f"stream {hosted.stored.qualified}: request {body.get('role')} failed: "
-                     f"{err}\n{traceback.format_exc()}")
+            log.warning("stream %s: request %s failed: %s\n%s", hosted.stored.qualified, body.get("role"), err,
+                        traceback.format_exc())
             return {"status": "error", "message": f"{type(err).__name__}: {err}"}
 
     def _keep_computing(self, hosted: Hosted, request: str, body: dict) -> None:
@@ -208,7 +210,8 @@ class Answers:
         try:
             result = self._rounds(hosted, request, body.get("upto_batch"), until, checkpoint, rounds)
         except Exception as err:  # the task fails, and Airflow retries it; the rounds recorded stay
-            self.log(f"stream {stored.qualified}: a compute that goes on failed: {err}\n{traceback.format_exc()}")
+            log.warning("stream %s: a compute that goes on failed: %s\n%s", stored.qualified, err,
+                        traceback.format_exc())
             result = {"status": "error", "message": f"{type(err).__name__}: {err}"}
         with hosted.keeping_lock:
             mine = hosted.keeping == request
@@ -221,8 +224,8 @@ class Answers:
             try:
                 self._rounds(hosted, request, None, time.monotonic() + BETWEEN_RUNS_S, checkpoint, between)
             except Exception as err:  # the next run computes these batches
-                self.log(f"stream {stored.qualified}: computing between runs failed: {err}\n"
-                         f"{traceback.format_exc()}")
+                log.warning("stream %s: computing between runs failed: %s\n%s", stored.qualified, err,
+                            traceback.format_exc())
         with hosted.keeping_lock:  # (let go of under the lock: a newer request that took over keeps its place)
             hosted.between_runs = (hosted.between_runs + between)[-BETWEEN_RUNS_TOLD:]
             if hosted.keeping == request:

@@ -20,6 +20,7 @@ last error. A failed query is reported there and started again after a pause, fr
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 import traceback
@@ -44,6 +45,8 @@ from airflow_stream_provider.streams.store import StoredStream, StreamStore, tak
 from airflow_stream_provider.warehouse import Warehouse
 from airflow_stream_provider.windows import detector
 from airflow_stream_provider.windows.changes import FeedRegistry
+
+log = logging.getLogger(__name__)
 
 #: seconds before a failed detector is started again
 RETRY_AFTER_S = 15.0
@@ -101,6 +104,12 @@ def every_stream(kind: StreamKind, key: str) -> bool:
     return True
 
 
+def node_keeps(kind: StreamKind, key: str) -> bool:
+    """The streams a node with workers hosts itself: the row streams and the PERIOD instants, which
+    run on its Spark session (the window streams go to its workers)."""
+    return kind in (StreamKind.ROW, StreamKind.PERIOD)
+
+
 def slot_of(key: str, slots: int) -> int:
     """The worker a window stream goes to, by its name (``db.name``): the streams on one table are
     spread over the workers, so that many of them use every core (each worker reads the table's
@@ -116,17 +125,16 @@ class DetectorHost:
     """
 
     def __init__(self, session: SparkSession | Callable[[], SparkSession], store: StreamStore | None = None,
-                 log: Callable[[str], None] = print, selects: Selection = every_stream) -> None:
+                 selects: Selection = every_stream) -> None:
         self.session = session
         self.store = store or StreamStore()
-        self.log = log
         self.selects = selects
         self.hosted: dict[str, Hosted] = {}
         self.failed_at: dict[str, float] = {}
         self.feeds = FeedRegistry()
         self.turns = detector.Turns(batch_slots())
         #: the work of the hosted streams: their batches' in place, and their tasks' requests
-        self.answers = Answers(self.store, self.turns, log)
+        self.answers = Answers(self.store, self.turns)
 
     def wanted(self) -> dict[str, StoredStream]:
         """The streams the node serves (:attr:`StreamKind.served`) that exist and are not stopped."""
@@ -135,7 +143,7 @@ class DetectorHost:
             try:
                 stored = self.store.get(db, name)
             except Exception as err:  # a definition that no longer parses: not ours to run
-                self.log(f"stream {db}.{name}: cannot read its definition: {err}")
+                log.warning("stream %s.%s: cannot read its definition: %s", db, name, err)
                 continue
             kind = kind_of(stored.statement)
             if not kind.served or not self.selects(kind, stored.qualified):
@@ -186,11 +194,11 @@ class DetectorHost:
             _report(stored.detector_path, {"host": "node", "pid": os.getpid(), "status": "failed",
                                            "error": f"{type(err).__name__}: {err}",
                                            "at": datetime.now(UTC).isoformat()})
-            self.log(f"stream {key}: the detector did not start: {err}\n{traceback.format_exc()}")
+            log.warning("stream %s: the detector did not start: %s\n%s", key, err, traceback.format_exc())
             return
         self.hosted[key] = Hosted(stored, query, fd, runtime, batches=batches)
         self.failed_at.pop(key, None)
-        self.log(f"stream {key}: {_hosting(query)} started ({query.id})")
+        log.info("stream %s: %s started (%s)", key, _hosting(query), query.id)
         self._progress(self.hosted[key])
 
     def runtime(self, stored: StoredStream, state: dict) -> StreamRuntime:
@@ -236,15 +244,15 @@ class DetectorHost:
     def _stop(self, key: str, why: str) -> None:
         hosted = self._release(key)
         _report(hosted.stored.detector_path, {"host": None, "status": why, "at": datetime.now(UTC).isoformat()})
-        self.log(f"stream {key}: {_hosting(hosted.query)} {why}")
+        log.info("stream %s: %s %s", key, _hosting(hosted.query), why)
 
     def _fail(self, key: str, error: str) -> None:
         hosted = self._release(key)
         self.failed_at[key] = time.monotonic()
         _report(hosted.stored.detector_path, {"host": "node", "pid": os.getpid(), "status": "failed",
                                               "error": error[:2000], "at": datetime.now(UTC).isoformat()})
-        self.log(f"stream {key}: live detector failed, restarting from its checkpoint in {RETRY_AFTER_S:.0f}s: "
-                 f"{error.splitlines()[0] if error else ''}")
+        log.warning("stream %s: live detector failed, restarting from its checkpoint in %.0fs: %s",
+                    key, RETRY_AFTER_S, error.splitlines()[0] if error else "")
 
     def stop_all(self) -> None:
         self.answers.shutdown()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import logging
 import os
 import re
 import secrets
@@ -30,6 +31,7 @@ from typing import TYPE_CHECKING
 from airflow_stream_provider import config
 from airflow_stream_provider.files import append_file, held_lock, make_dirs, write_json
 from airflow_stream_provider.hooks import bind
+from airflow_stream_provider.node.logs import log_to_console
 from airflow_stream_provider.processes import accepts, port_free, tail
 from airflow_stream_provider.spark.endpoint import (
     HOST,
@@ -50,6 +52,12 @@ from airflow_stream_provider.spark.session import LOG4J_CONFIG, child_environ, l
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from airflow_stream_provider.node.host import DetectorHost
+    from airflow_stream_provider.node.stateful_triggers import StatefulHost
+    from airflow_stream_provider.node.worker import WorkerPool
+
+log = logging.getLogger(NODE_MODULE)  # (by name: the node process runs this module as __main__)
 
 #: seconds between two status reports of the node
 STATUS_EVERY_S = 2.0
@@ -122,7 +130,7 @@ def grown_cores(session: SparkSession, cores: int) -> int:
     if now <= cores:
         return cores
     use_partitions(session, now)
-    print(f"{now} executor cores now: {now} shuffle partitions for new sessions and streams", flush=True)
+    log.info("%s executor cores now: %s shuffle partitions for new sessions and streams", now, now)
     return now
 
 
@@ -260,7 +268,7 @@ def _queries(session: SparkSession) -> list[dict]:
             if holder.isDefined():
                 managers.append(holder.get().session().streams())
     except Exception as err:  # the Connect internals moved: report the node's own queries only
-        print(f"cannot list Spark Connect sessions: {err}", file=sys.stderr)
+        log.error("cannot list Spark Connect sessions: %s", err)
     out = []
     for streams in managers:
         for query in streams.active():
@@ -289,104 +297,139 @@ def _hold_lock(wait_s: float = 10.0) -> int:
     return fd
 
 
-def serve(port: int, instance: str, memory: str | None = None, master: str = LOCAL_MASTER) -> int:
-    try:
-        _hold_lock()  # its descriptor stays open until the process ends; the kernel releases it even on SIGKILL
-    except NodeError as err:
-        print(f"error: {err}", file=sys.stderr, flush=True)
-        return 1
-    bind()  # LOW_LATENCY_CALC detectors deliver notifications with Airflow's connections
-    extra: dict[str, str | None] = {
-        "spark.plugins": "org.apache.spark.sql.connect.SparkConnectPlugin",
-        # 127.0.0.1 unless AIRFLOW_STREAM_NODE_BIND opens it to other hosts (a container, a cluster)
-        "spark.connect.grpc.binding.address": os.environ.get("AIRFLOW_STREAM_NODE_BIND", HOST),
-        "spark.connect.grpc.binding.port": str(port),
-        # a Connect client runs any code as this process's user: only holders of the token
-        # (node/token, 0600; `node start` writes a new one) may connect
-        "spark.connect.authenticate.token": serving_token(),
-    }
-    if memory:
-        os.environ["PYSPARK_SUBMIT_ARGS"] = f"--driver-memory {memory} pyspark-shell"
-    if master.startswith("spark://"):
-        # set once the executors are known (follow_cluster_cores); a count given to the builder would
-        # be copied into every Spark Connect session as it opens
-        extra |= cluster_conf() | {"spark.sql.shuffle.partitions": None}
-    session = local_session("airflow-stream-node", master=master, extra=extra)
-    cores = 0
-    if master.startswith("spark://"):
+class Node:
+    """The node process, from :meth:`start` to :meth:`stop`: its Spark session serving Spark Connect
+    (the driver of ``master``), the stateful insert triggers, the workers and the detectors it hosts
+    itself, the requests of their tasks, and the status it reports."""
+
+    session: SparkSession
+    triggers: StatefulHost
+    pool: WorkerPool | None
+    host: DetectorHost
+
+    def __init__(self, port: int, instance: str, memory: str | None = None, master: str = LOCAL_MASTER) -> None:
+        self.port = port
+        self.instance = instance
+        self.memory = memory
+        self.master = master
+        self.folder = folder()
+        self.stopping = threading.Event()  # (set by SIGTERM and SIGINT)
+        self.cores = 0  # a cluster's executor cores, which the shuffle partitions follow (0: local[N])
+
+    @property
+    def on_cluster(self) -> bool:
+        return self.master.startswith("spark://")
+
+    def start(self) -> None:
+        """Take this home's node lock, start the Spark session (on a cluster, once its executors have
+        registered), then the stateful triggers, the status and ``node.json``, the workers, the
+        detector host and the thread that takes its streams' requests. NodeError when the node cannot
+        run: another holds the lock, or the cluster gives it no executors."""
+        from airflow_stream_provider.node.host import DetectorHost, every_stream, node_keeps
+        from airflow_stream_provider.node.stateful_triggers import StatefulHost
+        from airflow_stream_provider.node.worker import WorkerPool, default_workers
+
+        # its descriptor stays open until the process ends; the kernel releases it even on SIGKILL
+        self.lock_fd = _hold_lock()
+        bind()  # LOW_LATENCY_CALC detectors deliver notifications with Airflow's connections
+        self.session = local_session("airflow-stream-node", master=self.master, extra=self._spark_conf())
+        if self.on_cluster:
+            self._follow_cluster()
+        signal.signal(signal.SIGTERM, self._request_stop)
+        signal.signal(signal.SIGINT, self._request_stop)
+        started = datetime.now(UTC)
+        self.triggers = StatefulHost()
+        self.triggers.start()  # before node.json: a started node serves its stateful triggers
+        self.report([])  # before node.json too: a started node has a status
+        write_json(self.folder / "node.json", {"pid": os.getpid(), "port": self.port, "started": started.isoformat(),
+                                               "instance": self.instance, "home": home_key()})
+        log.info("stream node serving Spark Connect on sc://%s:%s", HOST, self.port)
+        slots = default_workers()
+        self.pool = WorkerPool(slots) if slots else None
+        self.host = DetectorHost(self.session, selects=every_stream if self.pool is None else node_keeps)
+        threading.Thread(target=self._serve_requests, name="stream-requests", daemon=True).start()
+
+    def _spark_conf(self) -> dict[str, str | None]:
+        extra: dict[str, str | None] = {
+            "spark.plugins": "org.apache.spark.sql.connect.SparkConnectPlugin",
+            # 127.0.0.1 unless AIRFLOW_STREAM_NODE_BIND opens it to other hosts (a container, a cluster)
+            "spark.connect.grpc.binding.address": os.environ.get("AIRFLOW_STREAM_NODE_BIND", HOST),
+            "spark.connect.grpc.binding.port": str(self.port),
+            # a Connect client runs any code as this process's user: only holders of the token
+            # (node/token, 0600; `node start` writes a new one) may connect
+            "spark.connect.authenticate.token": serving_token(),
+        }
+        if self.memory:
+            os.environ["PYSPARK_SUBMIT_ARGS"] = f"--driver-memory {self.memory} pyspark-shell"
+        if self.on_cluster:
+            # set once the executors are known (follow_cluster_cores); a count given to the builder would
+            # be copied into every Spark Connect session as it opens
+            extra |= cluster_conf() | {"spark.sql.shuffle.partitions": None}
+        return extra
+
+    def _follow_cluster(self) -> None:
         try:
-            cores = follow_cluster_cores(session)
-        except NodeError as err:
-            print(f"error: {err}", file=sys.stderr, flush=True)
-            session.stop()
-            return 1
-        print(f"driver of {master}: {cores} executor cores, {cores} shuffle partitions", flush=True)
-    stopping = False
+            self.cores = follow_cluster_cores(self.session)
+        except NodeError:
+            self.session.stop()
+            raise
+        log.info("driver of %s: %s executor cores, %s shuffle partitions", self.master, self.cores, self.cores)
 
-    def request_stop(signum: int, frame: FrameType | None) -> None:
-        nonlocal stopping
-        stopping = True
+    def _request_stop(self, signum: int, frame: FrameType | None) -> None:
+        self.stopping.set()
 
-    signal.signal(signal.SIGTERM, request_stop)
-    signal.signal(signal.SIGINT, request_stop)
-    node_dir = folder()
-    started = datetime.now(UTC)
-    from airflow_stream_provider.node.stateful_triggers import StatefulHost
-
-    triggers = StatefulHost(log=lambda message: print(message, flush=True))
-    triggers.start()  # before node.json: a started node serves its stateful triggers
-
-    def report(queries: list[dict]) -> None:
-        write_json(node_dir / "status.json", {"reported": datetime.now(UTC).isoformat(),
-                                              "spark_version": session.version, "master": master,
-                                              "queries": queries})
-
-    report([])  # before node.json too: a started node has a status
-    write_json(node_dir / "node.json", {"pid": os.getpid(), "port": port, "started": started.isoformat(),
-                                        "instance": instance, "home": home_key()})
-    print(f"stream node serving Spark Connect on sc://{HOST}:{port}", flush=True)
-    from airflow_stream_provider.node.host import DetectorHost
-    from airflow_stream_provider.node.worker import WorkerPool, default_workers
-    from airflow_stream_provider.plan.stream import StreamKind
-
-    slots = default_workers()
-    pool = WorkerPool(slots, log=lambda message: print(message, flush=True)) if slots else None
-
-    def node_hosts(kind: StreamKind, key: str) -> bool:  # row streams and PERIOD instants run on its session
-        return pool is None or kind in (StreamKind.ROW, StreamKind.PERIOD)
-
-    host = DetectorHost(session, log=lambda message: print(message, flush=True), selects=node_hosts)
-
-    def serve_requests() -> None:  # the streams' tasks wait on these: looked at every few tens of ms
-        while not stopping:
+    def _serve_requests(self) -> None:
+        """The streams' tasks wait on these: looked at every few tens of ms."""
+        while not self.stopping.is_set():
             try:
-                host.serve_requests()
+                self.host.serve_requests()
             except Exception as err:  # a stream dropped while its folder was read: the next pass goes on
-                print(f"requests: {err}", flush=True)
-            time.sleep(REQUESTS_EVERY_S)
+                log.warning("requests: %s", err)
+            self.stopping.wait(REQUESTS_EVERY_S)
 
-    threading.Thread(target=serve_requests, name="stream-requests", daemon=True).start()
-    try:
-        while not stopping:
-            if cores:
-                cores = grown_cores(session, cores)
-            if pool is not None:
-                pool.keep_running()
-            host.reconcile()
-            report(_queries(session) + host.queries() + (pool.queries() if pool is not None else []))
-            deadline = time.monotonic() + STATUS_EVERY_S
-            while not stopping and time.monotonic() < deadline:
-                time.sleep(0.1)
-    finally:
-        print("stream node stopping", flush=True)
-        triggers.stop()
-        if pool is not None:
-            pool.stop()
-        host.stop_all()
-        for query in session.streams.active:
+    def report(self, queries: list[dict]) -> None:
+        write_json(self.folder / "status.json", {"reported": datetime.now(UTC).isoformat(),
+                                                 "spark_version": self.session.version, "master": self.master,
+                                                 "queries": queries})
+
+    def loop(self) -> None:
+        """Until stopped: every :data:`STATUS_EVERY_S`, follow a cluster's cores, keep the workers running,
+        reconcile the detectors with the streams folder, and report."""
+        while not self.stopping.is_set():
+            if self.cores:
+                self.cores = grown_cores(self.session, self.cores)
+            if self.pool is not None:
+                self.pool.keep_running()
+            self.host.reconcile()
+            self.report(_queries(self.session) + self.host.queries()
+                        + (self.pool.queries() if self.pool is not None else []))
+            self.stopping.wait(STATUS_EVERY_S)
+
+    def stop(self) -> None:
+        log.info("stream node stopping")
+        self.triggers.stop()
+        if self.pool is not None:
+            self.pool.stop()
+        self.host.stop_all()
+        for query in self.session.streams.active:
             query.stop()
-        session.stop()
-        (node_dir / "node.json").unlink(missing_ok=True)
+        self.session.stop()
+        (self.folder / "node.json").unlink(missing_ok=True)
+
+
+def serve(port: int, instance: str, memory: str | None = None, master: str = LOCAL_MASTER) -> int:
+    """Run the node until SIGTERM or SIGINT; 1 when it cannot start."""
+    log_to_console()
+    node = Node(port, instance, memory, master)
+    try:
+        node.start()
+    except NodeError as err:
+        log.error("error: %s", err)
+        return 1
+    try:
+        node.loop()
+    finally:
+        node.stop()
     return 0
 
 

@@ -12,19 +12,20 @@ from __future__ import annotations
 import contextlib
 import hmac
 import json
+import logging
 import socketserver
 import threading
-from collections.abc import Callable
 
 from airflow_stream_provider.files import write_json
 from airflow_stream_provider.spark import endpoint
 from airflow_stream_provider.streams import callbacks
 from airflow_stream_provider.streams.callbacks import Entry, Instance, TriggerError
 
+log = logging.getLogger(__name__)
+
 
 class StatefulHost:
-    def __init__(self, log: Callable[[str], None]) -> None:
-        self.log = log
+    def __init__(self) -> None:
         self.root = callbacks.folder().absolute()
         self.instances: dict[str, Instance] = {}
         self.broken: dict[str, str] = {}  # id -> why the instance could not be restored
@@ -40,10 +41,10 @@ class StatefulHost:
             if entry.stateful:
                 try:
                     self.instances[entry.id] = Instance.create(entry, self.root, restoring=True)
-                    self.log(f"stateful trigger {entry.name} restored")
+                    log.info("stateful trigger %s restored", entry.name)
                 except TriggerError as err:
                     self.broken[entry.id] = str(err)
-                    self.log(f"stateful trigger {entry.name} could not be restored: {err}")
+                    log.warning("stateful trigger %s could not be restored: %s", entry.name, err)
         host = self
 
         class Handler(socketserver.StreamRequestHandler):
@@ -97,7 +98,7 @@ class StatefulHost:
         with self._lock:
             self.instances[entry.id] = instance
             self.broken.pop(entry.id, None)
-        self.log(f"stateful trigger {entry.name} created")
+        log.info("stateful trigger %s created", entry.name)
         return {"strategy": instance.strategy().value}
 
     def _drop(self, trigger_id: str) -> dict:
@@ -106,7 +107,7 @@ class StatefulHost:
             self.broken.pop(trigger_id, None)
         if instance is None:
             return {}
-        self.log(f"stateful trigger {instance.entry.name} dropped")
+        log.info("stateful trigger %s dropped", instance.entry.name)
         error = instance.drop()
         return {"error": f"its {error}"} if error else {}
 

@@ -21,6 +21,7 @@ import argparse
 import contextlib
 import ctypes
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -33,7 +34,10 @@ from types import FrameType
 
 from airflow_stream_provider.files import make_dirs, write_json
 from airflow_stream_provider.hooks import bind
+from airflow_stream_provider.node.logs import log_to_console
 from airflow_stream_provider.spark.endpoint import folder
+
+log = logging.getLogger("airflow_stream_provider.node.worker")  # (by name: a worker runs this module as __main__)
 
 #: seconds between two reconciliations of a worker's streams with the streams folder
 RECONCILE_EVERY_S = 2.0
@@ -84,10 +88,8 @@ def serve(slot: int, slots: int, parent: int | None = None) -> int:
     def selects(kind: StreamKind, key: str) -> bool:
         return kind is StreamKind.WINDOW and slot_of(key, slots) == slot
 
-    def log(message: str) -> None:
-        print(f"[worker {slot}] {message}", flush=True)
-
-    host = DetectorHost(spark_session, log=log, selects=selects)
+    log_to_console(f"[worker {slot}] ")
+    host = DetectorHost(spark_session, selects=selects)
     make_dirs(status_path(slot).parent)
 
     def serve_requests() -> None:
@@ -95,11 +97,11 @@ def serve(slot: int, slots: int, parent: int | None = None) -> int:
             try:
                 host.serve_requests()
             except Exception as err:  # a stream dropped while its folder was read: the next pass goes on
-                log(f"requests: {err}")
+                log.warning("requests: %s", err)
             stopping.wait(REQUESTS_EVERY_S)
 
     threading.Thread(target=serve_requests, name="stream-requests", daemon=True).start()
-    log(f"hosting the window streams of slot {slot} of {slots}")
+    log.info("hosting the window streams of slot %s of %s", slot, slots)
     try:
         while not stopping.is_set() and os.getppid() == parent:
             host.reconcile()
@@ -111,16 +113,15 @@ def serve(slot: int, slots: int, parent: int | None = None) -> int:
     finally:
         host.stop_all()
         status_path(slot).unlink(missing_ok=True)
-        log("stopped")
+        log.info("stopped")
     return 0
 
 
 class WorkerPool:
     """The node's side: its workers started, kept running, and stopped."""
 
-    def __init__(self, slots: int, log=print) -> None:
+    def __init__(self, slots: int) -> None:
         self.slots = slots
-        self.log = log
         self.processes: dict[int, subprocess.Popen] = {}
         self.restarts = 0
 
@@ -132,7 +133,7 @@ class WorkerPool:
                 continue
             if process is not None:
                 self.restarts += 1
-                self.log(f"worker {slot} exited with {process.returncode}: starting it again")
+                log.warning("worker %s exited with %s: starting it again", slot, process.returncode)
             self.processes[slot] = subprocess.Popen(
                 [sys.executable, "-m", __name__, "--slot", str(slot), "--slots", str(self.slots),
                  "--parent", str(os.getpid())],
