@@ -45,6 +45,8 @@ from airflow_stream_provider.windows.turns import Turns
 
 log = logging.getLogger(__name__)
 
+log = logging.getLogger(__name__)
+
 #: requests of the streams' tasks the node works on at once
 REQUEST_WORKERS = 4
 #: how long a notify request delivers to an ON_FAILURE_PAUSE receiver that fails before it answers

@@ -51,6 +51,8 @@ from airflow_stream_provider.windows.turns import Turns
 
 log = logging.getLogger(__name__)
 
+log = logging.getLogger(__name__)
+
 #: seconds before a failed detector is started again
 RETRY_AFTER_S = 15.0
 #: detector batches a host runs at once (``AIRFLOW_STREAM_NODE_BATCH_SLOTS``), the others waiting

@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from airflow_stream_provider.node.stateful_triggers import StatefulHost
     from airflow_stream_provider.node.worker import WorkerPool
 
-log = logging.getLogger(__name__)
+log = logging.getLogger(NODE_MODULE)  # (by name: the node process runs this module as __main__)
 
 #: seconds between two status reports of the node
 STATUS_EVERY_S = 2.0

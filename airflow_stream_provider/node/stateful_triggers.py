@@ -23,6 +23,8 @@ from airflow_stream_provider.streams.insert_triggers import Entry, Instance, Tri
 
 log = logging.getLogger(__name__)
 
+log = logging.getLogger(__name__)
+
 
 class StatefulHost:
     def __init__(self) -> None:

@@ -37,7 +37,7 @@ from airflow_stream_provider.hooks import bind
 from airflow_stream_provider.node.logs import log_to_console
 from airflow_stream_provider.spark.endpoint import folder
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("airflow_stream_provider.node.worker")  # (by name: a worker runs this module as __main__)
 
 #: seconds between two reconciliations of a worker's streams with the streams folder
 RECONCILE_EVERY_S = 2.0
