@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from airflow_stream_provider.plan.state import StreamState
 from airflow_stream_provider.sql import parse
 from airflow_stream_provider.streams.fire.windows import CheckpointLost, check_checkpoint
 from airflow_stream_provider.streams.probes import checkpoint_id
@@ -32,7 +33,7 @@ def stored(tmp_path) -> StoredStream:
     ({"checkpoint_id": ID}, "", "is missing"),               # a folder without its metadata
 ])
 def test_progress_without_its_checkpoint_stops_the_stream(tmp_path, state, on_disk, error):
-    stream = stored(tmp_path)
+    stream, state = stored(tmp_path), StreamState.from_json(state)
     if on_disk is not None:
         stream.checkpoint.mkdir(parents=True)
         if on_disk:

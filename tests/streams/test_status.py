@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 from airflow_stream_provider import statements
+from airflow_stream_provider.plan.state import StreamState
 from airflow_stream_provider.streams.run import run as run_stream
 from airflow_stream_provider.streams.status import record_sample, samples
 from airflow_stream_provider.streams.store import StreamStore
@@ -65,9 +66,9 @@ def test_show_streams_reports_state_progress_windows_and_notifications(wh):
     late = {r["stream_name"]: r for r in list(statements.run(wh, "SHOW STREAMS"))[-1].table.to_pylist()}["s1"]
     assert (late["recalculations"], late["computations"], late["recalc_ratio"]) == (2, 3, 1.0)
     stored = StreamStore().get("d", "s1")
-    record_sample(wh.catalog, stored, {})
+    record_sample(wh.catalog, stored, StreamState())
     count = len(samples(stored))
-    record_sample(wh.catalog, stored, {})  # right after another: at most one sample per 5 s
+    record_sample(wh.catalog, stored, StreamState())  # right after another: at most one sample per 5 s
     assert len(samples(stored)) == count
     assert list(statements.run(wh, "SELECT t FROM s1_out WHERE ts = '2025-01-01 00:00:00'"))[-1].table.to_pylist() == [
         {"t": 9.0}]  # 1 + 3 + 5
