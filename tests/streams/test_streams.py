@@ -14,6 +14,7 @@ from airflow_stream_provider.exceptions import StreamDefinitionError, StreamErro
 from airflow_stream_provider.streams.fired import TROWS_FROM, TROWS_TO, Fired
 from airflow_stream_provider.streams.run import run as run_stream
 from airflow_stream_provider.streams.runtime import RunReport, StreamRuntime
+from airflow_stream_provider.streams.run_request import RunRequest
 from airflow_stream_provider.streams.store import StreamStore
 from tests.conftest import sql
 
@@ -33,7 +34,7 @@ def select(wh, text: str) -> list[dict]:
 
 
 def run(wh, name: str, **kwargs) -> RunReport:
-    return run_stream(wh, "d", name, **kwargs)
+    return run_stream(wh, "d", name, RunRequest.everything(**kwargs))
 
 
 def at(minutes: float) -> datetime:
