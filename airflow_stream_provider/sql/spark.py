@@ -1,4 +1,9 @@
-"""Canonical query trees to Spark SQL, with placeholders bound as typed AST literals."""
+"""Canonical query trees to Spark SQL, with placeholders bound as typed AST literals.
+
+Every language lowers into sqlglot trees: TDengine's queries are parsed into one
+(:func:`to_spark` binds its placeholders and translates its functions), IoTDB's are built as one
+over the devices tables (already in Spark's vocabulary); :func:`write_spark` writes either.
+"""
 
 from __future__ import annotations
 
@@ -195,4 +200,9 @@ def to_spark(
     spark_tree = epoch_comparisons(spark_tree, timestamp_column, precision)
     spark_tree = spark_tree.transform(convert)
     spark_tree = spark_tree.transform(lambda n: _cast(n, precision) if isinstance(n, exp.Cast) else n)
-    return spark_tree.sql(dialect="spark")
+    return write_spark(spark_tree)
+
+
+def write_spark(tree: exp.Expr) -> str:
+    """The Spark SQL text of a tree in Spark's vocabulary."""
+    return tree.sql(dialect="spark")

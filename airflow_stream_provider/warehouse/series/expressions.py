@@ -1,5 +1,6 @@
-"""IoTDB expressions written as Spark SQL text over the devices tables, their headers as IoTDB prints
-them, and their time constants in epoch microseconds.
+"""IoTDB expressions lowered into sqlglot trees over the devices tables (Spark's functions, which
+:func:`airflow_stream_provider.sql.spark.write_spark` writes as Spark SQL), their headers as IoTDB
+prints them, and their time constants in epoch microseconds.
 
 Arithmetic and math functions give DOUBLE, as in IoTDB; an aggregate has IoTDB's meaning and result
 type. A bare number compared with time is epoch milliseconds.
@@ -8,7 +9,7 @@ type. A bare number compared with time is epoch milliseconds.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
 from sqlglot import exp
@@ -20,32 +21,52 @@ from airflow_stream_provider.values import epoch_micros
 from airflow_stream_provider.warehouse.catalog import WarehouseError
 from airflow_stream_provider.warehouse.series.store import TS
 
-_ARITHMETIC = {"+", "-", "*", "/", "%"}
-_SQL_OPS = {"=": "=", "!=": "<>", "<": "<", "<=": "<=", ">": ">", ">=": ">=", "AND": "AND", "OR": "OR",
-            "+": "+", "-": "-", "*": "*", "/": "/", "%": "%"}
+_ARITHMETIC: dict[str, type[exp.Binary]] = {"+": exp.Add, "-": exp.Sub, "*": exp.Mul, "/": exp.Div, "%": exp.Mod}
+_LOGIC: dict[str, type[exp.Binary]] = {"=": exp.EQ, "!=": exp.NEQ, "<": exp.LT, "<=": exp.LTE, ">": exp.GT,
+                                       ">=": exp.GTE, "AND": exp.And, "OR": exp.Or}
+#: the functions whose result keeps its type; every other scalar function gives DOUBLE, as in IoTDB
+_TYPED = ("length", "upper", "lower", "trim")
 
 
-def literal(value: object) -> str:
+def literal(value: object) -> exp.Expr:
     """``value`` as a Spark SQL literal."""
     if value is None:
-        return "NULL"
+        return exp.null()
     if isinstance(value, bool):
-        return "TRUE" if value else "FALSE"
+        return exp.Boolean(this=value)
     if isinstance(value, int):
-        return str(value)
+        return exp.Literal.number(value)
     if isinstance(value, float):
-        return repr(value) if math.isfinite(value) else f"CAST('{value}' AS DOUBLE)"
-    return exp.Literal.string(str(value)).sql(dialect="spark")
+        return exp.Literal.number(repr(value)) if math.isfinite(value) else double(exp.Literal.string(str(value)))
+    return exp.Literal.string(str(value))
 
 
-def quoted(name: str) -> str:
-    """``name`` as a Spark SQL identifier."""
-    return "`" + name.replace("`", "``") + "`"
+def column(name: str) -> exp.Column:
+    """The column ``name``, quoted."""
+    return exp.column(name, quoted=True)
 
 
-def sql_table(path: object) -> str:
-    """The Delta table at ``path`` as Spark SQL reads it."""
-    return "delta.`" + str(path).replace("`", "``") + "`"
+def call(name: str, *args: exp.Expr) -> exp.Expr:
+    """``name(args)``, a Spark function called by its name."""
+    return exp.Anonymous(this=name, expressions=list(args))
+
+
+def double(value: exp.Expr) -> exp.Expr:
+    return exp.Cast(this=value, to=exp.DataType.build("DOUBLE"))
+
+
+def bigint(value: exp.Expr) -> exp.Expr:
+    return exp.Cast(this=value, to=exp.DataType.build("BIGINT"))
+
+
+def aliased(value: exp.Expr, name: str) -> exp.Expr:
+    """``value AS `name```."""
+    return exp.alias_(value, name, quoted=True)
+
+
+def delta_table(path: object) -> exp.Table:
+    """The Delta table at ``path`` as Spark SQL reads it (``delta.`path```)."""
+    return exp.Table(this=exp.to_identifier(str(path), quoted=True), db=exp.to_identifier("delta"))
 
 
 def now_micros() -> int:
@@ -63,77 +84,87 @@ def time_micros(value: object, now: int) -> int:
     return int(value * 1000)
 
 
-def aggregate_sql(name: str, value: str) -> str:
-    """An aggregate of ``value`` in Spark SQL, with IoTDB's meaning and result type."""
-    present = f"FILTER (WHERE {value} IS NOT NULL)"
-    return {
-        "count": f"count({value})",
-        "sum": f"sum(CAST({value} AS DOUBLE))",
-        "avg": f"avg(CAST({value} AS DOUBLE))",
-        "max_value": f"max({value})",
-        "min_value": f"min({value})",
-        "extreme": f"max_by({value}, struct(abs({value}), {value})) {present}",
-        "first_value": f"min_by({value}, {TS}) {present}",
-        "last_value": f"max_by({value}, {TS}) {present}",
-        "max_time": f"unix_millis(max({TS}) {present})",
-        "min_time": f"unix_millis(min({TS}) {present})",
-        "stddev": f"stddev_samp(CAST({value} AS DOUBLE))",
-        "stddev_samp": f"stddev_samp(CAST({value} AS DOUBLE))",
-        "stddev_pop": f"stddev_pop(CAST({value} AS DOUBLE))",
-        "variance": f"var_samp(CAST({value} AS DOUBLE))",
-        "var_samp": f"var_samp(CAST({value} AS DOUBLE))",
-        "var_pop": f"var_pop(CAST({value} AS DOUBLE))",
-    }[name]
+def aggregate(name: str, value: exp.Expr) -> exp.Expr:
+    """An aggregate of ``value``, with IoTDB's meaning and result type."""
+    ts = exp.column(TS)
+
+    def present(of: exp.Expr) -> exp.Expr:  # over the rows where the series has a value
+        return exp.Filter(this=of, expression=exp.Where(this=exp.Not(this=exp.Is(this=value.copy(),
+                                                                                   expression=exp.null()))))
+
+    made: dict[str, Callable[[], exp.Expr]] = {
+        "count": lambda: call("count", value.copy()),
+        "sum": lambda: call("sum", double(value.copy())),
+        "avg": lambda: call("avg", double(value.copy())),
+        "max_value": lambda: call("max", value.copy()),
+        "min_value": lambda: call("min", value.copy()),
+        "extreme": lambda: present(call("max_by", value.copy(),
+                                        call("struct", call("abs", value.copy()), value.copy()))),
+        "first_value": lambda: present(call("min_by", value.copy(), ts)),
+        "last_value": lambda: present(call("max_by", value.copy(), ts)),
+        "max_time": lambda: call("unix_millis", present(call("max", ts))),
+        "min_time": lambda: call("unix_millis", present(call("min", ts))),
+        "stddev": lambda: call("stddev_samp", double(value.copy())),
+        "stddev_samp": lambda: call("stddev_samp", double(value.copy())),
+        "stddev_pop": lambda: call("stddev_pop", double(value.copy())),
+        "variance": lambda: call("var_samp", double(value.copy())),
+        "var_samp": lambda: call("var_samp", double(value.copy())),
+        "var_pop": lambda: call("var_pop", double(value.copy())),
+    }
+    return made[name]()
 
 
-def to_sql(expr: m.SeriesExpr, ref_sql, *, aggregate=None, now: int = 0) -> str:
-    """Spark SQL of ``expr``: ``ref_sql(ref)`` gives a series' SQL; ``aggregate`` is True (SQL
-    aggregates over the series' column), a function giving an aggregate's SQL, or None (none here)."""
-    def go(node: m.SeriesExpr) -> str:
+def to_tree(expr: m.SeriesExpr, ref: Callable[[m.Ref], exp.Expr], *,
+            aggregates: bool | Callable[[m.Call], exp.Expr] = False, now: int = 0) -> exp.Expr:
+    """The sqlglot tree of ``expr`` in Spark's vocabulary: ``ref(r)`` gives a series' column;
+    ``aggregates`` is True (aggregates over the series' column), a function giving an aggregate's
+    tree, or False (no aggregate goes here)."""
+    def go(node: m.SeriesExpr) -> exp.Expr:
         if isinstance(node, m.Ref):
-            return ref_sql(node)
+            return ref(node)
         if isinstance(node, m.Literal):
             if isinstance(node.value, m.TimePoint):
-                return str(time_micros(node.value, now))
+                return exp.Literal.number(time_micros(node.value, now))
             return literal(node.value)
         if isinstance(node, m.TimeRef):
-            return f"unix_micros({TS})"
+            return call("unix_micros", exp.column(TS))
         if isinstance(node, m.Call):
             if node.name in m.AGGREGATES:
-                if callable(aggregate):
-                    return aggregate(node)
-                if aggregate is True:
-                    return aggregate_sql(node.name, go(node.args[0]))
+                if callable(aggregates):
+                    return aggregates(node)
+                if aggregates:
+                    return aggregate(node.name, go(node.args[0]))
                 raise WarehouseError(f"{node.name} is an aggregate; it does not go here")
-            args = ", ".join(go(a) for a in node.args)
-            inner = f"{SCALAR_FUNCTIONS[node.name]}({args})"
-            return inner if node.name in ("length", "upper", "lower", "trim") else f"CAST({inner} AS DOUBLE)"
+            inner = call(SCALAR_FUNCTIONS[node.name], *(go(a) for a in node.args))
+            return inner if node.name in _TYPED else double(inner)
         if isinstance(node, m.Unary):
             if node.op == "NOT":
-                return f"(NOT {go(node.operand)})"
-            return f"CAST({node.op}{go(node.operand)} AS DOUBLE)" if node.op == "-" else go(node.operand)
+                return exp.Paren(this=exp.Not(this=go(node.operand)))
+            return double(exp.Neg(this=go(node.operand))) if node.op == "-" else go(node.operand)
         if isinstance(node, m.Binary):
             left, right = go(node.left), go(node.right)
             if node.op in _ARITHMETIC:
-                op = "%" if node.op == "%" else node.op
-                return f"(CAST({left} AS DOUBLE) {op} CAST({right} AS DOUBLE))"
-            return f"({left} {_SQL_OPS[node.op]} {right})"
+                return exp.Paren(this=_ARITHMETIC[node.op](this=double(left), expression=double(right)))
+            return exp.Paren(this=_LOGIC[node.op](this=left, expression=right))
         if isinstance(node, m.Between):
-            inner = f"{go(node.operand)} BETWEEN {go(node.low)} AND {go(node.high)}"
-            return f"(NOT ({inner}))" if node.negated else f"({inner})"
+            between = exp.Between(this=go(node.operand), low=go(node.low), high=go(node.high))
+            return _negated(between, node.negated)
         if isinstance(node, m.InList):
-            inner = f"{go(node.operand)} IN ({', '.join(go(v) for v in node.values)})"
-            return f"(NOT ({inner}))" if node.negated else f"({inner})"
+            return _negated(exp.In(this=go(node.operand), expressions=[go(v) for v in node.values]), node.negated)
         raise AssertionError(node)
 
     return go(expr)
 
 
-def measurement(columns: dict[str, tuple[str, m.SeriesType]], ref: m.Ref) -> str:
+def _negated(condition: exp.Expr, negated: bool) -> exp.Expr:
+    return exp.Paren(this=exp.Not(this=exp.Paren(this=condition)) if negated else condition)
+
+
+def measurement(columns: dict[str, tuple[str, m.SeriesType]], ref: m.Ref) -> exp.Expr:
     """The column of a measurement in one database; NULL when the database has no such measurement."""
     name = ref.path.nodes[-1]
     found = columns.get(name)
-    return quoted(found[0]) if found else "NULL"
+    return column(found[0]) if found else exp.null()
 
 
 def _is_time_condition(node: m.SeriesExpr) -> bool:
@@ -162,7 +193,7 @@ def value_part(where: m.SeriesExpr) -> m.SeriesExpr | None:
     return _and([p for p in parts if not _is_time_condition(p)])
 
 
-def time_part(where: m.SeriesExpr, now: int) -> str | None:
+def time_part(where: m.SeriesExpr, now: int) -> exp.Expr | None:
     """The time conditions of WHERE in SQL over ``ts``; a bare number is epoch milliseconds."""
     parts = [p for p in _conjuncts(where) if _is_time_condition(p)]
     if not parts:
@@ -181,7 +212,7 @@ def time_part(where: m.SeriesExpr, now: int) -> str | None:
             return m.Unary(node.op, convert(node.operand))
         return node
 
-    return " AND ".join(to_sql(convert(p), lambda r: "NULL", now=now) for p in parts)
+    return exp.and_(*(to_tree(convert(p), lambda r: exp.null(), now=now) for p in parts))
 
 
 def replace_ref(expr: m.SeriesExpr, new: m.Ref) -> m.SeriesExpr:

@@ -30,22 +30,27 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 import pyarrow as pa
+from sqlglot import exp
 
 from airflow_stream_provider import model as m
 from airflow_stream_provider.model.series import walk
+from airflow_stream_provider.sql.spark import write_spark
 from airflow_stream_provider.warehouse.catalog import WarehouseError
 from airflow_stream_provider.warehouse.series.expressions import (
-    aggregate_sql,
+    aggregate,
+    aliased,
+    bigint,
+    call,
+    column,
+    delta_table,
     header_of,
     literal,
     measurement,
     now_micros,
-    quoted,
     replace_ref,
-    sql_table,
     time_micros,
     time_part,
-    to_sql,
+    to_tree,
     value_part,
 )
 from airflow_stream_provider.warehouse.series.shaping import (
@@ -75,11 +80,10 @@ class TimeRange:
 
 @dataclass
 class ResultColumn:
-    """One column of an ALIGN BY TIME result: its header, its SQL over the pivot, and the series
-    it was expanded from (for INTO's placeholders)."""
+    """One column of an ALIGN BY TIME result: its header, and the series it was expanded from (for
+    INTO's placeholders)."""
 
     name: str
-    sql: str
     series: tuple[Series, ...]
     item: int
 
@@ -206,32 +210,27 @@ class QueryRunner:
         parts = []
         for db in dict.fromkeys(d for d, _ in devices):
             names = [str(dev) for d, dev in devices if d == db]
-            parts.append(self._device_sql(db, names, items, window))
-        frame = self.spark.sql(" UNION ALL ".join(f"({p})" for p in parts)).toArrow()
+            parts.append(self._device_select(db, names, items, window))
+        frame = self.spark.sql(write_spark(_union_all(parts))).toArrow()
         return self._shape_by_device(frame, headers, window, [str(dev) for _, dev in devices])
 
-    def _device_sql(self, db: SeriesDatabase, devices: list[str], items: list[tuple[str, m.SeriesExpr]],
-                    window: Windows | None) -> str:
+    def _device_select(self, db: SeriesDatabase, devices: list[str], items: list[tuple[str, m.SeriesExpr]],
+                       window: Windows | None) -> exp.Select:
         query = self.query
-        columns = self._columns_of(db)
-        source = self._rows_sql(db, devices, window)
+        ref = functools.partial(measurement, self._columns_of(db))
         aggregated = query.aggregated
-        select = []
-        for i, (_, expr) in enumerate(items):
-            select.append(f"{to_sql(expr, lambda ref: measurement(columns, ref), aggregate=aggregated)} AS "
-                          f"{quoted(f'v{i}')}")
-        where = ""
+        values = [aliased(to_tree(expr, ref, aggregates=aggregated), f"v{i}") for i, (_, expr) in enumerate(items)]
+        select = exp.select(_KEY, exp.column(TBNAME), *values).from_(self._rows(db, devices, window).subquery())
         if query.where is not None:
             value_where = value_part(query.where)
             if value_where is not None:
-                where = " WHERE " + to_sql(value_where, lambda ref: measurement(columns, ref))
+                select = select.where(to_tree(value_where, ref))
         if not aggregated:
-            return f"SELECT __key, {TBNAME}, {', '.join(select)} FROM ({source}){where}"
-        having = ""
+            return select
+        select = select.group_by(_KEY, exp.column(TBNAME))
         if query.having is not None:
-            having = " HAVING " + to_sql(query.having, lambda ref: measurement(columns, ref), aggregate=True)
-        return (f"SELECT __key, {TBNAME}, {', '.join(select)} FROM ({source}){where} "
-                f"GROUP BY __key, {TBNAME}{having}")
+            select = select.having(to_tree(query.having, ref, aggregates=True))
+        return select
 
     def _shape_by_device(self, frame: pa.Table, headers: list[str], window: Windows | None,
                          devices: list[str]) -> ShapedResult:
@@ -251,8 +250,8 @@ class QueryRunner:
         if not (query.aggregated and window is None):
             out[TIME] = time_column(df["__key"], window)
         out[DEVICE] = pa.array(df[TBNAME].tolist(), pa.string())
-        for header, column in zip(headers, values, strict=True):
-            out[header] = arrow(df[column], frame.schema.field(column).type if column in frame.column_names else None)
+        for header, value in zip(headers, values, strict=True):
+            out[header] = arrow(df[value], frame.schema.field(value).type if value in frame.column_names else None)
         table = pa.table(out)
         table = slimit(table, query, fixed=2 if TIME in out else 1)
         return ShapedResult(table, by_device=True, item_names=headers)
@@ -271,34 +270,47 @@ class QueryRunner:
             raise WarehouseError("GROUP BY needs a time range: GROUP BY ([start, end), interval)")
         return Windows(span.start, span.end, group.interval.micros, group.sliding.micros, group.left_open)
 
-    def _rows_sql(self, db: SeriesDatabase, devices: list[str], window: Windows | None) -> str:
+    def _rows(self, db: SeriesDatabase, devices: list[str], window: Windows | None) -> exp.Select:
         """The rows of ``devices`` of ``db`` in the query's time range, with ``__key``: the time
-        (micros) for a raw query, the window start for GROUP BY, 0 for an aggregate of all rows."""
+        (micros) for a raw query, the window start for GROUP BY, 0 for an aggregate of all rows.
+
+        A row at ``__t`` is in the windows ``k`` with ``start + k * step <= __t < start + k * step + size``:
+        the one ``k = floor((__t - start) / step)`` when windows do not overlap, else every ``k`` from
+        ``ceil((__t - start - size + 1) / step)`` (at least 0) to that one."""
         span = self.time_range()
-        conditions = [f"{TBNAME} IN ({', '.join(literal(d) for d in devices)})"]
-        shift = 1 if window is not None and window.left_open else 0
-        micros = f"(unix_micros({TS}) - {shift})" if shift else f"unix_micros({TS})"
+        conditions: list[exp.Expr] = [exp.column(TBNAME).isin(*(literal(d) for d in devices))]
+        micros = call("unix_micros", exp.column(TS))
+        if window is not None and window.left_open:
+            micros = exp.Paren(this=exp.Sub(this=micros, expression=_number(1)))
         if span.start is not None:
-            conditions.append(f"{micros} >= {span.start}")
+            conditions.append(exp.GTE(this=micros.copy(), expression=_number(span.start)))
         if span.end is not None:
-            conditions.append(f"{micros} < {span.end}")
+            conditions.append(exp.LT(this=micros.copy(), expression=_number(span.end)))
         if self.query.where is not None:
             time_where = time_part(self.query.where, self.now)
             if time_where is not None:
                 conditions.append(time_where)
-        base = f"SELECT *, {micros} AS __t FROM {sql_table(db.table)} WHERE {' AND '.join(conditions)}"
+        base = exp.select(exp.Star(), exp.alias_(micros, "__t")).from_(delta_table(db.table)) \
+            .where(exp.and_(*conditions))
         if window is None:
-            key = "__t" if not self.query.aggregated else "0"
-            return f"SELECT *, {key} AS __key FROM ({base})"
+            key = exp.column("__t") if not self.query.aggregated else _number(0)
+            return exp.select(exp.Star(), exp.alias_(key, "__key")).from_(base.subquery())
         start, step, size = window.start, window.step, window.interval
+        since = exp.Paren(this=exp.Sub(this=exp.column("__t"), expression=_number(start)))
+        last = bigint(exp.Floor(this=exp.Div(this=since, expression=_number(step))))
         if step >= size:
-            k = f"floor((__t - {start}) / {step})"
-            return (f"SELECT * FROM (SELECT *, {start} + CAST({k} AS BIGINT) * {step} AS __key FROM ({base})) "
-                    f"WHERE __t - __key < {size}")
-        low = f"CAST(greatest(0, ceil((__t - {start} - {size} + 1) / {step})) AS BIGINT)"
-        high = f"CAST(floor((__t - {start}) / {step}) AS BIGINT)"
-        return (f"SELECT * FROM (SELECT *, {start} + __k * {step} AS __key FROM "
-                f"(SELECT *, explode(sequence({low}, {high})) AS __k FROM ({base}))) WHERE __key < {window.end}")
+            keyed = exp.select(exp.Star(), exp.alias_(_window_start(start, last, step), "__key")).from_(base.subquery())
+            inside = exp.LT(this=exp.Sub(this=exp.column("__t"), expression=_KEY.copy()), expression=_number(size))
+            return exp.select(exp.Star()).from_(keyed.subquery()).where(inside)
+        reach = exp.Add(this=exp.Sub(this=since.copy(), expression=_number(size)), expression=_number(1))
+        first = bigint(call("greatest", _number(0), exp.Ceil(this=exp.Div(this=exp.Paren(this=reach),
+                                                                           expression=_number(step)))))
+        each = exp.select(exp.Star(), exp.alias_(exp.Explode(this=call("sequence", first, last)), "__k")) \
+            .from_(base.subquery())
+        keyed = exp.select(exp.Star(), exp.alias_(_window_start(start, exp.column("__k"), step), "__key")) \
+            .from_(each.subquery())
+        return exp.select(exp.Star()).from_(keyed.subquery()).where(exp.LT(this=_KEY.copy(),
+                                                                           expression=_number(window.end)))
 
     def _columns_of(self, db: SeriesDatabase) -> dict[str, tuple[str, m.SeriesType]]:
         registry = self.store.registry(db)
@@ -319,8 +331,8 @@ class QueryRunner:
         if value_where is not None and not one_device and query.aggregated:
             raise WarehouseError("a WHERE on values of an aggregated query reads the series of one device here: "
                                  "use ALIGN BY DEVICE, or FROM one device")
-        sql = self._pivot_sql(columns, window, value_where, one_device)
-        frame = self.spark.sql(sql).toArrow()
+        select = self._pivot(columns, window, value_where, one_device)
+        frame = self.spark.sql(write_spark(select)).toArrow()
         return self._shape_by_time(frame, columns, window)
 
     def _expand_columns(self) -> list[ResultColumn]:
@@ -338,7 +350,7 @@ class QueryRunner:
             for combo in combos:
                 binding = dict(zip(refs, combo, strict=True))
                 name = item.alias or header_of(item.expr, {r: str(s.path) for r, s in binding.items()})
-                out.append(ResultColumn(name, "", tuple(combo), index))
+                out.append(ResultColumn(name, tuple(combo), index))
         return out
 
     def _level_columns(self, index: int, item: m.SelectItem, refs: list[m.Ref],
@@ -357,11 +369,11 @@ class QueryRunner:
                 if len({s.type for s in members}) > 1:
                     raise WarehouseError(f"{expr.name} over {key} merges series of different types "
                                          f"({', '.join(sorted({s.type.value for s in members}))})")
-        return [ResultColumn(item.alias or f"{expr.name}({key})", "", tuple(members), index)
+        return [ResultColumn(item.alias or f"{expr.name}({key})", tuple(members), index)
                 for key, members in groups.items()]
 
-    def _pivot_sql(self, columns: list[ResultColumn], window: Windows | None, value_where: m.SeriesExpr | None,
-                   one_device: bool) -> str:
+    def _pivot(self, columns: list[ResultColumn], window: Windows | None, value_where: m.SeriesExpr | None,
+               one_device: bool) -> exp.Select:
         """One statement: the rows of every database involved, a value per (time or window, series),
         then each column's expression."""
         query = self.query
@@ -384,64 +396,63 @@ class QueryRunner:
         unions = []
         for db, members in by_db.items():
             devices = sorted({str(s.device) for s in members})
-            rows = self._rows_sql(db, devices, window)
+            rows = self._rows(db, devices, window)
             if value_where is not None and one_device:
-                condition = to_sql(value_where, functools.partial(measurement, self._columns_of(db)))
-                rows = f"SELECT * FROM ({rows}) WHERE {condition}"
-            picks = ", ".join(f"CASE WHEN {TBNAME} = {literal(str(s.device))} THEN {quoted(s.column)} END AS "
-                              f"{quoted(slot[s])}" if s in members else f"NULL AS {quoted(slot[s])}" for s in slot)
-            unions.append(f"SELECT __key, {TS}, {picks} FROM ({rows})")
-        union = " UNION ALL ".join(f"({u})" for u in unions)
+                condition = to_tree(value_where, functools.partial(measurement, self._columns_of(db)))
+                rows = exp.select(exp.Star()).from_(rows.subquery()).where(condition)
+            picks = [aliased(exp.Case().when(exp.column(TBNAME).eq(literal(str(s.device))), column(s.column))
+                             if s in members else exp.null(), slot[s]) for s in slot]
+            unions.append(exp.select(_KEY, exp.column(TS), *picks).from_(rows.subquery()))
+        union = _union_all(unions).subquery()
         if not query.aggregated:
-            pivot = ", ".join(f"max({quoted(v)}) AS {quoted(v)}" for v in slot.values())
-            stage = f"SELECT __key, {pivot} FROM ({union}) GROUP BY __key"
+            pivot = [aliased(call("max", column(v)), v) for v in slot.values()]
+            stage = exp.select(_KEY, *pivot).from_(union).group_by(_KEY)
             exprs = []
-            for i, column in enumerate(columns):
-                refs = list(dict.fromkeys(n for n in walk(query.items[column.item].expr) if isinstance(n, m.Ref)))
-                binding = dict(zip(refs, column.series, strict=True))
-                exprs.append(f"{to_sql(query.items[column.item].expr, lambda r, b=binding: quoted(slot[b[r]]))} AS "
-                             f"{quoted(f'c{i}')}")
-            where = ""
+            for i, result in enumerate(columns):
+                expr = query.items[result.item].expr
+                refs = list(dict.fromkeys(n for n in walk(expr) if isinstance(n, m.Ref)))
+                binding = dict(zip(refs, result.series, strict=True))
+                exprs.append(aliased(to_tree(expr, functools.partial(_slot_of, slot, binding)), f"c{i}"))
+            select = exp.select(_KEY, *exprs).from_(stage.subquery())
             if value_where is not None and not one_device:
                 iterator = iter(where_series)
-                where = " WHERE " + to_sql(value_where, lambda r: quoted(slot[next(iterator)]))
-            return f"SELECT __key, {', '.join(exprs)} FROM ({stage}){where}"
+                select = select.where(to_tree(value_where, lambda r: column(slot[next(iterator)])))
+            return select
         # aggregated: every aggregate of every series, then the expressions over them
         aggregates: dict[tuple[str, Series | tuple[Series, ...]], str] = {}
         exprs = []
-        for i, column in enumerate(columns):
-            item = query.items[column.item]
+        for i, result in enumerate(columns):
+            item = query.items[result.item]
             if query.levels:
-                call = item.expr
-                assert isinstance(call, m.Call)
-                merged: tuple[str, Series | tuple[Series, ...]] = (call.name, column.series)
+                level_call = item.expr
+                assert isinstance(level_call, m.Call)
+                merged: tuple[str, Series | tuple[Series, ...]] = (level_call.name, result.series)
                 if merged not in aggregates:
                     aggregates[merged] = f"a{len(aggregates)}"
-                exprs.append(f"{quoted(aggregates[merged])} AS {quoted(f'c{i}')}")
+                exprs.append(aliased(column(aggregates[merged]), f"c{i}"))
                 continue
             refs = list(dict.fromkeys(n for n in walk(item.expr) if isinstance(n, m.Ref)))
-            binding = dict(zip(refs, column.series, strict=True))
+            binding = dict(zip(refs, result.series, strict=True))
 
-            def aggregate(call: m.Call, b=binding) -> str:
-                ref = call.args[0]
+            def aggregate_of(of: m.Call, b=binding) -> exp.Expr:
+                ref = of.args[0]
                 target = b[ref] if isinstance(ref, m.Ref) else None
                 if target is None:
-                    raise WarehouseError(f"{call.name} aggregates a series, as {call.name}(temperature)")
-                key = (call.name, target)
+                    raise WarehouseError(f"{of.name} aggregates a series, as {of.name}(temperature)")
+                key = (of.name, target)
                 if key not in aggregates:
                     aggregates[key] = f"a{len(aggregates)}"
-                return quoted(aggregates[key])
+                return column(aggregates[key])
 
-            exprs.append(f"{to_sql(item.expr, lambda r: 'NULL', aggregate=aggregate)} AS {quoted(f'c{i}')}")
+            exprs.append(aliased(to_tree(item.expr, lambda r: exp.null(), aggregates=aggregate_of), f"c{i}"))
         parts = []
         for (name, target), alias in aggregates.items():
             read = target if isinstance(target, tuple) else (target,)
-            values = [f"{quoted(slot[s])}" for s in read]
-            value = values[0] if len(values) == 1 else f"coalesce({', '.join(values)})"
-            parts.append(f"{aggregate_sql(name, value)} AS {quoted(alias)}")
+            values = [column(slot[s]) for s in read]
+            parts.append(aliased(aggregate(name, values[0] if len(values) == 1 else call("coalesce", *values)), alias))
         # a row of the union is one device's: a level group's series (one per device) coalesce into one value
-        stage = f"SELECT __key, {', '.join(parts)} FROM ({union}) GROUP BY __key"
-        return f"SELECT __key, {', '.join(exprs)} FROM ({stage})"
+        stage = exp.select(_KEY, *parts).from_(union).group_by(_KEY)
+        return exp.select(_KEY, *exprs).from_(stage.subquery())
 
     def _shape_by_time(self, frame: pa.Table, columns: list[ResultColumn], window: Windows | None) -> ShapedResult:
         query = self.query
@@ -466,12 +477,37 @@ class QueryRunner:
         if with_time:
             out[TIME] = time_column(df["__key"], window)
         names = unique_headers([c.name for c in columns])
-        for name, column in zip(names, values, strict=True):
-            out[name] = arrow(df[column], frame.schema.field(column).type if column in frame.column_names else None)
+        for name, value in zip(names, values, strict=True):
+            out[name] = arrow(df[value], frame.schema.field(value).type if value in frame.column_names else None)
         table = pa.table(out) if out else pa.table({})
         table = slimit(table, query, fixed=1 if with_time else 0)
         kept = set(table.column_names)
         return ShapedResult(table, [c for c, n in zip(columns, names, strict=True) if n in kept])
+
+
+#: the key of a result row: its time (epoch microseconds), its window's start, or 0 for one row of aggregates
+_KEY = exp.column("__key")
+
+
+def _number(value: int) -> exp.Expr:
+    return exp.Literal.number(value)
+
+
+def _window_start(start: int, k: exp.Expr, step: int) -> exp.Expr:
+    """``start + k * step``."""
+    return exp.Add(this=_number(start), expression=exp.Mul(this=k, expression=_number(step)))
+
+
+def _union_all(selects: list[exp.Select]) -> exp.Query:
+    union: exp.Query = selects[0]
+    for select in selects[1:]:
+        union = exp.union(union, select, distinct=False)
+    return union
+
+
+def _slot_of(slot: dict[Series, str], binding: dict[m.Ref, Series], ref: m.Ref) -> exp.Expr:
+    """The pivot's column of the series ``ref`` is bound to."""
+    return column(slot[binding[ref]])
 
 
 def _is_count(expr: m.SeriesExpr) -> bool:
