@@ -10,8 +10,10 @@ where it is built.
 - :mod:`.events`: the :class:`EventType`, :class:`TriggerKind` and :class:`StreamKind` names, and
   the tables by trigger kind (:data:`STREAM_KINDS`, :data:`TRIGGER_TYPES`)
 - :mod:`.triggers`: PERIOD, SLIDING, the window triggers and the row trigger
-- :mod:`.options`: stream options, notification, :class:`EmitPolicy`, and the options of
-  TDengine's engine before 3.3.7 (:class:`LegacyOptions`)
+- :mod:`.options`: stream options, notification, and the options of TDengine's engine before
+  3.3.7 (:class:`LegacyOptions`)
+- :mod:`.policies`: what the options amount to, whatever the language: :class:`EmitPolicy`,
+  :class:`RowAcceptance`, :class:`OutputNaming`
 - :mod:`.statements`: ``CreateStream`` and the other statements
 - :mod:`.series`, :mod:`.series_statements`: IoTDB's paths, queries and statements (reference 004)
 - :mod:`.insert_triggers`: insert triggers, user classes fired on writes (IoTDB's triggers), and their statements
@@ -35,7 +37,6 @@ from airflow_stream_provider.model.insert_triggers import (
 )
 from airflow_stream_provider.model.options import (
     DEFAULT_RECALCULATE,
-    EmitPolicy,
     Fill,
     FillHistory,
     LegacyOptions,
@@ -43,6 +44,7 @@ from airflow_stream_provider.model.options import (
     StreamOptions,
     TriggerMode,
 )
+from airflow_stream_provider.model.policies import EmitPolicy, OutputNaming, RowAcceptance
 from airflow_stream_provider.model.series import (
     AGGREGATES,
     Between,
@@ -177,11 +179,13 @@ __all__ = [
     "Measurement",
     "Notify",
     "OutputColumn",
+    "OutputNaming",
     "PeriodTrigger",
     "Position",
     "QuerySeries",
     "RecalculateStream",
     "Ref",
+    "RowAcceptance",
     "ResampleTrigger",
     "RowTrigger",
     "Select",

@@ -1,4 +1,5 @@
-"""Options of a stream, its notification, and the emit policy the options amount to."""
+"""Options of a stream and its notification, as each language writes them (the policies they amount
+to are in :mod:`.policies`)."""
 
 from __future__ import annotations
 
@@ -32,45 +33,6 @@ class StreamOptions:
     event_types: tuple[EventType, ...] = (EventType.WINDOW_CLOSE,)
     ignore_nodata_trigger: bool = False
     given: frozenset[str] = frozenset()  # option names written in the statement
-
-
-@dataclass(frozen=True)
-class EmitPolicy:
-    """When a window's results are emitted, apart from where windows start and end.
-
-    A window is emitted when it opens (``on_open``), when it closes (``on_close``: once the
-    watermark, the event time of the newest row less ``watermark``, passes it), on every update
-    while it is open (``on_update``; no option of the 3.3.7 language asks for it), and every
-    ``max_delay`` of processing time while it stays open. ``empty_windows``: INTERVAL windows
-    without rows are emitted too (no IGNORE_NODATA_TRIGGER).
-    """
-
-    on_open: bool = False
-    on_close: bool = True
-    on_update: bool = False
-    max_delay: Duration | None = None
-    watermark: Duration | None = None
-    empty_windows: bool = True
-
-    @classmethod
-    def of(cls, options: StreamOptions) -> EmitPolicy:
-        return cls(
-            on_open=EventType.WINDOW_OPEN in options.event_types,
-            on_close=EventType.WINDOW_CLOSE in options.event_types,
-            max_delay=options.max_delay,
-            watermark=options.watermark,
-            empty_windows=not options.ignore_nodata_trigger,
-        )
-
-    @property
-    def event_types(self) -> tuple[EventType, ...]:
-        """The window events that emit, in the order they happen to one window."""
-        chosen = (
-            (EventType.WINDOW_OPEN, self.on_open),
-            (EventType.MAX_DELAY, self.max_delay is not None),
-            (EventType.WINDOW_CLOSE, self.on_close),
-        )
-        return tuple(event for event, on in chosen if on)
 
 
 class TriggerMode(StrEnum):

@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from airflow_stream_provider.model.options import LegacyOptions, Notify, StreamOptions
+from airflow_stream_provider.model.policies import EmitPolicy, OutputNaming, RowAcceptance
 from airflow_stream_provider.model.series import SeriesCompute
 from airflow_stream_provider.model.time import TimePoint
-from airflow_stream_provider.model.triggers import Trigger
+from airflow_stream_provider.model.triggers import RowTrigger, Trigger
 from airflow_stream_provider.model.types import DataType, Position, SqlExpression, TableName, Value
 
 
@@ -64,6 +65,23 @@ class CreateStream(Statement):
     @property
     def subject(self) -> str:
         return str(self.name) if self.series is None else self.series.cq_id
+
+    @property
+    def emit(self) -> EmitPolicy:
+        """When its windows are emitted, as its options say."""
+        if self.legacy is None:
+            return EmitPolicy.of(self.options)
+        return EmitPolicy.of_legacy(self.legacy, self.options, row_trigger=isinstance(self.trigger, RowTrigger))
+
+    @property
+    def rows(self) -> RowAcceptance:
+        """Which written rows change its windows, and how, as its options say."""
+        return RowAcceptance.of(self.options) if self.legacy is None else RowAcceptance.of_legacy(self.legacy)
+
+    @property
+    def output_naming(self) -> OutputNaming:
+        """How its output subtables are named and tagged."""
+        return OutputNaming.GROUP if self.legacy is None else OutputNaming.GROUP_ID
 
     @property
     def placeholders(self) -> frozenset[str]:

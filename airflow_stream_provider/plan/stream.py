@@ -104,22 +104,14 @@ def kind_of(stmt: m.CreateStream) -> StreamKind:
     return STREAM_KINDS[stmt.trigger.keyword]
 
 
-#: the trigger modes of TDengine before 3.3.7 whose windows are written as processing time or each
-#: write decides, so where the live query runs
-LIVE_MODES = (m.TriggerMode.AT_ONCE, m.TriggerMode.MAX_DELAY, m.TriggerMode.FORCE_WINDOW_CLOSE)
-
-
 def computed_live(stmt: m.CreateStream) -> bool:
     """Whether the streaming query computes, writes and notifies each batch itself, where it runs
-    (the stream node), leaving the DAG to supervise: LOW_LATENCY_CALC, and the streams of TDengine
-    before 3.3.7 that write at every change or on the wall clock (AT_ONCE, MAX_DELAY,
-    FORCE_WINDOW_CLOSE, no window). Only a detected stream has such a query: a PERIOD, SLIDING or
-    continuous query stream is computed by its DAG's runs, whatever its options."""
-    if not kind_of(stmt).detected:
-        return False
-    legacy = stmt.legacy
-    return stmt.options.low_latency_calc or (legacy is not None and (
-        isinstance(stmt.trigger, m.RowTrigger) or legacy.trigger in LIVE_MODES))
+    (the stream node), leaving the DAG to supervise: the streams whose emit policy computes in the
+    batch (:attr:`~airflow_stream_provider.model.EmitPolicy.in_batch`: LOW_LATENCY_CALC, and the
+    streams that write at every change or on the wall clock). Only a detected stream has such a
+    query: a PERIOD, SLIDING or continuous query stream is computed by its DAG's runs, whatever its
+    options."""
+    return kind_of(stmt).detected and stmt.emit.in_batch
 
 
 def plan_stream(stmt: m.CreateStream, db: str, state: StreamState, *, home: str = "") -> StreamPlan:
@@ -155,8 +147,7 @@ def plan_stream(stmt: m.CreateStream, db: str, state: StreamState, *, home: str 
     if stmt.notify is not None:
         tasks.append(TaskSpec(ids.NOTIFY_TASK, TaskRole.NOTIFY, after, (ids.COMMIT_TASK,)))
     tasks.append(TaskSpec(ids.COMMIT_TASK, TaskRole.COMMIT, after))
-    # TDengine before 3.3.7 has no RECALCULATE: its streams recalculate as their options say
-    recalculated = kind in (StreamKind.WINDOW, StreamKind.SLIDING) and stmt.legacy is None
+    recalculated = kind in (StreamKind.WINDOW, StreamKind.SLIDING) and stmt.rows.recalculated_on_request
     return StreamPlan(
         db=db, name=name, statement=stmt, kind=kind, created=created,
         schedule=schedule_of(stmt, created, config.timezone()), trigger_table=table,

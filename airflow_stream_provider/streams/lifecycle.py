@@ -211,7 +211,7 @@ def create_recalculation(stored: StoredStream, start_at: datetime, end_at: datet
     if isinstance(stored.statement.trigger, m.PeriodTrigger):
         raise StreamError(f"RECALCULATE STREAM: {stored.qualified} has a PERIOD trigger; scheduled triggers "
                           "are not recalculated (reference: manual recalculation is not supported for PERIOD)")
-    if stored.statement.legacy is not None:
+    if not stored.statement.rows.recalculated_on_request:
         raise StreamError(f"RECALCULATE STREAM: {stored.qualified} is written in TDengine's syntax before 3.3.7, "
                           "which has no RECALCULATE: its windows are recalculated as its options say (IGNORE "
                           "EXPIRED 0, IGNORE UPDATE 0, CONTINUOUS_WINDOW_CLOSE RECALCULATE, and on every delete)")

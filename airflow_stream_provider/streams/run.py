@@ -159,7 +159,7 @@ def process(runtime: StreamRuntime, stored: StoredStream, fired: list[Fired], ev
     report.triggers += len(fired)
     compute_all(runtime, fired, report, batched=batched, say=say, stored=stored, what=what,
                 on_results=notes.collect if notes is not None else None)
-    if runtime.stmt.legacy is not None and events is not None:
+    if runtime.stmt.rows.incremental and events is not None:  # a window left without rows has no result
         retract(runtime, windows.retracted_windows(events), report)
     if notes is not None:
         queue_notifications(runtime, stored, notes, fired, events, report)

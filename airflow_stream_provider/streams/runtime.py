@@ -180,9 +180,9 @@ class StreamRuntime:
             count_columns=tuple(c.lower() for c in trig.columns) if isinstance(trig, m.CountWindow) else (),
             end_inclusive=not isinstance(trig, (m.IntervalWindow, m.SlidingTrigger)),
             changes=isinstance(trig, m.PeriodTrigger),
-            # RESUME ... IGNORE UNTREATED (TDengine before 3.3.7): the rows written while paused fire
-            # nothing, but a computation reading the table counts them
-            skip_versions=() if self.stmt.legacy is not None else self.skip_versions)
+            # RESUME ... IGNORE UNTREATED: the rows written while paused fire nothing; into incremental
+            # windows they come with the next rows
+            skip_versions=() if self.stmt.rows.incremental else self.skip_versions)
 
     def table_version(self) -> int | None:
         if self.info is None:
@@ -224,7 +224,7 @@ class StreamRuntime:
             return None
         if self._output is None:
             schema = self.result_schema
-            if stmt.legacy is not None:
+            if stmt.output_naming is m.OutputNaming.GROUP_ID:
                 found = self.warehouse.catalog.lookup(stmt.into, (stmt.into.db or self.db).lower())
                 if found is not None and not isinstance(found, TableInfo):
                     raise StreamDefinitionError(f"output table {found.qualified} is a subtable; INTO needs a "

@@ -88,8 +88,7 @@ def _compute(runtime: StreamRuntime, fired: list[Fired], report: RunReport, *,
     triggers they belong to."""
     compute = runtime.compute
     assert compute is not None
-    legacy = runtime.stmt.legacy
-    fill = legacy.fill if legacy is not None and legacy.fill is not None and legacy.fill.mode != "NONE" else None
+    fill = runtime.stmt.emit.fill
     empty = [f for f in fired if fill is not None and f.values.get("_twrownum") == 0]
     if empty:
         fired = [f for f in fired if f.values.get("_twrownum") != 0]

@@ -85,12 +85,12 @@ class DetectorOptions:
 
 
 def waits(plan: TriggerPlan) -> bool:
-    """Whether the detector has something to do when no rows come: MAX_DELAY, or a legacy stream's
+    """Whether the detector has something to do when no rows come: MAX_DELAY, or incremental windows'
     MAX_DELAY, CONTINUOUS_WINDOW_CLOSE recalculation and FORCE_WINDOW_CLOSE windows."""
-    legacy = plan.legacy
-    return plan.max_delay is not None or (legacy is not None and (
-        legacy.max_delay is not None or legacy.recalculate is not None
-        or legacy.mode == TriggerMode.FORCE_WINDOW_CLOSE))
+    incremental = plan.incremental
+    return plan.max_delay is not None or (incremental is not None and (
+        incremental.max_delay is not None or incremental.recalculate is not None
+        or incremental.mode == TriggerMode.FORCE_WINDOW_CLOSE))
 
 
 @dataclass(frozen=True)
@@ -195,7 +195,7 @@ class Detector:
         self.options = options
         self.feed = feed or ChangeFeed(plan.path)
         self.timeouts = timeouts and waits(plan)
-        self.step = (LegacyStep if plan.legacy is not None else Step)(plan, timeouts=self.timeouts)
+        self.step = (LegacyStep if plan.incremental is not None else Step)(plan, timeouts=self.timeouts)
         self.after_batch = after_batch
         self.results_first = results_first and after_batch is not None
         place = options.checkpoint if is_remote(options.checkpoint) else Path(options.checkpoint).resolve()

@@ -52,7 +52,7 @@ from airflow_stream_provider.windows.columns import empty_windows, window_frame
 from airflow_stream_provider.windows.core import json_safe, scan
 from airflow_stream_provider.windows.events import event_rows
 from airflow_stream_provider.windows.late import rescan, safe_point
-from airflow_stream_provider.windows.trigger_plan import LegacyPolicy, TriggerPlan, micros
+from airflow_stream_provider.windows.trigger_plan import IncrementalPolicy, TriggerPlan, micros
 
 #: reads a group's raw rows ``lo <= ts <= hi`` (microseconds) at a table version
 Reader = Callable[[int, int, int], pd.DataFrame]
@@ -69,9 +69,9 @@ class LegacyGroup:
     """
 
     def __init__(self, plan: TriggerPlan, key_values: tuple, saved: dict, read: Reader, now: int) -> None:
-        assert plan.legacy is not None, "a legacy group needs a legacy stream's plan"
+        assert plan.incremental is not None, "a legacy group needs a plan of incremental windows"
         self.plan, self.spec = plan, plan.spec
-        self.policy: LegacyPolicy = plan.legacy
+        self.policy: IncrementalPolicy = plan.incremental
         self.key_values = key_values
         self.keys = plan.group_keys(key_values)
         self.read = read

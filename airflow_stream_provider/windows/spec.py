@@ -41,9 +41,9 @@ class WindowSpec:
             raise StreamDefinitionError(f"unknown window kind {self.kind!r}")
 
     @classmethod
-    def from_trigger(cls, trigger: m.Trigger, options: m.StreamOptions | None = None, *,
+    def from_trigger(cls, trigger: m.Trigger, emit: m.EmitPolicy | None = None, *,
                      start_fields: tuple[str, ...] = (), end_fields: tuple[str, ...] = ()) -> WindowSpec:
-        policy = m.EmitPolicy.of(options or m.StreamOptions())
+        policy = emit or m.EmitPolicy()
         common: dict[str, Any] = {
             "watermark": fixed_micros(policy.watermark, "WATERMARK") if policy.watermark else 0,
             "trigger_type": m.TRIGGER_TYPES[trigger.keyword],

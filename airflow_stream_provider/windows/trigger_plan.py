@@ -30,9 +30,11 @@ from airflow_stream_provider.windows.spec import WindowSpec
 
 
 @dataclass(frozen=True)
-class LegacyPolicy:
-    """How a stream of TDengine's engine before 3.3.7 treats its rows and emits its windows
-    (:class:`~airflow_stream_provider.model.LegacyOptions` as plain values, times in microseconds).
+class IncrementalPolicy:
+    """How a stream of incremental windows treats its rows and emits its windows: its
+    :class:`~airflow_stream_provider.model.RowAcceptance` and
+    :class:`~airflow_stream_provider.model.EmitPolicy` as plain values, times in microseconds, the
+    emission as the one ``TRIGGER`` mode it is (TDengine's engine before 3.3.7, reference 003).
 
     :param table_column: the column naming a row's source table, whose latest row decides whether a
         late row is expired (``tbname`` of a supertable; None: one table).
@@ -47,12 +49,11 @@ class LegacyPolicy:
     table_column: str | None = None
 
     @classmethod
-    def of(cls, legacy: m.LegacyOptions, table_column: str | None) -> LegacyPolicy:
-        return cls(mode=str(legacy.trigger), ignore_expired=legacy.ignore_expired, ignore_update=legacy.ignore_update,
-                   max_delay=legacy.max_delay.micros if legacy.max_delay else None,
-                   recalculate=legacy.recalculate_every.micros
-                   if legacy.trigger is m.TriggerMode.CONTINUOUS_WINDOW_CLOSE else None,
-                   delete_mark=legacy.delete_mark.micros if legacy.delete_mark else None, table_column=table_column)
+    def of(cls, emit: m.EmitPolicy, rows: m.RowAcceptance, table_column: str | None) -> IncrementalPolicy:
+        return cls(mode=str(emit.mode), ignore_expired=rows.ignore_expired, ignore_update=rows.ignore_update,
+                   max_delay=emit.max_delay.micros if emit.max_delay else None,
+                   recalculate=emit.recalculate_every.micros if emit.recalculate_every else None,
+                   delete_mark=rows.delete_mark.micros if rows.delete_mark else None, table_column=table_column)
 
     @property
     def provisional(self) -> bool:
@@ -84,7 +85,7 @@ class TriggerPlan:
     max_delay: int | None = None
     history: bool = False  # FILL_HISTORY / FILL_HISTORY_FIRST: rows written before the stream count too
     since: int | None = None  # ... from this event time on; earlier rows are never read
-    legacy: LegacyPolicy | None = None  # a stream of TDengine's engine before 3.3.7
+    incremental: IncrementalPolicy | None = None  # incremental windows (RowAcceptance.incremental)
 
     @property
     def recalculates(self) -> bool:
@@ -93,8 +94,8 @@ class TriggerPlan:
 
     @property
     def reads_deletes(self) -> bool:
-        """Deletes are read: under DELETE_RECALC, and always by the engine before 3.3.7."""
-        return self.delete_recalc or self.legacy is not None
+        """Deletes are read (DELETE_RECALC; always into incremental windows)."""
+        return self.delete_recalc
 
     # --- building ---------------------------------------------------------------------------
 
@@ -149,15 +150,16 @@ class TriggerPlan:
         pre_filter = use(stmt.options.pre_filter, "PRE_FILTER") if stmt.options.pre_filter else None
         if isinstance(trigger, m.SessionWindow):
             real(trigger.ts_column, "SESSION")
-        legacy = None
-        if stmt.legacy is not None:
-            # the rows a legacy stream counts differ from the table's where they were dropped or
+        incremental = None
+        rows = stmt.rows
+        if rows.incremental:
+            # the rows incremental windows count differ from the table's where they were dropped or
             # rewritten, and the computation reads every column: its rows are kept whole
             for c in columns:
                 if c != ts_column and c not in keys and c not in reads:
                     reads.append(c)
-            legacy = LegacyPolicy.of(stmt.legacy, "tbname" if "tbname" in by_lower else None)
-        spec = WindowSpec.from_trigger(trigger, stmt.options, start_fields=start_fields, end_fields=end_fields)
+            incremental = IncrementalPolicy.of(stmt.emit, rows, "tbname" if "tbname" in by_lower else None)
+        spec = WindowSpec.from_trigger(trigger, stmt.emit, start_fields=start_fields, end_fields=end_fields)
         opts = stmt.options
         fill = opts.fill_history
         since = None
@@ -167,10 +169,10 @@ class TriggerPlan:
             stream=str(stmt.name), spec=spec, table=str(table), path=path, ts_column=ts_column, keys=keys,
             subtable=subtable, pre_filter=pre_filter, count_columns=count_columns,
             event_types=detected_types(stmt), reads=tuple(reads), row_key=row_key or (ts_column,),
-            ignore_disorder=opts.ignore_disorder, delete_recalc=opts.delete_recalc,
-            expired_time=opts.expired_time.micros if opts.expired_time else None,
+            ignore_disorder=rows.ignore_disorder, delete_recalc=rows.delete_recalc,
+            expired_time=rows.expired_time.micros if rows.expired_time else None,
             max_delay=opts.max_delay.micros if opts.max_delay else None,
-            history=fill is not None, since=since, legacy=legacy, **texts,
+            history=fill is not None, since=since, incremental=incremental, **texts,
         )
 
     # --- rows -------------------------------------------------------------------------------
@@ -288,11 +290,9 @@ def plan_trigger(stmt: m.CreateStream, catalog: Catalog, default_db: str | None 
 
 
 def detected_types(stmt: m.CreateStream) -> tuple[str, ...]:
-    """The window events a stream needs: those that compute (EVENT_TYPE), and those it notifies.
-    A legacy stream always needs its closes (its results are final then)."""
-    wanted = set(stmt.options.event_types)
-    if stmt.legacy is not None:
-        wanted.add(EventType.WINDOW_CLOSE)
+    """The window events a stream needs: those its emit policy emits, and those it notifies."""
+    emit = stmt.emit
+    wanted = {t for t, on in ((EventType.WINDOW_OPEN, emit.on_open), (EventType.WINDOW_CLOSE, emit.on_close)) if on}
     if stmt.notify is not None:
         wanted |= set(stmt.notify.on) & {EventType.WINDOW_OPEN, EventType.WINDOW_CLOSE}
     return tuple(t for t in (EventType.WINDOW_OPEN, EventType.WINDOW_CLOSE) if t in wanted)

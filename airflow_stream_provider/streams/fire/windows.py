@@ -142,18 +142,18 @@ def fired_windows(runtime: StreamRuntime, events: list[WindowEvent], version: in
     """The events that run the computation as fired triggers: those of EVENT_TYPE, and MAX_DELAY
     (an invalidation is followed by the recomputed close). ``Fired.event`` is the event.
 
-    A legacy stream computes each window once per run, as its latest event has it, at the table
-    version that event was decided at and with the rows it counts (``adjust``); its ``_wend`` of a
-    session is the last row plus the gap (reference 003)."""
-    legacy = runtime.stmt.legacy is not None
+    A stream of incremental windows (TDengine before 3.3.7) computes each window once per run, as
+    its latest event has it, at the table version that event was decided at and with the rows it
+    counts (``adjust``); its ``_wend`` of a session is the last row plus the gap (reference 003)."""
+    incremental = runtime.stmt.rows.incremental
     computed = (*runtime.stmt.options.event_types, EventType.MAX_DELAY)
-    if legacy:
+    if incremental:
         events = latest_of_each_window(events)
         computed += (EventType.WINDOW_CLOSE, EventType.WINDOW_UPDATE)
     events = [ev for ev in events if ev.event_type in computed]
     unit = 1000 if runtime.precision == "ms" else 1  # microseconds per unit of the precision
     trigger = runtime.stmt.trigger
-    gap = trigger.gap.to_timedelta() if legacy and isinstance(trigger, m.SessionWindow) else None
+    gap = trigger.gap.to_timedelta() if incremental and isinstance(trigger, m.SessionWindow) else None
     fired = []
     for i, ev in enumerate(events):
         start, end = ev.window_start, ev.window_end
@@ -165,10 +165,10 @@ def fired_windows(runtime: StreamRuntime, events: list[WindowEvent], version: in
                   "_twrownum": ev.row_count,
                   "_tlocaltime": nanos(ev.event_time) if ev.event_time is not None else None,
                   TROWS_FROM: start, TROWS_TO: end, **group}
-        decided_at = ev.table_version if legacy else None
+        decided_at = ev.table_version if incremental else None
         fired.append(Fired(i, values, version=version if decided_at is None else decided_at,
                            group=runtime.group_key(group), group_id=ev.group_id, trigger_id=ev.trigger_id,
-                           event=ev, adjust=ev.adjust if legacy else None))
+                           event=ev, adjust=ev.adjust if incremental else None))
     return fired
 
 
