@@ -393,31 +393,49 @@ class QueryRunner:
                     slot[found[0]] = f"s{len(slot)}"
                     by_db.setdefault(found[0].database, []).append(found[0])
                 where_series.append(found[0])
-        unions = []
-        for db, members in by_db.items():
-            devices = sorted({str(s.device) for s in members})
-            rows = self._rows(db, devices, window)
-            if value_where is not None and one_device:
-                condition = to_tree(value_where, functools.partial(measurement, self._columns_of(db)))
-                rows = exp.select(exp.Star()).from_(rows.subquery()).where(condition)
-            picks = [aliased(exp.Case().when(exp.column(TBNAME).eq(literal(str(s.device))), column(s.column))
-                             if s in members else exp.null(), slot[s]) for s in slot]
-            unions.append(exp.select(_KEY, exp.column(TS), *picks).from_(rows.subquery()))
-        union = _union_all(unions).subquery()
+        union = self._union(by_db, slot, window, value_where if one_device else None)
         if not query.aggregated:
-            pivot = [aliased(call("max", column(v)), v) for v in slot.values()]
-            stage = exp.select(_KEY, *pivot).from_(union).group_by(_KEY)
-            exprs = []
-            for i, result in enumerate(columns):
-                expr = query.items[result.item].expr
-                refs = list(dict.fromkeys(n for n in walk(expr) if isinstance(n, m.Ref)))
-                binding = dict(zip(refs, result.series, strict=True))
-                exprs.append(aliased(to_tree(expr, functools.partial(_slot_of, slot, binding)), f"c{i}"))
-            select = exp.select(_KEY, *exprs).from_(stage.subquery())
+            select = self._raw_pivot(columns, slot, union)
             if value_where is not None and not one_device:
                 iterator = iter(where_series)
                 select = select.where(to_tree(value_where, lambda r: column(slot[next(iterator)])))
             return select
+        return self._aggregated_pivot(columns, slot, union)
+
+    def _union(self, by_db: dict[SeriesDatabase, list[Series]], slot: dict[Series, str], window: Windows | None,
+               device_where: m.SeriesExpr | None) -> exp.Subquery:
+        """The rows of every database: the key, the time and a column per series (its slot), NULL
+        but for the rows of its device; ``device_where``: a WHERE on values of the one device read."""
+        unions = []
+        for db, members in by_db.items():
+            devices = sorted({str(s.device) for s in members})
+            rows = self._rows(db, devices, window)
+            if device_where is not None:
+                condition = to_tree(device_where, functools.partial(measurement, self._columns_of(db)))
+                rows = exp.select(exp.Star()).from_(rows.subquery()).where(condition)
+            picks = [aliased(exp.Case().when(exp.column(TBNAME).eq(literal(str(s.device))), column(s.column))
+                             if s in members else exp.null(), slot[s]) for s in slot]
+            unions.append(exp.select(_KEY, exp.column(TS), *picks).from_(rows.subquery()))
+        return _union_all(unions).subquery()
+
+    def _raw_pivot(self, columns: list[ResultColumn], slot: dict[Series, str], union: exp.Subquery) -> exp.Select:
+        """A row per time with each series' value, then each column's expression over them."""
+        query = self.query
+        pivot = [aliased(call("max", column(v)), v) for v in slot.values()]
+        stage = exp.select(_KEY, *pivot).from_(union).group_by(_KEY)
+        exprs = []
+        for i, result in enumerate(columns):
+            expr = query.items[result.item].expr
+            refs = list(dict.fromkeys(n for n in walk(expr) if isinstance(n, m.Ref)))
+            binding = dict(zip(refs, result.series, strict=True))
+            exprs.append(aliased(to_tree(expr, functools.partial(_slot_of, slot, binding)), f"c{i}"))
+        return exp.select(_KEY, *exprs).from_(stage.subquery())
+
+    def _aggregated_pivot(self, columns: list[ResultColumn], slot: dict[Series, str],
+                          union: exp.Subquery) -> exp.Select:
+        """Every aggregate of every series per key (window, or 0 for all rows), then each column's
+        expression over them."""
+        query = self.query
         # aggregated: every aggregate of every series, then the expressions over them
         aggregates: dict[tuple[str, Series | tuple[Series, ...]], str] = {}
         exprs = []
