@@ -162,3 +162,15 @@ def test_into_with_placeholders_aligned_by_device(ln):
 def test_into_counts_must_match(ln):
     with pytest.raises(WarehouseError, match="number of source columns .4. and the number of target paths .1."):
         query(ln, "SELECT temperature INTO root.bk.d(t) FROM root.ln.*.*")
+
+
+def test_a_device_that_is_its_database(wh):
+    """The trigger documentation's tablet example: root.sg is both the database and the device, b is
+    created by the write (a number: DOUBLE); IoTDB 2.0.1 accepts the three statements and returns
+    the row (tests/iotdb/test_differential.py asks it)."""
+    sql(wh, "CREATE DATABASE root.sg; CREATE TIMESERIES root.sg.a WITH DATATYPE=INT32; "
+            "INSERT INTO root.sg(time, a, b) VALUES (1, 1, 2.5)")
+    result = query(wh, "SELECT a, b FROM root.sg")
+    assert result.table.column_names == ["Time", "root.sg.a", "root.sg.b"]
+    assert rows(result) == [(at("1970-01-01T00:00:00.001+00:00"), 1, 2.5)]
+    assert query(wh, "SHOW DEVICES").table.column(0).to_pylist() == ["root.sg"]

@@ -247,8 +247,6 @@ class SeriesStore:
                 new_columns = []
                 for definition in group:
                     device, name = definition.path.parent, definition.path.last
-                    if len(device.nodes) <= len(db.path.nodes):
-                        raise WarehouseError(f"{definition.path} names no device under the database {db.path}")
                     entry = registry.devices.get(str(device))
                     if entry is not None and any(s["name"] == name for s in entry["series"]):
                         if existing_ok:
@@ -316,8 +314,6 @@ class SeriesStore:
         for db in set(homes.values()):
             registry = self.registry(db)
             for device in (d for d, home in homes.items() if home == db):
-                if len(device.nodes) <= len(db.path.nodes):
-                    raise WarehouseError(f"{device} is the database itself: write to a device under it")
                 entry = registry.devices.get(str(device))
                 known = {s["name"] for s in entry["series"]} if entry else set()
                 missing.extend(m.TimeseriesDefinition(device.child(name), _declared(registry, name, dtype))
