@@ -151,6 +151,16 @@ def test_expressions_and_placeholders():
     ("create timeseries root.ln.wf01.wt01.t with datatype=FLOAT, encoding=FOO", "unknown ENCODING FOO", "FOO"),
     ("create timeseries root.ln.wf01.wt01.t with encoding=RLE", "needs a data type", "root"),
     ("create timeseries root.wf01 with datatype=FLOAT", "at least three nodes", "root"),
+    # the node rule (security review N7): a node is not empty, holds no control character and has at most
+    # 64 bytes; a device path, the devices table's tbname, at most 192
+    ("insert into root.ln.`" + "a" * 5000 + "`(time, s1) values (1, 2)", "is 5000 bytes long", "`a"),
+    ("insert into root.ln.`a\x00b`(time, s1) values (1, 2)", "contains '\\x00'", "`a"),
+    ("insert into root.ln.d(time, `s\x1b[2J`) values (1, 2)", "contains '\\x1b'", "`s"),
+    ("insert into root.ln.``(time, s1) values (1, 2)", "is empty", "``"),
+    ("create timeseries root.ln.d.`" + "m" * 65 + "` with datatype=FLOAT", "is 65 bytes long", "`m"),
+    ("select s1 from root.`\x07`", "contains '\\x07'", "`\x07"),
+    ("insert into root.ln." + ".".join(["n" * 60] * 4) + "(time, s1) values (1, 2)",
+     "a device path has at most 192 bytes", "root"),
     ("select s1 from root.sg.d limit 0", "must be positive", "0"),
     ("select count(s1) from root.sg.d group by ([2, 1), 1ms)", "range is empty", "select"),
     ("select count(s1) from root.sg.d group by ([1, 2), 1mo)", "fixed length", "1mo"),

@@ -35,7 +35,8 @@ import pyarrow.compute as pc
 from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import did_you_mean, read_json_object
 from airflow_stream_provider.files import hold_lock, write_json
-from airflow_stream_provider.model.names import TBNAME
+from airflow_stream_provider.model.names import TBNAME, shown
+from airflow_stream_provider.model.series import device_problem
 from airflow_stream_provider.storage import Location
 from airflow_stream_provider.warehouse import listeners, writer
 from airflow_stream_provider.warehouse.catalog import Catalog, Column, TableInfo, WarehouseError
@@ -354,6 +355,10 @@ class SeriesStore:
                 wanted.setdefault(device, {})[name] = series_type(array.type)
         if not wanted:
             return 0
+        for device in wanted:  # (INTO's placeholders make devices from the data)
+            problem = device_problem(device)
+            if problem is not None:
+                raise WarehouseError(f"the device path {shown(str(device))}: {problem}")
         listening = listeners.active()
         writes: list[listeners.Write] = []
         if listening:
