@@ -222,6 +222,17 @@ def test_exec5_an_expression_into_a_double_series(wh):
     assert points(wh, "SELECT precalculated_s1 FROM root.sg.d5") == [(ms(500 * i), float(i + 2)) for i in range(10)]
 
 
+def test_exec5_an_execution_over_a_range_without_rows_writes_nothing_and_goes_on(wh):
+    """IoTDBCQExecIT.testCQExecution5 keeps its CQ running while it waits: the clock at T + 7 s also
+    runs the instant T + 6 s, whose range [T + 2 s, T + 6 s) is after the last point (T + 1.5 s)."""
+    sql(wh, "CREATE TIMESERIES root.sg.d5.precalculated_s1 WITH DATATYPE=DOUBLE")
+    exec_it(wh, "d5", "CREATE CONTINUOUS QUERY cq5\nRESAMPLE EVERY 2s\nBOUNDARY <T>\nRANGE 4s\nBEGIN \n"
+                      "  SELECT s1 + 1 \n  INTO root.sg.d5(precalculated_s1)\n  FROM root.sg.d5\n"
+                      "  align by device\nEND", "cq5", until=timedelta(seconds=7))
+    assert points(wh, "SELECT precalculated_s1 FROM root.sg.d5") == [(ms(500 * i), float(i + 2)) for i in range(10)]
+    assert StreamStore().load_state("root", "cq5").last_fired == T + timedelta(seconds=6)
+
+
 # --- IoTDBCQIT -----------------------------------------------------------------------------------
 
 SHOWN = [
