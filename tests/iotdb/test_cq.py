@@ -274,9 +274,33 @@ def test_cqs_are_streams_in_show_streams_with_their_next_instant(ln):
     assert row["progress"] == t("22:18:40") and row["next_instant"] == t("22:19:00")
 
 
-def test_discard_runs_the_latest_due_instant_only(ln):
-    create(ln, f"CREATE CQ cqd RESAMPLE EVERY 10s TIMEOUT POLICY DISCARD BEGIN SELECT max_value(temperature) "
-               f"INTO {INTO} FROM root.ln.*.* GROUP BY(10s) END", "cqd", t("22:18:10"))
+def discard_cq(wh, created: datetime) -> None:
+    create(wh, f"CREATE CQ cqd RESAMPLE EVERY 10s TIMEOUT POLICY DISCARD BEGIN SELECT max_value(temperature) "
+               f"INTO {INTO} FROM root.ln.*.* GROUP BY(10s) END", "cqd", created)
+
+
+def test_discard_executes_the_pending_instant_then_jumps_to_the_first_at_or_after_now(ln):
+    """C13/C14 (IoTDB's ``CQScheduleTask.updateExecutionTime``): the pending instant 22:18:20 runs,
+    then the next is ``exec + ((now - exec - 1) / every + 1) * every`` = 22:19:10, the first at or
+    after 22:19:05; 22:18:30 to 22:19:00 are discarded. The run at 22:19:10 executes 22:19:10."""
+    discard_cq(ln, t("22:18:20"))
+    report = run(ln, "root", "cqd", RunRequest(now=t("22:19:05")))
+    assert (report.triggers, report.discarded_instants) == (1, 4)
+    window_1810 = (t("22:18:10"), *SAMPLE[0][1:])  # [22:18:10, 22:18:20) holds the row of 22:18:14.598
+    assert table(ln, "SELECT temperature_max FROM root.ln.*.*") == [window_1810]
+    (row,) = [r for r in sql(ln, "SHOW STREAMS")[0].table.to_pylist() if r["stream_name"] == "cqd"]
+    assert row["progress"] == t("22:18:20") and row["next_instant"] == t("22:19:10")
+    report = run(ln, "root", "cqd", RunRequest(now=t("22:19:10")))
+    assert (report.triggers, report.discarded_instants) == (1, 0)  # [22:19:00, 22:19:10): no rows
+    assert table(ln, "SELECT temperature_max FROM root.ln.*.*") == [window_1810]
+
+
+def test_discard_executes_the_instant_it_jumps_to_when_that_is_now(ln):
+    """The jump from 22:18:20 with the clock at 22:19:00 lands on 22:19:00 itself, due at once."""
+    discard_cq(ln, t("22:18:20"))
     report = run(ln, "root", "cqd", RunRequest(now=t("22:19:00")))
-    assert (report.triggers, report.discarded_instants) == (1, 5)  # 22:18:10 .. 22:18:50 missed, 22:19:00 runs
-    assert [r[0] for r in table(ln, "SELECT temperature_max FROM root.ln.*.*")] == [t("22:18:50")]
+    assert (report.triggers, report.discarded_instants) == (2, 3)  # 22:18:30, 22:18:40, 22:18:50 discarded
+    assert table(ln, "SELECT temperature_max FROM root.ln.*.*") == [
+        (t("22:18:10"), *SAMPLE[0][1:]),
+        (t("22:18:50"), *SAMPLE[8][1:]),  # [22:18:50, 22:19:00) holds the row of 22:18:55.003
+    ]
