@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
+from airflow_stream_provider.exceptions import StreamDefinitionError
 from airflow_stream_provider.streams.run import run
 from airflow_stream_provider.streams.run_request import RunRequest
 from airflow_stream_provider.streams.store import StreamStore
@@ -304,3 +305,22 @@ def test_discard_executes_the_instant_it_jumps_to_when_that_is_now(ln):
         (t("22:18:10"), *SAMPLE[0][1:]),
         (t("22:18:50"), *SAMPLE[8][1:]),  # [22:18:50, 22:19:00) holds the row of 22:18:55.003
     ]
+
+
+@pytest.mark.parametrize("text", ["CREATE DATABASE `root`", "CREATE DATABASE IF NOT EXISTS `Root` PRECISION 'us'"])
+def test_a_tdengine_database_named_root_is_refused(wh, text):
+    """Security review N6: continuous queries are the streams of the namespace root (root.<cq_id> in
+    SHOW STREAMS, STOP/START STREAM, their DAGs), so no TDengine database may take the name and
+    have its streams share their state; a statement on root.<name> can only mean a CQ."""
+    sql(wh, SHOWN[1])
+    with pytest.raises(StreamDefinitionError, match="reserved") as err:
+        sql(wh, text)
+    assert (err.value.line, err.value.column) == (1, text.index("`") + 1)
+    assert "root" not in wh.catalog.databases()
+    assert [r[0] for r in table(wh, "SHOW CQS")] == ["show_cq_2"]
+
+
+def test_an_iotdb_database_root_root_is_kept_out_of_the_namespace(wh):
+    sql(wh, "CREATE DATABASE root.root")
+    assert "root" not in wh.catalog.databases()
+    assert [r[0] for r in table(wh, "SHOW DATABASES")] == ["root.root"]

@@ -35,7 +35,7 @@ import pyarrow.compute as pc
 from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import did_you_mean, read_json_object
 from airflow_stream_provider.files import hold_lock, write_json
-from airflow_stream_provider.model.names import TBNAME, shown
+from airflow_stream_provider.model.names import CQ_NAMESPACE, TBNAME, shown
 from airflow_stream_provider.model.series import device_problem
 from airflow_stream_provider.storage import Location
 from airflow_stream_provider.warehouse import listeners, writer
@@ -157,7 +157,7 @@ class SeriesStore:
     def _free_name(self, path: m.SeriesPath) -> str:
         """The warehouse database name of a new IoTDB database."""
         base = re.sub(r"[^a-z0-9_]", "_", "_".join(path.nodes[1:]).lower())[:50] or "db"
-        taken = set(self.catalog.databases())
+        taken = {*self.catalog.databases(), CQ_NAMESPACE}
         if base not in taken and base == "_".join(path.nodes[1:]):
             return base
         digest = hashlib.sha1(str(path).encode()).hexdigest()
