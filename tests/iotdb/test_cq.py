@@ -307,6 +307,24 @@ def test_discard_executes_the_instant_it_jumps_to_when_that_is_now(ln):
     ]
 
 
+def test_run_takes_a_bare_cq_id(wh, capsys):
+    """A CQ id is global in IoTDB: ``airflow-stream run cq1 --until-idle`` runs it, as ``root.cq1`` does.
+    EVERY 1h from an hour boundary an hour ago: the instants then and now are due; the second's
+    range, the last hour, holds the one point (5 at 30 minutes past)."""
+    from airflow_stream_provider import cli
+
+    hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=1)
+    point = int((hour + timedelta(minutes=30)).timestamp() * 1000)
+    sql(wh, f"INSERT INTO root.sg.d(time, s1) VALUES ({point}, 5)")
+    create(wh, "CREATE CQ hourly RESAMPLE EVERY 1h BEGIN SELECT max_value(s1) INTO root.sg.d(s1_max) FROM root.sg.d "
+               "GROUP BY(1h) END", "hourly", hour)
+    assert cli.main(["run", "hourly", "--until-idle"]) == 0
+    assert "2 triggers" in capsys.readouterr().out
+    assert [(at.astimezone(UTC), v) for at, v in table(wh, "SELECT s1_max FROM root.sg.d")] == [(hour, 5.0)]
+    assert cli.main(["run", "nothing", "--until-idle"]) == 2
+    assert "name the stream's database" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("text", ["CREATE DATABASE `root`", "CREATE DATABASE IF NOT EXISTS `Root` PRECISION 'us'"])
 def test_a_tdengine_database_named_root_is_refused(wh, text):
     """Security review N6: continuous queries are the streams of the namespace root (root.<cq_id> in
