@@ -14,6 +14,7 @@ from typing import NoReturn
 from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import StreamDefinitionError, StreamError
 from airflow_stream_provider.hooks import bind
+from airflow_stream_provider.model.names import CQ_NAMESPACE
 from airflow_stream_provider.node import server as node
 from airflow_stream_provider.notify import receiver
 from airflow_stream_provider.progress import Console
@@ -254,9 +255,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     from airflow_stream_provider.warehouse import Warehouse
 
     db, _, name = args.stream.rpartition(".")
-    db = db or args.database
+    db = db or args.database or _continuous_query_namespace(name)
     if not db:
-        print(f"error: name the stream's database: db.{name} (or -d DB)", file=sys.stderr)
+        print(f"error: name the stream's database: db.{name} (or -d DB); no continuous query has the id {name}",
+              file=sys.stderr)
         return 2
     warehouse = Warehouse(database=db)
 
@@ -276,6 +278,19 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"note: computed per trigger: {report.per_trigger}", file=sys.stderr)
     print(report.summary())
     return 0
+
+
+def _continuous_query_namespace(name: str) -> str | None:
+    """The namespace of the continuous query ``name``, or None: a CQ id is global in IoTDB, so
+    ``run cq1`` needs no database."""
+    from airflow_stream_provider.streams.store import StreamStore
+
+    store = StreamStore()
+    try:
+        found = store.exists(CQ_NAMESPACE, name.lower()) and store.get(CQ_NAMESPACE, name.lower()).statement.series
+    except StreamError:  # not a name at all: the error below says what to write
+        return None
+    return CQ_NAMESPACE if found else None
 
 
 def cmd_receive(args: argparse.Namespace) -> int:
@@ -328,7 +343,7 @@ def build_parser() -> argparse.ArgumentParser:
     load.set_defaults(func=cmd_load)
 
     run = sub.add_parser("run", help="run a stream's pending triggers: detection, compute, write")
-    run.add_argument("stream", help="db.stream")
+    run.add_argument("stream", help="db.stream, or a continuous query's id")
     run.add_argument("--until-idle", action="store_true", required=True,
                      help="process everything pending, then exit (the only mode of this command)")
     run.add_argument("-d", "--database", help="database of a stream named without one")

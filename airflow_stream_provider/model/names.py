@@ -24,6 +24,11 @@ from airflow_stream_provider.exceptions import StreamError
 
 #: the column of a supertable holding each row's subtable name
 TBNAME = "tbname"
+#: the namespace of IoTDB's continuous queries (``root.<cq_id>`` in SHOW STREAMS, STOP/START STREAM and
+#: their DAGs): no database takes this name, so a stream named ``root.<name>`` is always a CQ
+CQ_NAMESPACE = "root"
+RESERVED_DATABASE = ("is reserved: continuous queries are the streams of the namespace root (root.<cq_id>), "
+                     "and root is the first node of every IoTDB path; choose another name")
 
 
 class InvalidName(StreamError, ValueError):

@@ -5,20 +5,30 @@ A path is ``root.<database...>.<device...>.<measurement>``; its nodes keep their
 are case-sensitive). A pattern may hold ``*`` (one node, or part of one: ``d*``) and ``**`` (one
 or more nodes). A query's expressions name series by a suffix that is appended to each FROM prefix,
 or by a full path starting with ``root``.
+
+The node rule (IoTDB itself has none): a node is not empty, holds no control character (NUL among
+them) and has at most :data:`NODE_MAX_BYTES` bytes in UTF-8, as a TDengine column name; a device
+path, shown as :class:`SeriesPath` prints it, has at most :data:`DEVICE_MAX_BYTES`, the length of
+the ``tbname`` that holds it in the devices table. Statements are checked where they are parsed,
+and writes again, since ``::`` and ``${i}`` in INTO make devices from the data.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 from enum import StrEnum
 
+from airflow_stream_provider.model.names import shown
 from airflow_stream_provider.model.time import Duration, TimePoint
 
 #: a node that needs no backquotes when a path is shown
 _PLAIN_NODE = re.compile(r"[A-Za-z_\u0080-\uffff][A-Za-z0-9_\u0080-\uffff]*|\*{1,2}|[A-Za-z0-9_]*\*[A-Za-z0-9_*]*")
 
 ROOT = "root"
+NODE_MAX_BYTES = 64
+DEVICE_MAX_BYTES = 192
 
 #: IoTDB's aggregate functions (reference 004 and its query pages), by their lower-case names
 AGGREGATES = frozenset({
@@ -40,6 +50,32 @@ class SeriesType(StrEnum):
     @property
     def numeric(self) -> bool:
         return self in (SeriesType.INT32, SeriesType.INT64, SeriesType.FLOAT, SeriesType.DOUBLE)
+
+
+def node_problem(node: str) -> str | None:
+    """What is wrong with ``node`` as a path node (the module's rule), or None."""
+    if not node:
+        return "is empty"
+    bad = next((c for c in node if unicodedata.category(c) in ("Cc", "Cs")), None)
+    if bad is not None:
+        return f"contains {bad!r}, which a path node cannot hold"
+    size = len(node.encode("utf-8", "surrogatepass"))
+    if size > NODE_MAX_BYTES:
+        return f"is {size} bytes long; a path node has at most {NODE_MAX_BYTES}"
+    return None
+
+
+def device_problem(device: SeriesPath) -> str | None:
+    """What is wrong with the concrete ``device`` as a device path (a node, or its length), or None."""
+    for node in device.nodes:
+        problem = node_problem(node)
+        if problem is not None:
+            return f"its node {shown(node)} {problem}"
+    size = len(str(device).encode("utf-8", "surrogatepass"))
+    if size > DEVICE_MAX_BYTES:
+        return (f"it is {size} bytes long; a device path has at most {DEVICE_MAX_BYTES} bytes (the devices "
+                "table's tbname)")
+    return None
 
 
 def show_node(node: str) -> str:

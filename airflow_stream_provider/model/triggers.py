@@ -125,7 +125,7 @@ class ResampleTrigger:
     clock, with no daily restart; the instant ``i`` computes over ``[i - s, i - t)``, from the
     scheduled instant even when it runs late. ``boundary`` is epoch microseconds (``BOUNDARY 0``:
     multiples of EVERY from the epoch). BLOCKED runs every missed instant, one at a time; DISCARD
-    skips to the first instant at or after now."""
+    runs the pending instant, then skips to the first instant at or after now."""
 
     every: Duration
     start_offset: Duration

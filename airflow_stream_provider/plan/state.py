@@ -43,6 +43,7 @@ class StreamState:
     :param last_version: the table version a PERIOD stream read up to at its last instant
     :param checkpoint_id: the identity of the detector's checkpoint the batch marks belong to
     :param last_fired: the last PERIOD instant computed (or the instant a START ... IGNORE UNTREATED was run)
+    :param resume_at: a continuous query's next instant after TIMEOUT POLICY DISCARD skipped the missed ones
     :param sliding: each SLIDING group's marks: ``{"origin": ..., "last": ...}``
     :param committed_tries: the committing try of each PERIOD run (a superseded try does nothing)
     :param computed: how many triggers the stream computed, in all
@@ -67,6 +68,7 @@ class StreamState:
     last_version: int | None = None
     checkpoint_id: str | None = None
     last_fired: datetime | None = None
+    resume_at: datetime | None = None
     sliding: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     committed_tries: Mapping[str, int] = field(default_factory=dict)
     computed: int = 0
@@ -86,7 +88,7 @@ class StreamState:
         """The state a ``stream.json`` document holds ({} before the stream's first save)."""
         known = {f.name for f in dataclasses.fields(cls)} - {"other"}
         values: dict[str, Any] = {k: v for k, v in payload.items() if k in known and v is not None}
-        for key in ("created", "last_fired"):
+        for key in ("created", "last_fired", "resume_at"):
             if key in values:
                 values[key] = datetime.fromisoformat(values[key])
         if "skip_versions" in values:

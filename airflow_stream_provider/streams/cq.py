@@ -89,23 +89,26 @@ def run(warehouse: Warehouse, stored: StoredStream, state: StreamState, store: S
         now: datetime, at: datetime | None, say: Callable[[str], None], commit: bool) -> dict:
     """Execute the due instants (or the one instant ``at`` of an Airflow run); the progress.
 
-    BLOCKED executes every due instant in order; DISCARD only the latest, the others counted
-    as discarded. Without Airflow each instant's progress is committed when it is written."""
+    BLOCKED executes every due instant in order; DISCARD the pending one and then the first at or
+    after ``now`` (:func:`discard_due`). Without Airflow each instant's progress is committed when
+    it is written."""
     series = stored.statement.series
     trig = stored.statement.trigger
     assert series is not None and isinstance(trig, m.ResampleTrigger)
     schedule = resample_schedule_of(stored, state)
+    update: dict = {}
     if at is not None:
         due = [at]
+    elif trig.policy == m.TimeoutPolicy.DISCARD:
+        due, resume, discarded = discard_due(schedule, state, now)
+        report.discarded_instants += discarded
+        if due:
+            update["resume_at"] = resume.isoformat() if resume is not None else None
     else:
         last = state.last_fired
         due = list(schedule.instants(last if last is not None else schedule.first - timedelta(microseconds=1), now))
-        if trig.policy == "DISCARD" and len(due) > 1:
-            report.discarded_instants += len(due) - 1
-            due = due[-1:]
     spark = warehouse.spark
     points = SeriesStore(warehouse.catalog)
-    update: dict = {}
     for instant in due:
         start = epoch_micros(instant - trig.start_offset.to_timedelta())
         end = epoch_micros(instant - trig.end_offset.to_timedelta())
@@ -115,12 +118,34 @@ def run(warehouse: Warehouse, stored: StoredStream, state: StreamState, store: S
         report.triggers += 1
         report.written += written
         report.result_rows += written
-        update = {"last_fired": instant.isoformat()}
+        update["last_fired"] = instant.isoformat()
         if commit and at is None:
             with store.updating(stored.db, stored.name) as saving:
                 if saving.state.last_fired is None or saving.state.last_fired < instant:
                     saving.state = saving.state.replace(last_fired=instant)
     return update
+
+
+def discard_due(schedule: ResampleSchedule, state: StreamState, now: datetime
+                ) -> tuple[list[datetime], datetime | None, int]:
+    """TIMEOUT POLICY DISCARD at ``now``: the instants to execute, the instant to resume at when it
+    is still to come, and how many instants are discarded.
+
+    IoTDB (``CQScheduleTask``, C13/C14) executes the pending instant however late it is, then moves
+    to ``exec + ((now - exec - 1) / every + 1) * every``: the next instant when ``now`` is not past
+    it, else the first instant at or after ``now``, which is due at once when it is ``now`` itself.
+    The pending instant is the one after the last executed, or the one an earlier jump landed on."""
+    last = state.last_fired
+    pending = schedule.next_after(last) if last is not None else schedule.first
+    if state.resume_at is not None and state.resume_at > pending:
+        pending = state.resume_at
+    if pending > now:
+        return [], None, 0
+    landing = schedule.at_or_after(now) if now > pending else pending + schedule.every
+    discarded = (landing - pending) // schedule.every - 1
+    if landing <= now:
+        return [pending, landing], None, discarded
+    return [pending], landing, discarded
 
 
 def _iso(micros: int) -> str:

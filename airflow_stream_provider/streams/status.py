@@ -174,6 +174,8 @@ def stream_status(warehouse: Warehouse, stored: StoredStream, store: StreamStore
         schedule = plan_stream(stmt, stored.db, state).schedule
         assert schedule is not None  # PERIOD and RESAMPLE have one
         next_instant = schedule.next_after(progress or state.created)
+        if state.resume_at is not None:  # TIMEOUT POLICY DISCARD skipped to it
+            next_instant = max(next_instant, state.resume_at)
         if isinstance(stmt.trigger, m.ResampleTrigger):  # how long its next instant has been due
             lag = max(0.0, (datetime.now(UTC) - next_instant).total_seconds())
     elif progress is not None:

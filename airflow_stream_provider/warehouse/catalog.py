@@ -28,7 +28,17 @@ import pyarrow as pa
 from airflow_stream_provider.exceptions import StreamError, did_you_mean, read_json_object
 from airflow_stream_provider.files import create_text, make_dirs
 from airflow_stream_provider.model import ColumnDefinition, DataType, TableName
-from airflow_stream_provider.model.names import DATABASE, TABLE, TBNAME, InvalidName, NameKind, check_name, path_under
+from airflow_stream_provider.model.names import (
+    CQ_NAMESPACE,
+    DATABASE,
+    RESERVED_DATABASE,
+    TABLE,
+    TBNAME,
+    InvalidName,
+    NameKind,
+    check_name,
+    path_under,
+)
 from airflow_stream_provider.storage import Location, table_store
 from airflow_stream_provider.warehouse import writer
 from airflow_stream_provider.warehouse.types import arrow_type, from_json_value, parse_type, to_json_value
@@ -208,6 +218,8 @@ class Catalog:
     def create_database(self, name: str, precision: str, if_not_exists: bool, extra: dict | None = None) -> bool:
         """:param extra: more facts recorded with the database (an IoTDB database's path)."""
         name = _check_name(name, DATABASE)
+        if name == CQ_NAMESPACE:
+            raise WarehouseError(f"database name {name} {RESERVED_DATABASE}")
         created = _write_new(self.database_path(name) / ".database.json",
                              {**(extra or {}), "precision": precision, "created": datetime.now(UTC).isoformat()})
         if not created and not if_not_exists:

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
+from airflow_stream_provider.exceptions import StreamDefinitionError
 from airflow_stream_provider.streams.run import run
 from airflow_stream_provider.streams.run_request import RunRequest
 from airflow_stream_provider.streams.store import StreamStore
@@ -222,6 +223,17 @@ def test_exec5_an_expression_into_a_double_series(wh):
     assert points(wh, "SELECT precalculated_s1 FROM root.sg.d5") == [(ms(500 * i), float(i + 2)) for i in range(10)]
 
 
+def test_exec5_an_execution_over_a_range_without_rows_writes_nothing_and_goes_on(wh):
+    """IoTDBCQExecIT.testCQExecution5 keeps its CQ running while it waits: the clock at T + 7 s also
+    runs the instant T + 6 s, whose range [T + 2 s, T + 6 s) is after the last point (T + 1.5 s)."""
+    sql(wh, "CREATE TIMESERIES root.sg.d5.precalculated_s1 WITH DATATYPE=DOUBLE")
+    exec_it(wh, "d5", "CREATE CONTINUOUS QUERY cq5\nRESAMPLE EVERY 2s\nBOUNDARY <T>\nRANGE 4s\nBEGIN \n"
+                      "  SELECT s1 + 1 \n  INTO root.sg.d5(precalculated_s1)\n  FROM root.sg.d5\n"
+                      "  align by device\nEND", "cq5", until=timedelta(seconds=7))
+    assert points(wh, "SELECT precalculated_s1 FROM root.sg.d5") == [(ms(500 * i), float(i + 2)) for i in range(10)]
+    assert StreamStore().load_state("root", "cq5").last_fired == T + timedelta(seconds=6)
+
+
 # --- IoTDBCQIT -----------------------------------------------------------------------------------
 
 SHOWN = [
@@ -263,9 +275,70 @@ def test_cqs_are_streams_in_show_streams_with_their_next_instant(ln):
     assert row["progress"] == t("22:18:40") and row["next_instant"] == t("22:19:00")
 
 
-def test_discard_runs_the_latest_due_instant_only(ln):
-    create(ln, f"CREATE CQ cqd RESAMPLE EVERY 10s TIMEOUT POLICY DISCARD BEGIN SELECT max_value(temperature) "
-               f"INTO {INTO} FROM root.ln.*.* GROUP BY(10s) END", "cqd", t("22:18:10"))
+def discard_cq(wh, created: datetime) -> None:
+    create(wh, f"CREATE CQ cqd RESAMPLE EVERY 10s TIMEOUT POLICY DISCARD BEGIN SELECT max_value(temperature) "
+               f"INTO {INTO} FROM root.ln.*.* GROUP BY(10s) END", "cqd", created)
+
+
+def test_discard_executes_the_pending_instant_then_jumps_to_the_first_at_or_after_now(ln):
+    """C13/C14 (IoTDB's ``CQScheduleTask.updateExecutionTime``): the pending instant 22:18:20 runs,
+    then the next is ``exec + ((now - exec - 1) / every + 1) * every`` = 22:19:10, the first at or
+    after 22:19:05; 22:18:30 to 22:19:00 are discarded. The run at 22:19:10 executes 22:19:10."""
+    discard_cq(ln, t("22:18:20"))
+    report = run(ln, "root", "cqd", RunRequest(now=t("22:19:05")))
+    assert (report.triggers, report.discarded_instants) == (1, 4)
+    window_1810 = (t("22:18:10"), *SAMPLE[0][1:])  # [22:18:10, 22:18:20) holds the row of 22:18:14.598
+    assert table(ln, "SELECT temperature_max FROM root.ln.*.*") == [window_1810]
+    (row,) = [r for r in sql(ln, "SHOW STREAMS")[0].table.to_pylist() if r["stream_name"] == "cqd"]
+    assert row["progress"] == t("22:18:20") and row["next_instant"] == t("22:19:10")
+    report = run(ln, "root", "cqd", RunRequest(now=t("22:19:10")))
+    assert (report.triggers, report.discarded_instants) == (1, 0)  # [22:19:00, 22:19:10): no rows
+    assert table(ln, "SELECT temperature_max FROM root.ln.*.*") == [window_1810]
+
+
+def test_discard_executes_the_instant_it_jumps_to_when_that_is_now(ln):
+    """The jump from 22:18:20 with the clock at 22:19:00 lands on 22:19:00 itself, due at once."""
+    discard_cq(ln, t("22:18:20"))
     report = run(ln, "root", "cqd", RunRequest(now=t("22:19:00")))
-    assert (report.triggers, report.discarded_instants) == (1, 5)  # 22:18:10 .. 22:18:50 missed, 22:19:00 runs
-    assert [r[0] for r in table(ln, "SELECT temperature_max FROM root.ln.*.*")] == [t("22:18:50")]
+    assert (report.triggers, report.discarded_instants) == (2, 3)  # 22:18:30, 22:18:40, 22:18:50 discarded
+    assert table(ln, "SELECT temperature_max FROM root.ln.*.*") == [
+        (t("22:18:10"), *SAMPLE[0][1:]),
+        (t("22:18:50"), *SAMPLE[8][1:]),  # [22:18:50, 22:19:00) holds the row of 22:18:55.003
+    ]
+
+
+def test_run_takes_a_bare_cq_id(wh, capsys):
+    """A CQ id is global in IoTDB: ``airflow-stream run cq1 --until-idle`` runs it, as ``root.cq1`` does.
+    EVERY 1h from an hour boundary an hour ago: the instants then and now are due; the second's
+    range, the last hour, holds the one point (5 at 30 minutes past)."""
+    from airflow_stream_provider import cli
+
+    hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=1)
+    point = int((hour + timedelta(minutes=30)).timestamp() * 1000)
+    sql(wh, f"INSERT INTO root.sg.d(time, s1) VALUES ({point}, 5)")
+    create(wh, "CREATE CQ hourly RESAMPLE EVERY 1h BEGIN SELECT max_value(s1) INTO root.sg.d(s1_max) FROM root.sg.d "
+               "GROUP BY(1h) END", "hourly", hour)
+    assert cli.main(["run", "hourly", "--until-idle"]) == 0
+    assert "2 triggers" in capsys.readouterr().out
+    assert [(at.astimezone(UTC), v) for at, v in table(wh, "SELECT s1_max FROM root.sg.d")] == [(hour, 5.0)]
+    assert cli.main(["run", "nothing", "--until-idle"]) == 2
+    assert "name the stream's database" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("text", ["CREATE DATABASE `root`", "CREATE DATABASE IF NOT EXISTS `Root` PRECISION 'us'"])
+def test_a_tdengine_database_named_root_is_refused(wh, text):
+    """Security review N6: continuous queries are the streams of the namespace root (root.<cq_id> in
+    SHOW STREAMS, STOP/START STREAM, their DAGs), so no TDengine database may take the name and
+    have its streams share their state; a statement on root.<name> can only mean a CQ."""
+    sql(wh, SHOWN[1])
+    with pytest.raises(StreamDefinitionError, match="reserved") as err:
+        sql(wh, text)
+    assert (err.value.line, err.value.column) == (1, text.index("`") + 1)
+    assert "root" not in wh.catalog.databases()
+    assert [r[0] for r in table(wh, "SHOW CQS")] == ["show_cq_2"]
+
+
+def test_an_iotdb_database_root_root_is_kept_out_of_the_namespace(wh):
+    sql(wh, "CREATE DATABASE root.root")
+    assert "root" not in wh.catalog.databases()
+    assert [r[0] for r in table(wh, "SHOW DATABASES")] == ["root.root"]

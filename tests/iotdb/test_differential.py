@@ -170,3 +170,14 @@ def test_a_continuous_query_execution_writes_what_select_into_writes(iotdb, ours
     run(ours, "root", "cq3", RunRequest(at=datetime.fromisoformat("2021-05-11T22:18:40+08:00")))
     query = "SELECT temperature_max FROM root.ln.*.*"
     assert mine(ours, query) == theirs(iotdb, query)
+
+
+def test_a_device_that_is_its_database_holds_the_row(iotdb, ours):
+    """The trigger documentation's tablet example: a write to root.sg, the database itself."""
+    for statement in ("CREATE DATABASE root.sg", "CREATE TIMESERIES root.sg.a WITH DATATYPE=INT32",
+                      "INSERT INTO root.sg(time, a, b) VALUES (1, 1, 2.5)"):
+        iotdb.execute_non_query_statement(statement)
+        sql(ours, statement)
+    query = "SELECT a, b FROM root.sg"
+    assert theirs(iotdb, query) == (["Time", "root.sg.a", "root.sg.b"], [(1, 1, 2.5)])
+    assert mine(ours, query) == theirs(iotdb, query)

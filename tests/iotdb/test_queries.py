@@ -8,7 +8,10 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from airflow_stream_provider import model as m
+from airflow_stream_provider.exceptions import StreamDefinitionError
 from airflow_stream_provider.warehouse import WarehouseError
+from airflow_stream_provider.warehouse.series.store import SeriesStore
 from tests.conftest import sql
 from tests.iotdb.conftest import DEVICES, SAMPLE
 
@@ -162,3 +165,32 @@ def test_into_with_placeholders_aligned_by_device(ln):
 def test_into_counts_must_match(ln):
     with pytest.raises(WarehouseError, match="number of source columns .4. and the number of target paths .1."):
         query(ln, "SELECT temperature INTO root.bk.d(t) FROM root.ln.*.*")
+
+
+def test_a_device_that_is_its_database(wh):
+    """The trigger documentation's tablet example: root.sg is both the database and the device, b is
+    created by the write (a number: DOUBLE); IoTDB 2.0.1 accepts the three statements and returns
+    the row (tests/iotdb/test_differential.py asks it)."""
+    sql(wh, "CREATE DATABASE root.sg; CREATE TIMESERIES root.sg.a WITH DATATYPE=INT32; "
+            "INSERT INTO root.sg(time, a, b) VALUES (1, 1, 2.5)")
+    result = query(wh, "SELECT a, b FROM root.sg")
+    assert result.table.column_names == ["Time", "root.sg.a", "root.sg.b"]
+    assert rows(result) == [(at("1970-01-01T00:00:00.001+00:00"), 1, 2.5)]
+    assert query(wh, "SHOW DEVICES").table.column(0).to_pylist() == ["root.sg"]
+
+
+def test_a_statement_breaking_the_node_rule_writes_nothing(wh):
+    """Security review N7: the script is refused before its first statement runs."""
+    with pytest.raises(StreamDefinitionError, match="line 2, col 21: INSERT: the node 'a\\\\x00b' contains"):
+        sql(wh, "INSERT INTO root.ln.d(time, s1) VALUES (1, 1);\nINSERT INTO root.ln.`a\x00b`(time, s1) VALUES (1, 2)")
+    assert query(wh, "SHOW DATABASES").table.num_rows == 0
+
+
+def test_a_device_made_by_into_placeholders_keeps_the_length_rule(wh):
+    """``::`` copies the source's nodes, so a target device can outgrow the 192 bytes of the
+    devices table's tbname though each path of the statement is short enough: refused, nothing written."""
+    source = "root.ln." + ".".join(["p" * 60] * 3)  # 190 bytes
+    sql(wh, f"INSERT INTO {source}(time, s1) VALUES (1, 1)")
+    with pytest.raises(WarehouseError, match="has at most 192 bytes"):
+        sql(wh, f"SELECT s1 INTO root.`{'z' * 60}`.::(s1) FROM {source} ALIGN BY DEVICE")
+    assert [d.path for d in SeriesStore(wh.catalog).databases()] == [m.SeriesPath(("root", "ln"))]

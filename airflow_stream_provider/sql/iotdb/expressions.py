@@ -12,6 +12,8 @@ from datetime import timedelta
 
 from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import StreamDefinitionError
+from airflow_stream_provider.model.names import shown
+from airflow_stream_provider.model.series import device_problem, node_problem
 from airflow_stream_provider.sql.grammar.cursor import TokenCursor
 from airflow_stream_provider.sql.grammar.lexer import Kind, Token
 from airflow_stream_provider.sql.grammar.timestamps import parse_timestamp
@@ -50,7 +52,20 @@ class Expressions(TokenCursor):
         text = "".join(parts)
         if "*" in text and text.strip("*") == "" and len(text) > 2:
             raise self.error(f"{text} is not a wildcard: * is one node, ** one or more", first, clause)
+        self.check_node(text, first, clause)
         return text
+
+    def check_node(self, node: str, at: Token, clause: str | None) -> None:
+        """The node rule (:func:`~airflow_stream_provider.model.series.node_problem`), with ``at``'s position."""
+        problem = node_problem(node)
+        if problem is not None:
+            raise self.error(f"the node {shown(node)} {problem}", at, clause)
+
+    def check_device(self, device: m.SeriesPath, at: Token, clause: str | None) -> None:
+        """The length rule of a device path, with ``at``'s position."""
+        problem = device_problem(device)
+        if problem is not None:
+            raise self.error(f"the device path {shown(str(device))}: {problem}", at, clause)
 
     def _node_part(self) -> str:
         tok = self.advance()

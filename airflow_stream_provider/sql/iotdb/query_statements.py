@@ -70,6 +70,7 @@ class QueryStatements(Expressions):
             device = m.SeriesPath(tuple(nodes))
             if not device.absolute and device.nodes != ("::",):
                 raise self.error(f"an INTO device is a full path starting with root, found {device}", first, "INTO")
+            self.check_device(device, first, "INTO")
             self.expect_op("(", "INTO")
             measurements = [self._into_node()]
             while self.accept_op(","):
@@ -84,6 +85,7 @@ class QueryStatements(Expressions):
         if self.accept_op("::"):
             return "::"
         parts: list[str] = []
+        first = self.tok
         while True:
             tok = self.tok
             if tok.kind is Kind.OP and tok.text == "$" and self.peek().text == "{":
@@ -101,6 +103,7 @@ class QueryStatements(Expressions):
         if not parts:
             raise self.error(f"expected a node of an INTO path, found {self.tok.describe()}", clause="INTO",
                              syntax=True)
+        self.check_node("".join(parts), first, "INTO")
         return "".join(parts)
 
     def _where(self, parts: dict) -> None:

@@ -40,11 +40,13 @@ class SeriesStatements(Expressions):
         first = self.tok
         path = self.path("the series", clause, absolute=True, wildcards=False)
         if not aligned:
-            if len(path.nodes) < 4:
-                raise self.error("a series is root.<database>.<device>.<measurement>, at least four nodes",
+            if len(path.nodes) < 3:  # the device may be the database itself: root.sg.a
+                raise self.error("a series is root.<database>[.<device>].<measurement>, at least three nodes",
                                  first, clause)
+            self.check_device(path.parent, first, clause)
             return m.CreateTimeseries((self._series_attributes(path, clause, first, with_keyword=True),),
                                       position=pos, text="")
+        self.check_device(path, first, clause)
         self.expect_op("(", clause)
         series = []
         while True:
@@ -126,8 +128,9 @@ class SeriesStatements(Expressions):
         clause = "INSERT"
         first = self.tok
         device = self.path("the device", clause, absolute=True, wildcards=False)
-        if len(device.nodes) < 3:
-            raise self.error("a device is a path under a database, as root.ln.wf01", first, clause)
+        if len(device.nodes) < 2:  # a database is a device too: INSERT INTO root.sg(time, a)
+            raise self.error("a device is a path under root, as root.sg or root.ln.wf01", first, clause)
+        self.check_device(device, first, clause)
         self.expect_op("(", clause)
         with_time = self.accept("TIME") or self.accept("TIMESTAMP")
         if with_time and not self.at_op(")"):

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from airflow_stream_provider import config
 from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import did_you_mean
+from airflow_stream_provider.model.names import CQ_NAMESPACE
 from airflow_stream_provider.model.series import walk
 from airflow_stream_provider.sql.grammar.cursor import TokenCursor
 from airflow_stream_provider.sql.grammar.lexer import Token
@@ -30,8 +31,6 @@ SCALAR_FUNCTIONS = {
 }
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-#: continuous queries live in this namespace (``root.<cq_id>`` in SHOW STREAMS and their DAG ids)
-CQ_NAMESPACE = "root"
 
 
 def check_query(p: TokenCursor, query: m.SeriesQuery, select: Token, items: list[Token]) -> None:

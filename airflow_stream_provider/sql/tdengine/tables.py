@@ -24,7 +24,10 @@ class TableStatements(ValueParser):
     def create_database(self, pos: dict) -> m.CreateDatabase:
         self.expect("CREATE", "DATABASE")
         if_not_exists = self.accept("IF", "NOT", "EXISTS")
+        name_tok = self.tok
         name = self.ident("database name", "CREATE DATABASE", names.DATABASE)
+        if name.lower() == names.CQ_NAMESPACE:
+            raise self.error(f"database name {name} {names.RESERVED_DATABASE}", name_tok, "CREATE DATABASE")
         precision = "ms"
         while self.tok.kind is Kind.IDENT:
             tok = self.advance()

@@ -97,6 +97,8 @@ class ShapedResult:
     by_device: bool = False
     #: ALIGN BY DEVICE: item -> the header of its column
     item_names: list[str] = field(default_factory=list)
+    #: ALIGN BY DEVICE: the devices the query reads, in order, also those without rows in its range
+    devices: list[str] = field(default_factory=list)
 
 
 class QueryRunner:
@@ -212,7 +214,9 @@ class QueryRunner:
             names = [str(dev) for d, dev in devices if d == db]
             parts.append(self._device_select(db, names, items, window))
         frame = self.spark.sql(write_spark(_union_all(parts))).toArrow()
-        return self._shape_by_device(frame, headers, window, [str(dev) for _, dev in devices])
+        shaped = self._shape_by_device(frame, headers, window, [str(dev) for _, dev in devices])
+        shaped.devices = [str(dev) for _, dev in devices]
+        return shaped
 
     def _device_select(self, db: SeriesDatabase, devices: list[str], items: list[tuple[str, m.SeriesExpr]],
                        window: Windows | None) -> exp.Select:

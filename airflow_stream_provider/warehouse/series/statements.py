@@ -268,7 +268,9 @@ def _into_by_device(store: SeriesStore, query: m.SeriesQuery, result: ShapedResu
     table = result.table
     headers = result.item_names
     runs = _device_runs(table[DEVICE].combine_chunks())  # a device's rows are together, devices in order
-    order = [source for source, _, _ in runs]
+    # the INTO items pair with the devices the query reads, as IoTDB pairs them when it analyses the
+    # statement: a device without rows in the range (a CQ execution's) writes nothing
+    order = result.devices
     if len(query.into) == 1 and _has_device_placeholder(query.into[0].device):
         items = [query.into[0]] * len(order)
     elif len(query.into) != len(order):
@@ -276,12 +278,15 @@ def _into_by_device(store: SeriesStore, query: m.SeriesQuery, result: ShapedResu
                              f"devices ({len(query.into)}) should be the same")
     else:
         items = list(query.into)
-    batches = []
-    rows = []
-    for (source, start, stop), item in zip(runs, items, strict=True):
+    for item in items:
         if len(item.measurements) != len(headers):
             raise WarehouseError(f"select into: the number of source columns ({len(headers)}) and the number of "
                                  f"target paths ({len(item.measurements)}) should be the same")
+    item_of = dict(zip(order, items, strict=True))
+    batches = []
+    rows = []
+    for source, start, stop in runs:
+        item = item_of[source]
         source_path = m.SeriesPath(tuple(_split(source)))
         device = _substitute_device(item.device, source_path, source)
         rows_of_device = table.slice(start, stop - start)

@@ -35,7 +35,8 @@ import pyarrow.compute as pc
 from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import did_you_mean, read_json_object
 from airflow_stream_provider.files import hold_lock, write_json
-from airflow_stream_provider.model.names import TBNAME
+from airflow_stream_provider.model.names import CQ_NAMESPACE, TBNAME, shown
+from airflow_stream_provider.model.series import device_problem
 from airflow_stream_provider.storage import Location
 from airflow_stream_provider.warehouse import listeners, writer
 from airflow_stream_provider.warehouse.catalog import Catalog, Column, TableInfo, WarehouseError
@@ -156,7 +157,7 @@ class SeriesStore:
     def _free_name(self, path: m.SeriesPath) -> str:
         """The warehouse database name of a new IoTDB database."""
         base = re.sub(r"[^a-z0-9_]", "_", "_".join(path.nodes[1:]).lower())[:50] or "db"
-        taken = set(self.catalog.databases())
+        taken = {*self.catalog.databases(), CQ_NAMESPACE}
         if base not in taken and base == "_".join(path.nodes[1:]):
             return base
         digest = hashlib.sha1(str(path).encode()).hexdigest()
@@ -247,8 +248,6 @@ class SeriesStore:
                 new_columns = []
                 for definition in group:
                     device, name = definition.path.parent, definition.path.last
-                    if len(device.nodes) <= len(db.path.nodes):
-                        raise WarehouseError(f"{definition.path} names no device under the database {db.path}")
                     entry = registry.devices.get(str(device))
                     if entry is not None and any(s["name"] == name for s in entry["series"]):
                         if existing_ok:
@@ -316,8 +315,6 @@ class SeriesStore:
         for db in set(homes.values()):
             registry = self.registry(db)
             for device in (d for d, home in homes.items() if home == db):
-                if len(device.nodes) <= len(db.path.nodes):
-                    raise WarehouseError(f"{device} is the database itself: write to a device under it")
                 entry = registry.devices.get(str(device))
                 known = {s["name"] for s in entry["series"]} if entry else set()
                 missing.extend(m.TimeseriesDefinition(device.child(name), _declared(registry, name, dtype))
@@ -358,6 +355,10 @@ class SeriesStore:
                 wanted.setdefault(device, {})[name] = series_type(array.type)
         if not wanted:
             return 0
+        for device in wanted:  # (INTO's placeholders make devices from the data)
+            problem = device_problem(device)
+            if problem is not None:
+                raise WarehouseError(f"the device path {shown(str(device))}: {problem}")
         listening = listeners.active()
         writes: list[listeners.Write] = []
         if listening:
