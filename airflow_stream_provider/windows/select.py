@@ -78,6 +78,15 @@ def table(warehouse: Warehouse, query: m.SqlExpression, *,
         return frame(warehouse, query, views=views).toArrow()
 
 
+#: the arguments a window clause cannot do without: how many, and what they are
+_ARGUMENTS = {
+    TriggerKind.INTERVAL: (1, "a duration, as INTERVAL(10s)"),
+    TriggerKind.SESSION: (2, "the timestamp column and a gap, as SESSION(ts, 10s)"),
+    TriggerKind.STATE_WINDOW: (1, "an expression, as STATE_WINDOW(status)"),
+    TriggerKind.COUNT_WINDOW: (1, "a count, as COUNT_WINDOW(10)"),
+}
+
+
 def _reject(message: str, clause: str = "window clause") -> StreamDefinitionError:
     return StreamDefinitionError(message, clause=clause)
 
@@ -107,6 +116,9 @@ def plan_of(select: exp.Select, *, columns: list[str], ts_column: str) -> tuple[
     """The window plan of a SELECT's window clause, and its FILL (mode, values)."""
     clause: WindowClause = select.args["td_window"]
     kind, args = clause.args["kind"], list(clause.args.get("expressions") or [])
+    wanted = _ARGUMENTS.get(kind)
+    if wanted is not None and len(args) < wanted[0]:
+        raise _reject(f"{kind} needs {wanted[1]}", str(kind))
     by_lower = {c.lower(): c for c in columns}
 
     def column(node: exp.Expr, where: str) -> str:

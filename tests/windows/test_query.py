@@ -147,3 +147,8 @@ def test_window_clause_errors_name_the_clause(wh):
         select(wh, "SELECT _wstart, count(*) FROM power.d9 SESSION(ts, 0s)")
     with pytest.raises(StreamDefinitionError, match="the INTERVAL offset must be shorter than the interval"):
         select(wh, "SELECT _wstart, count(*) FROM power.d9 INTERVAL(10s, 10s)")
+    # a window clause without its arguments
+    for clause in ("INTERVAL() FILL(NULL)", "SESSION(ts)", "COUNT_WINDOW()"):
+        keyword = clause.split("(")[0]
+        with pytest.raises(StreamDefinitionError, match=f"{keyword} needs"):
+            select(wh, f"SELECT _wstart, count(*) FROM power.d9 {clause}")
