@@ -77,9 +77,8 @@ def check_path_tables(store: TableStore, tree: exp.Expr) -> None:
 
 def query_trees(stmt: m.Statement) -> Iterator[exp.Expr]:
     """The query texts of ``stmt`` that may name tables: a SELECT's, a stream's, a DELETE's condition."""
-    if isinstance(stmt, m.Select):
-        yield stmt.query.tree
-    elif isinstance(stmt, m.CreateStream) and stmt.query is not None:
+    if isinstance(stmt, m.Select) or (isinstance(stmt, m.CreateStream) and stmt.query is not None):
+        assert stmt.query is not None
         yield stmt.query.tree
     elif isinstance(stmt, m.Delete) and stmt.where is not None:
         yield stmt.where.tree

@@ -70,7 +70,8 @@ def test_render_streams_renders_each_of_three_streams_with_awkward_names(tmp_pat
         "stream:a__b.c", "stream:a.b__c", "stream:a.my stream"}
 
 
-#: Airflow refuses a DAG tag longer than this (``airflow.sdk.definitions.dag``: "tag cannot be longer than 100 characters")
+#: Airflow refuses a DAG tag longer than this (``airflow.sdk.definitions.dag``: "tag cannot be longer
+#: than 100 characters")
 AIRFLOW_TAG_LIMIT = 100
 
 

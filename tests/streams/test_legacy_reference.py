@@ -4,6 +4,7 @@ statement runner as ``airflow-stream sql`` and the same run as ``airflow-stream 
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
 
 import pytest
@@ -32,3 +33,20 @@ def test_fill_history_where_the_timestamp_is_compared_with_a_date_string(wh):
                  select _wstart ws, count(*) cnt from t2 where ts > '2020-01-30' interval(10s)""")
     run_stream(wh, "power", "count_history_s")
     assert rows(wh, "select ws, cnt from count_history") == [(datetime(2020, 1, 31, tzinfo=UTC), 2)]
+
+
+@pytest.mark.xfail(strict=True, reason="run --until-idle measures MAX_DELAY from when it first reads the rows, "
+                                       "not from their write (issue 48, legacy processing-time triggers)")
+def test_max_delay_writes_the_open_window_when_run_after_the_delay(wh):
+    """Reference 003, MAX_DELAY: a window that has not closed is computed once the time since the
+    write exceeds the delay. The row at ...223.001 closes [...210, ...220) (sum 1) and opens
+    [...220, ...230); a run more than 5 s after the write writes that open window too (sum 2)."""
+    sql(wh, """create database md; use md;
+               create table t1 (ts timestamp, a int);
+               create stream s1 trigger max_delay 5s into out1 as
+                 select _wstart, sum(a) s from t1 interval(10s);
+               insert into t1 values (1648791213000, 1) (1648791223001, 2)""")
+    time.sleep(6)
+    run_stream(wh, "md", "s1")
+    found = rows(wh, "select `_wstart`, s from out1 order by `_wstart`")
+    assert [(int(start.timestamp() * 1000), s) for start, s in found] == [(1648791210000, 1), (1648791220000, 2)]
