@@ -35,8 +35,6 @@ def test_fill_history_where_the_timestamp_is_compared_with_a_date_string(wh):
     assert rows(wh, "select ws, cnt from count_history") == [(datetime(2020, 1, 31, tzinfo=UTC), 2)]
 
 
-@pytest.mark.xfail(strict=True, reason="run --until-idle measures MAX_DELAY from when it first reads the rows, "
-                                       "not from their write (issue 48, legacy processing-time triggers)")
 def test_max_delay_writes_the_open_window_when_run_after_the_delay(wh):
     """Reference 003, MAX_DELAY: a window that has not closed is computed once the time since the
     write exceeds the delay. The row at ...223.001 closes [...210, ...220) (sum 1) and opens
