@@ -40,6 +40,7 @@ from airflow_stream_provider.operators import (
     StreamNotifyOperator,
     StreamRecalculateOperator,
 )
+from airflow_stream_provider.plan.ids import stream_tag
 from airflow_stream_provider.plan.schedule import ResampleSchedule
 from airflow_stream_provider.plan.state import StreamState
 from airflow_stream_provider.plan.stream import StreamPlan, TaskRole, TaskSpec, plan_stream
@@ -72,7 +73,7 @@ def _doc(stored: StoredStream, kind: str, state: StreamState) -> str:
 
 def _tags(stored: StoredStream) -> list[str]:
     trig = stored.statement.trigger
-    return ["stream", f"db:{stored.db}", f"stream:{stored.qualified}", f"trigger:{type(trig).__name__}"]
+    return ["stream", f"db:{stored.db}", stream_tag(stored.db, stored.name), f"trigger:{type(trig).__name__}"]
 
 
 def _tasks(specs: tuple[TaskSpec, ...]) -> None:

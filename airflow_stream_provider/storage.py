@@ -269,6 +269,13 @@ class TableStore:
         return self.root.resolve() in path.parents
 
 
+def named_store(catalog_root: Path) -> TableStore:
+    """Where the tables of the catalog at ``catalog_root`` would live, without claiming an object
+    store prefix (:func:`table_store`): for checks that write nothing."""
+    value = configured()
+    return TableStore(check_location(value) if value else catalog_root)
+
+
 def table_store(catalog_root: Path) -> TableStore:
     """Where the tables of the catalog at ``catalog_root`` live: the configured object store prefix,
     else next to the catalog's records. A prefix serves one catalog: see :func:`claim`."""

@@ -78,3 +78,39 @@ def test_a_file_that_cannot_be_read_is_a_clear_error(tmp_path, content, words):
         result = run(command, "-f", str(path))
         assert result.returncode == 2, result.stderr
         assert result.stderr == f"error: {path} {words}\n  nothing was executed\n"
+
+
+@pytest.mark.parametrize(("query", "words"), [
+    ("SELECT * FROM csv.`/etc/passwd`", "csv.`/etc/passwd`: queries read tables by name"),
+    ("SELECT * FROM parquet.`/etc`", "files are not read through other data sources"),
+    ("SELECT * FROM delta.`/tmp`", "a Delta path must lie inside the warehouse"),
+])
+def test_check_refuses_the_path_tables_sql_refuses(tmp_path, query, words):
+    """Security review S10: ``check`` applies the rule ``sql`` applies (tests/warehouse/test_path_tables.py)."""
+    env = os.environ | {"AIRFLOW_STREAM_HOME": str(tmp_path)}
+    for command in ("check", "sql"):
+        result = subprocess.run([str(SCRIPT), command, query], capture_output=True, text=True, timeout=120, env=env)
+        assert result.returncode == 2, (command, result.stdout, result.stderr)
+        assert words in result.stderr, (command, result.stderr)
+        assert "ok:" not in result.stdout
+
+
+@pytest.mark.parametrize(("query", "words"), [
+    ("DELETE FROM power.meters WHERE v IN (SELECT 1 FROM text.`/etc/hostname`)", "files are not read"),
+    ("CREATE STREAM power.s INTERVAL(10s) SLIDING(10s) FROM power.meters INTO power.s_out AS "
+     "SELECT _twstart, count(*) AS n FROM parquet.`/etc`", "files are not read"),
+])
+def test_check_refuses_path_tables_in_a_delete_or_a_stream(tmp_path, query, words):
+    """The DELETE and CREATE STREAM of tests/warehouse/test_path_tables.py, without their tables."""
+    result = subprocess.run([str(SCRIPT), "check", query], capture_output=True, text=True, timeout=60,
+                            env=os.environ | {"AIRFLOW_STREAM_HOME": str(tmp_path)})
+    assert result.returncode == 2, result.stdout
+    assert words in result.stderr and result.stdout == ""
+
+
+def test_check_lets_a_delta_table_of_the_warehouse_through(tmp_path):
+    env = os.environ | {"AIRFLOW_STREAM_HOME": str(tmp_path)}
+    query = f"SELECT * FROM delta.`{tmp_path / 'warehouse' / 'power' / 'meters'}`"
+    result = subprocess.run([str(SCRIPT), "check", query], capture_output=True, text=True, timeout=60, env=env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "ok: SELECT\n"

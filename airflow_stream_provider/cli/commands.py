@@ -82,9 +82,29 @@ def cmd_check(args: argparse.Namespace) -> int:
         return 2
     if args.to:
         return _print_migrations(statements)
+    failed = _refused_path_tables(statements, text, source)
+    if failed:
+        print(failed, file=sys.stderr)
+        return 2
     for stmt in statements:
         print(f"ok: {stmt.kind} {stmt.subject}".rstrip())
     return 0
+
+
+def _refused_path_tables(statements: list[m.Statement], text: str, source: str) -> str | None:
+    """The error ``sql`` would give for the first path table it refuses (files, Delta tables
+    outside this home's warehouse), checked without running anything."""
+    from airflow_stream_provider import config
+    from airflow_stream_provider.storage import StorageError, named_store
+    from airflow_stream_provider.warehouse import resolve
+
+    for index, stmt in enumerate(statements, start=1):
+        try:
+            for tree in resolve.query_trees(stmt):
+                resolve.check_path_tables(named_store(config.warehouse()), tree)
+        except (StreamError, StorageError) as err:
+            return _statement_error(index, stmt, err, text, source)
+    return None
 
 
 def _print_migrations(statements: list[m.Statement]) -> int:

@@ -1,4 +1,4 @@
-"""Every id derived from a stream's name, in one place: its DAGs, their tasks, and their kinds.
+"""Every id derived from a stream's name, in one place: its DAGs, their tasks, their kinds and tags.
 
 They are deterministic in the stream's database and name, so a restart, a re-render or another
 process derives the same ids.
@@ -51,3 +51,22 @@ def stream_dag_ids(db: str, name: str) -> tuple[str, str]:
         digest = hashlib.sha256(f"{db}\0{name}".encode()).hexdigest()[:_DIGEST]
         main = f"stream__{_part(db, 40)}__{_part(name, 150)}__{digest}"
     return main, main + _RECALC
+
+
+#: Airflow's limit on the length of a DAG tag
+TAG_LIMIT = 100
+
+
+def stream_tag(db: str, name: str) -> str:
+    """The DAG tag naming a stream: ``stream:<db>.<name>`` when it fits Airflow's 100 characters;
+    otherwise ``stream:<db>.<name cut short>.<hash>`` of exactly 100 characters, with 12 hex digits
+    of the SHA-256 of the exact names. A database has at most 64 bytes, so the cut name keeps at
+    least 15 characters. The tags are injective: a name holds no ``.``, so a tag with two is a cut one,
+    and the hash tells cut ones apart."""
+    db, name = db.lower(), name.lower()
+    tag = f"stream:{db}.{name}"
+    if len(tag) <= TAG_LIMIT:
+        return tag
+    digest = hashlib.sha256(f"{db}\0{name}".encode()).hexdigest()[:_DIGEST]
+    head = f"stream:{db}."
+    return f"{head}{name[:TAG_LIMIT - len(head) - _DIGEST - 1]}.{digest}"

@@ -9,7 +9,7 @@ pass :func:`check_path_tables`: Spark reads ``csv.`/etc/passwd``` as readily as 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -73,6 +73,15 @@ def check_path_tables(store: TableStore, tree: exp.Expr) -> None:
         if not store.contains(node.name):
             raise WarehouseError(
                 f"{node.sql(dialect='spark')}: a Delta path must lie inside the warehouse {store.root}")
+
+
+def query_trees(stmt: m.Statement) -> Iterator[exp.Expr]:
+    """The query texts of ``stmt`` that may name tables: a SELECT's, a stream's, a DELETE's condition."""
+    if isinstance(stmt, m.Select) or (isinstance(stmt, m.CreateStream) and stmt.query is not None):
+        assert stmt.query is not None
+        yield stmt.query.tree
+    elif isinstance(stmt, m.Delete) and stmt.where is not None:
+        yield stmt.where.tree
 
 
 def system_view(session: Callable[[], SparkSession], name: str, views: Mapping[str, Callable[[], pa.Table]]) -> str:

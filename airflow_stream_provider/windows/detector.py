@@ -547,13 +547,15 @@ def _frame(table: pa.Table, plan: TriggerPlan) -> tuple[pd.DataFrame, tuple[np.n
 
     Every stream on a table reads each new version's rows: the streams that read the same columns
     and group them the same way share one conversion, and each gets its own copy of the frame."""
-    key = (id(table), plan.columns, plan.keys, plan.ts_column)
+    incremental = plan.incremental is not None and "_commit_timestamp" in table.column_names
+    written = ["_commit_timestamp"] if incremental else []  # (incremental windows count time from the write)
+    key = (id(table), plan.columns, plan.keys, plan.ts_column, bool(written))
     with _frames_lock:
         found = _frames.get(key)
         if found is not None and found[0] is table:  # (an id is reused only once its table is gone)
             _frames.move_to_end(key)
             return found[1].copy(), found[2]
-    selected = table.select([*plan.columns, "_change_type", "_commit_version"])
+    selected = table.select([*plan.columns, "_change_type", "_commit_version", *written])
     frame = selected.to_pandas()
     if plan.ts_column not in plan.keys:  # the step works in microseconds
         frame[plan.ts_column] = micros(frame[plan.ts_column])

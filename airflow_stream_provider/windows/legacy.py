@@ -76,6 +76,8 @@ class LegacyGroup:
         self.keys = plan.group_keys(key_values)
         self.read = read
         self.now = now
+        #: processing time of the latest write the group read (its commit), when the feed says it
+        self.written: int | None = None
         self.saved = saved
         self.carry: dict | None = saved.get("carry")
         self.decided: int | None = saved.get("decided")
@@ -133,6 +135,8 @@ class LegacyGroup:
             return
         raw = raw.sort_values("_commit_version", kind="stable").reset_index(drop=True)
         versions = raw["_commit_version"].to_numpy(np.int64)
+        if "_commit_timestamp" in raw and raw["_commit_timestamp"].notna().all():
+            self.written = min(self.now, int(raw["_commit_timestamp"].min()))
         if self.policy.mode == TriggerMode.FORCE_WINDOW_CLOSE:  # windows are read at their wall-clock end
             self._at(int(versions.max()))
             return
@@ -328,7 +332,8 @@ class LegacyGroup:
         appears. Windows the clock passed while nothing ran (a pause) close on the next call."""
         spec = self.spec
         if self.next_close is None:
-            self.next_close = ((self.now - spec.offset) // spec.interval + 1) * spec.interval + spec.offset
+            appeared = self.now if self.written is None else self.written  # the clock when its rows were written
+            self.next_close = ((appeared - spec.offset) // spec.interval + 1) * spec.interval + spec.offset
         ends = []
         while self.next_close <= self.now:
             ends.append(self.next_close)
@@ -354,7 +359,7 @@ class LegacyGroup:
         for i, (wid, entry) in enumerate(zip(_wids(windows), _entries(windows))):
             before = self.emitted.get(wid)
             changed = before is None or _shape(before) != _shape(entry) or bool(hit[i]) or bool(before.get("dirty"))
-            seen = before["seen"] if before is not None else self.now
+            seen = before["seen"] if before is not None else self.now if self.written is None else self.written
             fired = before.get("fired") if before is not None else None
             # AT_ONCE writes every change; MAX_DELAY a change once the delay since the last write passed
             due = changed and (at_once or self.now >= (fired if fired is not None else seen) + delay)

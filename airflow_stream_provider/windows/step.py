@@ -92,13 +92,15 @@ class Step:
             times = micros(raw[ts])
             raw[ts] = times
             data = np.isin(raw["_change_type"].to_numpy(object), DATA_CHANGES)
+            written_before = max_ts
             if data.any():
                 top = int(times[data].max())
                 max_ts = top if max_ts is None else max(max_ts, top)
             late = times <= decided if decided is not None else np.zeros(len(times), bool)
             drop = np.zeros(len(times), bool)
-            if plan.expired_time is not None and max_ts is not None:
-                drop |= times < max_ts - plan.expired_time
+            if plan.expired_time is not None:
+                drop |= expired(times, raw["_commit_version"].to_numpy(np.int64), data, written_before,
+                                plan.expired_time)
             if not plan.recalculates:
                 drop |= late
             if (drop & data).any():
@@ -178,6 +180,22 @@ class Step:
         saved["due"] = due
         timeout = max(1, (min(due.values()) - now) // 1000) if due and self.timeouts else None
         return windows.iloc[fire], timeout
+
+
+def expired(times: np.ndarray, versions: np.ndarray, data: np.ndarray, before: int | None,
+            expired_time: int) -> np.ndarray:
+    """Which rows are expired (reference 000, "Expired Data"): older than the latest event time
+    written before their own write (commit ``versions``; ``before``, the latest of earlier batches),
+    minus ``expired_time``. Rows of one write never expire each other, so rows written in event-time
+    order never expire."""
+    order, write = np.unique(versions, return_inverse=True)
+    none = np.iinfo(np.int64).min
+    latest = np.full(len(order), none, np.int64)
+    np.maximum.at(latest, write[data], times[data])
+    prior = np.concatenate(([none if before is None else before], np.maximum.accumulate(latest)[:-1]))
+    if before is not None:
+        prior = np.maximum(prior, before)
+    return times + expired_time < prior[write]  # never below ``none``: nothing written before
 
 
 @dataclass(frozen=True)

@@ -204,8 +204,10 @@ class TriggerPlan:
         if self.subtable is not None:
             frame = frame[frame["tbname"] == self.subtable].reset_index(drop=True)
         trees = self._trees
+        view = _as_timestamps(frame, self.ts_column) if trees and len(frame) else frame  # what conditions read
         if "pre_filter" in trees and len(frame):
-            frame = frame[expr.holds(trees["pre_filter"], frame, self.ts_column)].reset_index(drop=True)
+            kept = expr.holds(trees["pre_filter"], view, self.ts_column)
+            frame, view = frame[kept].reset_index(drop=True), view[kept].reset_index(drop=True)
         columns: dict[str, object] = {"ts": micros(frame[self.ts_column])}  # one frame built, at the end
         if "state" in trees:
             value = expr.evaluate(trees["state"], frame, self.ts_column) if len(frame) else pd.Series([], dtype=object)
@@ -214,7 +216,7 @@ class TriggerPlan:
             columns["_state"] = value.to_numpy()
         if "start" in trees:
             for name in ("start", "end"):
-                columns[f"_{name}"] = expr.holds(trees[name], frame, self.ts_column) if len(frame) \
+                columns[f"_{name}"] = expr.holds(trees[name], view, self.ts_column) if len(frame) \
                     else np.empty(0, bool)
             for name in dict.fromkeys(self.spec.start_fields + self.spec.end_fields):
                 column = frame[name]  # numbers as they are, anything else as Python objects
@@ -258,6 +260,14 @@ class TriggerPlan:
             h.update(f"{s}\x1f{o}".encode())
             out.append(h.hexdigest())
         return out
+
+
+def _as_timestamps(frame: pd.DataFrame, ts_column: str) -> pd.DataFrame:
+    """``frame`` with its timestamp column as UTC timestamps when it holds epoch microseconds (the
+    rows of a legacy group), so that a condition compares it with a date string as TDengine does."""
+    if not pd.api.types.is_integer_dtype(frame[ts_column].dtype):
+        return frame
+    return frame.assign(**{ts_column: pd.to_datetime(frame[ts_column].to_numpy(np.int64), unit="us", utc=True)})
 
 
 def micros(values: pd.Series) -> np.ndarray:

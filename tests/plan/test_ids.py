@@ -68,3 +68,29 @@ def test_render_streams_renders_each_of_three_streams_with_awkward_names(tmp_pat
                          stream_dag_ids("a", "my stream")[0]}
     assert {tag for dag in dags.values() for tag in dag.tags if tag.startswith("stream:")} == {
         "stream:a__b.c", "stream:a.b__c", "stream:a.my stream"}
+
+
+#: Airflow refuses a DAG tag longer than this (``airflow.sdk.definitions.dag``: "tag cannot be longer
+#: than 100 characters")
+AIRFLOW_TAG_LIMIT = 100
+
+
+def test_a_stream_whose_names_fill_the_name_rule_still_becomes_a_dag(tmp_path):
+    """Security review S13: a 64-byte database and a 190-character stream are legal names, so the
+    stream renders (before, Airflow's tag limit stopped it), tags within Airflow's limit and distinct
+    for two names that differ only at their end."""
+    from airflow_stream_provider.dag_factory import render_streams
+
+    store = StreamStore(tmp_path)
+    pairs = [("d" * 64, "s" * 190), ("d" * 64, "s" * 189 + "t"), ("p", "流" * 64), ("p", "q" * 91)]
+    for db, name in pairs:
+        text = f"CREATE STREAM {db}.`{name}` PERIOD(10s) NOTIFY('ws://127.0.0.1:9/')"
+        (stmt,) = parse(text)
+        store.create(db, stmt, text, STATE)
+    dags = render_streams(tmp_path)
+    assert set(dags) == {stream_dag_ids(db, name)[0] for db, name in pairs}
+    tags = [tag for dag in dags.values() for tag in dag.tags]
+    assert all(len(tag) <= AIRFLOW_TAG_LIMIT for tag in tags), max(tags, key=len)
+    stream_tags = [tag for tag in tags if tag.startswith("stream:")]
+    assert len(set(stream_tags)) == len(pairs)
+    assert "stream:p." + "q" * 91 in stream_tags  # 100 characters: kept whole

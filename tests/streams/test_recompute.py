@@ -240,3 +240,29 @@ def test_a_run_over_closes_and_their_recalculations_keeps_the_latest(wh, kind):
     assert set(after) == set(before)
     assert after == fresh(wh, "s", trigger, op)
     by_hand(wh, after, end_inclusive=True)
+
+
+def test_expiry_is_judged_per_write_against_the_rows_written_before_it(wh):
+    """Reference 000, "Expired Data": whether data is expired depends on when it is written, and data
+    written in event-time order is never expired. One ascending INSERT of rows every 5 s from 0 s to
+    60 s (state 1 up to 25 s, 2 from 30 s to 55 s, 3 at 60 s) closes two state windows, each of six
+    rows. A later INSERT at 20 s is older than the 60 s written before it minus 10 s: expired,
+    ignored; one at 52 s is not, and joins the second window, even when both come in one run."""
+    sql(wh, "CREATE TABLE e (ts TIMESTAMP, st INT)")
+    sql(wh, "CREATE STREAM s STATE_WINDOW(st) FROM e STREAM_OPTIONS(EXPIRED_TIME(10s)) INTO s_out AS "
+            "SELECT _twstart ws, _twend we, count(*) n FROM %%trows")
+
+    def write(*rows: tuple[int, int]) -> None:
+        sql(wh, "INSERT INTO e VALUES " + " ".join(f"('{stamp(t / 60)}', {st})" for t, st in rows))
+
+    def windows() -> list[tuple]:
+        found = sql(wh, "SELECT ws, we, n FROM s_out ORDER BY ws")[-1].table.to_pylist()
+        return [((r["ws"] - T0).seconds, (r["we"] - T0).seconds, r["n"]) for r in found]
+
+    write(*((t, 1 if t <= 25 else 2 if t <= 55 else 3) for t in range(0, 61, 5)))
+    run_stream(wh, "d", "s")
+    assert windows() == [(0, 25, 6), (30, 55, 6)]
+    write((20, 1))
+    write((52, 2))
+    run_stream(wh, "d", "s")
+    assert windows() == [(0, 25, 6), (30, 55, 7)]
