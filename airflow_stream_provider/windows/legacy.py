@@ -138,6 +138,8 @@ class LegacyGroup:
         if "_commit_timestamp" in raw and raw["_commit_timestamp"].notna().all():
             self.written = min(self.now, int(raw["_commit_timestamp"].min()))
         if self.policy.mode == TriggerMode.FORCE_WINDOW_CLOSE:  # windows are read at their wall-clock end
+            if self.next_close is None:
+                self._first_close(raw)
             self._at(int(versions.max()))
             return
         if self._in_order(raw, versions):
@@ -326,14 +328,26 @@ class LegacyGroup:
         if self.policy.mode == TriggerMode.FORCE_WINDOW_CLOSE:
             self._force_close()
 
+    def _first_close(self, raw: pd.DataFrame | None) -> None:
+        """FORCE_WINDOW_CLOSE: the end of the group's first window, the one the clock was in when its
+        first rows were written, or the one of its first row when that is later (rows written ahead
+        of the clock: the windows before them are not the group's; streamFwcIntervalFill.sim)."""
+        spec = self.spec
+        first = self.now if self.written is None else self.written
+        if raw is not None:
+            data = raw[np.isin(raw["_change_type"].to_numpy(object), DATA)]
+            if len(data):
+                first = max(first, int(data[self.plan.ts_column].min()))
+        self.next_close = ((first - spec.offset) // spec.interval + 1) * spec.interval + spec.offset
+
     def _force_close(self) -> None:
         """FORCE_WINDOW_CLOSE: each INTERVAL window is closed when the wall clock passes its end, once,
-        with the rows the table holds then; the first is the one the clock is in when the group
-        appears. Windows the clock passed while nothing ran (a pause) close on the next call."""
+        with the rows the table holds then (:meth:`_first_close`: the first). Windows the clock passed
+        while nothing ran (a pause) close on the next call."""
         spec = self.spec
         if self.next_close is None:
-            appeared = self.now if self.written is None else self.written  # the clock when its rows were written
-            self.next_close = ((appeared - spec.offset) // spec.interval + 1) * spec.interval + spec.offset
+            self._first_close(None)
+        assert self.next_close is not None
         ends = []
         while self.next_close <= self.now:
             ends.append(self.next_close)

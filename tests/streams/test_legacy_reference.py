@@ -48,3 +48,40 @@ def test_max_delay_writes_the_open_window_when_run_after_the_delay(wh):
     run_stream(wh, "md", "s1")
     found = rows(wh, "select `_wstart`, s from out1 order by `_wstart`")
     assert [(int(start.timestamp() * 1000), s) for start, s in found] == [(1648791210000, 1), (1648791220000, 2)]
+
+
+def test_force_window_close_with_fill_writes_each_group_s_windows_after_their_end(wh):
+    """tsim ``streamFwcIntervalFill.sim``, step 1: FORCE_WINDOW_CLOSE with FILL(VALUE, ...) over a
+    supertable partitioned by tbname and a tag. The rows are written 3 to 5.3 s ahead of the clock;
+    once the wall clock has passed their windows and one more, a run with no node writes each
+    group's windows: the first two of each group hold what the batch query over its subtable gives
+    (the script's own oracle), and the windows without rows, up to the clock, are filled with the
+    FILL values, so the output holds at least 6 rows."""
+    sql(wh, """create database fwc; use fwc;
+               create stable st (ts timestamp, a int, b int, c int) tags (ta int, tb int, tc int);
+               create table t1 using st tags (1, 1, 1);
+               create table t2 using st tags (2, 2, 2);
+               create stream streams1 trigger force_window_close ignore expired 1 ignore update 1 into streamt as
+                 select _wstart, count(a) as ca, ta, sum(b) as cb from st partition by tbname, ta
+                 interval(2s) fill(value, 100, 200)""")
+    now = int(time.time() * 1000)
+    offsets = (3000, 3100, 3200, 5100, 5200, 5300)
+    values = {"t1": ((1, 1), (5, 10), (5, 10), (20, 1), (30, 10), (40, 10)),
+              "t2": ((1, 1), (2, 10), (30, 10), (10, 1), (40, 10), (7, 10))}
+    for table, pairs in values.items():
+        listed = " ".join(f"({now + dt}, {a}, {b}, {b})" for dt, (a, b) in zip(offsets, pairs, strict=True))
+        sql(wh, f"insert into {table} values {listed}")
+    # the last row's window ends by now + 7.3 s, the one after it by now + 9.3 s
+    time.sleep(max(0.0, (now + 10_500) / 1000 - time.time()))
+    run_stream(wh, "fwc", "streams1")
+    written = 0
+    for table, tag in (("t1", 1), ("t2", 2)):
+        batch = rows(wh, f"select _wstart, count(a), sum(b) from {table} interval(2s)")
+        out = rows(wh, f"select `_wstart`, ca, cb from streamt where ta = {tag} order by `_wstart`")
+        assert len(batch) >= 2 and len(out) >= 3, (batch, out)
+        assert out[:2] == batch[:2]
+        with_rows = {start for start, _, _ in batch}
+        assert [(ca, cb) for start, ca, cb in out if start not in with_rows] and \
+            all((ca, cb) == (100, 200) for start, ca, cb in out if start not in with_rows)
+        written += len(out)
+    assert written >= 6
