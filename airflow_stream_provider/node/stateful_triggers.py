@@ -23,17 +23,15 @@ from airflow_stream_provider.streams.insert_triggers import Entry, Instance, Tri
 
 log = logging.getLogger(__name__)
 
-log = logging.getLogger(__name__)
-
 
 class StatefulHost:
-    def __init__(self) -> None:
+    def __init__(self, token: str | None = None) -> None:
         self.root = insert_triggers.folder().absolute()
         self.instances: dict[str, Instance] = {}
         self.broken: dict[str, str] = {}  # id -> why the instance could not be restored
         self._lock = threading.Lock()
         self._server: socketserver.ThreadingTCPServer | None = None
-        self._token = endpoint.serving_token()
+        self._token = token or endpoint.serving_token()
 
     # --- lifecycle -------------------------------------------------------------------------------
 
