@@ -22,11 +22,13 @@ def test_no_started_process_has_a_secret_on_its_command_line(tmp_path):
         for server in (minio, postgres, redis):
             server.start()
         cluster = standalone.start(tmp_path / "cluster", workers=1, memory="512m")
+        users = {"admin": ("admin", "admin-pw-7f3a"), "viewer": ("viewer", "v-pw-91c2")}
         airflow = LocalAirflow(tmp_path / "airflow", tmp_path / "home", database=postgres.url, celery=redis.url,
-                               workers=1, users={"admin": ("admin", "admin-pw-7f3a"), "viewer": ("viewer", "v-pw-91c2")})
+                               workers=1, users=users)
         airflow.start()
-        secrets = [minio.secret_key, airflow.env["AIRFLOW__API_AUTH__JWT_SECRET"], "admin-pw-7f3a", "v-pw-91c2"]
-        pids = [p for server in (minio, postgres, redis) if server.process for p in process_tree.tree(server.process.pid)]
+        secrets = [minio.secret_key, airflow.env["AIRFLOW__API_AUTH__JWT_SECRET"], *(pw for _, pw in users.values())]
+        pids = [p for server in (minio, postgres, redis) if server.process
+                for p in process_tree.tree(server.process.pid)]
         pids += [p for process in cluster.processes for p in process_tree.tree(process.pid)]
         pids += [p for name in airflow.processes for p in airflow.tree(name)]
         assert len(pids) >= 3 + 2 + 5
