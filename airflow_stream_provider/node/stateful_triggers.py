@@ -200,24 +200,28 @@ class StatefulHost:
 
     def _fire(self, trigger_id: str, tablet) -> dict:
         instance = self.instances.get(trigger_id)
+        if instance is not None and instance.hung:
+            if instance.stuck:
+                return {"error": "not fired: its fire of an earlier write has not returned yet", "timed_out": True,
+                        "strategy": instance.strategy().value}
+            instance = self._replace(instance)
         if instance is None:
             why = self.broken.get(trigger_id) or "the node holds no instance of it (created while the node was down?)"
             return {"error": why}
         error = instance.fire(tablet, insert_triggers.fire_timeout())  # an instance runs one fire at a time
-        if error and instance.hung:
-            self._replace(instance)
-        return {"error": error, "strategy": instance.strategy().value if error else None}
+        return {"error": error, "strategy": instance.strategy().value if error else None, "timed_out": instance.hung}
 
-    def _replace(self, instance: Instance) -> None:
-        """A fire that hung leaves its thread behind: later fires get a new instance (validate,
+    def _replace(self, instance: Instance) -> Instance | None:
+        """A fire that hung, once it has returned, is followed by a new instance (validate,
         on_create, restore: the state it had is what ``restore`` brings back)."""
         try:
             fresh = Instance.create(instance.entry, self.root, restoring=True)
         except TriggerError as err:
             self.broken[instance.entry.id] = str(err)
             self.instances.pop(instance.entry.id, None)
-            return
+            return None
         self.instances[instance.entry.id] = fresh
+        return fresh
 
 
 def _parse(line: bytes) -> object:
