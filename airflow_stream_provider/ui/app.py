@@ -5,10 +5,11 @@ Every route requires an Airflow user, exactly as Airflow's own API does: a JWT i
 ``Authorization: Bearer`` header or in the ``_token`` cookie that Airflow's UI sets at login (the
 page is same-origin, so the browser sends it). Plugin apps are served without authentication by
 default; here an anonymous request gets 401 and a bad token 403. Reading needs read access to the
-stream's DAG, and the trigger list read access to every DAG; Recalculate needs permission to create runs of its recalculation DAG, and creates
-the backfill through Airflow's REST API with the caller's own token. A stream's routes check the
-names in the path and the read permission before any file is read, and answer one 404 without
-hints for a stream that does not exist or that the user may not read.
+stream's DAG, and the trigger list read access to every DAG; Recalculate needs permission to create
+runs of its recalculation DAG, and creates the backfill through Airflow's REST API with the caller's
+own token. A stream's routes check the names in the path and the read permission before any file is
+read, and answer one 404 without hints for a stream that does not exist or that the user may not
+read.
 
 Nothing here starts Spark: the figures come from each stream's files (see
 :mod:`airflow_stream_provider.streams.status`).
