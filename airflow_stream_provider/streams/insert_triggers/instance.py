@@ -30,8 +30,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
+from airflow_stream_provider import config
 from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import StreamError
+from airflow_stream_provider.files import make_dirs
 from airflow_stream_provider.streams.insert_triggers.registry import Entry, TriggerError
 
 _MODULE_PREFIX = "_airflow_stream_trigger_"
@@ -39,6 +41,8 @@ _ARCHIVES = (".zip", ".whl")
 
 
 FIRE_TIMEOUT = "AIRFLOW_STREAM_TRIGGER_TIMEOUT"
+URI_LIMIT = "AIRFLOW_STREAM_TRIGGER_URI_LIMIT_MB"
+URI_TIMEOUT = "AIRFLOW_STREAM_TRIGGER_URI_TIMEOUT"
 SETUP_TIMEOUT = "AIRFLOW_STREAM_TRIGGER_SETUP_TIMEOUT"
 T = TypeVar("T")
 
@@ -121,40 +125,101 @@ def _within(entry: Entry, work: Callable[[Callable[[str], None]], T]) -> T:
     return value
 
 
+def uri_limit() -> int:
+    """Bytes ``USING URI`` may copy into the home (``AIRFLOW_STREAM_TRIGGER_URI_LIMIT_MB``, default 64 MB)."""
+    return int(_seconds(URI_LIMIT, "64") * 1024 * 1024)
+
+
+def uri_timeout() -> float:
+    """Seconds an http(s) ``USING URI`` may take in all (``AIRFLOW_STREAM_TRIGGER_URI_TIMEOUT``, default 60)."""
+    return _seconds(URI_TIMEOUT, "60")
+
+
 def install(uri: str, target: Path) -> None:
     """Copy what ``uri`` names into ``target``: a ``.py`` file, a package folder (with its
     ``__init__.py``), a folder of modules, a ``.zip`` or a ``.whl``; a local path, ``file://`` or
-    ``http(s)://`` (fetched once, here)."""
+    ``http(s)://`` (fetched once, here). At most :func:`uri_limit` bytes, no symbolic links (they
+    are refused, not followed), never ``/``, the user's home or a folder holding the stream home or
+    ``target``;
+    a download by :func:`uri_timeout`."""
     parsed = urllib.parse.urlparse(uri)
-    target.mkdir(parents=True)
     if parsed.scheme in ("http", "https"):
-        name = Path(urllib.parse.unquote(parsed.path)).name
-        if not name.endswith((".py", *_ARCHIVES)):
-            raise TriggerError(f"USING URI {uri!r}: an http(s) URI names a .py, .zip or .whl file")
-        try:
-            with urllib.request.urlopen(uri, timeout=60) as response:
-                (target / name).write_bytes(response.read())
-        except OSError as err:
-            raise TriggerError(f"USING URI {uri!r} cannot be read: {err}") from None
+        target.mkdir(parents=True)
+        _download(uri, urllib.parse.unquote(parsed.path), target)
         return
     if parsed.scheme not in ("", "file"):
         raise TriggerError(f"USING URI {uri!r}: the scheme {parsed.scheme}:// is not supported; use a file path, "
                            "file:// or http(s)://")
-    path = Path(urllib.parse.unquote(parsed.path) if parsed.scheme == "file" else uri).expanduser()
-    if not path.exists():
+    path = Path(os.path.abspath(Path(urllib.parse.unquote(parsed.path) if parsed.scheme == "file" else uri)
+                                .expanduser()))
+    if not path.exists() and not path.is_symlink():
         raise TriggerError(f"USING URI {uri!r} cannot be read: {path} does not exist")
+    home = config.home().absolute()
+    if path in (Path("/"), Path.home().absolute(), home, *home.parents, *target.absolute().parents):
+        raise TriggerError(f"USING URI {uri!r}: {path} is not copied (the root, the user's home, or a folder holding "
+                           "the stream home or the trigger folder); name the trigger's own file or folder")
+    if path.is_dir() and not path.is_symlink():
+        files = _files(uri, path)
+        base = target / path.name if (path / "__init__.py").is_file() else target
+    elif path.suffix == ".py" or path.suffix in _ARCHIVES:
+        files = _files(uri, path)
+        base = target
+    else:
+        raise TriggerError(f"USING URI {uri!r}: name a .py file, a package folder, a .zip or a .whl")
+    target.mkdir(parents=True)
     try:
-        if path.is_dir():
-            if (path / "__init__.py").is_file():
-                shutil.copytree(path, target / path.name, ignore=shutil.ignore_patterns("__pycache__"))
-            else:
-                shutil.copytree(path, target, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
-        elif path.suffix == ".py" or path.suffix in _ARCHIVES:
-            shutil.copy2(path, target / path.name)
-        else:
-            raise TriggerError(f"USING URI {uri!r}: name a .py file, a package folder, a .zip or a .whl")
+        for source, relative in files:
+            make_dirs((base / relative).parent)
+            shutil.copyfile(source, base / relative, follow_symlinks=False)
     except OSError as err:
         raise TriggerError(f"USING URI {uri!r} cannot be read: {err}") from None
+
+
+def _files(uri: str, path: Path) -> list[tuple[Path, Path]]:
+    """(file, its path in the copy) of what ``path`` names, checked before anything is copied."""
+    limit, total, out = uri_limit(), 0, []
+    stack = [path]
+    while stack:
+        current = stack.pop()
+        relative = Path(current.name) if current == path else current.relative_to(path)
+        if current.is_symlink():
+            raise TriggerError(f"USING URI {uri!r}: {current} is a symbolic link; links are not followed (copy "
+                               "the files they name instead)")
+        if current.is_dir():
+            if current.name != "__pycache__":
+                stack.extend(sorted(current.iterdir()))
+            continue
+        if not current.is_file():
+            raise TriggerError(f"USING URI {uri!r}: {current} is not a regular file")
+        total += current.stat().st_size
+        if total > limit:
+            raise TriggerError(f"USING URI {uri!r}: more than {limit // (1024 * 1024)} MB ({URI_LIMIT})")
+        out.append((current, relative))
+    return out
+
+
+def _download(uri: str, url_path: str, target: Path) -> None:
+    name = Path(url_path).name
+    if not name.endswith((".py", *_ARCHIVES)):
+        raise TriggerError(f"USING URI {uri!r}: an http(s) URI names a .py, .zip or .whl file")
+    limit, timeout = uri_limit(), uri_timeout()
+    deadline = time.monotonic() + timeout
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        with urllib.request.urlopen(uri, timeout=min(timeout, 30)) as response:
+            while chunk := response.read1(65536):
+                size += len(chunk)
+                if size > limit:
+                    raise TriggerError(f"USING URI {uri!r}: more than {limit // (1024 * 1024)} MB ({URI_LIMIT})")
+                if time.monotonic() > deadline:
+                    raise TriggerError(f"USING URI {uri!r}: not downloaded within {timeout:g} s ({URI_TIMEOUT})")
+                chunks.append(chunk)
+    except TimeoutError:
+        raise TriggerError(f"USING URI {uri!r}: not downloaded within {timeout:g} s ({URI_TIMEOUT})") from None
+    except OSError as err:
+        raise TriggerError(f"USING URI {uri!r} cannot be read: {err}") from None
+    (target / name).write_bytes(b"".join(chunks))
 
 
 def load_class(entry: Entry, root: Path) -> type[m.InsertTrigger]:
