@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from airflow_stream_provider import model as m
+from airflow_stream_provider.exceptions import CorruptStateError
 from airflow_stream_provider.streams.insert_triggers.client import NodeClient, tablet_json
 from airflow_stream_provider.streams.insert_triggers.instance import (
     Instance,
@@ -119,7 +120,10 @@ class InsertTriggers:
             return found
 
     def active(self) -> bool:
-        return bool(self.home().entries())
+        try:
+            return bool(self.home().entries())
+        except CorruptStateError:
+            return True  # before() and after() decide which writes the damage concerns
 
     def before(self, writes: Sequence[Write]) -> list[str]:
         return self._fire(m.TriggerEvent.BEFORE_INSERT, writes)
@@ -127,9 +131,23 @@ class InsertTriggers:
     def after(self, writes: Sequence[Write]) -> list[str]:
         return self._fire(m.TriggerEvent.AFTER_INSERT, writes)
 
+    def _damaged(self, event: m.TriggerEvent, writes: Sequence[Write], err: CorruptStateError) -> list[str]:
+        """A registry that cannot be read: an IoTDB write is refused (a BEFORE trigger might refuse
+        it, and no AFTER trigger would hear of it); a TDengine table's write goes on with a warning."""
+        if any(not w.table for w in writes):
+            raise TriggerError(f"{err}. IoTDB writes are refused until it is repaired: restore it from a backup, "
+                               "or remove it, which drops every trigger of this home (CREATE them again)") from None
+        if event is m.TriggerEvent.BEFORE_INSERT or not any(w.micros for w in writes):
+            return []
+        return [f"{err}; no trigger fired on this write (the data is written). Restore the file from a backup, or "
+                "remove it, which drops every trigger of this home"]
+
     def _fire(self, event: m.TriggerEvent, writes: Sequence[Write]) -> list[str]:
         home = self.home()
-        entries = [e for e in home.entries() if e.event is event]
+        try:
+            entries = [e for e in home.entries() if e.event is event]
+        except CorruptStateError as err:
+            return self._damaged(event, writes, err)
         if not entries:
             return []
         timeout = fire_timeout()
