@@ -13,8 +13,8 @@ import pytest
 from airflow_stream_provider.exceptions import StreamDefinitionError, StreamError
 from airflow_stream_provider.streams.fired import TROWS_FROM, TROWS_TO, Fired
 from airflow_stream_provider.streams.run import run as run_stream
-from airflow_stream_provider.streams.runtime import RunReport, StreamRuntime
 from airflow_stream_provider.streams.run_request import RunRequest
+from airflow_stream_provider.streams.runtime import RunReport, StreamRuntime
 from airflow_stream_provider.streams.store import StreamStore
 from tests.conftest import sql
 
