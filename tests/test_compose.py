@@ -44,6 +44,16 @@ def test_the_compose_file_is_the_scaled_out_topology(tmp_path):
     assert list(published) == ["api-server"]
 
 
+def test_no_service_has_a_secret_on_its_command_line(tmp_path):
+    """A container's command line is what ``ps`` shows on the Docker host: secrets go by the environment."""
+    done = config(tmp_path, SECRETS)
+    assert done.returncode == 0, done.stderr
+    for name, service in yaml.safe_load(done.stdout)["services"].items():
+        argv = " ".join(str(part) for key in ("command", "entrypoint") for part in service.get(key) or [])
+        assert not [s for s in SECRETS.values() if s in argv], name
+        assert not any(word in argv.upper() for word in ("PASSWORD", "SECRET", "TOKEN")), f"{name}: {argv}"
+
+
 @pytest.mark.parametrize("missing", sorted(SECRETS))
 def test_the_compose_file_refuses_to_start_without_a_secret(tmp_path, missing):
     done = config(tmp_path, {k: v for k, v in SECRETS.items() if k != missing})

@@ -10,6 +10,8 @@ product's.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from fastapi import HTTPException
 from fastapi.testclient import TestClient
@@ -129,3 +131,19 @@ def test_recalculate_calls_the_configured_api_never_the_request_host(client, tmp
     finally:
         configured.shutdown()
         elsewhere.shutdown()
+
+
+def test_the_trigger_list_is_shown_only_to_who_may_read_every_dag(client, tmp_path):
+    """A trigger belongs to no DAG and its LastError can hold data values written anywhere in the
+    home: only a user who may read every DAG (Airflow's DAG access without a DAG id) sees the list."""
+    (tmp_path / "triggers").mkdir()
+    (tmp_path / "triggers" / "registry.json").write_text(json.dumps({"triggers": [{
+        "id": "t1", "name": "secret_alerts", "type": "STATELESS", "event": "AFTER_INSERT",
+        "pattern": ["root", "ln", "**"], "class": "alerts.Alert", "uri": None, "install": None}]}))
+    (tmp_path / "triggers" / "stats.json").write_text(json.dumps({"t1": {
+        "fired": 3, "failed": 1, "last_error": "fire raised RuntimeError: secret value 42.0", "last_error_at": None}}))
+    reader = client(User("reader", {stream_dag_ids("power", "secret_stream")[0]}, set()))
+    assert reader.get("/api/triggers").json()["triggers"] == []
+    admin = client(User("admin", {None}, set()))  # None: every DAG
+    (shown,) = admin.get("/api/triggers").json()["triggers"]
+    assert shown["TriggerName"] == "secret_alerts" and shown["Failed"] == 1

@@ -36,6 +36,7 @@ from airflow_stream_provider.processes import accepts, port_free, tail
 from airflow_stream_provider.spark.endpoint import (
     HOST,
     NODE_MODULE,
+    TOKEN_ENV,
     NodeInfo,
     alive,
     control,
@@ -332,13 +333,18 @@ class Node:
         # its descriptor stays open until the process ends; the kernel releases it even on SIGKILL
         self.lock_fd = _hold_lock()
         bind()  # LOW_LATENCY_CALC detectors deliver notifications with Airflow's connections
+        # a Connect client runs any code as this process's user: only holders of the token (node/token,
+        # 0600; `node start` writes a new one) may connect. Spark Connect reads it from the environment,
+        # which the JVM inherits: a setting would go on the JVM's command line, which `ps` shows anyone
+        token = serving_token()
+        os.environ[TOKEN_ENV] = token
         self.session = local_session("airflow-stream-node", master=self.master, extra=self._spark_conf())
         if self.on_cluster:
             self._follow_cluster()
         signal.signal(signal.SIGTERM, self._request_stop)
         signal.signal(signal.SIGINT, self._request_stop)
         started = datetime.now(UTC)
-        self.triggers = StatefulHost()
+        self.triggers = StatefulHost(token)
         self.triggers.start()  # before node.json: a started node serves its stateful triggers
         self.report([])  # before node.json too: a started node has a status
         write_json(self.folder / "node.json", {"pid": os.getpid(), "port": self.port, "started": started.isoformat(),
@@ -355,9 +361,6 @@ class Node:
             # 127.0.0.1 unless AIRFLOW_STREAM_NODE_BIND opens it to other hosts (a container, a cluster)
             "spark.connect.grpc.binding.address": os.environ.get("AIRFLOW_STREAM_NODE_BIND", HOST),
             "spark.connect.grpc.binding.port": str(self.port),
-            # a Connect client runs any code as this process's user: only holders of the token
-            # (node/token, 0600; `node start` writes a new one) may connect
-            "spark.connect.authenticate.token": serving_token(),
         }
         if self.memory:
             os.environ["PYSPARK_SUBMIT_ARGS"] = f"--driver-memory {self.memory} pyspark-shell"

@@ -5,6 +5,13 @@ per line and one JSON answer per line; a connection starts with the node's token
 as Spark Connect's does. Requests: ``create`` (a new trigger: ``validate``, ``on_create``), ``drop``
 (``on_drop``), ``fire`` (a tablet). When the node starts, it re-creates every registered stateful
 trigger and calls its ``restore`` (IoTDB's restore on a DataNode restart).
+
+Any local user can reach the port, so a client is held to limits until it shows the token: its
+first line (the hello) is at most :data:`HELLO_BYTES` bytes and must arrive within
+``AIRFLOW_STREAM_NODE_HELLO_TIMEOUT`` seconds (default 5), and at most
+``AIRFLOW_STREAM_NODE_TRIGGER_CONNECTIONS`` connections (default 64) are open at once, each on a
+thread of its own; a connection past the cap, or a hello that is too long, late, malformed or
+without the token, gets one refusal line and is closed.
 """
 
 from __future__ import annotations
@@ -13,9 +20,12 @@ import contextlib
 import hmac
 import json
 import logging
+import os
+import socket
 import socketserver
 import threading
 
+from airflow_stream_provider.exceptions import StreamError
 from airflow_stream_provider.files import write_json
 from airflow_stream_provider.spark import endpoint
 from airflow_stream_provider.streams import insert_triggers
@@ -23,17 +33,72 @@ from airflow_stream_provider.streams.insert_triggers import Entry, Instance, Tri
 
 log = logging.getLogger(__name__)
 
-log = logging.getLogger(__name__)
+#: the most bytes the first line of a connection (the hello, with the token) may hold
+HELLO_BYTES = 4096
+
+
+def _setting(name: str, default: str) -> float:
+    raw = os.environ.get(name) or default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise StreamError(f"{name}={raw!r} is not a number") from None
+    if value <= 0:
+        raise StreamError(f"{name} must be more than 0, not {raw}")
+    return value
+
+
+def hello_timeout() -> float:
+    """Seconds a new connection has to send its hello (``AIRFLOW_STREAM_NODE_HELLO_TIMEOUT``, default 5)."""
+    return _setting("AIRFLOW_STREAM_NODE_HELLO_TIMEOUT", "5")
+
+
+def connection_limit() -> int:
+    """Connections open at once (``AIRFLOW_STREAM_NODE_TRIGGER_CONNECTIONS``, default 64)."""
+    return int(_setting("AIRFLOW_STREAM_NODE_TRIGGER_CONNECTIONS", "64"))
+
+
+class _Server(socketserver.ThreadingTCPServer):
+    """A thread per connection, and no more than ``limit`` of them."""
+
+    allow_reuse_address = True
+    daemon_threads = True
+    request_queue_size = 128  # the listen backlog: writers connecting at once are not made to retry
+
+    def __init__(self, handler: type[socketserver.BaseRequestHandler], limit: int) -> None:
+        super().__init__(("127.0.0.1", 0), handler)
+        self.limit = limit
+        self.open = 0
+        self._count = threading.Lock()
+
+    def verify_request(self, request, client_address) -> bool:
+        with self._count:
+            if self.open < self.limit:
+                self.open += 1
+                return True
+        with contextlib.suppress(OSError):
+            request.settimeout(1)
+            request.sendall(_line({"ok": False, "error": f"the stream node refused the trigger connection: too many "
+                                                        f"connections ({self.limit}, "
+                                                        "AIRFLOW_STREAM_NODE_TRIGGER_CONNECTIONS)"}))
+        return False
+
+    def process_request_thread(self, request, client_address) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            with self._count:
+                self.open -= 1
 
 
 class StatefulHost:
-    def __init__(self) -> None:
+    def __init__(self, token: str | None = None) -> None:
         self.root = insert_triggers.folder().absolute()
         self.instances: dict[str, Instance] = {}
         self.broken: dict[str, str] = {}  # id -> why the instance could not be restored
         self._lock = threading.Lock()
         self._server: socketserver.ThreadingTCPServer | None = None
-        self._token = endpoint.serving_token()
+        self._token = token or endpoint.serving_token()
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -51,11 +116,9 @@ class StatefulHost:
 
         class Handler(socketserver.StreamRequestHandler):
             def handle(self) -> None:
-                host._serve_connection(self.rfile, self.wfile)
+                host._serve_connection(self.connection, self.rfile, self.wfile)
 
-        socketserver.ThreadingTCPServer.allow_reuse_address = True
-        self._server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
+        self._server = _Server(Handler, connection_limit())
         port = self._server.server_address[1]
         threading.Thread(target=self._server.serve_forever, name="stateful-triggers", daemon=True).start()
         write_json(endpoint.folder() / "triggers.json", {"port": port})
@@ -69,18 +132,40 @@ class StatefulHost:
 
     # --- requests --------------------------------------------------------------------------------
 
-    def _serve_connection(self, rfile, wfile) -> None:
-        hello = _read(rfile)
-        if hello is None or not hmac.compare_digest(str(hello.get("token", "")), self._token):
-            _send(wfile, {"ok": False, "error": "the stream node refused the trigger connection: wrong token"})
+    def _serve_connection(self, sock: socket.socket, rfile, wfile) -> None:
+        why = self._refusal(sock, rfile)
+        if why is not None:
+            _send(wfile, {"ok": False, "error": f"the stream node refused the trigger connection: {why}"})
             return
+        sock.settimeout(None)  # a writer keeps its connection open between writes
         _send(wfile, {"ok": True})
         while (request := _read(rfile)) is not None:
+            if not isinstance(request, dict):
+                _send(wfile, {"error": f"a request is a JSON object, not {type(request).__name__}"})
+                continue
             try:
                 answer = self.answer(request)
             except Exception as err:  # a bad request must not end the node's server
                 answer = {"error": f"the stream node could not serve {request.get('op')!r}: {err}"}
             _send(wfile, answer)
+
+    def _refusal(self, sock: socket.socket, rfile) -> str | None:
+        """Why the connection's hello does not let it in; None when it carries the token."""
+        deadline = hello_timeout()
+        sock.settimeout(deadline)
+        try:
+            line = rfile.readline(HELLO_BYTES + 1)
+        except TimeoutError:
+            return f"no hello within {deadline:g} s (AIRFLOW_STREAM_NODE_HELLO_TIMEOUT)"
+        except OSError as err:
+            return f"the hello could not be read ({err})"
+        if len(line) > HELLO_BYTES:
+            return f"its first line is longer than {HELLO_BYTES} bytes"
+        hello = _parse(line)
+        given = hello.get("token") if isinstance(hello, dict) else None
+        if not isinstance(given, str) or not hmac.compare_digest(given.encode(), self._token.encode()):
+            return "its hello carries no token, or the wrong one"
+        return None
 
     def answer(self, request: dict) -> dict:
         op = request.get("op")
@@ -115,38 +200,49 @@ class StatefulHost:
 
     def _fire(self, trigger_id: str, tablet) -> dict:
         instance = self.instances.get(trigger_id)
+        if instance is not None and instance.hung:
+            if instance.stuck:
+                return {"error": "not fired: its fire of an earlier write has not returned yet", "timed_out": True,
+                        "strategy": instance.strategy().value}
+            instance = self._replace(instance)
         if instance is None:
             why = self.broken.get(trigger_id) or "the node holds no instance of it (created while the node was down?)"
             return {"error": why}
         error = instance.fire(tablet, insert_triggers.fire_timeout())  # an instance runs one fire at a time
-        if error and instance.hung:
-            self._replace(instance)
-        return {"error": error, "strategy": instance.strategy().value if error else None}
+        return {"error": error, "strategy": instance.strategy().value if error else None, "timed_out": instance.hung}
 
-    def _replace(self, instance: Instance) -> None:
-        """A fire that hung leaves its thread behind: later fires get a new instance (validate,
+    def _replace(self, instance: Instance) -> Instance | None:
+        """A fire that hung, once it has returned, is followed by a new instance (validate,
         on_create, restore: the state it had is what ``restore`` brings back)."""
         try:
             fresh = Instance.create(instance.entry, self.root, restoring=True)
         except TriggerError as err:
             self.broken[instance.entry.id] = str(err)
             self.instances.pop(instance.entry.id, None)
-            return
+            return None
         self.instances[instance.entry.id] = fresh
+        return fresh
 
 
-def _read(rfile) -> dict | None:
-    line = rfile.readline()
-    if not line:
-        return None
+def _parse(line: bytes) -> object:
     try:
         return json.loads(line)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, UnicodeDecodeError):
         return None
+
+
+def _read(rfile) -> object:
+    """The next request of a client that showed the token; None when it closed or sent no JSON."""
+    line = rfile.readline()
+    return _parse(line) if line else None
+
+
+def _line(payload: dict) -> bytes:
+    return (json.dumps(payload) + "\n").encode()
 
 
 def _send(wfile, payload: dict) -> None:
     with contextlib.suppress(OSError):
-        wfile.write((json.dumps(payload) + "\n").encode())
+        wfile.write(_line(payload))
         wfile.flush()
 

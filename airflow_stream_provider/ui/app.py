@@ -5,10 +5,11 @@ Every route requires an Airflow user, exactly as Airflow's own API does: a JWT i
 ``Authorization: Bearer`` header or in the ``_token`` cookie that Airflow's UI sets at login (the
 page is same-origin, so the browser sends it). Plugin apps are served without authentication by
 default; here an anonymous request gets 401 and a bad token 403. Reading needs read access to the
-stream's DAG; Recalculate needs permission to create runs of its recalculation DAG, and creates
-the backfill through Airflow's REST API with the caller's own token. A stream's routes check the
-names in the path and the read permission before any file is read, and answer one 404 without
-hints for a stream that does not exist or that the user may not read.
+stream's DAG, and the trigger list read access to every DAG; Recalculate needs permission to create
+runs of its recalculation DAG, and creates the backfill through Airflow's REST API with the caller's
+own token. A stream's routes check the names in the path and the read permission before any file is
+read, and answer one 404 without hints for a stream that does not exist or that the user may not
+read.
 
 Nothing here starts Spark: the figures come from each stream's files (see
 :mod:`airflow_stream_provider.streams.status`).
@@ -55,7 +56,10 @@ async def current_user(request: Request) -> Any:
 User = Annotated[Any, Depends(current_user)]
 
 
-def _authorize(user: Any, dag_id: str, method: Literal["GET", "POST", "PUT", "DELETE"], run: bool = False) -> None:
+def _authorize(user: Any, dag_id: str | None, method: Literal["GET", "POST", "PUT", "DELETE"],
+               run: bool = False) -> None:
+    """403 unless ``user`` may do ``method`` on the DAG ``dag_id`` (None: on every DAG, as Airflow
+    asks when no DAG is named)."""
     from airflow.api_fastapi.app import get_auth_manager
     from airflow.api_fastapi.auth.managers.models.resource_details import (
         DagAccessEntity,
@@ -63,9 +67,10 @@ def _authorize(user: Any, dag_id: str, method: Literal["GET", "POST", "PUT", "DE
     )
 
     allowed = get_auth_manager().is_authorized_dag(
-        method=method, access_entity=DagAccessEntity.RUN if run else None, details=DagDetails(id=dag_id), user=user)
+        method=method, access_entity=DagAccessEntity.RUN if run else None,
+        details=None if dag_id is None else DagDetails(id=dag_id), user=user)
     if not allowed:
-        raise HTTPException(403, f"{user.get_name()} may not {'run' if run else 'read'} {dag_id}")
+        raise HTTPException(403, f"{user.get_name()} may not {'run' if run else 'read'} {dag_id or 'every DAG'}")
 
 
 def _json(value: Any) -> Any:
@@ -173,9 +178,15 @@ def create_app() -> FastAPI:
 
     @app.get("/api/triggers")
     async def triggers(user: User) -> JSONResponse:
-        """The insert triggers (SHOW TRIGGERS) with their fire and failure counts."""
+        """The insert triggers (SHOW TRIGGERS) with their fire and failure counts, for a user who may
+        read every DAG: a trigger belongs to no DAG, and its last error can hold values written to any
+        table of the home. Anyone else gets an empty list, as /api/streams lists only what they may read."""
         from airflow_stream_provider.streams import insert_triggers
 
+        try:
+            _authorize(user, None, "GET")
+        except HTTPException:
+            return JSONResponse({"triggers": [], "at": datetime.now(UTC).isoformat()})
         table = await asyncio.to_thread(insert_triggers.show)
         return JSONResponse({"triggers": table.to_pylist(), "at": datetime.now(UTC).isoformat()})
 

@@ -41,6 +41,7 @@ class Write:
     device: m.SeriesPath
     micros: tuple[int, ...]
     columns: tuple[tuple[str, m.SeriesType, tuple[object, ...]], ...]
+    table: bool = False  # a TDengine table's rows, not IoTDB points
 
     @property
     def rows(self) -> int:
@@ -159,7 +160,7 @@ def table_writes(info: TableInfo, rows: pa.Table, *, per_row: bool) -> list[Writ
             devices[name] if names is not None else device,
             tuple(micros[i] for i in indices),
             tuple((c.name, kind, tuple(column[i] for i in indices))
-                  for c, kind, column in zip(metrics, kinds, values, strict=True))))
+                  for c, kind, column in zip(metrics, kinds, values, strict=True)), table=True))
     return out
 
 
@@ -197,5 +198,5 @@ def split_rows(write: Write) -> list[Write]:
     for i, at in enumerate(write.micros):
         columns = tuple((name, kind, (values[i],)) for name, kind, values in write.columns if values[i] is not None)
         if columns:
-            out.append(Write(write.device, (at,), columns))
+            out.append(Write(write.device, (at,), columns, write.table))
     return out

@@ -21,6 +21,7 @@ from airflow_stream_provider.processes import free_port, wait_for
 from airflow_stream_provider.spark import endpoint, session
 from airflow_stream_provider.triggers import CheckpointCommitTrigger
 from airflow_stream_provider.warehouse import Warehouse
+from tests import process_tree
 
 pytestmark = pytest.mark.spark
 
@@ -155,6 +156,23 @@ def test_connect_wants_the_node_token(running_node, monkeypatch):
         assert remote.sql("SELECT '${system:user.name}' AS v").collect()[0].v == "${system:user.name}"
     finally:
         _forget_connect_sessions()
+
+
+def test_no_process_of_the_node_has_its_token_on_its_command_line(running_node):
+    """``ps`` shows every local user each process's command line: the token goes by the environment
+    and node/token, never argv, in the node, its JVM and its workers."""
+    home, _ = running_node
+    token = (home / "node" / "token").read_text()
+    pid = json.loads((home / "node" / "node.json").read_text())["pid"]
+
+    def started() -> list[int] | None:
+        pids = process_tree.tree(pid)
+        lines = [process_tree.command_line(p) for p in pids]
+        workers = [line for line in lines if "airflow_stream_provider.node.worker" in line]
+        return pids if any("java" in line for line in lines) and workers else None
+
+    pids = wait_for(started, 60, "the node's JVM and workers")
+    assert process_tree.holding(pids, token) == []
 
 
 def test_node_hosts_the_live_detector_of_each_running_window_stream(running_node, spark, monkeypatch):

@@ -15,11 +15,18 @@ writers call over the node's trigger port (:mod:`airflow_stream_provider.node.st
 """
 
 from airflow_stream_provider.streams.insert_triggers.client import NodeClient, NodeDown, tablet_from_json, tablet_json
-from airflow_stream_provider.streams.insert_triggers.instance import Instance, fire_timeout, install, load_class
+from airflow_stream_provider.streams.insert_triggers.instance import (
+    Instance,
+    TriggerTimeout,
+    fire_timeout,
+    install,
+    load_class,
+    setup_timeout,
+)
 from airflow_stream_provider.streams.insert_triggers.listener import LISTENER, InsertTriggers, TriggerHome
 from airflow_stream_provider.streams.insert_triggers.registry import Entry, TriggerError, TriggerRegistry, folder
 from airflow_stream_provider.streams.insert_triggers.statements import SHOW_COLUMNS, create, drop, show
 
 __all__ = ["LISTENER", "SHOW_COLUMNS", "Entry", "InsertTriggers", "Instance", "NodeClient", "NodeDown", "TriggerError",
-           "TriggerHome", "TriggerRegistry", "create", "drop", "fire_timeout", "folder", "install", "load_class",
-           "show", "tablet_from_json", "tablet_json"]
+           "TriggerHome", "TriggerRegistry", "TriggerTimeout", "create", "drop", "fire_timeout", "folder", "install",
+           "load_class", "setup_timeout", "show", "tablet_from_json", "tablet_json"]

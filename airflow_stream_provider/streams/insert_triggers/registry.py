@@ -93,7 +93,10 @@ class TriggerRegistry:
             payload = read_json_object(self.path, ("triggers",))
         except FileNotFoundError:
             return []
-        return [Entry.from_json(e) for e in payload["triggers"]]
+        try:
+            return [Entry.from_json(e) for e in payload["triggers"]]
+        except (KeyError, ValueError, TypeError, AttributeError) as err:
+            raise CorruptStateError(self.path, f"a trigger's entry is not one this version wrote ({err!r})") from None
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[list[Entry]]:

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from airflow_stream_provider import model as m
-from airflow_stream_provider.streams.insert_triggers.instance import Instance, install
+from airflow_stream_provider.streams.insert_triggers.instance import Instance, install, setup_timeout
 from airflow_stream_provider.streams.insert_triggers.listener import LISTENER, TriggerHome
 from airflow_stream_provider.streams.insert_triggers.registry import Entry, TriggerError
 
@@ -59,7 +59,7 @@ def _with_strategy(entry: Entry, strategy: m.FailureStrategy) -> Entry:
 
 def _create_in_node(home: TriggerHome, entry: Entry) -> Entry:
     try:
-        answer = home.node.call({"op": "create", "entry": entry.to_json()}, 120)
+        answer = home.node.call({"op": "create", "entry": entry.to_json()}, setup_timeout() + 30)
     except (ConnectionError, TimeoutError) as err:
         raise TriggerError(f"a STATEFUL trigger lives in the stream node, which cannot be reached ({err}); "
                            "start it with `airflow-stream node start`") from None
@@ -82,7 +82,7 @@ def drop(stmt: m.DropInsertTrigger) -> tuple[str, list[str]]:
     notices = []
     if entry.stateful:
         try:
-            answer = home.node.call({"op": "drop", "id": entry.id}, 120)
+            answer = home.node.call({"op": "drop", "id": entry.id}, setup_timeout() + 30)
             if answer.get("error"):
                 notices.append(f"trigger {entry.name} dropped, but {answer['error']}")
         except (ConnectionError, TimeoutError) as err:
