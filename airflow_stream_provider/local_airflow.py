@@ -21,7 +21,7 @@ from pathlib import Path
 
 import airflow_stream_provider
 from airflow_stream_provider.airflow_api import AirflowApi
-from airflow_stream_provider.processes import free_port, wait_for
+from airflow_stream_provider.processes import descendants, free_port, wait_for
 from airflow_stream_provider.spark.session import child_environ
 
 AIRFLOW = Path(sys.executable).with_name("airflow")
@@ -140,20 +140,7 @@ class LocalAirflow:
     def tree(self, name: str) -> list[int]:
         """The pids of component ``name``'s process and of all its descendants (a worker's task
         processes), the component's first."""
-        children: dict[int, list[int]] = {}
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit():
-                continue
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:  # gone meanwhile
-                continue
-            parent = int(stat[stat.rindex(")") + 2:].split()[1])  # the fields after the command's name
-            children.setdefault(parent, []).append(int(entry.name))
-        found = [self.processes[name].pid]
-        for pid in found:
-            found.extend(children.get(pid, []))
-        return found
+        return descendants(self.processes[name].pid)
 
     def restart(self, name: str) -> int:
         """Start component ``name`` again, as a supervisor restarts a process that ended; return its pid.

@@ -58,3 +58,21 @@ def tail(path: Path, lines: int = 20) -> str:
         return "\n".join(path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
     except FileNotFoundError:
         return "(no log)"
+
+
+def descendants(root: int) -> list[int]:
+    """``root`` and every process descending from it, ``root`` first (read from ``/proc``)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:  # gone meanwhile
+            continue
+        parent = int(stat[stat.rindex(")") + 2:].split()[1])  # the fields after the command's name
+        children.setdefault(parent, []).append(int(entry.name))
+    found = [root]
+    for pid in found:
+        found.extend(children.get(pid, []))
+    return found

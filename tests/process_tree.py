@@ -4,23 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from airflow_stream_provider.processes import descendants
+
 
 def tree(root: int) -> list[int]:
     """``root`` and every process descending from it, ``root`` first."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:  # gone meanwhile
-            continue
-        parent = int(stat[stat.rindex(")") + 2:].split()[1])
-        children.setdefault(parent, []).append(int(entry.name))
-    found = [root]
-    for pid in found:
-        found.extend(children.get(pid, []))
-    return found
+    return descendants(root)
 
 
 def command_line(pid: int) -> str:

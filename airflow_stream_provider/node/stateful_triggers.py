@@ -20,16 +20,15 @@ import contextlib
 import hmac
 import json
 import logging
-import os
 import socket
 import socketserver
 import threading
 
-from airflow_stream_provider.exceptions import StreamError
 from airflow_stream_provider.files import write_json
 from airflow_stream_provider.spark import endpoint
 from airflow_stream_provider.streams import insert_triggers
 from airflow_stream_provider.streams.insert_triggers import Entry, Instance, TriggerError
+from airflow_stream_provider.streams.insert_triggers.instance import positive_setting
 
 log = logging.getLogger(__name__)
 
@@ -37,25 +36,14 @@ log = logging.getLogger(__name__)
 HELLO_BYTES = 4096
 
 
-def _setting(name: str, default: str) -> float:
-    raw = os.environ.get(name) or default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise StreamError(f"{name}={raw!r} is not a number") from None
-    if value <= 0:
-        raise StreamError(f"{name} must be more than 0, not {raw}")
-    return value
-
-
 def hello_timeout() -> float:
     """Seconds a new connection has to send its hello (``AIRFLOW_STREAM_NODE_HELLO_TIMEOUT``, default 5)."""
-    return _setting("AIRFLOW_STREAM_NODE_HELLO_TIMEOUT", "5")
+    return positive_setting("AIRFLOW_STREAM_NODE_HELLO_TIMEOUT", "5", "seconds")
 
 
 def connection_limit() -> int:
     """Connections open at once (``AIRFLOW_STREAM_NODE_TRIGGER_CONNECTIONS``, default 64)."""
-    return int(_setting("AIRFLOW_STREAM_NODE_TRIGGER_CONNECTIONS", "64"))
+    return int(positive_setting("AIRFLOW_STREAM_NODE_TRIGGER_CONNECTIONS", "64"))
 
 
 class _Server(socketserver.ThreadingTCPServer):

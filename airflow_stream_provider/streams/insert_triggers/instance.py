@@ -47,26 +47,29 @@ SETUP_TIMEOUT = "AIRFLOW_STREAM_TRIGGER_SETUP_TIMEOUT"
 T = TypeVar("T")
 
 
-def _seconds(name: str, default: str) -> float:
+def positive_setting(name: str, default: str, unit: str = "") -> float:
+    """The environment setting ``name`` (``default`` when unset), a number above 0; a StreamError
+    naming it otherwise. ``unit`` says what it counts in its messages ("seconds")."""
     raw = os.environ.get(name) or default
+    what = f" {unit}" if unit else ""
     try:
         value = float(raw)
     except ValueError:
-        raise StreamError(f"{name}={raw!r} is not a number of seconds") from None
+        raise StreamError(f"{name}={raw!r} is not a number{' of' + what if unit else ''}") from None
     if value <= 0:
-        raise StreamError(f"{name} must be more than 0 seconds, not {raw}")
+        raise StreamError(f"{name} must be more than 0{what}, not {raw}")
     return value
 
 
 def fire_timeout() -> float:
     """Seconds a ``fire`` may take before it counts as failed (``AIRFLOW_STREAM_TRIGGER_TIMEOUT``, default 30)."""
-    return _seconds(FIRE_TIMEOUT, "30")
+    return positive_setting(FIRE_TIMEOUT, "30", "seconds")
 
 
 def setup_timeout() -> float:
     """Seconds making an instance (import, constructor, ``validate``, ``on_create``, ``restore``) or
     its ``on_drop`` may take (``AIRFLOW_STREAM_TRIGGER_SETUP_TIMEOUT``, default 60)."""
-    return _seconds(SETUP_TIMEOUT, "60")
+    return positive_setting(SETUP_TIMEOUT, "60", "seconds")
 
 
 class TriggerTimeout(TriggerError):
@@ -127,12 +130,12 @@ def _within(entry: Entry, work: Callable[[Callable[[str], None]], T]) -> T:
 
 def uri_limit() -> int:
     """Bytes ``USING URI`` may copy into the home (``AIRFLOW_STREAM_TRIGGER_URI_LIMIT_MB``, default 64 MB)."""
-    return int(_seconds(URI_LIMIT, "64") * 1024 * 1024)
+    return int(positive_setting(URI_LIMIT, "64", "megabytes") * 1024 * 1024)
 
 
 def uri_timeout() -> float:
     """Seconds an http(s) ``USING URI`` may take in all (``AIRFLOW_STREAM_TRIGGER_URI_TIMEOUT``, default 60)."""
-    return _seconds(URI_TIMEOUT, "60")
+    return positive_setting(URI_TIMEOUT, "60", "seconds")
 
 
 def install(uri: str, target: Path) -> None:
