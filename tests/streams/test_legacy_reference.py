@@ -50,6 +50,26 @@ def test_max_delay_writes_the_open_window_when_run_after_the_delay(wh):
     assert [(int(start.timestamp() * 1000), s) for start, s in found] == [(1648791210000, 1), (1648791220000, 2)]
 
 
+def test_max_delay_writes_the_open_window_at_a_later_run_without_new_rows(wh):
+    """Reference 003, MAX_DELAY, with the runs of a task that runs the stream every few seconds
+    (no node): the first run, right after the write, finds the window [...220, ...230) open and
+    not yet due; a run after the delay (15 s), with no new row, writes it (sum 2)."""
+    sql(wh, """create database md2; use md2;
+               create table t1 (ts timestamp, a int);
+               create stream s1 trigger max_delay 15s into out1 as
+                 select _wstart, sum(a) s from t1 interval(10s);
+               insert into t1 values (1648791213000, 1) (1648791223001, 2)""")
+    written = time.time()
+    run_stream(wh, "md2", "s1")
+    assert time.time() - written < 15, "the first run must end before the delay"
+    found = rows(wh, "select `_wstart`, s from out1 order by `_wstart`")
+    assert [(int(start.timestamp() * 1000), s) for start, s in found] == [(1648791210000, 1)]
+    time.sleep(max(0.0, written + 16 - time.time()))
+    run_stream(wh, "md2", "s1")
+    found = rows(wh, "select `_wstart`, s from out1 order by `_wstart`")
+    assert [(int(start.timestamp() * 1000), s) for start, s in found] == [(1648791210000, 1), (1648791220000, 2)]
+
+
 def test_force_window_close_with_fill_writes_each_group_s_windows_after_their_end(wh):
     """tsim ``streamFwcIntervalFill.sim``, step 1: FORCE_WINDOW_CLOSE with FILL(VALUE, ...) over a
     supertable partitioned by tbname and a tag. The rows are written 3 to 5.3 s ahead of the clock;

@@ -116,10 +116,12 @@ def pending_windows(runtime: StreamRuntime, stored: StoredStream, state: StreamS
 
 def detect_windows(runtime: StreamRuntime, stored: StoredStream, state: StreamState,
                    say: Callable[[str], None]) -> None:
-    """Run the detector until it has read the trigger table as it is now."""
+    """Run the detector until it has read the trigger table as it is now, and its processing-time
+    timeouts that are due have fired (MAX_DELAY, FORCE_WINDOW_CLOSE, CONTINUOUS_WINDOW_CLOSE): a run
+    after the delay writes what the live detector would have, new rows or not."""
     plan = trigger_plan(runtime)
     say(f"detecting windows on {plan.table}")
-    found = detector.Detector(plan, detector_options(stored, state), timeouts=False)
+    found = detector.Detector(plan, detector_options(stored, state), timeouts=True)
     batches = found.run_available()
     say(f"{batches} detector batch(es) up to version {found.position}")
 
