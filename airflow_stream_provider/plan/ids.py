@@ -48,8 +48,7 @@ def stream_dag_ids(db: str, name: str) -> tuple[str, str]:
     db, name = db.lower(), name.lower()
     main = f"stream__{db}__{name}"
     if not (_PLAIN.fullmatch(db) and _PLAIN.fullmatch(name) and len(main + _RECALC) <= 250):
-        digest = hashlib.sha256(f"{db}\0{name}".encode()).hexdigest()[:_DIGEST]
-        main = f"stream__{_part(db, 40)}__{_part(name, 150)}__{digest}"
+        main = f"stream__{_part(db, 40)}__{_part(name, 150)}__{_digest(db, name)}"
     return main, main + _RECALC
 
 
@@ -67,6 +66,10 @@ def stream_tag(db: str, name: str) -> str:
     tag = f"stream:{db}.{name}"
     if len(tag) <= TAG_LIMIT:
         return tag
-    digest = hashlib.sha256(f"{db}\0{name}".encode()).hexdigest()[:_DIGEST]
     head = f"stream:{db}."
-    return f"{head}{name[:TAG_LIMIT - len(head) - _DIGEST - 1]}.{digest}"
+    return f"{head}{name[:TAG_LIMIT - len(head) - _DIGEST - 1]}.{_digest(db, name)}"
+
+
+def _digest(db: str, name: str) -> str:
+    """12 hex digits of the SHA-256 of a stream's exact (lower-case) names: a hashed id's or tag's end."""
+    return hashlib.sha256(f"{db}\0{name}".encode()).hexdigest()[:_DIGEST]
