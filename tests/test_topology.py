@@ -1,9 +1,11 @@
 """The scaled-out topology at once, every piece a real server started here as local processes on
 127.0.0.1: a Spark standalone master with two workers, the stream node as the cluster's driver,
 MinIO holding the warehouse, PostgreSQL as Airflow's metadata database, Redis as the Celery broker,
-and Airflow's api-server, scheduler, dag-processor, triggerer and two Celery workers.
+and Airflow's api-server, scheduler, dag-processor, triggerer and two Celery workers, with users of
+Airflow's simple auth manager. None of these processes carries a secret on its command line (the
+stream node's own are checked in tests/spark_node/test_node.py).
 
-A window stream (INTERVAL(1m) per meter, notifying a WebSocket receiver) and a PERIOD(10s) stream run
+A window stream (INTERVAL(1m) per meter, notifying a WebSocket receiver) and a PERIOD(30s) stream run
 their DAGs with their tasks in the triggerer, the node computing; a recalculation of the window
 stream (RECALCULATE STREAM: backfill runs) runs its tasks on the Celery workers, which reach the node
 over Spark Connect and start no JVM. Rows are written; in the middle one Spark worker is killed
@@ -25,7 +27,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from deltalake import DeltaTable
 
 from airflow_stream_provider import statements
 from airflow_stream_provider.local_airflow import LocalAirflow
@@ -33,18 +34,15 @@ from airflow_stream_provider.local_servers import Minio, Postgres, Redis
 from airflow_stream_provider.processes import free_port, wait_for
 from airflow_stream_provider.spark import standalone
 from airflow_stream_provider.warehouse import Warehouse
+from tests import process_tree
 from tests.notify.conftest import ReceiverProcess, events_of
 from tests.spark_node.test_node import cli
+from tests.tables import delta_rows
 
 pytestmark = [pytest.mark.spark, pytest.mark.airflow, pytest.mark.topology]
 
 METERS = ("m1", "m2", "m3")
 START = datetime(2025, 1, 1, tzinfo=UTC)
-
-
-def table_rows(url: str, columns: list[str]) -> list[dict]:
-    """A table's rows, read from the object store with the Delta kernel."""
-    return DeltaTable(url).to_pyarrow_table(columns=columns).to_pylist()
 
 
 def readings(minutes: range) -> list[tuple[str, datetime, float]]:
@@ -76,7 +74,7 @@ def oracle(written: list[tuple[str, datetime, float]]) -> dict[tuple[str, str], 
 def outputs(url: str) -> list[tuple[str, str, float, int]]:
     # tag_tbname: the partition's tbname, the tag of the output's subtables
     return [(r["tag_tbname"], r["ts"].strftime("%H:%M"), round(r["a"], 6), r["n"])
-            for r in table_rows(url, ["tag_tbname", "ts", "a", "n"])]
+            for r in delta_rows(url, ["tag_tbname", "ts", "a", "n"])]
 
 
 def jvms_of(airflow: LocalAirflow) -> list[int]:
@@ -134,8 +132,12 @@ def test_the_scaled_out_topology_loses_and_duplicates_nothing(tmp_path, monkeypa
             monkeypatch.setenv(key, value)
         avg_out, tick_out = minio.url("topology/power/avg_out"), minio.url("topology/power/tick_out")
         # the node (waiting for the cluster's executors) and Airflow start side by side
+        users = {"admin": ("admin", "admin-pw-7f3a"), "viewer": ("viewer", "v-pw-91c2")}
         airflow = LocalAirflow(tmp_path / "airflow", stream_home, database=postgres.url, celery=redis.url,
-                               workers=2, parallelism=6)
+                               workers=2, parallelism=6, users=users)
+        # this process's calls to Airflow's API (RECALCULATE STREAM) go as the admin
+        monkeypatch.setenv("AIRFLOW_STREAM_API_USER", "admin")
+        monkeypatch.setenv("AIRFLOW_STREAM_API_PASSWORD", users["admin"][1])
         # a task whose worker was killed is failed (and retried) after this long without a heartbeat
         airflow.env["AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT"] = "30"
         monkeypatch.setenv("AIRFLOW_STREAM_API_URL", airflow.url)
@@ -148,6 +150,13 @@ def test_the_scaled_out_topology_loses_and_duplicates_nothing(tmp_path, monkeypa
                 started = node.result()
                 node_started = started.returncode == 0
         assert node_started, started.stdout + started.stderr
+        # no process started here carries a secret on its command line, which `ps` shows every local user
+        secrets = [minio.secret_key, airflow.env["AIRFLOW__API_AUTH__JWT_SECRET"], *(pw for _, pw in users.values())]
+        pids = [p for server in servers if server.process for p in process_tree.tree(server.process.pid)]
+        pids += [p for process in cluster.processes for p in process_tree.tree(process.pid)]
+        pids += [p for name in airflow.processes for p in airflow.tree(name)]
+        assert len(pids) >= 3 + 3 + 7
+        assert process_tree.holding(pids, *secrets) == []
         made = cli(stream_home, "sql", f"""
             CREATE DATABASE power; USE power;
             CREATE STABLE meters (ts TIMESTAMP, v DOUBLE) TAGS (site VARCHAR(16));
@@ -156,7 +165,7 @@ def test_the_scaled_out_topology_loses_and_duplicates_nothing(tmp_path, monkeypa
             CREATE STREAM avg1m INTERVAL(1m) SLIDING(1m) FROM meters PARTITION BY tbname
               NOTIFY('{receiver.url}') ON (WINDOW_CLOSE) INTO avg_out
               AS SELECT _twstart ts, avg(v) AS a, count(*) AS n FROM %%trows;
-            CREATE STREAM tick PERIOD(10s) INTO tick_out
+            CREATE STREAM tick PERIOD(30s) INTO tick_out
               AS SELECT cast(_tlocaltime / 1000000 AS timestamp) ts, count(*) AS c FROM meters;
         """)
         assert made.returncode == 0, made.stdout + made.stderr
@@ -198,8 +207,8 @@ def test_the_scaled_out_topology_loses_and_duplicates_nothing(tmp_path, monkeypa
         assert len(closes) == len(want) and max(closes.values()) == 1, closes
 
         # the PERIOD stream's instants, computed by the node
-        ticks = wait_for(lambda: table_rows(tick_out, ["ts"]), 240, "the PERIOD instants\n" + airflow.log("scheduler"))
-        assert all(r["ts"].second % 10 == 0 for r in ticks)  # instants of PERIOD(10s)
+        ticks = wait_for(lambda: delta_rows(tick_out, ["ts"]), 240, "the PERIOD instants\n" + airflow.log("scheduler"))
+        assert all(r["ts"].second % 30 == 0 for r in ticks)  # instants of PERIOD(30s)
         assert len({r["ts"] for r in ticks}) == len(ticks)
 
         # the recalculation's tasks ran on the Celery workers, and none started a JVM: they reach the

@@ -1,7 +1,7 @@
 """End to end with real Airflow components (db migrate, api-server, scheduler, dag-processor,
 triggerer; LocalExecutor, parallelism 4), real Spark and Delta.
 
-A PERIOD stream counts rows every 10 s; an INTERVAL(1m) stream averages meter values and notifies
+A PERIOD stream counts rows every 30 s; an INTERVAL(1m) stream averages meter values and notifies
 a real WebSocket receiver of each closed window; two streams in TDengine's syntax before 3.3.7
 run beside them, a window stream that recalculates expired rows (IGNORE EXPIRED 0) and a stream
 without a window that writes each row at once; an IoTDB continuous query recomputes a past range
@@ -32,6 +32,7 @@ from airflow_stream_provider.streams.store import StreamStore
 from airflow_stream_provider.warehouse import Warehouse
 from tests.iotdb.test_triggers import FILES as TRIGGER_FILES
 from tests.notify.conftest import ReceiverProcess, events_of
+from tests.tables import table_rows
 
 pytestmark = [pytest.mark.spark, pytest.mark.airflow]
 
@@ -69,7 +70,7 @@ def test_streams_run_as_airflow_dags(spark, tmp_path, monkeypatch):
           NOTIFY('{receiver.url}') ON (WINDOW_CLOSE)
           INTO avg1m_out
           AS SELECT _twstart ts, avg(v) AS a, count(*) AS n FROM %%trows;
-        CREATE STREAM tick PERIOD(10s) INTO tick_out
+        CREATE STREAM tick PERIOD(30s) INTO tick_out
           AS SELECT cast(_tlocaltime / 1000000 AS timestamp) ts, count(*) AS c FROM meters;
         CREATE STREAM legacy_avg IGNORE EXPIRED 0 IGNORE UPDATE 0 INTO legacy_avg_out
           AS SELECT _wstart, avg(v) a, count(*) n FROM m1 INTERVAL(1m);
@@ -89,7 +90,7 @@ def test_streams_run_as_airflow_dags(spark, tmp_path, monkeypatch):
         list(statements.run(wh, "INSERT INTO m1 VALUES ('2025-01-01 00:00:10', 1) ('2025-01-01 00:00:50', 3) "
                     "('2025-01-01 00:01:30', 8) ('2025-01-01 00:02:05', 4)"))
         # [00:00, 00:01): avg(1, 3) = 2 over 2 rows; [00:01, 00:02): 8 over 1; [00:02, 00:03) stays open
-        done = wait_for(lambda: len(rows(wh, "SELECT * FROM avg1m_out")) >= 2, 240,
+        done = wait_for(lambda: len(table_rows(wh, "power", "avg1m_out")) >= 2, 240,
                         "the window stream's outputs\n" + airflow.log("scheduler"))
         assert done
         out = {r["ts"].strftime("%H:%M"): (r["a"], r["n"]) for r in rows(wh, "SELECT * FROM avg1m_out")}
@@ -102,13 +103,13 @@ def test_streams_run_as_airflow_dags(spark, tmp_path, monkeypatch):
             ("WINDOW_CLOSE", 0, 2.0), ("WINDOW_CLOSE", 60_000, 8.0)]
         # the legacy streams, run by their DAGs like any stream: the same closed windows; each row
         # passing WHERE once, doubled
-        wait_for(lambda: len(rows(wh, "SELECT * FROM legacy_avg_out")) >= 2, 180, "the legacy window stream")
+        wait_for(lambda: len(table_rows(wh, "power", "legacy_avg_out")) >= 2, 180, "the legacy window stream")
         legacy = {r["_wstart"].strftime("%H:%M"): (r["a"], r["n"]) for r in rows(wh, "SELECT * FROM legacy_avg_out")}
         assert legacy == {"00:00": (2.0, 2), "00:01": (8.0, 1)}
-        wait_for(lambda: len(rows(wh, "SELECT * FROM doubled_out")) >= 3, 180, "the legacy stream without a window")
+        wait_for(lambda: len(table_rows(wh, "power", "doubled_out")) >= 3, 180, "the legacy stream without a window")
         assert sorted(r["d"] for r in rows(wh, "SELECT * FROM doubled_out")) == [6.0, 8.0, 16.0]
-        ticks = wait_for(lambda: rows(wh, "SELECT * FROM tick_out"), 120, "the PERIOD stream's output")
-        assert all(r["ts"].second % 10 == 0 for r in ticks)  # instants of PERIOD(10s)
+        ticks = wait_for(lambda: table_rows(wh, "power", "tick_out"), 120, "the PERIOD stream's output")
+        assert all(r["ts"].second % 30 == 0 for r in ticks)  # instants of PERIOD(30s)
         # each run's committing try is recorded with its progress, as Airflow numbers them (from 1): a
         # try left running after its supervisor died finds a later one there and does nothing
         tries = wait_for(lambda: StreamStore(stream_home).load_state("power", "tick").committed_tries, 60,
@@ -124,7 +125,7 @@ def test_streams_run_as_airflow_dags(spark, tmp_path, monkeypatch):
         assert len(rows(wh, "SELECT * FROM avg1m_out")) == 2  # stopped: [00:02, 00:03) is not computed
         message = list(statements.run(wh, "START STREAM avg1m"))[-1].message
         assert "unpaused" in message
-        wait_for(lambda: len(rows(wh, "SELECT * FROM avg1m_out")) >= 3, 180, "the window after START")
+        wait_for(lambda: len(table_rows(wh, "power", "avg1m_out")) >= 3, 180, "the window after START")
         out = {r["ts"].strftime("%H:%M"): (r["a"], r["n"]) for r in rows(wh, "SELECT * FROM avg1m_out")}
         assert out["00:02"] == (4.0, 1)  # written while stopped, processed as history after START
 
@@ -145,16 +146,22 @@ def test_streams_run_as_airflow_dags(spark, tmp_path, monkeypatch):
         assert cli.returncode == 0, cli.stderr[-2000:]
         # [00:00, 00:01): avg(1, 3, 11) = 5 over 3 rows; [00:01, 00:02): avg(8, 2) = 5 over 2
         expected = {"00:00": (5.0, 3), "00:01": (5.0, 2), "00:02": (4.0, 1)}
-        wait_for(lambda: {r["ts"].strftime("%H:%M"): (r["a"], r["n"]) for r in rows(wh, "SELECT * FROM avg1m_out")}
+        wait_for(lambda: {r["ts"].strftime("%H:%M"): (r["a"], r["n"]) for r in table_rows(wh, "power", "avg1m_out")}
                  == expected, 300, "the recalculation backfills\n" + airflow.log("scheduler"))
-        runs = airflow.api("/api/v2/dags/stream__power__avg1m__recalc/dagRuns")["dag_runs"]
-        assert sorted((r["run_type"], r["state"]) for r in runs) == [("backfill", "success")] * 2
+        # the outputs are committed before the task ends and its run is marked done
+        def ended() -> list[tuple[str, str]]:
+            runs = airflow.api("/api/v2/dags/stream__power__avg1m__recalc/dagRuns")["dag_runs"]
+            return [] if any(r["state"] in ("queued", "running") for r in runs) else [
+                (r["run_type"], r["state"]) for r in runs]
+
+        runs = wait_for(ended, 60, "the recalculation runs to end", every=2)
+        assert sorted(runs) == [("backfill", "success")] * 2
         # the legacy window stream recalculated the same late rows live (IGNORE EXPIRED 0), and the
         # stream without a window wrote the one of them passing WHERE
         wait_for(lambda: {r["_wstart"].strftime("%H:%M"): (r["a"], r["n"])
-                          for r in rows(wh, "SELECT * FROM legacy_avg_out")} == expected, 180,
+                          for r in table_rows(wh, "power", "legacy_avg_out")} == expected, 180,
                  "the legacy stream's recalculation")
-        wait_for(lambda: sorted(r["d"] for r in rows(wh, "SELECT * FROM doubled_out")) == [6.0, 8.0, 12.0, 16.0, 22.0],
+        wait_for(lambda: sorted(r["d"] for r in table_rows(wh, "power", "doubled_out")) == [6.0, 8.0, 12.0, 16.0, 22.0],
                  180, "the late rows of the stream without a window")
 
         # an IoTDB continuous query is a DAG of its own timetable; a backfill recomputes a past range:
@@ -162,7 +169,8 @@ def test_streams_run_as_airflow_dags(spark, tmp_path, monkeypatch):
         # maxima of the 1-minute windows with rows, 5 at 00:00 and 9 at 00:01
         cli = backfill_create(airflow, "stream__root__cq_e2e", "2025-01-01T00:00:00+00:00", "2025-01-01T00:00:00+00:00")
         assert cli.returncode == 0, cli.stderr[-2000:]
-        maxima = wait_for(lambda: rows(wh, "SELECT temp_max FROM root.farm.t1"), 240, "the continuous query's backfill")
+        maxima = wait_for(lambda: rows(wh, "SELECT temp_max FROM root.farm.t1"), 240, "the continuous query's backfill",
+                          every=3)
         assert [(r["Time"].strftime("%H:%M"), r["root.farm.t1.temp_max"]) for r in maxima] == [
             ("00:00", 5.0), ("00:01", 9.0)]
         # the Airflow task's write fired the insert trigger on the CQ's target, in the task's process

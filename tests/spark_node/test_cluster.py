@@ -18,6 +18,7 @@ from airflow_stream_provider.spark.session import spark_session
 from airflow_stream_provider.streams.store import StreamStore
 from airflow_stream_provider.warehouse import Warehouse
 from tests.spark_node.test_node import cli
+from tests.tables import table_rows
 
 pytestmark = pytest.mark.spark
 
@@ -77,8 +78,7 @@ def test_a_stream_started_on_local_goes_on_on_the_cluster(cluster, tmp_path, spa
     store = StreamStore()
 
     def totals(table: str) -> list[tuple]:
-        result = list(statements.run(wh, f"SELECT ts, total FROM {table} ORDER BY ts"))[-1].table
-        return [(str(r["ts"])[:19], r["total"]) for r in result.to_pylist()]
+        return sorted((str(r["ts"])[:19], r["total"]) for r in table_rows(wh, "mv", table, ["ts", "total"]))
 
     assert cli(home, "node", "start", "--port", str(port)).returncode == 0
     try:

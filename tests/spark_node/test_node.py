@@ -22,6 +22,7 @@ from airflow_stream_provider.spark import endpoint, session
 from airflow_stream_provider.triggers import CheckpointCommitTrigger
 from airflow_stream_provider.warehouse import Warehouse
 from tests import process_tree
+from tests.tables import table_rows
 
 pytestmark = pytest.mark.spark
 
@@ -363,8 +364,8 @@ def _minute_stream(home: Path, spark, db: str):
     while time.monotonic() < deadline and not stored.detector_path.exists():
         time.sleep(0.5)
 
-    def totals() -> list[float]:
-        return sorted(r["total"] for r in list(statements.run(wh, "SELECT total FROM s_out"))[-1].table.to_pylist())
+    def totals() -> list[float]:  # polled: read with the kernel, sparing this process's JVM
+        return sorted(r["total"] for r in table_rows(wh, db, "s_out", ["total"]))
 
     return wh, stored, dag.get_task("compute"), totals
 
@@ -600,6 +601,9 @@ def test_the_node_computes_legacy_streams_as_their_rows_come(running_node, spark
     def rows(query: str) -> list[dict]:
         return list(statements.run(wh, query))[-1].table.to_pylist()
 
+    def out(table: str) -> list[dict]:  # polled: read with the kernel, sparing this process's JVM
+        return table_rows(wh, "old", table)
+
     def wait(check, what: str, timeout: float = 120) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and not check():
@@ -614,18 +618,18 @@ def test_the_node_computes_legacy_streams_as_their_rows_come(running_node, spark
         CREATE STREAM clock TRIGGER FORCE_WINDOW_CLOSE INTO clock_out AS SELECT _wstart, count(*) c FROM m
           INTERVAL(5s) FILL(NULL)"""))
     list(statements.run(wh, "INSERT INTO m VALUES ('2025-01-01 00:00:10', 1) ('2025-01-01 00:00:50', 3)"))
-    wait(lambda: [r["c"] for r in rows("SELECT c FROM at_once_out")] == [2], "AT_ONCE's open window")
-    wait(lambda: [r["v10"] for r in rows("SELECT v10 FROM each_row_out")] == [30], "the stream without a window")
-    wait(lambda: [r["c"] for r in rows("SELECT c FROM delayed_out")] == [2], "MAX_DELAY's open session")
+    wait(lambda: [r["c"] for r in out("at_once_out")] == [2], "AT_ONCE's open window")
+    wait(lambda: [r["v10"] for r in out("each_row_out")] == [30], "the stream without a window")
+    wait(lambda: [r["c"] for r in out("delayed_out")] == [2], "MAX_DELAY's open session")
     first = rows("SELECT at FROM delayed_out")[0]["at"]
     time.sleep(8)  # more than the delay, no new rows: not written again
     assert rows("SELECT at FROM delayed_out")[0]["at"] == first
     list(statements.run(wh, "INSERT INTO m VALUES ('2025-01-01 00:00:55', 5)"))
-    wait(lambda: [r["c"] for r in rows("SELECT c FROM at_once_out")] == [3], "AT_ONCE's window again")
-    wait(lambda: rows("SELECT c FROM delayed_out")[0]["c"] == 3, "MAX_DELAY after new rows")
+    wait(lambda: [r["c"] for r in out("at_once_out")] == [3], "AT_ONCE's window again")
+    wait(lambda: out("delayed_out")[0]["c"] == 3, "MAX_DELAY after new rows")
     # the wall-clock windows: the group appears with the rows above, then each 5 s window closes,
     # empty ones with NULL
-    wait(lambda: len(rows("SELECT c FROM clock_out")) >= 3, "FORCE_WINDOW_CLOSE's windows", timeout=90)
+    wait(lambda: len(out("clock_out")) >= 3, "FORCE_WINDOW_CLOSE's windows", timeout=90)
     assert None in [r["c"] for r in rows("SELECT c FROM clock_out")]
     starts = sorted(r["_wstart"] for r in rows("SELECT _wstart FROM clock_out"))
     assert all(s.timestamp() % 5 == 0 for s in starts) and len(set(starts)) == len(starts)
