@@ -97,7 +97,7 @@ def snapshot(path: str, version: int | None) -> Snapshot:
             return found
         table = _table_at(path, version)
         features = features_of(table)
-        found = Snapshot(table.version(), _logical_stats(pa.table(table.get_add_actions(flatten=True)), features),
+        found = Snapshot(table.version(), logical_stats(pa.table(table.get_add_actions(flatten=True)), features),
                          T.StructType.fromJson(json.loads(table.schema().to_json())),
                          pa.schema(table.schema().to_arrow()),
                          not table.metadata().partition_columns and features.plain_files, features)
@@ -108,7 +108,7 @@ def snapshot(path: str, version: int | None) -> Snapshot:
         return found
 
 
-def _logical_stats(files: pa.Table, features: TableFeatures) -> pa.Table:
+def logical_stats(files: pa.Table, features: TableFeatures) -> pa.Table:
     """The add actions' statistics columns (``min.<column>``...) named by the logical column names: a
     column-mapped table's statistics name the columns as its files do."""
     physical = features.physical_names
@@ -205,7 +205,11 @@ def rows(path: str, version: int, columns: Sequence[str] | None = None) -> pa.Ta
     by the kernel: deletion vectors applied, columns by their logical names."""
     from deltalake import DeltaTable
 
-    table = DeltaTable(path, version=version)
+    return table_rows(DeltaTable(path, version=version), columns)
+
+
+def table_rows(table: Any, columns: Sequence[str] | None = None) -> pa.Table:
+    """The rows of a kernel ``DeltaTable`` at the version it holds, as :func:`rows` reads them."""
     if features_of(table).pyarrow_reads:
         return plain_strings(table.to_pyarrow_table(columns=None if columns is None else list(columns)))
     read = table.scan(columns=None if columns is None else list(columns))
