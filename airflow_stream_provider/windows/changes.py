@@ -223,9 +223,12 @@ class ChangeFeed:
                 if "://" not in name and not storage.exists(storage.join(self.path, unquote(name)))]
 
     def files(self, version: int) -> int:
-        """How many data files version ``version`` adds or changes (an admission limit counts these)."""
+        """How many data files version ``version`` adds or changes (an admission limit counts these);
+        a compaction's files (``dataChange=false``) hold no change and are not counted."""
         text = storage.read_text(storage.join(self.path, "_delta_log", f"{version:020d}.json"))
-        return sum(1 for line in text.splitlines() if line and next(iter(json.loads(line))) in ("add", "cdc"))
+        actions = [json.loads(line) for line in text.splitlines() if line]
+        return sum(1 for action in actions if "cdc" in action
+                   or ("add" in action and action["add"].get("dataChange", True)))
 
 
 def spark_changes(path: Location, version: int) -> pa.Table:

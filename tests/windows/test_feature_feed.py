@@ -54,6 +54,7 @@ def test_compaction_changes_nothing_and_an_added_column_reads_as_null_before(tab
     feed = ChangeFeed(table)
     assert feed.latest() == 4
     assert feed.changes(2, 2) is None  # the compaction: no change, nothing fires again
+    assert [feed.files(v) for v in (1, 2, 3)] == [1, 0, 1]  # nor counts toward MAX_FILES_PER_TRIGGER
     changes = feed.changes(1, 4)
     got = [(r["_commit_version"], r["v"], r["extra"], r["_change_type"]) for r in changes.to_pylist()]
     assert got == [(1, 3, None, "insert"), (3, 4, 0.5, "insert"), (4, 2, None, "delete")]
