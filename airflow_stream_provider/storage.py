@@ -198,6 +198,15 @@ def delete(location: Location) -> None:
         filesystem.delete_file(key)
 
 
+def exists(location: Location) -> bool:
+    """Whether a file or object is there."""
+    if not is_remote(location):
+        return Path(location).exists()
+    from pyarrow import fs
+
+    return _filesystem().get_file_info(str(location).removeprefix(REMOTE)).type != fs.FileType.NotFound
+
+
 def names(location: Location) -> list[str]:
     """The names in a folder or directly under a prefix; FileNotFoundError when there is nothing."""
     if not is_remote(location):

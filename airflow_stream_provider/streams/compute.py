@@ -194,7 +194,7 @@ class Compute:
         A live window reads a few rows of a table just written to. Spark would first rebuild the
         table's snapshot at the new version (a job of its own); the files' statistics tell which
         few to read. None: the rows are too many, or the table needs Spark (skipped versions,
-        features delta-rs cannot read).
+        features neither delta-rs nor its kernel scan reads).
         """
         from deltalake.exceptions import DeltaError
 
@@ -229,9 +229,9 @@ class Compute:
             inside = pc.greater_equal(rows[ts], lo)
             rows = rows.filter(inside if hi is None else pc.and_(inside, pc.less_equal(rows[ts], hi)))
         else:
-            try:
-                dataset = snapshots.dataset(src.path, snapshot.version)
-            except DeltaError as err:  # a table feature the kernel cannot read (deletion vectors)
+            try:  # (deletion vectors, column mapping: the kernel's scan reads the span)
+                dataset = snapshots.dataset(src.path, snapshot.version, between=(ts, *bounds))
+            except DeltaError as err:  # a table feature the kernel cannot read
                 log.info("reading %%trows with Spark: %s", err)
                 return None
             inside = pds.field(ts) >= lo

@@ -172,14 +172,20 @@ def max_event_time(table: str | Path, ts_column: str) -> datetime | None:
 
 
 def _max_time(dt: DeltaTable, ts_column: str) -> datetime | None:
-    actions = pa.table(dt.get_add_actions(flatten=True))
+    # statistics by logical names, rows by the kernel's scan: a table with column mapping or deletion
+    # vectors is not its files as they are (the snapshot reader needs pyspark's types: imported here,
+    # as the triggerer imports this module)
+    from airflow_stream_provider.warehouse import snapshots
+    from airflow_stream_provider.warehouse.features import features_of
+
+    actions = snapshots.logical_stats(pa.table(dt.get_add_actions(flatten=True)), features_of(dt))
     key = f"max.{ts_column}"
     if actions.num_rows == 0:
         return None
     if key in actions.schema.names and actions.column(key).null_count == 0:
         values = [v for v in actions.column(key).to_pylist() if v is not None]
     else:
-        values = [pc.max(dt.to_pyarrow_table(columns=[ts_column]).column(ts_column)).as_py()]
+        values = [pc.max(snapshots.table_rows(dt, [ts_column]).column(ts_column)).as_py()]
     values = [v for v in values if v is not None]
     if not values:
         return None

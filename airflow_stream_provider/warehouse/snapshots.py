@@ -5,6 +5,10 @@ A live stream reads a few rows of a table just written to at each new version. S
 rebuild the table's snapshot at the new version (a job of its own); the kernel reaches a new version
 from the one it holds by reading the log entries since, and a version's files and schema, like a data
 file's rows, never change once written, so each is read once however many streams ask for it.
+
+A table whose files pyarrow cannot read as they are (deletion vectors, column mapping, v2 checkpoints:
+:mod:`.features`) is read by the kernel's own scan, which applies deletion vectors and reads columns
+by their logical names; its file statistics are named by logical names here too.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import logging
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
@@ -26,6 +31,7 @@ from pyspark.sql import types as T
 
 from airflow_stream_provider.storage import is_remote
 from airflow_stream_provider.warehouse import writer
+from airflow_stream_provider.warehouse.features import TableFeatures, features_of
 
 log = logging.getLogger(__name__)
 
@@ -33,14 +39,16 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class Snapshot:
     """What a reader of a table's few rows needs of a table's version: its files (add actions with
-    statistics), its schema as Spark and Arrow type it, and whether its files are plain Parquet (no
-    partitions, column mapping or deletion vectors: reader version 1)."""
+    statistics, named by the columns' logical names), its schema as Spark and Arrow type it, whether its
+    files are plain Parquet (no partitions, column mapping or deletion vectors: reader version 1), and
+    its protocol and configuration."""
 
     version: int
     files: pa.Table
     schema: T.StructType
     arrow_schema: pa.Schema
     plain: bool
+    features: TableFeatures
 
 
 #: the kernel's table kept per path, at the latest version read, with what identified that
@@ -88,15 +96,30 @@ def snapshot(path: str, version: int | None) -> Snapshot:
             _snapshots.move_to_end(key)
             return found
         table = _table_at(path, version)
-        found = Snapshot(table.version(), pa.table(table.get_add_actions(flatten=True)),
+        features = features_of(table)
+        found = Snapshot(table.version(), logical_stats(pa.table(table.get_add_actions(flatten=True)), features),
                          T.StructType.fromJson(json.loads(table.schema().to_json())),
                          pa.schema(table.schema().to_arrow()),
-                         not table.metadata().partition_columns and table.protocol().min_reader_version < 2)
+                         not table.metadata().partition_columns and features.plain_files, features)
         if key is not None:
             _snapshots[key] = found
         while len(_snapshots) > _SNAPSHOTS_KEPT:
             _snapshots.popitem(last=False)
         return found
+
+
+def logical_stats(files: pa.Table, features: TableFeatures) -> pa.Table:
+    """The add actions' statistics columns (``min.<column>``...) named by the logical column names: a
+    column-mapped table's statistics name the columns as its files do."""
+    physical = features.physical_names
+    if not physical:
+        return files
+    logical = {v: k for k, v in physical.items()}
+    names = []
+    for name in files.column_names:
+        stat, _, column = name.partition(".")
+        names.append(f"{stat}.{logical[column]}" if column in logical else name)
+    return files.rename_columns(names)
 
 
 def table_scan(path: str, limit: int) -> pds.Dataset | None:
@@ -118,7 +141,7 @@ def table_scan(path: str, limit: int) -> pds.Dataset | None:
         return pds.dataset(names, format="parquet", schema=found.arrow_schema)
     try:
         return dataset(path, found.version)
-    except DeltaError as err:  # a table feature the kernel cannot read (deletion vectors)
+    except DeltaError as err:  # a table feature the kernel cannot read
         log.info("reading %s with Spark: %s", path, err)
         return None
 
@@ -159,8 +182,66 @@ def file_rows(names: Sequence[str], schema: pa.Schema) -> pa.Table:
     return pa.concat_tables(parts) if parts else schema.empty_table()
 
 
-def dataset(path: str, version: int) -> pds.Dataset:
-    """The table at ``path`` as of ``version`` as an Arrow dataset, read by the kernel."""
+def dataset(path: str, version: int, *, between: tuple[str, datetime | None, datetime | None] | None = None,
+            columns: Sequence[str] | None = None) -> pds.Dataset:
+    """The table at ``path`` as of ``version`` as an Arrow dataset, read by the kernel.
+
+    :param between: (a time column, its lowest and highest value, either None for no bound): only
+        rows in that span need be in the dataset. A table pyarrow reads as its files is a dataset of
+        them, filtered by its caller; the others are read by the kernel's scan now, with the span as
+        its predicate, into a dataset in memory.
+    :param columns: the columns the caller reads (None: all)."""
     with _snapshots_lock:
-        return _table_at(path, version).to_pyarrow_dataset()
+        table = _table_at(path, version)
+        if features_of(table).pyarrow_reads:
+            return table.to_pyarrow_dataset()
+        read = table.scan(columns=None if columns is None else list(columns),
+                          predicate=None if between is None else _span(*between))
+        return pds.dataset(plain_strings(pa.RecordBatchReader.from_stream(read).read_all()))
+
+
+def rows(path: str, version: int, columns: Sequence[str] | None = None) -> pa.Table:
+    """The rows of the table at ``path`` as of ``version`` (a history fill: the table as it is), read
+    by the kernel: deletion vectors applied, columns by their logical names."""
+    from deltalake import DeltaTable
+
+    return table_rows(DeltaTable(path, version=version), columns)
+
+
+def table_rows(table: Any, columns: Sequence[str] | None = None) -> pa.Table:
+    """The rows of a kernel ``DeltaTable`` at the version it holds, as :func:`rows` reads them."""
+    if features_of(table).pyarrow_reads:
+        return plain_strings(table.to_pyarrow_table(columns=None if columns is None else list(columns)))
+    read = table.scan(columns=None if columns is None else list(columns))
+    return plain_strings(pa.RecordBatchReader.from_stream(read).read_all())
+
+
+def _span(column: str, low: datetime | None, high: datetime | None) -> str | None:
+    """The kernel scan's predicate (DataFusion SQL) for ``low <= column <= high``. A bound is an
+    instant written in UTC: a ``timestamp_ntz`` column compares its wall clock with it as UTC."""
+    quoted = '"' + column.replace('"', '""') + '"'
+    parts = [f"{quoted} {op} '{_utc(b)}'" for op, b in ((">=", low), ("<=", high)) if b is not None]
+    return " AND ".join(parts) or None
+
+
+def _utc(value: datetime) -> str:
+    aware = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+    return aware.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def plain_strings(table: pa.Table) -> pa.Table:
+    """The kernel scans strings as ``string_view`` and partitions as dictionaries: plain strings and
+    values, which every Arrow and pandas operation takes."""
+    fields = []
+    changed = False
+    for field in table.schema:
+        kind = field.type
+        if pa.types.is_dictionary(kind):
+            kind, changed = kind.value_type, True
+        if pa.types.is_string_view(kind):
+            kind, changed = pa.string(), True
+        elif pa.types.is_binary_view(kind):
+            kind, changed = pa.binary(), True
+        fields.append(pa.field(field.name, kind))
+    return table.cast(pa.schema(fields)) if changed else table
 

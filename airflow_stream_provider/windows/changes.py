@@ -6,6 +6,13 @@ it added and removed) and kept while the streams behind it still need them, so t
 table cost one read per commit, not twenty. New versions are found by the name of the table's next
 log entry (a ``stat`` every few tens of milliseconds on a local table; the kernel's log listing on an
 object store), and the streams waiting on the feed are woken when one lands.
+
+Table features (:mod:`~airflow_stream_provider.warehouse.features`): the kernel's change feed applies
+deletion vectors (a row deleted through one is a ``delete``) and gives no change for a commit whose
+actions are all ``dataChange=false`` (OPTIMIZE, compaction, REORG ... PURGE), so those fire nothing
+again. It refuses column mapping: the change feed of a column-mapped table is read by Spark, a version
+at a time. A version whose files VACUUM removed cannot be read by either: the read fails with an error
+that says so (:func:`vacuumed`), never with fewer rows.
 """
 
 from __future__ import annotations
@@ -23,8 +30,13 @@ import pyarrow as pa
 if TYPE_CHECKING:
     from deltalake import DeltaTable
 
+from urllib.parse import unquote
+
 from airflow_stream_provider import storage
 from airflow_stream_provider.storage import Location, is_remote
+from airflow_stream_provider.warehouse.catalog import WarehouseError
+from airflow_stream_provider.warehouse.features import features_of
+from airflow_stream_provider.warehouse.snapshots import plain_strings, rows
 
 #: how often a followed table's log is looked at for a new version (local tables; an object store's
 #: listing is slower and costs requests, so it is looked at every :data:`REMOTE_POLL_S`)
@@ -162,7 +174,7 @@ class ChangeFeed:
         parts = [p for p in parts if p.num_rows]
         if not parts:
             return None
-        return parts[0] if len(parts) == 1 else pa.concat_tables(parts, promote_options="default")
+        return parts[0] if len(parts) == 1 else pa.concat_tables(parts, promote_options="permissive")
 
     def _version(self, version: int) -> pa.Table:
         with self._read_lock:
@@ -174,8 +186,17 @@ class ChangeFeed:
             assert table is not None, f"{self.path}: version {version} of a table that is not there"
             if table.version() < version:
                 table.update_incremental()
-            read = pa.RecordBatchReader.from_stream(table.load_cdf(starting_version=version, ending_version=version))
-            changes = _plain_strings(read.read_all())
+            try:
+                if features_of(table).kernel_change_feed:
+                    read = table.load_cdf(starting_version=version, ending_version=version)
+                    changes = plain_strings(pa.RecordBatchReader.from_stream(read).read_all())
+                else:  # column mapping: the kernel's change feed refuses it
+                    changes = spark_changes(self.path, version)
+            except Exception as err:
+                gone = self.missing(version)
+                if gone:
+                    raise vacuumed(self.path, version, gone) from err
+                raise
             self._cache[version] = changes
             self._cached_bytes += changes.nbytes
             while len(self._cache) > CACHED_VERSIONS or (self._cached_bytes > CACHED_BYTES and len(self._cache) > 1):
@@ -184,34 +205,54 @@ class ChangeFeed:
             return changes
 
     def snapshot(self, version: int, columns: list[str]) -> pa.Table:
-        """The table's rows at ``version`` (FILL_HISTORY: the history a stream starts from)."""
-        from deltalake import DeltaTable
-
+        """The table's rows at ``version`` (FILL_HISTORY: the history a stream starts from), read by
+        the kernel: deletion vectors applied, columns by their logical names."""
         if self.remote:
             storage.export_credentials()
-        return _plain_strings(DeltaTable(str(self.path), version=version).to_pyarrow_table(columns=columns))
+        return rows(str(self.path), version, columns)
+
+    def missing(self, version: int) -> list[str]:
+        """The data and change files version ``version`` adds that are not there (VACUUM removed them)."""
+        try:
+            text = storage.read_text(storage.join(self.path, "_delta_log", f"{version:020d}.json"))
+        except FileNotFoundError:
+            return []
+        named = [action[kind]["path"] for action in map(json.loads, filter(None, text.splitlines()))
+                 for kind in ("add", "cdc") if kind in action]
+        return [name for name in named
+                if "://" not in name and not storage.exists(storage.join(self.path, unquote(name)))]
 
     def files(self, version: int) -> int:
-        """How many data files version ``version`` adds or changes (an admission limit counts these)."""
+        """How many data files version ``version`` adds or changes (an admission limit counts these);
+        a compaction's files (``dataChange=false``) hold no change and are not counted."""
         text = storage.read_text(storage.join(self.path, "_delta_log", f"{version:020d}.json"))
-        return sum(1 for line in text.splitlines() if line and next(iter(json.loads(line))) in ("add", "cdc"))
+        actions = [json.loads(line) for line in text.splitlines() if line]
+        return sum(1 for action in actions if "cdc" in action
+                   or ("add" in action and action["add"].get("dataChange", True)))
 
 
-def _plain_strings(table: pa.Table) -> pa.Table:
-    """The kernel scans strings as ``string_view`` and partitions as dictionaries: plain strings and
-    values, which every Arrow and pandas operation takes."""
-    fields = []
-    changed = False
-    for field in table.schema:
-        kind = field.type
-        if pa.types.is_dictionary(kind):
-            kind, changed = kind.value_type, True
-        if pa.types.is_string_view(kind):
-            kind, changed = pa.string(), True
-        elif pa.types.is_binary_view(kind):
-            kind, changed = pa.binary(), True
-        fields.append(pa.field(field.name, kind))
-    return table.cast(pa.schema(fields)) if changed else table
+def spark_changes(path: Location, version: int) -> pa.Table:
+    """Version ``version``'s changes read by Spark (the process's session), in the kernel's shape:
+    the table's columns, then ``_change_type``, ``_commit_version`` and ``_commit_timestamp``."""
+    from pyspark.sql import SparkSession
+
+    from airflow_stream_provider.spark.session import local_session
+
+    spark = SparkSession.getActiveSession() or local_session()
+    frame = (spark.read.format("delta").option("readChangeFeed", "true").option("startingVersion", version)
+             .option("endingVersion", version).load(str(path)))
+    return plain_strings(frame.toArrow())
+
+
+def vacuumed(path: Location, version: int, gone: list[str]) -> WarehouseError:
+    """The error of a read of a version whose files VACUUM removed: the stream is behind the table's
+    retention, and what it missed cannot be read as changes any more."""
+    return WarehouseError(
+        f"version {version} of the Delta table {path} cannot be read: {len(gone)} of its files are gone "
+        f"({gone[0]}...), removed by VACUUM after the stream last read the table",
+        hint="its changes cannot be read any more: make the stream again from the table's snapshot (DROP "
+             "STREAM, then CREATE STREAM ... FILL_HISTORY), or RECALCULATE STREAM the span they covered; keep "
+             "delta.deletedFileRetentionDuration longer than a stream may stay behind")
 
 
 class FeedRegistry:

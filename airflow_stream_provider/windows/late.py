@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pandas as pd
@@ -24,6 +25,8 @@ import pyarrow.dataset as ds
 from deltalake import DeltaTable
 
 from airflow_stream_provider.model.events import TriggerKind
+from airflow_stream_provider.warehouse import snapshots
+from airflow_stream_provider.warehouse.features import features_of
 from airflow_stream_provider.windows.columns import WINDOW_COLUMNS
 from airflow_stream_provider.windows.core import json_safe, scan
 from airflow_stream_provider.windows.trigger_plan import TriggerPlan, micros
@@ -33,6 +36,7 @@ DATA_CHANGES = ("insert", "update_postimage")
 OLD_VALUES = ("update_preimage", "delete")
 _FIRST = {"update_preimage": 0, "delete": 0, "insert": 1, "update_postimage": 1}
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _LOOKBACK = 60_000_000  # first look this far before the earliest change for a safe point (doubles)
 _SIGNATURE = [c for c in WINDOW_COLUMNS if c not in ("opened", "closed")]
 
@@ -48,10 +52,10 @@ class Recalculation:
 
 def read_group(plan: TriggerPlan, key_values: tuple, version: int, lo: int, hi: int) -> pd.DataFrame:
     """Rows of one group with ``lo <= ts <= hi`` (microseconds) in the trigger table at ``version``."""
-    dataset = _dataset(plan.path, version)
-    ts_type = dataset.schema.field(plan.ts_column).type
     if plan.since is not None:
         lo = max(lo, plan.since)
+    dataset = _dataset(plan.path, version, plan.ts_column, lo, hi)
+    ts_type = dataset.schema.field(plan.ts_column).type
     cond = (ds.field(plan.ts_column) >= stamp(lo, ts_type)) & (ds.field(plan.ts_column) <= stamp(hi, ts_type))
     rows = dataset.to_table(columns=list(plan.columns), filter=cond).to_pandas()
     # the group's rows (in pandas: delta-rs scans strings as string_view, which arrow filters can't compare)
@@ -66,10 +70,28 @@ def read_group(plan: TriggerPlan, key_values: tuple, version: int, lo: int, hi: 
     return rows
 
 
+def _dataset(path: str, version: int, ts: str, lo: int, hi: int) -> ds.Dataset:
+    """The table at ``version``, of which rows from ``lo`` to ``hi`` are read: a table of plain files
+    is their dataset (kept: a batch's late rows read back many groups at one version); one with
+    deletion vectors or column mapping, the kernel's scan of that span."""
+    found = _files_dataset(path, version)
+    if found is not None:
+        return found
+    return snapshots.dataset(path, version, between=(ts, _instant(lo), _instant(hi)))
+
+
+def _instant(value: int) -> datetime | None:
+    """Microseconds since the epoch as an aware instant (None: beyond what a datetime holds)."""
+    try:
+        return _EPOCH + timedelta(microseconds=value)
+    except OverflowError:
+        return None
+
+
 @functools.lru_cache(maxsize=8)
-def _dataset(path: str, version: int) -> ds.Dataset:
-    """The table at ``version``: a batch's late rows read back many groups at one version."""
-    return DeltaTable(path, version=version).to_pyarrow_dataset()
+def _files_dataset(path: str, version: int) -> ds.Dataset | None:
+    table = DeltaTable(path, version=version)
+    return table.to_pyarrow_dataset() if features_of(table).pyarrow_reads else None
 
 
 def stamp(value: int, kind: pa.DataType) -> pa.Scalar:
