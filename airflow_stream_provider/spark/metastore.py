@@ -6,8 +6,8 @@ Settings, each an environment variable first, else the key of ``[catalog]``:
 - ``AIRFLOW_STREAM_CATALOG_URL`` / ``url``: the metastore database, ``jdbc:postgresql://host:port/db``;
 - ``AIRFLOW_STREAM_CATALOG_USER`` / ``user``;
 - ``AIRFLOW_STREAM_CATALOG_PASSWORD`` / ``password``: never in the URL, and never on a command line:
-  it goes into the running session's Hadoop configuration (:func:`hadoop_secrets`), as the object
-  store's keys do, since every setting given to Spark's builder ends up on the JVM's command line;
+  it goes into the running session's JVM (:func:`use_password`), as the object store's keys do,
+  since every setting given to Spark's builder ends up on the JVM's command line;
 - ``AIRFLOW_STREAM_CATALOG_WAREHOUSE`` / ``warehouse``: the folder of managed tables
   (``spark.sql.warehouse.dir``), shared by every process of the catalog;
 - ``AIRFLOW_STREAM_CATALOG_REGISTER_OUTPUTS`` / ``register_outputs``: register the streams' output
@@ -154,6 +154,18 @@ def hadoop_secrets(metastore: Metastore) -> dict[str, str]:
     """The password as Hive's setting, for the session's Hadoop configuration; the Hive client reads
     it when it first connects, after the session started."""
     return {PASSWORD_KEY: metastore.password} if metastore.password else {}
+
+
+def use_password(session: SparkSession, metastore: Metastore) -> None:
+    """Give the session's Hive client the password, before it first connects: in the Hadoop
+    configuration, and as the JVM's system property, which every ``HiveConf`` starts from (Spark
+    copies the Hadoop configuration for its catalog once, maybe before this call)."""
+    jsc = session.sparkContext._jsc
+    jvm = session.sparkContext._jvm
+    assert jsc is not None and jvm is not None
+    for key, value in hadoop_secrets(metastore).items():
+        jsc.hadoopConfiguration().set(key, value)
+        jvm.java.lang.System.setProperty(key, value)
 
 
 def check_reachable(metastore: Metastore, timeout: float = CONNECT_TIMEOUT_S) -> None:

@@ -125,15 +125,13 @@ def local_session(
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
-    secrets = storage.hadoop_secrets() if storage.configured() is not None else {}
+    if storage.configured() is not None:
+        hadoop = session.sparkContext._jsc.hadoopConfiguration()
+        for key, value in storage.hadoop_secrets().items():
+            hadoop.set(key, value)
     shared = metastore.configured()
     if shared is not None:
-        secrets |= metastore.hadoop_secrets(shared)
-    if secrets:
-        hadoop = session.sparkContext._jsc.hadoopConfiguration()
-        for key, value in secrets.items():
-            hadoop.set(key, value)
-    if shared is not None:
+        metastore.use_password(session, shared)
         metastore.initialise(session, shared)
     return session
 

@@ -103,7 +103,11 @@ def _described(spark: SparkSession, shared: metastore.Metastore, db: str, table:
         if _metastore_failure(err):
             raise MetastoreError(f"the catalog's metastore at {shared.shown_url} failed: {_first_line(err)}") from None
         raise
-    return {str(r["col_name"]).strip().lower(): str(r["data_type"] or "").strip() for r in rows if r["col_name"]}
+    # the table's facts follow its columns (and partitioning), after this heading: a column may be
+    # called "provider" too
+    names = [str(r["col_name"] or "").strip() for r in rows]
+    start = next((i for i, n in enumerate(names) if n.startswith("# Detailed Table Information")), len(rows))
+    return {names[i].lower(): str(rows[i]["data_type"] or "").strip() for i in range(start + 1, len(rows)) if names[i]}
 
 
 def _metastore_failure(err: Exception) -> bool:
