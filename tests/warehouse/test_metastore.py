@@ -159,8 +159,8 @@ def test_the_node_the_cli_and_a_team_job_share_the_catalog(postgres, tmp_path):
         assert [(f["name"], f["type"]) for f in found["schema"]["fields"]] == [
             ("event_time", "timestamp"), ("device_id", "string"), ("site", "string"), ("voltage", "integer"),
             ("current", "double")]
-        assert sorted(rows[1:]) == ["2025-01-01 00:00:01+00:00,d1,north,220,1.5",
-                                    "2025-01-01 00:00:02+00:00,d2,south,230,2.5"]
+        assert sorted(rows[1:]) == ["2025-01-01T00:00:01.000+00:00,d1,north,220,1.5",
+                                    "2025-01-01T00:00:02.000+00:00,d2,south,230,2.5"]
 
         # (c) an unknown table or database, with the nearest names; a table that is not Delta
         for name, message in [("iot.reading", "table iot.reading does not exist in the catalog at "
