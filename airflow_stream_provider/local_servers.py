@@ -92,10 +92,15 @@ def _postgres_bin() -> Path:
 
 
 class Postgres(_Server):
-    """A PostgreSQL cluster in ``folder``, serving database ``airflow`` to user ``airflow`` (trust
-    authentication, 127.0.0.1 only)."""
+    """A PostgreSQL cluster in ``folder``, serving database ``airflow`` to user ``airflow`` on
+    127.0.0.1 only: trust authentication, or with ``password`` the user's password over TCP
+    (SCRAM), as a shared metastore database is reached."""
 
     name = "postgres"
+
+    def __init__(self, folder: Path, password: str | None = None) -> None:
+        super().__init__(folder)
+        self.password = password
 
     def _start(self, timeout: float = 60.0) -> Postgres:
         binaries = _postgres_bin()
@@ -110,22 +115,45 @@ class Postgres(_Server):
             os.chown(cluster_dir, owner.pw_uid, owner.pw_gid)
         data = cluster_dir / "data"
         if not (data / "PG_VERSION").exists():
-            made = subprocess.run([str(binaries / "initdb"), "-D", str(data), "-U", "airflow", "--auth=trust",
-                                   "-E", "UTF8", "--no-sync"], capture_output=True, text=True, user=user, cwd="/")
-            if made.returncode != 0:
-                raise ServerError(f"initdb failed: {made.stderr or made.stdout}")
+            self._initdb(binaries, cluster_dir, data, user)
         self._spawn([str(binaries / "postgres"), "-D", str(data), "-p", str(self.port), "-k", str(cluster_dir),
                      "-c", "listen_addresses=127.0.0.1", "-c", "max_connections=200"], user=user)
         self._wait_up(timeout)
         deadline = time.monotonic() + timeout
         while True:  # the port opens a moment before the cluster takes connections
             made = subprocess.run([str(binaries / "createdb"), "-h", HOST, "-p", str(self.port), "-U", "airflow",
-                                   "airflow"], capture_output=True, text=True)
+                                   "airflow"], capture_output=True, text=True, env=self._client_env())
             if made.returncode == 0 or "already exists" in made.stderr:
                 return self
             if time.monotonic() > deadline:
                 raise ServerError(f"createdb failed: {made.stderr}")
             time.sleep(0.3)
+
+    def _initdb(self, binaries: Path, cluster_dir: Path, data: Path, user: str | None) -> None:
+        auth = ["--auth=trust"]
+        if self.password is not None:
+            # the password from a file of the cluster's owner, never from the command line
+            secret = cluster_dir / "pwfile"
+            secret.write_text(self.password + "\n", encoding="utf-8")
+            secret.chmod(0o600)
+            if user is not None:
+                owner = pwd.getpwnam(user)
+                os.chown(secret, owner.pw_uid, owner.pw_gid)
+            auth = ["--auth-local=trust", "--auth-host=scram-sha-256", f"--pwfile={secret}"]
+        try:
+            made = subprocess.run([str(binaries / "initdb"), "-D", str(data), "-U", "airflow", *auth, "-E", "UTF8",
+                                   "--no-sync"], capture_output=True, text=True, user=user, cwd="/")
+        finally:
+            (cluster_dir / "pwfile").unlink(missing_ok=True)
+        if made.returncode != 0:
+            raise ServerError(f"initdb failed: {made.stderr or made.stdout}")
+
+    def _client_env(self) -> dict[str, str]:
+        """The environment of a PostgreSQL client: the password in ``PGPASSWORD``, off the command line."""
+        env = dict(os.environ)
+        if self.password is not None:
+            env["PGPASSWORD"] = self.password
+        return env
 
     _owned: Path | None = None
 
@@ -138,6 +166,11 @@ class Postgres(_Server):
     @property
     def url(self) -> str:
         return f"postgresql+psycopg2://airflow@{HOST}:{self.port}/airflow"
+
+    @property
+    def jdbc_url(self) -> str:
+        """The database as a JDBC URL (a metastore's ``[catalog] url``), without the password."""
+        return f"jdbc:postgresql://{HOST}:{self.port}/airflow"
 
 
 class Redis(_Server):

@@ -235,6 +235,30 @@ def cmd_load(args: argparse.Namespace) -> int:
     return EXIT_TRIGGER_FAILED if notices else 0
 
 
+def cmd_catalog(args: argparse.Namespace) -> int:
+    """A table of the shared catalog by name: its location and columns, and with --rows its first rows."""
+    from airflow_stream_provider.cli.render import render
+    from airflow_stream_provider.warehouse import Warehouse
+    from airflow_stream_provider.warehouse.metastore import catalog_table
+
+    try:
+        spark = Warehouse().spark
+        found = catalog_table(spark, args.name)
+    except StreamError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps({"name": args.name.lower(), "location": found.location, "schema": found.schema.jsonValue()}))
+    else:
+        print(f"{args.name.lower()}: Delta table at {found.location}")
+        for column in found.schema.fields:
+            print(f"  {column.name} {column.dataType.simpleString()}{'' if column.nullable else ' NOT NULL'}")
+    if args.rows:
+        rows = spark.read.format("delta").load(found.location).limit(args.rows).toArrow()
+        sys.stdout.write(render(rows, "csv" if args.json else "table"))
+    return 0
+
+
 def cmd_node(args: argparse.Namespace) -> int:
     if args.action == "start":
         try:
@@ -361,6 +385,13 @@ def build_parser() -> argparse.ArgumentParser:
     load.add_argument("--batch-rows", type=int, default=2_000_000,
                       help="rows per commit; a file up to this size loads in one atomic commit (default 2000000)")
     load.set_defaults(func=cmd_load)
+
+    catalog = sub.add_parser("catalog", help="show a Delta table of the shared catalog by name: location, "
+                             "columns, rows")
+    catalog.add_argument("name", help="database.table as the metastore knows it, such as iot.readings")
+    catalog.add_argument("--rows", type=int, default=0, help="also print the first ROWS rows")
+    catalog.add_argument("--json", action="store_true", help="location and schema as JSON (rows as CSV)")
+    catalog.set_defaults(func=cmd_catalog)
 
     run = sub.add_parser("run", help="run a stream's pending triggers: detection, compute, write")
     run.add_argument("stream", help="db.stream, or a continuous query's id")

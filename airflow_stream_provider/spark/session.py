@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, cast
 from airflow_stream_provider import config, storage
 from airflow_stream_provider.exceptions import StreamError
 from airflow_stream_provider.files import make_dirs
-from airflow_stream_provider.spark import endpoint
+from airflow_stream_provider.spark import endpoint, metastore
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -76,7 +76,26 @@ def spark_conf(home: Path | None = None) -> dict[str, str]:
         "spark.ui.showConsoleProgress": "false",
         # SQL text is never a template: `${...}` in a table name or a string literal stays as written
         VARIABLE_SUBSTITUTE: "false",
-    } | object_store_conf()
+    } | _joined_classpaths(object_store_conf(), catalog_conf())
+
+
+def catalog_conf() -> dict[str, str]:
+    """Hive support against the shared metastore when ``[catalog]`` names one (:mod:`.metastore`),
+    else nothing: the in-memory catalog, tables found by path."""
+    found = metastore.configured()
+    return {} if found is None else metastore.spark_settings(found)
+
+
+#: settings that hold a class path, which two sources of settings may both extend
+_CLASSPATHS = ("spark.driver.extraClassPath", "spark.executor.extraClassPath")
+
+
+def _joined_classpaths(first: dict[str, str], second: dict[str, str]) -> dict[str, str]:
+    joined = first | second
+    for key in _CLASSPATHS:
+        if key in first and key in second:
+            joined[key] = f"{first[key]}:{second[key]}"
+    return joined
 
 
 def object_store_conf() -> dict[str, str]:
@@ -110,6 +129,10 @@ def local_session(
         hadoop = session.sparkContext._jsc.hadoopConfiguration()
         for key, value in storage.hadoop_secrets().items():
             hadoop.set(key, value)
+    shared = metastore.configured()
+    if shared is not None:
+        metastore.use_password(session, shared)
+        metastore.initialise(session, shared)
     return session
 
 

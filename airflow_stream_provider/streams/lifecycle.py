@@ -1,7 +1,8 @@
 """CREATE, DROP, STOP, START and RECALCULATE STREAM.
 
-- CREATE checks everything, creates the output table, then records the stream; DROP removes the
-  definition and progress and keeps the output tables.
+- CREATE checks everything, creates the output table (and registers it in the shared catalog when
+  ``[catalog] register_outputs`` is on), then records the stream; DROP removes the definition and
+  progress and keeps the output tables.
 - STOP records the stop in the stream's state (so it persists: the node's supervisor stops the
   live detector, and the stream's tasks skip while it lasts) and pauses the stream's DAGs through
   Airflow's API.
@@ -24,6 +25,7 @@ from airflow_stream_provider.airflow_api import AirflowApi, AirflowApiError
 from airflow_stream_provider.exceptions import StreamDefinitionError, StreamError
 from airflow_stream_provider.plan.ids import stream_dag_ids
 from airflow_stream_provider.plan.state import StreamState
+from airflow_stream_provider.spark.metastore import register_outputs
 from airflow_stream_provider.sql.ast import PseudoColumn
 from airflow_stream_provider.sql.functions import position_in
 from airflow_stream_provider.streams.probes import progress_time
@@ -32,6 +34,7 @@ from airflow_stream_provider.streams.runtime import StreamRuntime
 from airflow_stream_provider.streams.store import StoredStream, StreamStore
 from airflow_stream_provider.warehouse import Result, Warehouse, WarehouseError
 from airflow_stream_provider.warehouse.catalog import TableInfo
+from airflow_stream_provider.warehouse.metastore import register_table
 
 
 def create(warehouse: Warehouse, stmt: m.CreateStream, store: StreamStore | None = None) -> Result:
@@ -53,8 +56,11 @@ def create(warehouse: Warehouse, stmt: m.CreateStream, store: StreamStore | None
     plan = runtime.output_plan
     target = ""
     if plan is not None:
-        plan.ensure_table(warehouse.catalog)
+        output = plan.ensure_table(warehouse.catalog)
         target = f", output {plan.qualified}"
+        if register_outputs():
+            register_table(warehouse.spark, output.db, output.name, output.path)
+            target += " (registered in the catalog)"
     now = datetime.now(UTC)
     table = runtime.trigger_table
     store.create(db, stmt, stmt.text, StreamState(created=now, created_version=runtime.table_version(),
