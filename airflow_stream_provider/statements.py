@@ -68,6 +68,7 @@ TABLE_STATEMENTS: dict[type, Callable[[Warehouse, Any], Result]] = {
     m.DropDatabase: tables.drop_database,
     m.CreateSuperTable: tables.create_table,
     m.CreateTable: tables.create_table,
+    m.AttachTable: tables.attach_table,
     m.CreateSubTable: tables.create_subtable,
     m.DropTable: tables.drop_table,
     m.Insert: tables.insert,

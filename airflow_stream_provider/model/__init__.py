@@ -81,6 +81,7 @@ from airflow_stream_provider.model.series_statements import (
     TimeoutPolicy,
     TimeseriesDefinition,
 )
+from airflow_stream_provider.model.attach import AttachTable, MappedColumn
 from airflow_stream_provider.model.statements import (
     ColumnDefinition,
     CreateDatabase,
@@ -128,6 +129,8 @@ from airflow_stream_provider.model.triggers import (
 from airflow_stream_provider.model.types import DataType, Position, SqlExpression, TableName, Value
 
 __all__ = [
+    "AttachTable",
+    "MappedColumn",
     "STREAM_KINDS",
     "TRIGGER_TYPES",
     "AGGREGATES",

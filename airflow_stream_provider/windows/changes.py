@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 from airflow_stream_provider import storage
 from airflow_stream_provider.storage import Location, is_remote
+from airflow_stream_provider.warehouse import mapping
 
 #: how often a followed table's log is looked at for a new version (local tables; an object store's
 #: listing is slower and costs requests, so it is looked at every :data:`REMOTE_POLL_S`)
@@ -156,7 +157,7 @@ class ChangeFeed:
 
     def changes(self, first: int, last: int) -> pa.Table | None:
         """The changes of versions ``first`` to ``last`` (inclusive) in commit order: the table's
-        columns, then ``_change_type``, ``_commit_version`` and ``_commit_timestamp``. None when no
+        columns (an attached table's under the model's names), then ``_change_type``, ``_commit_version`` and ``_commit_timestamp``. None when no
         version in the range changed a row."""
         parts = [self._version(v) for v in range(first, last + 1)]
         parts = [p for p in parts if p.num_rows]
@@ -175,7 +176,7 @@ class ChangeFeed:
             if table.version() < version:
                 table.update_incremental()
             read = pa.RecordBatchReader.from_stream(table.load_cdf(starting_version=version, ending_version=version))
-            changes = _plain_strings(read.read_all())
+            changes = mapping.arrow(self.path, _plain_strings(read.read_all()))
             self._cache[version] = changes
             self._cached_bytes += changes.nbytes
             while len(self._cache) > CACHED_VERSIONS or (self._cached_bytes > CACHED_BYTES and len(self._cache) > 1):
@@ -189,7 +190,8 @@ class ChangeFeed:
 
         if self.remote:
             storage.export_credentials()
-        return _plain_strings(DeltaTable(str(self.path), version=version).to_pyarrow_table(columns=columns))
+        rows = DeltaTable(str(self.path), version=version).to_pyarrow_table(columns=mapping.sources(self.path, columns))
+        return mapping.arrow(self.path, _plain_strings(rows))
 
     def files(self, version: int) -> int:
         """How many data files version ``version`` adds or changes (an admission limit counts these)."""

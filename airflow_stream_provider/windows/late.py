@@ -27,6 +27,7 @@ from airflow_stream_provider.model.events import TriggerKind
 from airflow_stream_provider.windows.columns import WINDOW_COLUMNS
 from airflow_stream_provider.windows.core import json_safe, scan
 from airflow_stream_provider.windows.trigger_plan import TriggerPlan, micros
+from airflow_stream_provider.warehouse import mapping
 
 #: change-feed row kinds that carry a row's new value, and the ones that carry an old value
 DATA_CHANGES = ("insert", "update_postimage")
@@ -49,11 +50,13 @@ class Recalculation:
 def read_group(plan: TriggerPlan, key_values: tuple, version: int, lo: int, hi: int) -> pd.DataFrame:
     """Rows of one group with ``lo <= ts <= hi`` (microseconds) in the trigger table at ``version``."""
     dataset = _dataset(plan.path, version)
-    ts_type = dataset.schema.field(plan.ts_column).type
+    (ts,) = mapping.sources(plan.path, [plan.ts_column])  # an attached table's own column names
+    ts_type = dataset.schema.field(ts).type
     if plan.since is not None:
         lo = max(lo, plan.since)
-    cond = (ds.field(plan.ts_column) >= stamp(lo, ts_type)) & (ds.field(plan.ts_column) <= stamp(hi, ts_type))
-    rows = dataset.to_table(columns=list(plan.columns), filter=cond).to_pandas()
+    cond = (ds.field(ts) >= stamp(lo, ts_type)) & (ds.field(ts) <= stamp(hi, ts_type))
+    read = dataset.to_table(columns=mapping.sources(plan.path, plan.columns), filter=cond)
+    rows = mapping.arrow(plan.path, read).to_pandas()
     # the group's rows (in pandas: delta-rs scans strings as string_view, which arrow filters can't compare)
     keep = np.ones(len(rows), bool)
     for name, value in zip(plan.keys, key_values):

@@ -39,6 +39,7 @@ from airflow_stream_provider.warehouse.catalog import TBNAME
 from airflow_stream_provider.warehouse.types import arrow_type
 from airflow_stream_provider.windows.core import json_safe
 from airflow_stream_provider.windows.detector import DetectorOptions
+from airflow_stream_provider.warehouse import mapping
 
 #: a history fill admits the table's whole snapshot in one micro-batch
 _HISTORY_FILES = 1 << 30
@@ -57,7 +58,7 @@ def change_feed(spark: SparkSession, path: str, options: DetectorOptions, *, his
         reader = reader.option("startingVersion", str(start))
         if options.max_files_per_trigger:
             reader = reader.option("maxFilesPerTrigger", options.max_files_per_trigger)
-    df = reader.load(path)
+    df = reader.load(path).transform(mapping.renamer(path))
     if not history and options.created_version is not None:
         df = df.where(F.col("_commit_version") > options.created_version)
     for lo, hi in options.skip_versions:
