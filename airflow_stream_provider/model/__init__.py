@@ -81,7 +81,7 @@ from airflow_stream_provider.model.series_statements import (
     TimeoutPolicy,
     TimeseriesDefinition,
 )
-from airflow_stream_provider.model.attach import AttachTable, MappedColumn
+from airflow_stream_provider.model.attach import AttachTable, Describe, MappedColumn, ShowTables
 from airflow_stream_provider.model.statements import (
     ColumnDefinition,
     CreateDatabase,
@@ -130,6 +130,8 @@ from airflow_stream_provider.model.types import DataType, Position, SqlExpressio
 
 __all__ = [
     "AttachTable",
+    "Describe",
+    "ShowTables",
     "MappedColumn",
     "STREAM_KINDS",
     "TRIGGER_TYPES",

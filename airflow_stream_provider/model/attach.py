@@ -60,3 +60,25 @@ class AttachTable(Statement):
     def mapped(self) -> tuple[MappedColumn, ...]:
         """The columns the map names, timestamp first."""
         return (self.timestamp, *((self.tbname,) if self.tbname else ()), *self.tags, *(self.columns or ()))
+
+
+@dataclass(frozen=True)
+class ShowTables(Statement):
+    """``SHOW [db.]STABLES`` or ``SHOW [db.]TABLES``: the tables of a database, attached ones with
+    where they come from."""
+
+    db: str | None = None
+    stable: bool = False
+    kind = "SHOW TABLES"
+
+
+@dataclass(frozen=True)
+class Describe(Statement):
+    """``DESCRIBE [db.]table``: its columns, their types and roles, and an attached table's columns they read."""
+
+    name: TableName
+    kind = "DESCRIBE"
+
+    @property
+    def subject(self) -> str:
+        return str(self.name)

@@ -60,6 +60,13 @@ class WarehouseError(StreamError):
         super().__init__(message + (f" ({hint})" if hint else ""))
 
 
+class AttachedTableBroken(WarehouseError):
+    """An attached table no longer fits its mapping (a mapped column dropped or retyped by its owner),
+    or is gone: a stream over it is failed until it fits again."""
+
+    PREFIX = "attached table "
+
+
 @dataclass(frozen=True)
 class Column:
     name: str
@@ -313,7 +320,7 @@ class Catalog:
             columns = mapping.check(location, label, [(c["name"], c["source"], c["role"]) for c in entry["columns"]],
                                     described)
         except mapping.MappingError as err:
-            raise WarehouseError(f"attached table {label}: {err.message}", hint=err.hint) from None
+            raise AttachedTableBroken(f"{AttachedTableBroken.PREFIX}{label}: {err.message}", hint=err.hint) from None
         mapping.register(location, columns)
         return TableInfo(db.lower(), name, location, tuple(Column(c.name, c.dtype, c.role) for c in columns),
                          self.precision(db), attached=location, writable=bool(entry.get("writable")))

@@ -179,6 +179,10 @@ class TableStatements(AttachStatements):
             tables.append(self.table_name(clause=f"DROP {what}"))
         return m.DropTable(tuple(tables), if_exists, stable=what == "STABLE", **pos)
 
+    def describe(self, pos: dict) -> m.Describe:
+        self.advance()  # DESCRIBE or DESC
+        return m.Describe(self.table_name(clause="DESCRIBE"), **pos)
+
     def use_database(self, pos: dict) -> m.UseDatabase:
         self.expect("USE")
         return m.UseDatabase(self.ident("database name", "USE", names.DATABASE), **pos)
