@@ -16,6 +16,7 @@ from airflow_stream_provider.streams.run_request import RunRequest
 from airflow_stream_provider.warehouse import WarehouseError
 from tests.attach.oracle import closed_windows
 from tests.conftest import sql
+from tests.test_examples import EXAMPLES, section
 
 pytestmark = pytest.mark.spark
 
@@ -65,12 +66,13 @@ LATER = [(21, "d1", "north", 210, 3.0), (33, "d1", "north", 200, 1.0), (41, "d2"
 
 
 def test_history_before_the_feed_and_live_rows_of_another_writer(wh, spark, readings):
+    """The statements of ``examples/tdengine/attach.sql``, over a table made by plain Spark SQL."""
     append(spark, readings, FIRST)  # written before the change data feed was on
-    sql(wh, "CREATE DATABASE power")
-    (res,) = sql(wh, f"CREATE STABLE power.meters FROM DELTA '{readings}' {MAP} ENABLE CHANGE FEED")
+    example = EXAMPLES / "tdengine" / "attach.sql"
+    res = sql(wh, section(example, "attach").replace("/data/readings", str(readings)))[-1]
     assert "attached supertable power.meters" in res.message and "read-only" in res.message
     assert DeltaTable(str(readings)).metadata().configuration["delta.enableChangeDataFeed"] == "true"
-    sql(wh, STREAM.format(options="STREAM_OPTIONS(FILL_HISTORY)"))
+    sql(wh, section(example, "stream"))
     run_stream(wh, "power", "s1", RunRequest.everything())
     assert outputs(wh) == closed_windows(table_rows(readings))
     assert len(outputs(wh)) == 3  # d1 [0,10); d2 [0,10), [10,20)
