@@ -22,6 +22,7 @@ where it is built.
 
 from __future__ import annotations
 
+from airflow_stream_provider.model.attach import AttachTable, Describe, MappedColumn, ShowTables
 from airflow_stream_provider.model.events import STREAM_KINDS, TRIGGER_TYPES, EventType, StreamKind, TriggerKind
 from airflow_stream_provider.model.insert_triggers import (
     CreateInsertTrigger,
@@ -81,7 +82,6 @@ from airflow_stream_provider.model.series_statements import (
     TimeoutPolicy,
     TimeseriesDefinition,
 )
-from airflow_stream_provider.model.attach import AttachTable, Describe, MappedColumn, ShowTables
 from airflow_stream_provider.model.statements import (
     ColumnDefinition,
     CreateDatabase,

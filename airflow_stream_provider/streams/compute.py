@@ -60,10 +60,9 @@ from airflow_stream_provider.streams.fired import (
     column_of,
 )
 from airflow_stream_provider.streams.lateral import Unbatchable, is_star, named, reads_data, split, trigger_column
-from airflow_stream_provider.warehouse import Warehouse, snapshots
+from airflow_stream_provider.warehouse import Warehouse, mapping, snapshots
 from airflow_stream_provider.warehouse.resolve import table_source
 from airflow_stream_provider.windows import select as window_select
-from airflow_stream_provider.warehouse import mapping
 
 log = logging.getLogger(__name__)
 
@@ -268,7 +267,8 @@ class Compute:
                 continue
             hi = hi if version is None else min(hi, version)
             written = (self.spark.read.format("delta").option("readChangeFeed", "true")
-                       .option("startingVersion", lo).option("endingVersion", hi).load(src.path).transform(mapping.renamer(src.path))
+                       .option("startingVersion", lo).option("endingVersion", hi).load(src.path)
+                       .transform(mapping.renamer(src.path))
                        .where(F.col("_change_type").isin("insert", "update_postimage")).select(*key).distinct())
             df = df.join(written, on=key, how="left_anti")
         return df

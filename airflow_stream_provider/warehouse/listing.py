@@ -86,6 +86,6 @@ def describe(warehouse: Warehouse, stmt: m.Describe) -> Result:
         "type": [str(c.dtype) for c in info.columns],
         "note": [notes[c.role] for c in info.columns],
         "source": [sources.get(c.name) for c in info.columns],
-    }, schema=pa.schema([("field", pa.string()), ("type", pa.string()), ("note", pa.string()), ("source", pa.string())]))
+    }, schema=pa.schema([(name, pa.string()) for name in ("field", "type", "note", "source")]))
     where = f" (attached from {info.attached}, {'writable' if info.writable else 'read-only'})" if info.attached else ""
     return Result(stmt, f"{found.qualified}: {table.num_rows} columns{where}", table=table)

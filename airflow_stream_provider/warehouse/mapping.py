@@ -173,7 +173,8 @@ def _type_text(kind: object) -> str:
     return text if isinstance(text, str) else str(kind)
 
 
-def check(path: Location, label: str, wanted: Sequence[tuple[str, str, str]], described: Described) -> tuple[Mapped, ...]:
+def check(path: Location, label: str, wanted: Sequence[tuple[str, str, str]],
+          described: Described) -> tuple[Mapped, ...]:
     """The mapping of ``(model name, table column, role)`` entries onto the table ``described``,
     each with the TDengine type of its column; raises :class:`MappingError` naming the first
     column that is missing or of a type its role cannot hold.

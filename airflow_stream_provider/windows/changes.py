@@ -157,8 +157,8 @@ class ChangeFeed:
 
     def changes(self, first: int, last: int) -> pa.Table | None:
         """The changes of versions ``first`` to ``last`` (inclusive) in commit order: the table's
-        columns (an attached table's under the model's names), then ``_change_type``, ``_commit_version`` and ``_commit_timestamp``. None when no
-        version in the range changed a row."""
+        columns (an attached table's under the model's names), then ``_change_type``,
+        ``_commit_version`` and ``_commit_timestamp``. None when no version in the range changed a row."""
         parts = [self._version(v) for v in range(first, last + 1)]
         parts = [p for p in parts if p.num_rows]
         if not parts:

@@ -24,10 +24,10 @@ import pyarrow.dataset as ds
 from deltalake import DeltaTable
 
 from airflow_stream_provider.model.events import TriggerKind
+from airflow_stream_provider.warehouse import mapping
 from airflow_stream_provider.windows.columns import WINDOW_COLUMNS
 from airflow_stream_provider.windows.core import json_safe, scan
 from airflow_stream_provider.windows.trigger_plan import TriggerPlan, micros
-from airflow_stream_provider.warehouse import mapping
 
 #: change-feed row kinds that carry a row's new value, and the ones that carry an old value
 DATA_CHANGES = ("insert", "update_postimage")

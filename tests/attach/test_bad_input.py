@@ -13,7 +13,7 @@ from deltalake import DeltaTable
 from airflow_stream_provider.streams.run import run as run_stream
 from airflow_stream_provider.streams.run_request import RunRequest
 from airflow_stream_provider.warehouse import WarehouseError
-from tests.attach.test_attach import FIRST, LATER, MAP, SCHEMA, STREAM, append
+from tests.attach.test_attach import FIRST, MAP, SCHEMA, STREAM, append
 from tests.conftest import sql
 
 pytestmark = pytest.mark.spark
@@ -36,8 +36,10 @@ def wh(wh):
 @pytest.mark.parametrize(("mapping", "message"), [
     ("MAP (TIMESTAMP event_time, TBNAME device_id, TAGS (location = sitte))",
      r"MAP TAGS names column sitte, which .* does not have \(did you mean site"),
-    ("MAP (TIMESTAMP device_id, TBNAME site)", "MAP TIMESTAMP device_id is string; the timestamp column must be a timestamp"),
-    ("MAP (TIMESTAMP event_time, TBNAME voltage)", "MAP TBNAME voltage is integer; the subtable name column must be a string"),
+    ("MAP (TIMESTAMP device_id, TBNAME site)",
+     "MAP TIMESTAMP device_id is string; the timestamp column must be a timestamp"),
+    ("MAP (TIMESTAMP event_time, TBNAME voltage)",
+     "MAP TBNAME voltage is integer; the subtable name column must be a string"),
     ("MAP (TIMESTAMP event_time, TBNAME device_id, COLUMNS (voltage, amps))", "MAP COLUMNS names column amps"),
 ])
 def test_a_mapping_that_does_not_fit_is_refused(wh, readings, mapping, message):

@@ -34,12 +34,11 @@ from airflow_stream_provider.streams.probes import checkpoint_id, last_commit
 from airflow_stream_provider.streams.runtime import RunReport, StreamRuntime, group_id
 from airflow_stream_provider.streams.store import StoredStream, detector_lock
 from airflow_stream_provider.streams.write import table_names, write_results
-from airflow_stream_provider.warehouse import writer
+from airflow_stream_provider.warehouse import mapping, writer
 from airflow_stream_provider.warehouse.catalog import TBNAME
 from airflow_stream_provider.warehouse.types import arrow_type
 from airflow_stream_provider.windows.core import json_safe
 from airflow_stream_provider.windows.detector import DetectorOptions
-from airflow_stream_provider.warehouse import mapping
 
 #: a history fill admits the table's whole snapshot in one micro-batch
 _HISTORY_FILES = 1 << 30

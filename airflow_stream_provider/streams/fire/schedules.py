@@ -17,8 +17,8 @@ from airflow_stream_provider.streams.fired import TROWS_FROM, TROWS_TO, Fired
 from airflow_stream_provider.streams.probes import version_at
 from airflow_stream_provider.streams.runtime import RunReport, StreamRuntime, group_id, nanos
 from airflow_stream_provider.values import epoch_micros
-from airflow_stream_provider.warehouse.catalog import TBNAME
 from airflow_stream_provider.warehouse import mapping
+from airflow_stream_provider.warehouse.catalog import TBNAME
 
 
 def sliding_instants(schedule: Schedule, after: datetime, until: datetime,
@@ -100,7 +100,8 @@ def _changed_groups(runtime: StreamRuntime, since: int | None, until: int | None
         return {}
     df = (runtime.warehouse.spark.read.format("delta").option("readChangeFeed", "true")
           .option("startingVersion", (since if since is not None else -1) + 1).option("endingVersion", until)
-          .load(str(runtime.info.path)).transform(mapping.renamer(str(runtime.info.path))).where(F.col("_change_type").isin("insert", "update_postimage")))
+          .load(str(runtime.info.path)).transform(mapping.renamer(str(runtime.info.path)))
+          .where(F.col("_change_type").isin("insert", "update_postimage")))
     if runtime.source and runtime.source.pre_filter:
         df = df.where(F.expr(runtime.source.pre_filter))
     keys = [F.col(f"`{c.name}`") for c in runtime.group_columns]
@@ -125,7 +126,8 @@ def sliding_triggers(runtime: StreamRuntime, state: StreamState, report: RunRepo
         return [], {}
     else:
         df = (spark.read.format("delta").option("readChangeFeed", "true")
-              .option("startingVersion", created_version + 1).option("endingVersion", version).load(path).transform(mapping.renamer(path))
+              .option("startingVersion", created_version + 1).option("endingVersion", version).load(path)
+              .transform(mapping.renamer(path))
               .where(F.col("_change_type").isin("insert", "update_postimage")))
     if runtime.source and runtime.source.subtable:
         df = df.where(F.col(TBNAME) == runtime.source.subtable)

@@ -1,6 +1,7 @@
 """A team's own Spark batch job, as it would be written without this project: it imports pyspark and
 delta only. It changes the Delta table at argv[1] by the steps of the JSON list in argv[2]:
-``{"create": true}`` (with the change data feed on), ``{"append": [[seconds, device, site, voltage, current], ...]}``, ``{"merge": [...rows]}`` (update
+``{"create": true}`` (with the change data feed on),
+``{"append": [[seconds, device, site, voltage, current], ...]}``, ``{"merge": [...rows]}`` (update
 the rows of the same (device, time), insert the others) and ``{"delete": "<Spark SQL condition>"}``."""
 
 import json
