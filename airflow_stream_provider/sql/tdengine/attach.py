@@ -14,8 +14,9 @@ map does not name otherwise is a metric. A regular table has no ``TBNAME`` and n
 from __future__ import annotations
 
 from airflow_stream_provider import model as m
+from airflow_stream_provider.exceptions import did_you_mean
 from airflow_stream_provider.model import names
-from airflow_stream_provider.sql.grammar.lexer import Kind
+from airflow_stream_provider.sql.grammar.lexer import Kind, Token
 from airflow_stream_provider.sql.tdengine.literals import ValueParser
 
 #: the entries of MAP (...)
@@ -38,15 +39,16 @@ class AttachStatements(ValueParser):
             raise self.error("FROM DELTA '' names no table: give its folder or s3:// URL", tok, clause)
         if "://" in path and not path.startswith("s3://"):
             raise self.error(f"FROM DELTA {tok.text}: a local folder or an s3:// URL", tok, clause)
-        self.expect("MAP", clause=clause)
-        entries = self._map("MAP")
+        map_tok = self.expect("MAP", clause=clause)
+        entries, tokens = self._map("MAP")
         if "TIMESTAMP" not in entries:
-            raise self.error("MAP needs TIMESTAMP <column>: the table's timestamp column", clause="MAP")
+            raise self.error("MAP needs TIMESTAMP <column>: the table's timestamp column", map_tok, "MAP")
         if stable and "TBNAME" not in entries:
             raise self.error("a supertable's MAP needs TBNAME <column>: the column that names each subtable",
-                             clause="MAP")
+                             map_tok, "MAP")
         if not stable and ("TBNAME" in entries or "TAGS" in entries):
-            raise self.error("a regular table has no TBNAME or TAGS: attach it with CREATE STABLE", clause="MAP")
+            raise self.error("a regular table has no TBNAME or TAGS: attach it with CREATE STABLE",
+                             tokens.get("TBNAME") or tokens["TAGS"], "MAP")
         writable = enable = False
         while not self.at_end() and not self.at_op(";"):
             if self.accept("WRITABLE"):
@@ -61,56 +63,57 @@ class AttachStatements(ValueParser):
         return m.AttachTable(name, path, ts, tbname, entries.get("TAGS", ()), entries.get("COLUMNS"),
                              writable=writable, enable_change_feed=enable, if_not_exists=if_not_exists, **pos)
 
-    def _map(self, clause: str) -> dict[str, tuple[m.MappedColumn, ...]]:
+    def _map(self, clause: str) -> tuple[dict[str, tuple[m.MappedColumn, ...]], dict[str, Token]]:
+        """The entries of MAP (...), and the token each starts at."""
         self.expect_op("(", clause)
         found: dict[str, tuple[m.MappedColumn, ...]] = {}
+        tokens: dict[str, Token] = {}
         seen: dict[str, str] = {}  # model name -> entry
+        sources: set[str] = set()
         while True:
             tok = self.tok
             word = tok.upper
             if word not in MAP_ENTRIES:
                 raise self.error(f"expected {', '.join(MAP_ENTRIES)} in MAP, found {tok.describe()}", clause=clause,
-                                 syntax=True)
+                                 hint=did_you_mean(tok.text, list(MAP_ENTRIES)), syntax=True)
             if word in found:
                 raise self.error(f"MAP names {word} twice", tok, clause)
             self.advance()
+            where = f"MAP {word}"
+            items: list[tuple[m.MappedColumn, Token]] = []
             if word in ("TAGS", "COLUMNS"):
                 role = "tag" if word == "TAGS" else "metric"
-                self.expect_op("(", f"MAP {word}")
-                items = [self._mapped(role, f"MAP {word}")]
+                self.expect_op("(", where)
+                items.append(self._mapped(role, where))
                 while self.accept_op(","):
-                    items.append(self._mapped(role, f"MAP {word}"))
-                self.expect_op(")", f"MAP {word}")
-            elif word == "TBNAME":
-                items = [self._source("tbname", "tbname", tok, f"MAP {word}")]
+                    items.append(self._mapped(role, where))
+                self.expect_op(")", where)
             else:
-                items = [self._mapped("ts", f"MAP {word}")]
-            for item in items:
+                items.append(self._mapped("tbname" if word == "TBNAME" else "ts", where))
+            for item, at in items:
+                if item.source.lower() in sources:
+                    raise self.error(f"MAP reads column {item.source} twice", at, where)
+                sources.add(item.source.lower())
                 if item.name in seen:
-                    raise self.error(f"MAP names {item.name} twice ({seen[item.name]} and {word})",
-                                     clause=f"MAP {word}")
+                    raise self.error(f"MAP names {item.name} twice ({seen[item.name]} and {word})", at, where)
                 seen[item.name] = word
-            found[word] = tuple(items)
+            found[word], tokens[word] = tuple(item for item, _ in items), tok
             if not self.accept_op(","):
                 break
         self.expect_op(")", clause)
-        return found
+        return found, tokens
 
-    def _mapped(self, role: str, clause: str) -> m.MappedColumn:
-        """``[name =] column``."""
+    def _mapped(self, role: str, clause: str) -> tuple[m.MappedColumn, Token]:
+        """``[name =] column`` (TBNAME: ``column``), and the token it starts at."""
         tok = self.tok
         kind = names.TAG if role == "tag" else names.COLUMN
-        if self.peek().kind is Kind.OP and self.peek().text == "=":
-            name = self.ident("column name", clause, kind)
+        name = None
+        if role != "tbname" and self.peek().kind is Kind.OP and self.peek().text == "=":
+            name = self.ident("column name", clause, kind).lower()
             self.advance()
-            return self._source(name.lower(), role, tok, clause)
-        return self._source(None, role, tok, clause, kind)
-
-    def _source(self, name: str | None, role: str, tok, clause: str,
-                kind: names.NameKind | None = None) -> m.MappedColumn:
-        """The table's column ``source`` under ``name`` (None: its own name, which must obey ``kind``)."""
         at = self.tok
-        source = self.ident("column of the table", clause, kind if name is None else None)
-        if (name or source).lower() == names.TBNAME and role != "tbname":
+        source = self.ident("column of the table", clause, kind if name is None and role != "tbname" else None)
+        model = names.TBNAME if role == "tbname" else (name or source.lower())
+        if model == names.TBNAME and role != "tbname":
             raise self.error("tbname is the subtable name column: map it with TBNAME <column>", at, clause)
-        return m.MappedColumn(name or source.lower(), source, role, self.position(tok))
+        return m.MappedColumn(model, source, role, self.position(tok)), tok
