@@ -322,7 +322,8 @@ class Catalog:
         except mapping.MappingError as err:
             raise AttachedTableBroken(f"{AttachedTableBroken.PREFIX}{label}: {err.message}", hint=err.hint) from None
         mapping.register(location, columns)
-        return TableInfo(db.lower(), name, location, tuple(Column(c.name, c.dtype, c.role) for c in columns),
+        path: Location = location if location.startswith("s3://") else Path(location)
+        return TableInfo(db.lower(), name, path, tuple(Column(c.name, c.dtype, c.role) for c in columns),
                          self.precision(db), attached=location, writable=bool(entry.get("writable")))
 
     def attach(self, db: str, name: str, location: str, wanted: list[tuple[str, str, str]], *, writable: bool,
@@ -337,6 +338,10 @@ class Catalog:
             if if_not_exists:
                 return None
             raise WarehouseError(f"table {label} already exists")
+        inside = self.store.contains(location) or (not location.startswith("s3://") and (
+            self.root.resolve() == Path(location) or self.root.resolve() in Path(location).parents))
+        if inside:
+            raise WarehouseError(f"{location} is inside the warehouse: its tables are read by name, not attached")
         try:
             described = mapping.describe(location)
             columns = mapping.check(location, label, wanted, described)

@@ -108,3 +108,10 @@ def test_the_owner_changes_the_table_under_a_running_stream(wh, spark, readings,
     row = stream_row(wh)
     assert row["status"] == "failed" and expected in row["last_error"] and "power.meters" in row["last_error"]
     assert output_rows(wh) == before  # nothing written, nothing lost
+
+
+def test_a_table_of_the_warehouse_is_not_attached(wh):
+    sql(wh, "CREATE STABLE power.own (ts TIMESTAMP, v INT) TAGS (g INT)")
+    own = wh.catalog.table_path("power", "own")
+    with pytest.raises(WarehouseError, match="inside the warehouse"):
+        sql(wh, f"CREATE STABLE power.again FROM DELTA '{own}' MAP (TIMESTAMP ts, TBNAME tbname)")
