@@ -318,7 +318,7 @@ class Catalog:
         try:
             described = mapping.describe(location)
             columns = mapping.check(location, label, [(c["name"], c["source"], c["role"]) for c in entry["columns"]],
-                                    described)
+                                    described, {c["source"]: c["type"] for c in entry["columns"] if "type" in c})
         except mapping.MappingError as err:
             raise AttachedTableBroken(f"{AttachedTableBroken.PREFIX}{label}: {err.message}", hint=err.hint) from None
         mapping.register(location, columns)
@@ -352,7 +352,8 @@ class Catalog:
         except mapping.MappingError as err:
             raise WarehouseError(err.message, hint=err.hint) from None
         entry = {"location": location, "writable": writable, "created": datetime.now(UTC).isoformat(),
-                 "columns": [{"name": c.name, "source": c.source, "role": c.role} for c in columns]}
+                 "columns": [{"name": c.name, "source": c.source, "role": c.role, "type": c.delta_type}
+                             for c in columns]}
         if not _write_new(self._attachment(db, name), entry):
             if if_not_exists:
                 return None

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -71,6 +71,7 @@ class Mapped:
     source: str
     role: str
     dtype: DataType
+    delta_type: str  # the column's type in the table when it was read
 
 
 _lock = threading.Lock()
@@ -173,11 +174,12 @@ def _type_text(kind: object) -> str:
     return text if isinstance(text, str) else str(kind)
 
 
-def check(path: Location, label: str, wanted: Sequence[tuple[str, str, str]],
-          described: Described) -> tuple[Mapped, ...]:
+def check(path: Location, label: str, wanted: Sequence[tuple[str, str, str]], described: Described,
+          attached_types: Mapping[str, str] | None = None) -> tuple[Mapped, ...]:
     """The mapping of ``(model name, table column, role)`` entries onto the table ``described``,
     each with the TDengine type of its column; raises :class:`MappingError` naming the first
-    column that is missing or of a type its role cannot hold.
+    column that is missing, of a type its role cannot hold, or (``attached_types``: each column's
+    Delta type when the table was attached) of another type than when it was attached.
 
     :param label: the table's qualified name, for messages
     """
@@ -190,7 +192,12 @@ def check(path: Location, label: str, wanted: Sequence[tuple[str, str, str]],
             raise MappingError(f"{label}: {clause} names column {source}, which {path} does not have",
                                hint=did_you_mean(source, list(described.types)) or
                                f"its columns are {', '.join(described.types)}")
-        out.append(Mapped(name, found, role, _model_type(label, clause, found, described.types[found], role)))
+        delta_type = described.types[found]
+        was = (attached_types or {}).get(found)
+        if was is not None and was != delta_type:
+            raise MappingError(f"{label}: {clause} {found} was {was} when the table was attached and is {delta_type} "
+                               "now", hint="DROP the table and attach it again to read the new type")
+        out.append(Mapped(name, found, role, _model_type(label, clause, found, delta_type, role), delta_type))
     return tuple(out)
 
 

@@ -40,7 +40,7 @@ def values(rows: list[tuple]) -> str:
 def readings(spark, tmp_path):
     """A team's own table, made with plain Spark SQL; no change data feed."""
     path = tmp_path / "owner" / "readings"
-    spark.sql(f"CREATE TABLE delta.`{path}` ({SCHEMA}) USING delta")
+    spark.sql(f"CREATE TABLE delta.`{path}` ({SCHEMA}) USING delta TBLPROPERTIES (delta.enableChangeDataFeed = false)")
     return path
 
 
@@ -70,6 +70,7 @@ LATER = [(21, "d1", "north", 210, 3.0), (33, "d1", "north", 200, 1.0), (41, "d2"
 def test_history_before_the_feed_and_live_rows_of_another_writer(wh, spark, readings):
     """The statements of ``examples/tdengine/attach.sql``, over a table made by plain Spark SQL."""
     append(spark, readings, FIRST)  # written before the change data feed was on
+    assert DeltaTable(str(readings)).metadata().configuration["delta.enableChangeDataFeed"] == "false"
     example = EXAMPLES / "tdengine" / "attach.sql"
     res = sql(wh, section(example, "attach").replace("/data/readings", str(readings)))[-1]
     assert "attached supertable power.meters" in res.message and "read-only" in res.message
