@@ -15,7 +15,7 @@ from typing import Any
 from airflow_stream_provider import model as m
 from airflow_stream_provider.sql import parse
 from airflow_stream_provider.streams import cq, insert_triggers, lifecycle, status
-from airflow_stream_provider.warehouse import Result, SystemView, Warehouse, WarehouseError, listeners, tables
+from airflow_stream_provider.warehouse import Result, SystemView, Warehouse, WarehouseError, listeners, listing, tables
 from airflow_stream_provider.warehouse.series import statements as series
 from airflow_stream_provider.windows import select as window_select
 
@@ -23,6 +23,8 @@ from airflow_stream_provider.windows import select as window_select
 SYSTEM_VIEWS: Mapping[str, SystemView] = {
     "ins_streams": status.ins_streams,
     "ins_stream_tasks": status.ins_stream_tasks,
+    "ins_stables": listing.ins_stables,
+    "ins_tables": listing.ins_tables,
 }
 
 
@@ -68,6 +70,9 @@ TABLE_STATEMENTS: dict[type, Callable[[Warehouse, Any], Result]] = {
     m.DropDatabase: tables.drop_database,
     m.CreateSuperTable: tables.create_table,
     m.CreateTable: tables.create_table,
+    m.AttachTable: tables.attach_table,
+    m.ShowTables: listing.show_tables,
+    m.Describe: listing.describe,
     m.CreateSubTable: tables.create_subtable,
     m.DropTable: tables.drop_table,
     m.Insert: tables.insert,

@@ -22,6 +22,7 @@ where it is built.
 
 from __future__ import annotations
 
+from airflow_stream_provider.model.attach import AttachTable, Describe, MappedColumn, ShowTables
 from airflow_stream_provider.model.events import STREAM_KINDS, TRIGGER_TYPES, EventType, StreamKind, TriggerKind
 from airflow_stream_provider.model.insert_triggers import (
     CreateInsertTrigger,
@@ -128,6 +129,10 @@ from airflow_stream_provider.model.triggers import (
 from airflow_stream_provider.model.types import DataType, Position, SqlExpression, TableName, Value
 
 __all__ = [
+    "AttachTable",
+    "Describe",
+    "ShowTables",
+    "MappedColumn",
     "STREAM_KINDS",
     "TRIGGER_TYPES",
     "AGGREGATES",

@@ -60,8 +60,8 @@ from airflow_stream_provider.streams.fired import (
     column_of,
 )
 from airflow_stream_provider.streams.lateral import Unbatchable, is_star, named, reads_data, split, trigger_column
-from airflow_stream_provider.warehouse import Warehouse, snapshots
-from airflow_stream_provider.warehouse.resolve import delta_table
+from airflow_stream_provider.warehouse import Warehouse, mapping, snapshots
+from airflow_stream_provider.warehouse.resolve import table_source
 from airflow_stream_provider.windows import select as window_select
 
 log = logging.getLogger(__name__)
@@ -135,10 +135,10 @@ class Compute:
         if src.changes:
             start = (trigger.since_version or 0) + 1
             if trigger.version is None or trigger.version < start:
-                df = reader.load(src.path).limit(0)
+                df = reader.load(src.path).transform(mapping.renamer(src.path)).limit(0)
             else:
                 df = (reader.option("readChangeFeed", "true").option("startingVersion", start)
-                      .option("endingVersion", trigger.version).load(src.path)
+                      .option("endingVersion", trigger.version).load(src.path).transform(mapping.renamer(src.path))
                       .where(F.col("_change_type").isin("insert", "update_postimage"))
                       .drop("_change_type", "_commit_version", "_commit_timestamp"))
         else:
@@ -149,7 +149,7 @@ class Compute:
                 if trigger.version is not None:
                     reader = reader.option("versionAsOf", trigger.version)
                 log.debug("%%%%trows of %s at version %s, read by Spark", src.path, trigger.version)
-                df = self._without_skipped(reader.load(src.path), trigger.version)
+                df = self._without_skipped(reader.load(src.path).transform(mapping.renamer(src.path)), trigger.version)
                 if bounds is not None:
                     df = df.where(F.col(src.ts_column).between(F.lit(bounds[0]), F.lit(bounds[1])))
         if trigger.adjust is not None:
@@ -201,7 +201,7 @@ class Compute:
         src = self.source
         assert src is not None
         limit = FEW_ROWS if limit is None else limit
-        if src.skip_versions:
+        if src.skip_versions or mapping.of(src.path) is not None:  # (an attached table: Spark reads its mapping)
             return None
         try:
             snapshot = snapshots.snapshot(src.path, version)  # None: the latest
@@ -268,6 +268,7 @@ class Compute:
             hi = hi if version is None else min(hi, version)
             written = (self.spark.read.format("delta").option("readChangeFeed", "true")
                        .option("startingVersion", lo).option("endingVersion", hi).load(src.path)
+                       .transform(mapping.renamer(src.path))
                        .where(F.col("_change_type").isin("insert", "update_postimage")).select(*key).distinct())
             df = df.join(written, on=key, how="left_anti")
         return df
@@ -283,7 +284,7 @@ class Compute:
                 raise StreamDefinitionError(f"{node.name} needs a trigger table (FROM)")
             alias = node.args.get("alias") or exp.TableAlias(this=exp.to_identifier(node.name[2:]))
             if node.name == "%%tbname":
-                inner = exp.select("*").from_(delta_table(src.path)).where(
+                inner = exp.select("*").from_(table_source(src.path)).where(
                     exp.column("tbname").eq(StreamPlaceholder(this="%%tbname")))
                 return exp.Subquery(this=inner, alias=alias)
             view = view_of()

@@ -19,7 +19,7 @@ from airflow_stream_provider.streams.notifications import RunNotifications, deli
 from airflow_stream_provider.streams.run import notify_patience, process
 from airflow_stream_provider.streams.runtime import RunReport, StreamRuntime, in_database
 from airflow_stream_provider.streams.store import StoredStream, StreamStore
-from airflow_stream_provider.warehouse import Warehouse
+from airflow_stream_provider.warehouse import Warehouse, mapping
 
 
 def recalculate(warehouse: Warehouse, db: str, name: str, start: datetime, end: datetime, *,
@@ -67,7 +67,9 @@ def _recalculate(warehouse: Warehouse, stored: StoredStream, start: datetime, en
     if found is not None:
         fired, events = found
     else:
-        rows = warehouse.spark.read.format("delta").option("versionAsOf", version).load(str(runtime.info.path))
+        path = str(runtime.info.path)
+        rows = warehouse.spark.read.format("delta").option("versionAsOf", version).load(path) \
+            .transform(mapping.renamer(path))
         ts = F.col(f"`{runtime.info.timestamp_column}`")  # after the session exists: F.col needs one
         rows = rows.where(ts >= F.lit(start))
         if plan.kind is StreamKind.WINDOW:

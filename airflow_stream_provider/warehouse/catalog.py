@@ -7,7 +7,10 @@ Layout under the warehouse root (DESIGN §2):
   carries the TDengine type and role of each column, so a table describes itself wherever it is
   copied;
 - ``<db>/.subtables/<name>.json``: a subtable's supertable and tag values. It is created with an
-  atomic create-if-absent, so two writers creating the same subtable agree on one set of tags.
+  atomic create-if-absent, so two writers creating the same subtable agree on one set of tags;
+- ``<db>/.attached/<name>.json``: a Delta table that lives elsewhere (a folder or an ``s3://`` URL)
+  attached under ``name`` with a column mapping (:mod:`.mapping`). Its schema is read and the
+  mapping checked on every lookup; the table itself is never rewritten by the catalog.
 
 Names are case-insensitive, as in TDengine: they are stored in lower case. Every name that becomes
 a path obeys the name rule (:mod:`airflow_stream_provider.model.names`), checked on every lookup,
@@ -40,7 +43,7 @@ from airflow_stream_provider.model.names import (
     path_under,
 )
 from airflow_stream_provider.storage import Location, table_store
-from airflow_stream_provider.warehouse import writer
+from airflow_stream_provider.warehouse import mapping, writer
 from airflow_stream_provider.warehouse.types import arrow_type, from_json_value, parse_type, to_json_value
 
 ROLE = "tdengine.role"
@@ -55,6 +58,13 @@ class WarehouseError(StreamError):
         self.message = message
         self.hint = hint
         super().__init__(message + (f" ({hint})" if hint else ""))
+
+
+class AttachedTableBroken(WarehouseError):
+    """An attached table no longer fits its mapping (a mapped column dropped or retyped by its owner),
+    or is gone: a stream over it is failed until it fits again."""
+
+    PREFIX = "attached table "
 
 
 @dataclass(frozen=True)
@@ -78,6 +88,10 @@ class TableInfo:
     path: Location  # a folder, or an s3:// URL (storage)
     columns: tuple[Column, ...]
     precision: str
+    #: an attached table: where its owner keeps it (else None: a table of the warehouse's own)
+    attached: Location | None = None
+    #: whether INSERT, DELETE and DROP may change the data (an attached table: when it was attached WRITABLE)
+    writable: bool = True
 
     @property
     def is_super(self) -> bool:
@@ -192,6 +206,10 @@ class Catalog:
     def database_path(self, db: str) -> Path:
         return self.path(_check_name(db, DATABASE))
 
+    def _attachment(self, db: str, name: str) -> Path:
+        """The file recording the attached table ``name`` of ``db``."""
+        return self.path(_check_name(db, DATABASE), ".attached", f"{_check_name(name, TABLE)}.json")
+
     def _registry(self, db: str, name: str) -> Path:
         """The file recording subtable ``name`` of ``db``."""
         return self.path(_check_name(db, DATABASE), ".subtables", f"{_check_name(name, TABLE)}.json")
@@ -249,7 +267,10 @@ class Catalog:
         folder = self.database_path(db)
         tables = self.store.tables(folder.name)
         subs = [p.stem for p in (folder / ".subtables").glob("*.json")]
-        return sorted(tables + subs)
+        return sorted(tables + subs + self.attached_names(db))
+
+    def attached_names(self, db: str) -> list[str]:
+        return sorted(p.stem for p in (self.database_path(db) / ".attached").glob("*.json"))
 
     def lookup(self, name: TableName, db: str) -> TableInfo | SubTable | None:
         """The table ``name`` in ``db``, or None when there is none."""
@@ -258,6 +279,9 @@ class Catalog:
         path = self.table_path(db, lowered)
         if self.store.is_table(path):
             return self._info(db, lowered, path)
+        attachment = self._attachment(db, lowered)
+        if attachment.is_file():
+            return self._attached_info(db, lowered, read_json_object(attachment, ("location", "columns")))
         registry = self._registry(db, lowered)
         try:
             entry = read_json_object(registry, ("stable", "tags"))
@@ -286,6 +310,60 @@ class Catalog:
         info = TableInfo(db.lower(), name, path, columns, self.precision(db))
         self._tables[path] = info
         return info
+
+    def _attached_info(self, db: str, name: str, entry: dict) -> TableInfo:
+        """The attached table of ``entry``, its mapping checked against the table's schema as it is now."""
+        location = entry["location"]
+        label = f"{db.lower()}.{name}"
+        try:
+            described = mapping.describe(location)
+            columns = mapping.check(location, label, [(c["name"], c["source"], c["role"]) for c in entry["columns"]],
+                                    described, {c["source"]: c["type"] for c in entry["columns"] if "type" in c})
+        except mapping.MappingError as err:
+            raise AttachedTableBroken(f"{AttachedTableBroken.PREFIX}{label}: {err.message}", hint=err.hint) from None
+        mapping.register(location, columns)
+        path: Location = location if location.startswith("s3://") else Path(location)
+        return TableInfo(db.lower(), name, path, tuple(Column(c.name, c.dtype, c.role) for c in columns),
+                         self.precision(db), attached=location, writable=bool(entry.get("writable")))
+
+    def attach(self, db: str, name: str, location: str, wanted: list[tuple[str, str, str]], *, writable: bool,
+               enable_change_feed: bool, if_not_exists: bool) -> TableInfo | None:
+        """Record the Delta table at ``location`` as table ``name`` of ``db`` under the mapping ``wanted``
+        ((model name, table column, role), the timestamp first); None when ``if_not_exists`` and the
+        name is taken. Nothing of the table is written, unless ``enable_change_feed`` turns its change
+        data feed on (one commit of its properties)."""
+        name = _new_table_name(name)
+        label = f"{db.lower()}.{name}"
+        if self.lookup(TableName(name), db) is not None:
+            if if_not_exists:
+                return None
+            raise WarehouseError(f"table {label} already exists")
+        inside = self.store.contains(location) or (not location.startswith("s3://") and (
+            self.root.resolve() == Path(location) or self.root.resolve() in Path(location).parents))
+        if inside:
+            raise WarehouseError(f"{location} is inside the warehouse: its tables are read by name, not attached")
+        try:
+            described = mapping.describe(location)
+            columns = mapping.check(location, label, wanted, described)
+            if not described.change_feed:
+                if not enable_change_feed:
+                    raise WarehouseError(mapping.missing_feed_message(location, label))
+                mapping.enable_change_feed(location)
+        except mapping.MappingError as err:
+            raise WarehouseError(err.message, hint=err.hint) from None
+        entry = {"location": location, "writable": writable, "created": datetime.now(UTC).isoformat(),
+                 "columns": [{"name": c.name, "source": c.source, "role": c.role, "type": c.delta_type}
+                             for c in columns]}
+        if not _write_new(self._attachment(db, name), entry):
+            if if_not_exists:
+                return None
+            raise WarehouseError(f"table {label} already exists")
+        return self._attached_info(db, name, entry)
+
+    def detach(self, info: TableInfo) -> None:
+        """Forget the attached table ``info``; its data stays where its owner keeps it."""
+        self._attachment(info.db, info.name).unlink(missing_ok=True)
+        mapping.unregister(info.path)
 
     def forget(self, path: Location) -> None:
         """Read the table at ``path`` again on its next lookup (its schema changed)."""

@@ -20,6 +20,7 @@ from airflow_stream_provider import model as m
 from airflow_stream_provider.spark.session import arrow_frame
 from airflow_stream_provider.sql import to_spark
 from airflow_stream_provider.storage import TableStore
+from airflow_stream_provider.warehouse import mapping
 from airflow_stream_provider.warehouse.catalog import TBNAME, Catalog, SubTable, TableInfo, WarehouseError
 
 if TYPE_CHECKING:
@@ -51,6 +52,25 @@ def delta_table(path: Path | str) -> exp.Table:
     node = exp.Table(this=exp.to_identifier(str(path), quoted=True), db=exp.to_identifier("delta"))
     node.meta[_BUILT] = True
     return node
+
+
+def table_source(path: Path | str) -> exp.Expr:
+    """The rows of the table at ``path`` for a FROM clause: :func:`delta_table`, or for an attached
+    table the projection that reads its columns under the model's names (:mod:`.mapping`)."""
+    pairs = mapping.select_list(path)
+    if pairs is None:
+        return delta_table(path)
+    items = [exp.alias_(exp.column(source, quoted=True), name, quoted=True) for source, name in pairs]
+    return exp.select(*items).from_(delta_table(path)).subquery()
+
+
+def aliased_source(path: Path | str, alias: str) -> exp.Expr:
+    """:func:`table_source` under ``alias``."""
+    source = table_source(path)
+    if isinstance(source, exp.Subquery):
+        source.set("alias", exp.TableAlias(this=exp.to_identifier(alias)))
+        return source
+    return source.as_(alias)
 
 
 def is_path_table(node: exp.Table) -> bool:
@@ -125,10 +145,10 @@ def translator(catalog: Catalog, current: str | None, tree: exp.Expr, *, system_
             return node
         alias = node.alias or node.name
         if isinstance(found, SubTable):
-            inner = exp.select("*").from_(delta_table(found.stable.path)).where(
+            inner = exp.select("*").from_(table_source(found.stable.path)).where(
                 exp.column(TBNAME).eq(exp.Literal.string(found.name)))
             return inner.subquery(alias)
-        return delta_table(found.path).as_(alias)
+        return aliased_source(found.path, alias)
 
     infos = {found.stable if isinstance(found, SubTable) else found for found in resolved.values()}
     if not infos:  # _c0 means the first column of the table in FROM: a named one, else `also`

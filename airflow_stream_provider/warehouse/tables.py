@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pyarrow as pa
 from sqlglot import exp
@@ -23,7 +24,7 @@ from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import did_you_mean
 from airflow_stream_provider.sql import to_spark
 from airflow_stream_provider.storage import Location
-from airflow_stream_provider.warehouse import listeners, writer
+from airflow_stream_provider.warehouse import listeners, mapping, writer
 from airflow_stream_provider.warehouse.catalog import (
     TBNAME,
     Catalog,
@@ -33,7 +34,7 @@ from airflow_stream_provider.warehouse.catalog import (
     WarehouseError,
     table_columns,
 )
-from airflow_stream_provider.warehouse.resolve import delta_table
+from airflow_stream_provider.warehouse.resolve import table_source
 from airflow_stream_provider.warehouse.result import Result
 from airflow_stream_provider.warehouse.types import BadValue, TimeContext, coerce
 from airflow_stream_provider.warehouse.warehouse import Warehouse
@@ -87,6 +88,33 @@ def create_table(warehouse: Warehouse, stmt: m.CreateSuperTable | m.CreateTable)
     what = "supertable" if tags else "table"
     name = f"{db}.{stmt.name.name.lower()}"
     return Result(stmt, f"created {what} {name}" if created else f"exists: {what} {name}")
+
+
+def attach_table(warehouse: Warehouse, stmt: m.AttachTable) -> Result:
+    """CREATE [S]TABLE ... FROM DELTA: the table at ``stmt.path`` recorded under a mapping, not copied."""
+    db = warehouse.database_of(stmt.name)
+    location = stmt.path if stmt.path.startswith("s3://") else str(Path(stmt.path).expanduser().resolve())
+    named = {c.source.lower() for c in stmt.mapped()}
+    metrics = stmt.columns
+    if metrics is None:  # every other column of the table
+        described = mapping.describe(location)
+        metrics = tuple(m.MappedColumn(n.lower(), n, "metric") for n in described.types if n.lower() not in named)
+    wanted = [(c.name, c.source, c.role) for c in (stmt.timestamp, *metrics, *((stmt.tbname,) if stmt.tbname else ()),
+                                                    *stmt.tags)]
+    info = warehouse.catalog.attach(db, stmt.name.name, location, wanted, writable=stmt.writable,
+                                    enable_change_feed=stmt.enable_change_feed, if_not_exists=stmt.if_not_exists)
+    what = "supertable" if stmt.stable else "table"
+    label = f"{db}.{stmt.name.name.lower()}"
+    if info is None:
+        return Result(stmt, f"exists: {what} {label}")
+    access = "writable" if stmt.writable else "read-only"
+    return Result(stmt, f"attached {what} {label} from {location} ({access}, {len(info.columns)} columns)")
+
+
+def _check_writable(info: TableInfo, label: str, what: str) -> None:
+    if not info.writable:
+        raise WarehouseError(f"{label} is attached read-only from {info.attached}: {what} would change its owner's "
+                             "data", hint="attach it again with WRITABLE to allow it")
 
 
 def _supertable(catalog: Catalog, name: m.TableName, db: str) -> TableInfo:
@@ -161,6 +189,10 @@ def drop_table(warehouse: Warehouse, stmt: m.DropTable) -> Result:
             raise WarehouseError(f"{label} is not a supertable; use DROP TABLE")
         if not stmt.stable and is_super:
             raise WarehouseError(f"{label} is a supertable; use DROP STABLE")
+        if isinstance(found, TableInfo) and found.attached is not None:
+            catalog.detach(found)  # the owner's data stays where it is
+            dropped.append(f"{label} (detached; the data at {found.attached} stays)")
+            continue
         if isinstance(found, SubTable):
             writer.delete_rows(found.stable.path, writer.string_equals(TBNAME, found.name))
             catalog.drop_subtable_entry(found)
@@ -213,6 +245,7 @@ def _batches(warehouse: Warehouse, stmt: m.Insert, new_subtables: Subtables,
         info, tbname = (found.stable, found.name) if isinstance(found, SubTable) else (found, None)
         if isinstance(found, SubTable):
             known.setdefault((db, target.table.name.lower()), found)
+        _check_writable(info, label, "INSERT")
         batch = batches.setdefault(info.path, _Batch(info))
         batch.labels.add(label)
         ctx = TimeContext(info.precision, now)
@@ -303,7 +336,9 @@ def _commit(batches: Iterable[_Batch], subtables: Subtables) -> int:
     for batch in batches:
         rows = _arrow_rows(batch, subtables)
         try:
-            commits.append(writer.upsert(batch.info.path, rows, batch.info.key_columns))
+            path = batch.info.path
+            keys = mapping.sources(path, batch.info.key_columns)
+            commits.append(writer.upsert(path, mapping.to_sources(path, rows), keys))
         except Exception as err:
             _undo(commits, batch, err)
         total += rows.num_rows
@@ -348,6 +383,7 @@ def delete(warehouse: Warehouse, stmt: m.Delete) -> Result:
     db = warehouse.database_of(stmt.table)
     found = warehouse.catalog.resolve(stmt.table, db)
     info = found.stable if isinstance(found, SubTable) else found
+    _check_writable(info, found.qualified, "DELETE")
     conditions = []
     if isinstance(found, SubTable):
         conditions.append(exp.column(TBNAME).eq(exp.Literal.string(found.name)).sql(dialect="spark"))
@@ -355,9 +391,10 @@ def delete(warehouse: Warehouse, stmt: m.Delete) -> Result:
         warehouse.check_path_tables(stmt.where.tree)
         where = to_spark(stmt.where.tree, timestamp_column=info.timestamp_column, precision=info.precision)
         conditions.append(f"({where})")
-    target = delta_table(info.path).sql(dialect="spark")
+    target = table_source(info.path).sql(dialect="spark")
     where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
-    at_most = None if warehouse.catalog.store.remote else SMALL_DELETE
+    # an attached table is read through its mapping: its keys are found by Spark, deleted by the kernel
+    at_most = None if warehouse.catalog.store.remote or info.attached is not None else SMALL_DELETE
     count = _delete_by_key(warehouse, info, target, where, at_most=at_most)
     if count is None:  # many rows: Spark rewrites the files they are in
         with warehouse.local_time():
@@ -383,6 +420,6 @@ def _delete_by_key(warehouse: Warehouse, info: TableInfo, target: str, where: st
     if at_most is not None and doomed.num_rows > at_most:
         return None
     if doomed.num_rows:
-        writer.delete_matching(info.path, doomed.cast(pa.schema(
-            [info.arrow_schema().field(name) for name in info.key_columns])))
+        keys_schema = pa.schema([info.arrow_schema().field(name) for name in info.key_columns])
+        writer.delete_matching(info.path, mapping.to_sources(info.path, doomed.cast(keys_schema)))
     return doomed.num_rows

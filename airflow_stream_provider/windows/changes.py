@@ -34,6 +34,7 @@ from urllib.parse import unquote
 
 from airflow_stream_provider import storage
 from airflow_stream_provider.storage import Location, is_remote
+from airflow_stream_provider.warehouse import mapping
 from airflow_stream_provider.warehouse.catalog import WarehouseError
 from airflow_stream_provider.warehouse.features import features_of
 from airflow_stream_provider.warehouse.snapshots import plain_strings, rows
@@ -168,8 +169,8 @@ class ChangeFeed:
 
     def changes(self, first: int, last: int) -> pa.Table | None:
         """The changes of versions ``first`` to ``last`` (inclusive) in commit order: the table's
-        columns, then ``_change_type``, ``_commit_version`` and ``_commit_timestamp``. None when no
-        version in the range changed a row."""
+        columns (an attached table's under the model's names), then ``_change_type``,
+        ``_commit_version`` and ``_commit_timestamp``. None when no version in the range changed a row."""
         parts = [self._version(v) for v in range(first, last + 1)]
         parts = [p for p in parts if p.num_rows]
         if not parts:
@@ -197,6 +198,7 @@ class ChangeFeed:
                 if gone:
                     raise vacuumed(self.path, version, gone) from err
                 raise
+            changes = mapping.arrow(self.path, changes)  # an attached table's columns under the model's names
             self._cache[version] = changes
             self._cached_bytes += changes.nbytes
             while len(self._cache) > CACHED_VERSIONS or (self._cached_bytes > CACHED_BYTES and len(self._cache) > 1):
@@ -209,7 +211,7 @@ class ChangeFeed:
         the kernel: deletion vectors applied, columns by their logical names."""
         if self.remote:
             storage.export_credentials()
-        return rows(str(self.path), version, columns)
+        return mapping.arrow(self.path, rows(str(self.path), version, mapping.sources(self.path, columns)))
 
     def missing(self, version: int) -> list[str]:
         """The data and change files version ``version`` adds that are not there (VACUUM removed them)."""

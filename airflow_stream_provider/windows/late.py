@@ -25,7 +25,7 @@ import pyarrow.dataset as ds
 from deltalake import DeltaTable
 
 from airflow_stream_provider.model.events import TriggerKind
-from airflow_stream_provider.warehouse import snapshots
+from airflow_stream_provider.warehouse import mapping, snapshots
 from airflow_stream_provider.warehouse.features import features_of
 from airflow_stream_provider.windows.columns import WINDOW_COLUMNS
 from airflow_stream_provider.windows.core import json_safe, scan
@@ -54,10 +54,12 @@ def read_group(plan: TriggerPlan, key_values: tuple, version: int, lo: int, hi: 
     """Rows of one group with ``lo <= ts <= hi`` (microseconds) in the trigger table at ``version``."""
     if plan.since is not None:
         lo = max(lo, plan.since)
-    dataset = _dataset(plan.path, version, plan.ts_column, lo, hi)
-    ts_type = dataset.schema.field(plan.ts_column).type
-    cond = (ds.field(plan.ts_column) >= stamp(lo, ts_type)) & (ds.field(plan.ts_column) <= stamp(hi, ts_type))
-    rows = dataset.to_table(columns=list(plan.columns), filter=cond).to_pandas()
+    (ts,) = mapping.sources(plan.path, [plan.ts_column])  # an attached table's own column names
+    dataset = _dataset(plan.path, version, ts, lo, hi)
+    ts_type = dataset.schema.field(ts).type
+    cond = (ds.field(ts) >= stamp(lo, ts_type)) & (ds.field(ts) <= stamp(hi, ts_type))
+    read = dataset.to_table(columns=mapping.sources(plan.path, plan.columns), filter=cond)
+    rows = mapping.arrow(plan.path, read).to_pandas()
     # the group's rows (in pandas: delta-rs scans strings as string_view, which arrow filters can't compare)
     keep = np.ones(len(rows), bool)
     for name, value in zip(plan.keys, key_values):

@@ -170,7 +170,7 @@ def test_delete_and_select():
         ("CREATE TABLE t (ts TIMESTAMP, v VARCHR(10))", "unknown data type VARCHR"),
         ("INSERT INTO d1 VALUES (now, 1) (now, 1, 2)", "has 3 values, expected 2"),
         ("INSERT INTO d1 SELECT * FROM d2", "INSERT ... SELECT is not supported"),
-        ("SHOW TABLES", "only SHOW [db.]STREAMS"),
+        ("SHOW VNODES", "only SHOW [db.]STREAMS, STABLES or TABLES"),
         ("UPDATE t SET v = 1", "unknown statement 'UPDATE'"),
         ("SELECT 'unclosed FROM t", "string starting here is not closed"),
         ("SELECT avgg(current) FROM meters", "unknown function AVGG"),

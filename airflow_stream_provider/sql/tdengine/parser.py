@@ -61,13 +61,15 @@ class Parser(StreamStatements, TableStatements):
         ("STOP",): lambda p, pos: p.stream_control(pos),
         ("RECALCULATE",): lambda p, pos: p.stream_control(pos),
         ("USE",): lambda p, pos: p.use_database(pos),
+        ("DESCRIBE",): lambda p, pos: p.describe(pos),
+        ("DESC",): lambda p, pos: p.describe(pos),
         ("INSERT",): lambda p, pos: p.insert(pos),
         ("DELETE",): lambda p, pos: p.delete(pos),
         ("SELECT",): lambda p, pos: p.select(pos),
         ("WITH",): lambda p, pos: p.select(pos),
     }
     #: the statements named in the message for an unknown one
-    KNOWN = "CREATE, DROP, SHOW, START, STOP, RECALCULATE, USE, INSERT, DELETE or SELECT"
+    KNOWN = "CREATE, DROP, SHOW, DESCRIBE, START, STOP, RECALCULATE, USE, INSERT, DELETE or SELECT"
 
     def parse(self) -> list[m.Statement]:
         return self.statements(self.statement)

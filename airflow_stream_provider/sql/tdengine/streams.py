@@ -394,12 +394,15 @@ class StreamStatements(ValueParser):
             return m.StartStream(name, if_exists, ignore, **pos)
         return m.StopStream(name, if_exists, **pos)
 
-    def show(self, pos: dict) -> m.ShowStreams:
+    def show(self, pos: dict) -> m.ShowStreams | m.ShowTables:
         self.expect("SHOW")
         db = None
         if self.tok.kind in (Kind.IDENT, Kind.QUOTED_IDENT) and self.peek().text == ".":
             db = self.ident("database name", "SHOW", names.DATABASE)
             self.expect_op(".")
+        if self.accept("STABLES") or self.accept("TABLES"):
+            return m.ShowTables(db, stable=self.toks[self.i - 1].upper == "STABLES", **pos)
         if not self.accept("STREAMS"):
-            raise self.error(f"only SHOW [db.]STREAMS is supported, found {self.tok.describe()}", clause="SHOW")
+            raise self.error(f"only SHOW [db.]STREAMS, STABLES or TABLES is supported, found {self.tok.describe()}",
+                             clause="SHOW")
         return m.ShowStreams(db, **pos)

@@ -7,7 +7,7 @@ from airflow_stream_provider.exceptions import did_you_mean
 from airflow_stream_provider.model import names
 from airflow_stream_provider.sql.functions import check_functions
 from airflow_stream_provider.sql.grammar.lexer import Kind
-from airflow_stream_provider.sql.tdengine.literals import ValueParser
+from airflow_stream_provider.sql.tdengine.attach import AttachStatements
 
 DATABASE_OPTIONS = [
     "BUFFER", "CACHEMODEL", "CACHESIZE", "COMP", "DURATION", "WAL_FSYNC_PERIOD", "MAXROWS", "MINROWS", "KEEP",
@@ -18,7 +18,7 @@ DATABASE_OPTIONS = [
 ]
 
 
-class TableStatements(ValueParser):
+class TableStatements(AttachStatements):
     """The statements on databases and tables, and the queries run once."""
 
     def create_database(self, pos: dict) -> m.CreateDatabase:
@@ -88,6 +88,8 @@ class TableStatements(ValueParser):
         clause = "CREATE STABLE" if stable else "CREATE TABLE"
         if_not_exists = self.accept("IF", "NOT", "EXISTS")
         name = self.table_name(clause=clause)
+        if self.at("FROM"):
+            return [self.attach_table(name, stable, if_not_exists, pos)]
         if not stable and self.at("USING"):
             out: list[m.Statement] = []
             while True:
@@ -176,6 +178,10 @@ class TableStatements(ValueParser):
             self.accept("IF", "EXISTS")
             tables.append(self.table_name(clause=f"DROP {what}"))
         return m.DropTable(tuple(tables), if_exists, stable=what == "STABLE", **pos)
+
+    def describe(self, pos: dict) -> m.Describe:
+        self.advance()  # DESCRIBE or DESC
+        return m.Describe(self.table_name(clause="DESCRIBE"), **pos)
 
     def use_database(self, pos: dict) -> m.UseDatabase:
         self.expect("USE")

@@ -34,7 +34,7 @@ from airflow_stream_provider.streams.probes import checkpoint_id, last_commit
 from airflow_stream_provider.streams.runtime import RunReport, StreamRuntime, group_id
 from airflow_stream_provider.streams.store import StoredStream, detector_lock
 from airflow_stream_provider.streams.write import table_names, write_results
-from airflow_stream_provider.warehouse import writer
+from airflow_stream_provider.warehouse import mapping, writer
 from airflow_stream_provider.warehouse.catalog import TBNAME
 from airflow_stream_provider.warehouse.types import arrow_type
 from airflow_stream_provider.windows.core import json_safe
@@ -57,7 +57,7 @@ def change_feed(spark: SparkSession, path: str, options: DetectorOptions, *, his
         reader = reader.option("startingVersion", str(start))
         if options.max_files_per_trigger:
             reader = reader.option("maxFilesPerTrigger", options.max_files_per_trigger)
-    df = reader.load(path)
+    df = reader.load(path).transform(mapping.renamer(path))
     if not history and options.created_version is not None:
         df = df.where(F.col("_commit_version") > options.created_version)
     for lo, hi in options.skip_versions:

@@ -17,6 +17,7 @@ from airflow_stream_provider.streams.fired import TROWS_FROM, TROWS_TO, Fired
 from airflow_stream_provider.streams.probes import version_at
 from airflow_stream_provider.streams.runtime import RunReport, StreamRuntime, group_id, nanos
 from airflow_stream_provider.values import epoch_micros
+from airflow_stream_provider.warehouse import mapping
 from airflow_stream_provider.warehouse.catalog import TBNAME
 
 
@@ -86,7 +87,7 @@ def _groups(runtime: StreamRuntime, version: int | None) -> list[tuple]:
     reader = runtime.warehouse.spark.read.format("delta")
     if version is not None:
         reader = reader.option("versionAsOf", version)
-    df = reader.load(str(runtime.info.path))
+    df = reader.load(str(runtime.info.path)).transform(mapping.renamer(str(runtime.info.path)))
     if runtime.source and runtime.source.subtable:
         df = df.where(F.col(TBNAME) == runtime.source.subtable)
     rows = df.select(*[F.col(f"`{c.name}`") for c in runtime.group_columns]).distinct().collect()
@@ -99,7 +100,8 @@ def _changed_groups(runtime: StreamRuntime, since: int | None, until: int | None
         return {}
     df = (runtime.warehouse.spark.read.format("delta").option("readChangeFeed", "true")
           .option("startingVersion", (since if since is not None else -1) + 1).option("endingVersion", until)
-          .load(str(runtime.info.path)).where(F.col("_change_type").isin("insert", "update_postimage")))
+          .load(str(runtime.info.path)).transform(mapping.renamer(str(runtime.info.path)))
+          .where(F.col("_change_type").isin("insert", "update_postimage")))
     if runtime.source and runtime.source.pre_filter:
         df = df.where(F.expr(runtime.source.pre_filter))
     keys = [F.col(f"`{c.name}`") for c in runtime.group_columns]
@@ -119,12 +121,13 @@ def sliding_triggers(runtime: StreamRuntime, state: StreamState, report: RunRepo
     ts = runtime.info.timestamp_column
     created_version = state.created_version
     if opts.fill_history is not None or created_version is None:
-        df = spark.read.format("delta").option("versionAsOf", version).load(path)
+        df = spark.read.format("delta").option("versionAsOf", version).load(path).transform(mapping.renamer(path))
     elif version is None or created_version >= version:
         return [], {}
     else:
         df = (spark.read.format("delta").option("readChangeFeed", "true")
               .option("startingVersion", created_version + 1).option("endingVersion", version).load(path)
+              .transform(mapping.renamer(path))
               .where(F.col("_change_type").isin("insert", "update_postimage")))
     if runtime.source and runtime.source.subtable:
         df = df.where(F.col(TBNAME) == runtime.source.subtable)

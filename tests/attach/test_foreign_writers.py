@@ -1,0 +1,84 @@
+"""Writers that are not ours: a separate Spark batch job and a separate delta-rs process append, MERGE
+(rows of windows already closed) and DELETE rows of an attached table. Each writer is its own
+process that imports nothing of this project (``tests/attach/writers``). The stream's outputs must
+equal the windows pandas computes from the table's final rows."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from deltalake import DeltaTable
+
+from airflow_stream_provider.streams.run import run as run_stream
+from airflow_stream_provider.streams.run_request import RunRequest
+from tests.attach.oracle import closed_windows
+from tests.conftest import sql
+
+pytestmark = pytest.mark.spark
+
+WRITERS = Path(__file__).with_name("writers")
+MAP = "MAP (TIMESTAMP event_time, TBNAME device_id, TAGS (location = site), COLUMNS (voltage, current))"
+STREAM = """CREATE STREAM power.s1 INTERVAL(10s) SLIDING(10s) FROM power.meters PARTITION BY tbname
+            STREAM_OPTIONS(FILL_HISTORY | DELETE_RECALC) INTO power.out AS
+            SELECT _twstart, avg(voltage) AS v, sum(current) AS c, count(*) AS n FROM %%tbname
+            WHERE _c0 >= _twstart AND _c0 < _twend"""
+
+FIRST = [[1, "d1", "north", 220, 1.5], [4, "d1", "north", 224, 2.5], [12, "d1", "north", 230, 1.0],
+         [3, "d2", "south", 110, 0.5], [15, "d2", "south", 120, 0.25], [27, "d2", "south", 100, 1.0]]
+LATER = [[21, "d1", "north", 210, 3.0], [33, "d1", "north", 200, 1.0], [41, "d2", "south", 90, 2.0]]
+#: an update of d1's row at 4 s (window [0, 10), closed) and a new row in it, and a new device
+MERGED = [[4, "d1", "north", 300, 4.0], [7, "d1", "north", 100, 1.0], [2, "d3", "east", 50, 5.0],
+          [16, "d3", "east", 70, 1.0]]
+
+
+def write(script: str, path: Path, steps: list[dict], cwd: Path) -> None:
+    """Run the writer ``script`` as a process of its own, with none of this project on its path."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "AIRFLOW_STREAM_HOME")}
+    env.update(SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable)
+    done = subprocess.run([sys.executable, str(WRITERS / script), str(path), json.dumps(steps)], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+def outputs(wh) -> dict:
+    rows = sql(wh, "SELECT tag_tbname, _twstart, v, c, n FROM power.out")[-1].table.to_pylist()
+    return {(r["tag_tbname"], pd.Timestamp(r["_twstart"])): (r["v"], r["c"], r["n"]) for r in rows}
+
+
+def expected(path: Path) -> dict:
+    return closed_windows(DeltaTable(str(path)).to_pandas())
+
+
+def follow(wh, path: Path, writer: str, first: list[dict], changes: list[dict], cwd: Path) -> None:
+    write(writer, path, first, cwd)
+    sql(wh, f"CREATE DATABASE power; CREATE STABLE power.meters FROM DELTA '{path}' {MAP}")
+    sql(wh, STREAM)
+    run_stream(wh, "power", "s1", RunRequest.everything())
+    assert outputs(wh) == expected(path) and len(outputs(wh)) == 3
+    write(writer, path, changes, cwd)
+    run_stream(wh, "power", "s1", RunRequest.everything())
+    final = expected(path)
+    # the update and the new row of d1's closed window [0, 10) were recalculated; d2's deleted row
+    # at 15 s left its window [10, 20) empty
+    assert final[("d1", pd.Timestamp("2025-03-01 00:00:00", tz="UTC"))] == (pytest.approx(620 / 3), 6.5, 3)
+    assert final[("d2", pd.Timestamp("2025-03-01 00:00:10", tz="UTC"))] == (None, None, 0)
+    assert outputs(wh) == final
+
+
+def test_a_spark_batch_job_appends_merges_and_deletes(wh, tmp_path):
+    path = tmp_path / "owner" / "readings"
+    changes = [{"append": LATER}, {"merge": MERGED}, {"delete": "device_id = 'd2' AND voltage = 120"}]
+    follow(wh, path, "spark_job.py", [{"create": True}, {"append": FIRST}], changes, tmp_path)
+
+
+def test_a_delta_rs_writer_appends_merges_and_deletes(wh, tmp_path):
+    path = tmp_path / "owner" / "readings"
+    changes = [{"append": LATER}, {"merge": MERGED}, {"delete": "device_id = 'd2' AND voltage = 120"}]
+    follow(wh, path, "delta_rs_writer.py", [{"create": {"delta.enableChangeDataFeed": "true"}}, {"append": FIRST}],
+           changes, tmp_path)
