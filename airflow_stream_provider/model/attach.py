@@ -32,6 +32,8 @@ class AttachTable(Statement):
     supertable (with a ``tbname`` column) or a regular table, never copied or rewritten.
 
     ``columns`` None: every column of the table the map does not name otherwise is a metric.
+    ``catalog``: the table's ``database.table`` in the shared catalog, whose location the attach
+    reads there (``path`` is then empty).
     """
 
     name: TableName
@@ -43,6 +45,7 @@ class AttachTable(Statement):
     writable: bool = False
     enable_change_feed: bool = False
     if_not_exists: bool = False
+    catalog: str | None = None
     kind = "ATTACH TABLE"
 
     def __post_init__(self) -> None:

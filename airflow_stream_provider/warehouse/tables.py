@@ -24,7 +24,7 @@ from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import did_you_mean
 from airflow_stream_provider.sql import to_spark
 from airflow_stream_provider.storage import Location
-from airflow_stream_provider.warehouse import listeners, mapping, writer
+from airflow_stream_provider.warehouse import listeners, mapping, metastore, writer
 from airflow_stream_provider.warehouse.catalog import (
     TBNAME,
     Catalog,
@@ -93,7 +93,8 @@ def create_table(warehouse: Warehouse, stmt: m.CreateSuperTable | m.CreateTable)
 def attach_table(warehouse: Warehouse, stmt: m.AttachTable) -> Result:
     """CREATE [S]TABLE ... FROM DELTA: the table at ``stmt.path`` recorded under a mapping, not copied."""
     db = warehouse.database_of(stmt.name)
-    location = stmt.path if stmt.path.startswith("s3://") else str(Path(stmt.path).expanduser().resolve())
+    path = stmt.path if stmt.catalog is None else metastore.catalog_table(warehouse.spark, stmt.catalog).location
+    location = path if path.startswith("s3://") else str(Path(path).expanduser().resolve())
     named = {c.source.lower() for c in stmt.mapped()}
     metrics = stmt.columns
     if metrics is None:  # every other column of the table
@@ -108,7 +109,8 @@ def attach_table(warehouse: Warehouse, stmt: m.AttachTable) -> Result:
     if info is None:
         return Result(stmt, f"exists: {what} {label}")
     access = "writable" if stmt.writable else "read-only"
-    return Result(stmt, f"attached {what} {label} from {location} ({access}, {len(info.columns)} columns)")
+    origin = f"{stmt.catalog} of the catalog, at {location}" if stmt.catalog else location
+    return Result(stmt, f"attached {what} {label} from {origin} ({access}, {len(info.columns)} columns)")
 
 
 def _check_writable(info: TableInfo, label: str, what: str) -> None:

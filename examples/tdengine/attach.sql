@@ -14,6 +14,12 @@ CREATE STREAM power.s1 INTERVAL(10s) SLIDING(10s) FROM power.meters PARTITION BY
     WHERE _c0 >= _twstart AND _c0 < _twend;
 -- [END stream]
 
+-- A table of the shared catalog (docs: "The shared catalog"), found by its name there.
+-- [START catalog]
+CREATE STABLE IF NOT EXISTS power.readings FROM CATALOG iot.readings
+    MAP (TIMESTAMP event_time, TBNAME device_id, TAGS (location = site));
+-- [END catalog]
+
 -- [START regular]
 CREATE TABLE IF NOT EXISTS power.totals FROM DELTA 's3://team-bucket/gold/totals'
     MAP (TIMESTAMP at, COLUMNS (amount)) WRITABLE;

@@ -39,6 +39,14 @@ def test_attach_statements(text, expected):
     assert shape(stmt) == expected
 
 
+def test_attach_by_catalog_name():
+    (stmt,) = parse("CREATE STABLE power.meters FROM CATALOG iot.readings MAP (TIMESTAMP event_time, TBNAME device_id)")
+    assert isinstance(stmt, m.AttachTable)
+    assert (stmt.catalog, stmt.path, stmt.tbname and stmt.tbname.source) == ("iot.readings", "", "device_id")
+    (by_path,) = parse("CREATE TABLE t FROM DELTA '/x' MAP (TIMESTAMP ts)")
+    assert isinstance(by_path, m.AttachTable) and by_path.catalog is None
+
+
 #: (statement, message, the text the error points at: its last occurrence)
 ERRORS = [
     ("CREATE STABLE a FROM DELTA '/x' MAP (TIMESTAMP ts)", "a supertable's MAP needs TBNAME", "MAP"),
@@ -54,6 +62,8 @@ ERRORS = [
     ("CREATE STABLE a FROM DELTA '/x' MAP (TIMESTAMP ts, TBNAME d, TBNAME e)", "names TBNAME twice", "TBNAME"),
     ("CREATE TABLE a FROM DELTA '/x' MAP (TIMESTAMP ts) WRITEABLE", "expected WRITABLE or ENABLE CHANGE FEED",
      "WRITEABLE"),
+    ("CREATE TABLE a FROM CATALOG readings MAP (TIMESTAMP ts)", "name the table as database.table", "readings"),
+    ("CREATE TABLE a FROM PARQUET '/x' MAP (TIMESTAMP ts)", "expected DELTA '<location>' or CATALOG", "PARQUET"),
 ]
 
 

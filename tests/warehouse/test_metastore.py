@@ -171,6 +171,19 @@ def test_the_node_the_cli_and_a_team_job_share_the_catalog(postgres, tmp_path):
             refused = cli(env, "catalog", name)
             assert refused.returncode == 2 and message in refused.stderr, refused.stderr
 
+        # the team's table attached by its name in the catalog, read under the model's names
+        attached = cli(env, "sql", "CREATE DATABASE iotm; CREATE STABLE iotm.meters FROM CATALOG iot.readings MAP "
+                                   "(TIMESTAMP event_time, TBNAME device_id, TAGS (location = site), "
+                                   "COLUMNS (voltage, current))")
+        assert attached.returncode == 0, attached.stdout + attached.stderr
+        assert f"from iot.readings of the catalog, at {shared / 'iot.db' / 'readings'}" in attached.stdout
+        read = cli(env, "sql", "--format", "csv", "SELECT tbname, location, voltage FROM iotm.meters ORDER BY tbname")
+        assert read.returncode == 0, read.stdout + read.stderr
+        assert read.stdout.strip().splitlines() == ["tbname,location,voltage", "d1,north,220", "d2,south,230"]
+        unknown = cli(env, "sql", "CREATE STABLE iotm.other FROM CATALOG iot.reading MAP (TIMESTAMP event_time, "
+                                  "TBNAME device_id)")
+        assert unknown.returncode != 0 and "did you mean readings?" in unknown.stderr, unknown.stderr
+
         # (b) a stream's output registered by name; the team's job reads it with spark.table
         made = cli(env, "sql", """
             CREATE DATABASE power; USE power;

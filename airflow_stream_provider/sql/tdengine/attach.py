@@ -7,6 +7,9 @@ TDengine supertable or regular table.
         MAP (TIMESTAMP event_time, TBNAME device_id, TAGS (location = site), COLUMNS (voltage, current))
         [WRITABLE] [ENABLE CHANGE FEED]
 
+``FROM CATALOG iot.readings`` names the table by its name in the shared catalog instead
+(:mod:`~airflow_stream_provider.warehouse.metastore`); its location is read there at the attach.
+
 Each mapped column is ``[model_name =] table_column``; without ``COLUMNS (...)`` every column the
 map does not name otherwise is a metric. A regular table has no ``TBNAME`` and no ``TAGS``.
 """
@@ -27,18 +30,32 @@ class AttachStatements(ValueParser):
     """The attach form of CREATE STABLE and CREATE TABLE."""
 
     def attach_table(self, name: m.TableName, stable: bool, if_not_exists: bool, pos: dict) -> m.AttachTable:
-        clause = f"CREATE {'STABLE' if stable else 'TABLE'} ... FROM DELTA"
-        self.expect("FROM", "DELTA", clause=clause)
-        tok = self.tok
-        if tok.kind is not Kind.STRING:
-            raise self.error(f"FROM DELTA takes the table's location as a string, found {tok.describe()}",
-                             clause=clause, syntax=True)
-        self.advance()
-        path = tok.value.strip()
-        if not path:
-            raise self.error("FROM DELTA '' names no table: give its folder or s3:// URL", tok, clause)
-        if "://" in path and not path.startswith("s3://"):
-            raise self.error(f"FROM DELTA {tok.text}: a local folder or an s3:// URL", tok, clause)
+        self.expect("FROM", clause=f"CREATE {'STABLE' if stable else 'TABLE'} ... FROM")
+        catalog = None
+        path = ""
+        if self.accept("CATALOG"):  # a table of the shared catalog, by its name there
+            clause = f"CREATE {'STABLE' if stable else 'TABLE'} ... FROM CATALOG"
+            at = self.tok
+            found = self.table_name("catalog table name", clause)
+            if found.db is None:
+                raise self.error(f"FROM CATALOG {at.text}: name the table as database.table", at, clause)
+            catalog = f"{found.db}.{found.name}"
+        else:
+            clause = f"CREATE {'STABLE' if stable else 'TABLE'} ... FROM DELTA"
+            if not self.accept("DELTA"):
+                found_tok = self.tok.describe()
+                raise self.error(f"expected DELTA '<location>' or CATALOG <database.table>, found {found_tok}",
+                                 clause=clause, syntax=True)
+            tok = self.tok
+            if tok.kind is not Kind.STRING:
+                raise self.error(f"FROM DELTA takes the table's location as a string, found {tok.describe()}",
+                                 clause=clause, syntax=True)
+            self.advance()
+            path = tok.value.strip()
+            if not path:
+                raise self.error("FROM DELTA '' names no table: give its folder or s3:// URL", tok, clause)
+            if "://" in path and not path.startswith("s3://"):
+                raise self.error(f"FROM DELTA {tok.text}: a local folder or an s3:// URL", tok, clause)
         map_tok = self.expect("MAP", clause=clause)
         entries, tokens = self._map("MAP")
         if "TIMESTAMP" not in entries:
@@ -61,7 +78,8 @@ class AttachStatements(ValueParser):
         (ts,) = entries["TIMESTAMP"]
         tbname = entries.get("TBNAME", (None,))[0]
         return m.AttachTable(name, path, ts, tbname, entries.get("TAGS", ()), entries.get("COLUMNS"),
-                             writable=writable, enable_change_feed=enable, if_not_exists=if_not_exists, **pos)
+                             writable=writable, enable_change_feed=enable, if_not_exists=if_not_exists,
+                             catalog=catalog, **pos)
 
     def _map(self, clause: str) -> tuple[dict[str, tuple[m.MappedColumn, ...]], dict[str, Token]]:
         """The entries of MAP (...), and the token each starts at."""
