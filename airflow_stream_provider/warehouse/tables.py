@@ -23,8 +23,8 @@ from sqlglot import exp
 from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import did_you_mean
 from airflow_stream_provider.sql import to_spark
-from airflow_stream_provider.storage import Location
-from airflow_stream_provider.warehouse import listeners, mapping, metastore, writer
+from airflow_stream_provider.storage import Location, export_credentials, is_remote
+from airflow_stream_provider.warehouse import features, listeners, mapping, metastore, writer
 from airflow_stream_provider.warehouse.catalog import (
     TBNAME,
     Catalog,
@@ -102,6 +102,7 @@ def attach_table(warehouse: Warehouse, stmt: m.AttachTable) -> Result:
         metrics = tuple(m.MappedColumn(n.lower(), n, "metric") for n in described.types if n.lower() not in named)
     wanted = [(c.name, c.source, c.role) for c in (stmt.timestamp, *metrics, *((stmt.tbname,) if stmt.tbname else ()),
                                                     *stmt.tags)]
+    _check_readable(location)
     info = warehouse.catalog.attach(db, stmt.name.name, location, wanted, writable=stmt.writable,
                                     enable_change_feed=stmt.enable_change_feed, if_not_exists=stmt.if_not_exists)
     what = "supertable" if stmt.stable else "table"
@@ -111,6 +112,20 @@ def attach_table(warehouse: Warehouse, stmt: m.AttachTable) -> Result:
     access = "writable" if stmt.writable else "read-only"
     origin = f"{stmt.catalog} of the catalog, at {location}" if stmt.catalog else location
     return Result(stmt, f"attached {what} {label} from {origin} ({access}, {len(info.columns)} columns)")
+
+
+def _check_readable(location: str) -> None:
+    """Refuse, at the attach, a Delta table with a feature no stream reader reads correctly; a location
+    that holds no Delta table is left to the attach, which says so."""
+    from deltalake.exceptions import DeltaError
+
+    if is_remote(location):
+        export_credentials()  # the kernel reads the object store with the warehouse's keys
+    try:
+        found = features.table_features(location)
+    except DeltaError:
+        return
+    features.refuse_unread(location, found)
 
 
 def _check_writable(info: TableInfo, label: str, what: str) -> None:

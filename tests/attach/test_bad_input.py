@@ -56,6 +56,15 @@ def test_a_path_that_is_not_a_delta_table(wh, tmp_path):
             sql(wh, f"CREATE STABLE power.meters FROM DELTA '{path}' {MAP}")
 
 
+def test_a_table_with_a_feature_no_reader_reads_is_refused_at_the_attach(wh, spark, tmp_path):
+    path = tmp_path / "owner" / "widened"
+    spark.sql(f"CREATE TABLE delta.`{path}` ({SCHEMA}) USING delta TBLPROPERTIES (delta.enableChangeDataFeed = true, "
+              "delta.enableTypeWidening = true)")
+    with pytest.raises(WarehouseError, match="typeWidening"):
+        sql(wh, f"CREATE STABLE power.meters FROM DELTA '{path}' {MAP}")
+    assert sql(wh, "SHOW power.STABLES")[-1].table.num_rows == 0  # nothing recorded
+
+
 def test_a_table_without_the_change_feed_names_the_statement_that_turns_it_on(wh, spark, tmp_path):
     path = tmp_path / "owner" / "plain"
     spark.sql(f"CREATE TABLE delta.`{path}` ({SCHEMA}) USING delta TBLPROPERTIES (delta.enableChangeDataFeed = false)")

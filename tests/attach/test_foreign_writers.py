@@ -1,5 +1,6 @@
 """Writers that are not ours: a separate Spark batch job and a separate delta-rs process append, MERGE
-(rows of windows already closed) and DELETE rows of an attached table. Each writer is its own
+(rows of windows already closed) and DELETE rows of an attached table, and a separate Spark
+Structured Streaming query appends to one every second while the stream runs. Each writer is its own
 process that imports nothing of this project (``tests/attach/writers``). The stream's outputs must
 equal the windows pandas computes from the table's final rows."""
 
@@ -9,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -82,3 +84,36 @@ def test_a_delta_rs_writer_appends_merges_and_deletes(wh, tmp_path):
     changes = [{"append": LATER}, {"merge": MERGED}, {"delete": "device_id = 'd2' AND voltage = 120"}]
     follow(wh, path, "delta_rs_writer.py", [{"create": {"delta.enableChangeDataFeed": "true"}}, {"append": FIRST}],
            changes, tmp_path)
+
+
+def test_a_structured_streaming_query_appending_every_second(wh, tmp_path):
+    """The bronze pattern: the team's streaming query commits once a second while the stream runs
+    round after round; every window its rows close is written once, as the table's final rows say."""
+    path = tmp_path / "owner" / "readings"
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "AIRFLOW_STREAM_HOME")}
+    env.update(SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable)
+    writer = subprocess.Popen([sys.executable, str(WRITERS / "streaming_job.py"), str(path), "10"], cwd=tmp_path,
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert writer.stdout is not None and writer.stdout.readline().strip() == "started", writer.stderr.read()
+        sql(wh, f"CREATE DATABASE power; CREATE STABLE power.meters FROM DELTA '{path}' {MAP}")
+        sql(wh, STREAM)
+        rounds = []
+        while writer.poll() is None:  # the stream goes on while the writer commits
+            rounds.append(run_stream(wh, "power", "s1", RunRequest.everything()).written)
+            time.sleep(1)
+        assert writer.wait(120) == 0, writer.stderr.read()[-3000:] if writer.stderr else ""
+    finally:
+        if writer.poll() is None:
+            writer.kill()
+            writer.wait(30)
+    run_stream(wh, "power", "s1", RunRequest.everything())
+    commits = len(list((path / "_delta_log").glob("*.json")))
+    final = expected(path)
+    assert commits >= 11 and len(rounds) >= 2 and sum(rounds) > 0, (commits, rounds)
+    assert len(final) >= 6  # three devices, a row every 3 s each: 10 s windows closed by later rows
+    got = outputs(wh)
+    assert set(got) == set(final)  # every closed window once, no other
+    for key, (voltage, current, n) in final.items():  # sums in another order: equal to rounding
+        want = (None, None, 0) if n == 0 else (pytest.approx(voltage), pytest.approx(current), n)
+        assert got[key] == want, key
