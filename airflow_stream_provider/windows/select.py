@@ -132,6 +132,8 @@ def plan_of(select: exp.Select, *, columns: list[str], ts_column: str) -> tuple[
     fill_mode, fill_values = "NONE", ()
     if fill is not None:
         items = fill.expressions if isinstance(fill, exp.Tuple) else [fill]
+        if not items:
+            raise _reject(f"FILL() names no fill mode; use one of {', '.join(FILL_MODES)}", "FILL")
         fill_mode = items[0].name.upper()
         fill_values = tuple(items[1:])
         if fill_mode not in FILL_MODES:

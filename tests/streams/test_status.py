@@ -94,5 +94,5 @@ def test_information_schema_tables_answer_select(wh):
                                    "WHERE stream_name = 'tick' ORDER BY task"))[-1].table.to_pylist()
     assert [(r["task"], r["runs_in"], r["status"]) for r in tick] == [  # no node here: its task computes
         ("dag", "Airflow", "paused"), ("instants", "compute task", "stopped")]
-    with pytest.raises(WarehouseError, match="information_schema.ins_tables does not exist; the system tables"):
-        list(statements.run(wh, "SELECT * FROM information_schema.ins_tables"))
+    with pytest.raises(WarehouseError, match="information_schema.ins_vnodes does not exist; the system tables"):
+        list(statements.run(wh, "SELECT * FROM information_schema.ins_vnodes"))

@@ -152,3 +152,5 @@ def test_window_clause_errors_name_the_clause(wh):
         keyword = clause.split("(")[0]
         with pytest.raises(StreamDefinitionError, match=f"{keyword} needs"):
             select(wh, f"SELECT _wstart, count(*) FROM power.d9 {clause}")
+    with pytest.raises(StreamDefinitionError, match="FILL\\(\\) names no fill mode"):
+        select(wh, "SELECT _wstart, count(*) FROM power.d9 INTERVAL(10s) FILL()")
