@@ -57,6 +57,7 @@ def _show_triggers(warehouse: Warehouse, stmt: m.ShowInsertTriggers) -> Result:
 TABLE_STATEMENTS: dict[type, Callable[[Warehouse, Any], Result]] = {
     m.CreateSeriesDatabase: series.create_database,
     m.DropSeriesDatabases: series.drop_databases,
+    m.AttachDevices: series.attach_devices,
     m.ShowSeriesDatabases: series.show_databases,
     m.CreateTimeseries: series.create_timeseries,
     m.DropTimeseries: series.drop_timeseries,
