@@ -102,7 +102,8 @@ def test_a_cq_over_the_attached_devices_writes_the_hand_computed_maxima(plant):
     created = at(0) - timedelta(seconds=1)
     sql(wh, "CREATE DATABASE root.out")
     sql(wh, f"""CREATE CQ plant_max RESAMPLE EVERY 10s BOUNDARY {int(at(10).timestamp() * 1000)} BEGIN
-              SELECT max_value(voltage) INTO root.out.${2}(voltage_max) FROM root.plant.* GROUP BY(10s) END""")
+              SELECT max_value(voltage) INTO root.out.m1(voltage_max), root.out.m2(voltage_max)
+              FROM root.plant.* GROUP BY(10s) END""")
     with StreamStore().updating("root", "plant_max") as saving:
         saving.state = saving.state.replace(created=created)
     report = run(wh, "root", "plant_max", RunRequest(now=at(30)))
@@ -139,5 +140,12 @@ def test_bad_input_is_refused_clearly(wh, spark, tmp_path):
 def test_a_device_value_that_is_no_path_node_fails_the_read_naming_it(wh, spark, tmp_path):
     path = tmp_path / "owner" / "readings"
     make_table(spark, path, rows=[(0, "m1", "a", 1, 1.0), (1, "bad.node", "a", 2, 2.0)])
-    with pytest.raises(WarehouseError, match=r"DEVICE column device_id holds .*bad\.node.*not a device node"):
+    with pytest.raises(WarehouseError, match=r"DEVICE column device_id holds 'bad\.node', which is not a device node"):
         sql(wh, ATTACH.format(path=path))
+    assert rows_of(wh, "SHOW DATABASES") == []  # nothing recorded
+    spark.sql(f"DELETE FROM delta.`{path}` WHERE device_id = 'bad.node'")
+    sql(wh, ATTACH.format(path=path))
+    assert rows_of(wh, "SELECT count(voltage) FROM root.plant.m1") == [(1,)]
+    spark.sql(f"INSERT INTO delta.`{path}` VALUES (TIMESTAMP '2025-03-01 00:00:09', 'no node', 'a', 3, 3.0)")
+    with pytest.raises(WarehouseError, match=r"holds 'no node', which is not a device node"):
+        sql(wh, "SELECT voltage FROM root.plant.*")

@@ -7,9 +7,10 @@ owner keeps them. Its columns are renamed by the one mapping layer (:mod:`..mapp
 column reads as ``ts``, the device column as the tag ``device``, each measurement under its column
 name; ``tbname``, the device's full path, is the prefix and the device value (``root.plant.m1``).
 
-The devices are the distinct values of the device column, read at each resolution: a value that is
-not a valid IoTDB path node (empty, with a ``.`` or a space...) fails the statement that reads it,
-naming the value. Measurements keep their column's type (boolean, integer, long, float, double,
+The devices are the distinct values of the device column, read at each resolution (NULL: no
+device). A value must be a path node written without backquotes (letters, digits and ``_``, not
+starting with a digit: ``m1``, not ``bad.node`` or ``d-1``); another fails the attach, or later the
+statement that reads it, naming the value. Measurements keep their column's type (boolean, integer, long, float, double,
 string; others are refused at attach). The devices are read-only: INSERT, DELETE and DROP
 TIMESERIES are refused; DROP/DELETE DATABASE of the prefix detaches it and leaves the table as it is.
 """
@@ -101,13 +102,13 @@ def registry(db: SeriesDatabase, entry: dict) -> tuple[dict[str, dict], dict[str
     kinds = {name: {"column": c.name, "type": SERIES_TYPES[c.delta_type].value} for c, name in measured}
     devices: dict[str, dict] = {}
     for value in names:
-        problem = node_problem(value)
         device = m.SeriesPath((*db.path.nodes, value))
-        problem = problem or device_problem(device)
+        problem = node_problem(value) or device_problem(device)
+        if problem is None and str(device) != f"{db.path}.{value}":
+            problem = "a device node here is written without backquotes: letters, digits and _, not starting with a digit"
         if problem is not None:
             raise WarehouseError(f"the devices of {db.path}: the DEVICE column {device_source} holds {shown(value)}, "
-                                 f"which is not a device node: {problem}",
-                                 hint="a device node is a name of letters, digits and _ (no '.', no spaces)")
+                                 f"which is not a device node: {problem}")
         devices[str(device)] = {"nodes": list(device.nodes), "aligned": True, "series": series}
     return devices, kinds
 

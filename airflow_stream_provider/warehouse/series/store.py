@@ -160,6 +160,7 @@ class SeriesStore:
         entry = attached.entry_of(stmt, location)
         columns = attached.check(stmt.prefix, entry)
         entry["types"] = {c.source: c.delta_type for c in columns}
+        attached.registry(SeriesDatabase(stmt.prefix, "", location, attached=True), entry)  # the device values
         name = self._free_name(stmt.prefix)
         self.catalog.create_database(name, PRECISION, if_not_exists=False,
                                      extra={"iotdb": list(stmt.prefix.nodes), "attached": entry})
