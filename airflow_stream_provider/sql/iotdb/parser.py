@@ -57,7 +57,8 @@ class Parser(SeriesStatements, CqStatements, TriggerStatements, AttachStatements
         ("DELETE", "FROM"): lambda p, pos: p.delete(pos),
         ("SELECT",): lambda p, pos: p.select(pos),
     }
-    KNOWN = ("CREATE DATABASE, CREATE DEVICES ... FROM DELTA, CREATE [ALIGNED] TIMESERIES, CREATE CQ, CREATE TRIGGER, DROP/DELETE DATABASE or "
+    KNOWN = ("CREATE DATABASE, CREATE DEVICES ... FROM DELTA, CREATE [ALIGNED] TIMESERIES, CREATE CQ, CREATE TRIGGER, "
+             "DROP/DELETE DATABASE or "
              "TIMESERIES, DROP CQ, DROP TRIGGER, SHOW DATABASES/TIMESERIES/DEVICES/CQS/TRIGGERS, INSERT, DELETE "
              "or SELECT")
 

@@ -105,7 +105,8 @@ def registry(db: SeriesDatabase, entry: dict) -> tuple[dict[str, dict], dict[str
         device = m.SeriesPath((*db.path.nodes, value))
         problem = node_problem(value) or device_problem(device)
         if problem is None and str(device) != f"{db.path}.{value}":
-            problem = "a device node here is written without backquotes: letters, digits and _, not starting with a digit"
+            problem = ("a device node here is written without backquotes: letters, digits and _, not starting "
+                       "with a digit")
         if problem is not None:
             raise WarehouseError(f"the devices of {db.path}: the DEVICE column {device_source} holds {shown(value)}, "
                                  f"which is not a device node: {problem}")

@@ -11,8 +11,8 @@ column | target timeseries | written``.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
