@@ -151,3 +151,14 @@ def test_a_device_value_that_is_no_path_node_fails_the_read_naming_it(wh, spark,
     spark.sql(f"INSERT INTO delta.`{path}` VALUES (TIMESTAMP '2025-03-01 00:00:09', 'no node', 'a', 3, 3.0)")
     with pytest.raises(WarehouseError, match=r"holds 'no node', which is not a device node"):
         sql(wh, "SELECT voltage FROM root.plant.*")
+
+
+def test_a_timestamp_ntz_table_beside_a_database_of_our_own(wh, spark, tmp_path):
+    path = tmp_path / "owner" / "ntz"
+    make_table(spark, path, rows=ROWS[:2], schema="event_time TIMESTAMP_NTZ, device_id STRING, site STRING, "
+               "voltage INT, current DOUBLE")
+    sql(wh, ATTACH.format(path=path))
+    sql(wh, "INSERT INTO root.ln.d1(time, voltage) VALUES (1740787200000, 7)")  # T0, in ms
+    got = rows_of(wh, "SELECT voltage FROM root.** ALIGN BY DEVICE")
+    assert [(t.astimezone(UTC), d, v) for t, d, v in got] == [
+        (at(0), "root.ln.d1", 7), (at(0), "root.plant.m1", 220), (at(5), "root.plant.m2", 230)]
