@@ -118,7 +118,13 @@ def source(db: SeriesDatabase) -> exp.Expr:
     """The rows of the attached ``db`` for a FROM clause: the table's columns under the model's
     names (:func:`mapping.select_list`), with ``tbname`` the device's full path."""
     pairs = mapping.select_list(db.table) or []
-    items: list[exp.Expr] = [exp.alias_(exp.column(s, quoted=True), n, quoted=True) for s, n in pairs]
+    ntz = {c.source for c in mapping.of(db.table) or () if c.delta_type == "timestamp_ntz"}
+    items: list[exp.Expr] = []
+    for s, n in pairs:
+        read: exp.Expr = exp.column(s, quoted=True)
+        if s in ntz:  # its wall clock taken in UTC (the sessions' time zone), as the TDengine form reads it
+            read = exp.Cast(this=read, to=exp.DataType.build("TIMESTAMP"))
+        items.append(exp.alias_(read, n, quoted=True))
     device = next(s for s, n in pairs if n == "device")
     prefix = exp.Literal.string(str(db.path) + ".")
     items.append(exp.alias_(exp.func("concat", prefix, exp.column(device, quoted=True)), "tbname", quoted=True))
