@@ -40,6 +40,16 @@ def _select(warehouse: Warehouse, stmt: m.Select) -> Result:
 
 
 def _create_trigger(warehouse: Warehouse, stmt: m.CreateInsertTrigger) -> Result:
+    # an insert trigger fires on the project's own writes, and attached devices are written only by
+    # their owner: a trigger over them would never fire
+    for db in series.store_of(warehouse).databases():
+        if db.attached and (db.contains(stmt.pattern) or stmt.pattern.matches(db.path)
+                            or stmt.pattern.reaches_below(db.path)):
+            raise WarehouseError(f"CREATE TRIGGER {stmt.name} ON {stmt.pattern}: {db.path} is attached from the Delta "
+                                 f"table at {db.table}, which is written only by its owner; insert triggers on "
+                                 "attached devices are not supported",
+                                 hint="put the trigger on a pattern of the project's own databases, or read the "
+                                      "table's new rows with a CQ")
     return Result(stmt, insert_triggers.create(stmt))
 
 
@@ -57,6 +67,7 @@ def _show_triggers(warehouse: Warehouse, stmt: m.ShowInsertTriggers) -> Result:
 TABLE_STATEMENTS: dict[type, Callable[[Warehouse, Any], Result]] = {
     m.CreateSeriesDatabase: series.create_database,
     m.DropSeriesDatabases: series.drop_databases,
+    m.AttachDevices: series.attach_devices,
     m.ShowSeriesDatabases: series.show_databases,
     m.CreateTimeseries: series.create_timeseries,
     m.DropTimeseries: series.drop_timeseries,

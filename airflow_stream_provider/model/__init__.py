@@ -67,6 +67,7 @@ from airflow_stream_provider.model.series import (
     Unary,
 )
 from airflow_stream_provider.model.series_statements import (
+    AttachDevices,
     CreateSeriesDatabase,
     CreateTimeseries,
     DeletePoints,
@@ -204,6 +205,7 @@ __all__ = [
     "SessionWindow",
     "ShowContinuousQueries",
     "ShowDevices",
+    "AttachDevices",
     "ShowInsertTriggers",
     "ShowSeriesDatabases",
     "ShowStreams",

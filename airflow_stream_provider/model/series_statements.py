@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from airflow_stream_provider.model.attach import MappedColumn
 from airflow_stream_provider.model.series import SeriesExpr, SeriesPath, SeriesQuery, SeriesType
 from airflow_stream_provider.model.statements import Statement
 from airflow_stream_provider.model.time import TimePoint
@@ -30,6 +31,28 @@ class DropSeriesDatabases(Statement):
     @property
     def subject(self) -> str:
         return ", ".join(map(str, self.patterns))
+
+
+@dataclass(frozen=True)
+class AttachDevices(Statement):
+    """``CREATE DEVICES root.plant FROM DELTA 'path' MAP (TIME c, DEVICE c, MEASUREMENTS (...))``: the
+    Delta table at ``path`` read as the devices under ``prefix``, never copied or rewritten; each
+    row's device is ``prefix`` plus the value of the DEVICE column, its measurements the mapped
+    columns. ``timestamp`` maps to ``ts``, ``device`` to the tag ``device``."""
+
+    prefix: SeriesPath
+    path: str
+    timestamp: MappedColumn
+    device: MappedColumn
+    measurements: tuple[MappedColumn, ...]
+    kind = "CREATE DEVICES"
+
+    @property
+    def subject(self) -> str:
+        return str(self.prefix)
+
+    def mapped(self) -> tuple[MappedColumn, ...]:
+        return (self.timestamp, self.device, *self.measurements)
 
 
 @dataclass(frozen=True)

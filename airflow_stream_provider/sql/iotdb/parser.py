@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from airflow_stream_provider import model as m
+from airflow_stream_provider.sql.iotdb.attach_statements import AttachStatements
 from airflow_stream_provider.sql.iotdb.cq_statements import CqStatements
 from airflow_stream_provider.sql.iotdb.series_statements import SeriesStatements
 from airflow_stream_provider.sql.iotdb.trigger_statements import TriggerStatements
@@ -26,10 +27,11 @@ from airflow_stream_provider.sql.iotdb.trigger_statements import TriggerStatemen
 ParseMethod = Callable[["Parser", m.Position], m.Statement]
 
 
-class Parser(SeriesStatements, CqStatements, TriggerStatements):
+class Parser(SeriesStatements, CqStatements, TriggerStatements, AttachStatements):
     STATEMENTS: dict[tuple[str, ...], ParseMethod] = {
         ("CREATE", "DATABASE"): lambda p, pos: p.create_database(pos),
         ("CREATE", "STORAGE", "GROUP"): lambda p, pos: p.create_database(pos),
+        ("CREATE", "DEVICES"): lambda p, pos: p.create_devices(pos),
         ("CREATE", "TIMESERIES"): lambda p, pos: p.create_timeseries(pos),
         ("CREATE", "ALIGNED", "TIMESERIES"): lambda p, pos: p.create_timeseries(pos),
         ("CREATE", "CQ"): lambda p, pos: p.create_cq(pos),
@@ -55,7 +57,8 @@ class Parser(SeriesStatements, CqStatements, TriggerStatements):
         ("DELETE", "FROM"): lambda p, pos: p.delete(pos),
         ("SELECT",): lambda p, pos: p.select(pos),
     }
-    KNOWN = ("CREATE DATABASE, CREATE [ALIGNED] TIMESERIES, CREATE CQ, CREATE TRIGGER, DROP/DELETE DATABASE or "
+    KNOWN = ("CREATE DATABASE, CREATE DEVICES ... FROM DELTA, CREATE [ALIGNED] TIMESERIES, CREATE CQ, CREATE TRIGGER, "
+             "DROP/DELETE DATABASE or "
              "TIMESERIES, DROP CQ, DROP TRIGGER, SHOW DATABASES/TIMESERIES/DEVICES/CQS/TRIGGERS, INSERT, DELETE "
              "or SELECT")
 

@@ -36,6 +36,7 @@ from airflow_stream_provider import model as m
 from airflow_stream_provider.model.series import walk
 from airflow_stream_provider.sql.spark import write_spark
 from airflow_stream_provider.warehouse.catalog import WarehouseError
+from airflow_stream_provider.warehouse.series import attached
 from airflow_stream_provider.warehouse.series.expressions import (
     aggregate,
     aliased,
@@ -294,7 +295,8 @@ class QueryRunner:
             time_where = time_part(self.query.where, self.now)
             if time_where is not None:
                 conditions.append(time_where)
-        base = exp.select(exp.Star(), exp.alias_(micros, "__t")).from_(delta_table(db.table)) \
+        rows = attached.source(db) if db.attached else delta_table(db.table)
+        base = exp.select(exp.Star(), exp.alias_(micros, "__t")).from_(rows) \
             .where(exp.and_(*conditions))
         if window is None:
             key = exp.column("__t") if not self.query.aggregated else _number(0)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -53,11 +54,28 @@ def create_database(warehouse: Warehouse, stmt: m.CreateSeriesDatabase) -> Resul
     return _result(stmt, f"created database {stmt.path} (warehouse database {db.name})")
 
 
+def attach_devices(warehouse: Warehouse, stmt: m.AttachDevices) -> Result:
+    path = stmt.path
+    location = path if path.startswith("s3://") else str(Path(path).expanduser().resolve())
+    catalog = warehouse.catalog
+    if catalog.store.contains(location) or (not location.startswith("s3://") and (
+            catalog.root.resolve() == Path(location) or catalog.root.resolve() in Path(location).parents)):
+        raise WarehouseError(f"{location} is inside the warehouse: its tables are read by name, not attached")
+    db = store_of(warehouse).attach_database(stmt, location)
+    devices = len(store_of(warehouse).registry(db).devices)
+    return _result(stmt, f"attached {location} as {_plural(devices, 'device')} under {stmt.prefix} "
+                         f"({_plural(len(stmt.measurements), 'measurement')}, read-only)")
+
+
 def drop_databases(warehouse: Warehouse, stmt: m.DropSeriesDatabases) -> Result:
-    dropped = store_of(warehouse).drop_databases(stmt.patterns)
+    store = store_of(warehouse)
+    attached = {str(d.path): d.table for d in store.databases() if d.attached}
+    dropped = store.drop_databases(stmt.patterns)
     if not dropped:
         raise WarehouseError(f"no database matches {', '.join(map(str, stmt.patterns))}")
-    return _result(stmt, f"deleted {_plural(len(dropped), 'database')}: {', '.join(map(str, dropped))}")
+    said = [f"{p} (detached: the Delta table at {attached[str(p)]} is left as it is)" if str(p) in attached
+            else str(p) for p in dropped]
+    return _result(stmt, f"deleted {_plural(len(dropped), 'database')}: {', '.join(said)}")
 
 
 def show_databases(warehouse: Warehouse, stmt: m.ShowSeriesDatabases) -> Result:

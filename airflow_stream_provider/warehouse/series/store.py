@@ -33,13 +33,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_stream_provider import model as m
-from airflow_stream_provider.exceptions import did_you_mean, read_json_object
+from airflow_stream_provider.exceptions import read_json_object
 from airflow_stream_provider.files import hold_lock, write_json
 from airflow_stream_provider.model.names import CQ_NAMESPACE, TBNAME, shown
 from airflow_stream_provider.model.series import device_problem
 from airflow_stream_provider.storage import Location
-from airflow_stream_provider.warehouse import listeners, writer
+from airflow_stream_provider.warehouse import listeners, mapping, writer
 from airflow_stream_provider.warehouse.catalog import Catalog, Column, TableInfo, WarehouseError
+from airflow_stream_provider.warehouse.series import attached
 from airflow_stream_provider.warehouse.types import arrow_type
 
 DEVICES = "devices"
@@ -96,6 +97,7 @@ class SeriesDatabase:
     path: m.SeriesPath
     name: str  # the warehouse database holding it
     table: Location  # its devices table
+    attached: bool = False  # its devices are those of a Delta table the project did not create
 
     def contains(self, path: m.SeriesPath) -> bool:
         return path.nodes[: len(self.path.nodes)] == self.path.nodes
@@ -131,7 +133,10 @@ class SeriesStore:
             meta = read_json_object(self.catalog.database_path(name) / ".database.json")
             if "iotdb" in meta:
                 path = m.SeriesPath(tuple(meta["iotdb"]))
-                out.append(SeriesDatabase(path, name, self.catalog.table_path(name, DEVICES)))
+                if "attached" in meta:
+                    out.append(SeriesDatabase(path, name, str(meta["attached"]["location"]), attached=True))
+                else:
+                    out.append(SeriesDatabase(path, name, self.catalog.table_path(name, DEVICES)))
         return sorted(out, key=lambda d: d.path.nodes)
 
     def database_of(self, path: m.SeriesPath) -> SeriesDatabase | None:
@@ -139,13 +144,7 @@ class SeriesStore:
         return next((db for db in self.databases() if db.contains(path)), None)
 
     def create_database(self, path: m.SeriesPath) -> SeriesDatabase:
-        for db in self.databases():
-            if db.path == path:
-                raise WarehouseError(f"{path} has already been created as database")
-            if db.contains(path):
-                raise WarehouseError(f"{path} is under the database {db.path}: a database cannot hold another")
-            if path.nodes == db.path.nodes[: len(path.nodes)]:
-                raise WarehouseError(f"the database {db.path} is under {path}: a database cannot hold another")
+        self._check_free(path)
         name = self._free_name(path)
         self.catalog.create_database(name, PRECISION, if_not_exists=False, extra={"iotdb": list(path.nodes)})
         columns = (Column(TS, m.DataType("TIMESTAMP"), "ts"), Column(TBNAME, m.DataType("VARCHAR", (192,)), TBNAME),
@@ -153,6 +152,29 @@ class SeriesStore:
         self.catalog.create_table(name, DEVICES, columns, if_not_exists=False)
         self._save(SeriesDatabase(path, name, self.catalog.table_path(name, DEVICES)), SeriesRegistry())
         return SeriesDatabase(path, name, self.catalog.table_path(name, DEVICES))
+
+    def attach_database(self, stmt: m.AttachDevices, location: str) -> SeriesDatabase:
+        """CREATE DEVICES ... FROM DELTA: the table at ``location`` recorded as the devices under
+        ``stmt.prefix`` once its mapping fits it (:mod:`.attached`); nothing of it is copied."""
+        self._check_free(stmt.prefix)
+        entry = attached.entry_of(stmt, location)
+        columns = attached.check(stmt.prefix, entry)
+        entry["types"] = {c.source: c.delta_type for c in columns}
+        attached.registry(SeriesDatabase(stmt.prefix, "", location, attached=True), entry)  # the device values
+        name = self._free_name(stmt.prefix)
+        self.catalog.create_database(name, PRECISION, if_not_exists=False,
+                                     extra={"iotdb": list(stmt.prefix.nodes), "attached": entry})
+        return SeriesDatabase(stmt.prefix, name, location, attached=True)
+
+    def _check_free(self, path: m.SeriesPath) -> None:
+        """Refuse a new database at ``path`` where one is, or above or below one."""
+        for db in self.databases():
+            if db.path == path:
+                raise WarehouseError(f"{path} has already been created as database")
+            if db.contains(path):
+                raise WarehouseError(f"{path} is under the database {db.path}: a database cannot hold another")
+            if path.nodes == db.path.nodes[: len(path.nodes)]:
+                raise WarehouseError(f"the database {db.path} is under {path}: a database cannot hold another")
 
     def _free_name(self, path: m.SeriesPath) -> str:
         """The warehouse database name of a new IoTDB database."""
@@ -180,12 +202,16 @@ class SeriesStore:
         for db in self.databases():
             if any(p.matches(db.path) for p in patterns):
                 self.catalog.drop_database(db.name, if_exists=True)
+                mapping.unregister(db.table)  # (an attached table's: its data stays where it is)
                 dropped.append(db.path)
         return dropped
 
     # --- the registry ----------------------------------------------------------------------------
 
     def registry(self, db: SeriesDatabase) -> SeriesRegistry:
+        if db.attached:
+            meta = read_json_object(self.catalog.database_path(db.name) / ".database.json")
+            return SeriesRegistry(*attached.registry(db, meta["attached"]))
         try:
             return SeriesRegistry.from_json(read_json_object(self._registry_path(db)))
         except FileNotFoundError:
@@ -200,6 +226,7 @@ class SeriesStore:
     @contextlib.contextmanager
     def _locked(self, db: SeriesDatabase) -> Iterator[SeriesRegistry]:
         """The registry of ``db`` to change; saved when the body ends without an error."""
+        attached.refuse_write(db, "creating or dropping series")
         with hold_lock(self.catalog.database_path(db.name) / ".series.lock"):
             registry = self.registry(db)
             yield registry
@@ -338,6 +365,7 @@ class SeriesStore:
             if db is None:
                 db = self.create_database(m.SeriesPath(device.nodes[:2]))
                 known.append(db)
+            attached.refuse_write(db, "INSERT")
             out[device] = db
         return out
 
@@ -447,6 +475,7 @@ class SeriesStore:
         left with no point goes. One commit per database; the number of points deleted."""
         deleted = 0
         for db in {s.database for s in series}:
+            attached.refuse_write(db, "DELETE")
             mine = [s for s in series if s.database == db]
             deleted += self._delete_in(db, mine, start, end)
         return deleted
@@ -565,12 +594,3 @@ def _combine(rows: pa.Table) -> pa.Table:
     combined = frame.groupby([TBNAME, TS], sort=False, as_index=False).last()
     return pa.Table.from_pandas(combined[rows.column_names], schema=rows.schema, preserve_index=False)
 
-
-def known_database(store: SeriesStore, path: m.SeriesPath) -> SeriesDatabase:
-    """The database holding ``path``; a clear error naming the databases when none does."""
-    found = store.database_of(path)
-    if found is None:
-        names = [str(d.path) for d in store.databases()]
-        raise WarehouseError(f"{path} is in no database", hint=did_you_mean(str(path), names)
-                             or (f"databases: {', '.join(names)}" if names else "create one: CREATE DATABASE root.x"))
-    return found
