@@ -47,6 +47,21 @@ def test_check_reports_position_with_the_line_and_a_caret():
     assert lines[2] == "  " + " " * 15 + "^"
 
 
+def test_an_echoed_statement_shows_control_characters_and_keeps_the_caret_in_its_column():
+    # an escape sequence that would colour the terminal red, a tab and a right-to-left override
+    statement = "CREATE STREAM s\tINTERVAL(1m) \x1b[31m\u202e SLIDING(1m) FROM t\nSTREAM_OPTIONS(MAX_DELAY(1s))"
+    result = run("check", statement)
+    assert result.returncode == 2
+    assert "\x1b" not in result.stderr and "\u202e" not in result.stderr and "\t" not in result.stderr
+    statement = "CREATE STREAM s INTERVAL(1m) SLIDING(1m) FROM t STREAM_OPTIONS(\tMAX_DELAY(1s)) -- \x1b[2J"
+    lines = run("check", statement).stderr.splitlines()
+    # MAX_DELAY starts at character 65: 64 characters before it, the tab counted as one
+    assert lines[0].startswith("error: line 1, col 65: MAX_DELAY(1s)")
+    assert lines[1] == "  CREATE STREAM s INTERVAL(1m) SLIDING(1m) FROM t STREAM_OPTIONS( MAX_DELAY(1s)) -- \u241b[2J"
+    assert lines[2] == "  " + " " * 64 + "^"
+    assert lines[1][2 + 64:].startswith("MAX_DELAY")
+
+
 def test_check_reads_standard_input_and_rejects_empty_input():
     assert run("check", stdin="DROP STREAM IF EXISTS s;").stdout == "ok: DROP STREAM s\n"
     empty = run("check", stdin="  ;  ")

@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import sys
+import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
@@ -52,8 +53,29 @@ def _input_error(message: str) -> NoReturn:
     raise SystemExit(2)
 
 
+def printable(text: str) -> str:
+    """``text`` with each control or format character shown as one visible character, so an echoed
+    statement cannot move the terminal's cursor or colour it, and a caret under it stays in its column:
+    C0 controls and DEL as their Unicode control pictures, a tab as a space, other controls and format
+    characters (bidirectional overrides) as the replacement character."""
+    out = []
+    for char in text:
+        if char == "\t":
+            out.append(" ")
+        elif ord(char) < 0x20:
+            out.append(chr(0x2400 + ord(char)))
+        elif char == "\x7f":
+            out.append("\u2421")
+        elif unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp"):
+            out.append("\ufffd")
+        else:
+            out.append(char)
+    return "".join(out)
+
+
 def _quote_source(lines: list[str], text: str, line: int | None, source: str, column: int | None = None) -> str:
-    """``lines``, then line ``line`` of ``text`` (with a caret under ``column``) and the file name."""
+    """``lines``, then line ``line`` of ``text`` (with a caret under ``column``) and the file name, all of it
+    :func:`printable`."""
     src_lines = text.splitlines() or [""]
     if line is not None and 1 <= line <= len(src_lines):
         lines.append(f"  {src_lines[line - 1]}")
@@ -61,7 +83,7 @@ def _quote_source(lines: list[str], text: str, line: int | None, source: str, co
             lines.append("  " + " " * (max(column, 1) - 1) + "^")
     if source and source not in ("<statement>", "<stdin>"):
         lines.append(f"  in {source}")
-    return "\n".join(lines)
+    return "\n".join(printable(part) for entry in lines for part in entry.split("\n"))
 
 
 def format_error(err: StreamDefinitionError, text: str, source: str = "") -> str:
