@@ -40,28 +40,7 @@ import pandas as pd
 from airflow_stream_provider.model.events import TriggerKind
 from airflow_stream_provider.windows.columns import NO_WINDOWS, Windows, empty_windows, window_columns, window_frame
 from airflow_stream_provider.windows.spec import WindowSpec
-
-
-def json_safe(value: Any) -> Any:
-    """A JSON-safe Python value from a numpy/pandas scalar."""
-    if value is None:
-        return None
-    if isinstance(value, (np.generic,)):
-        value = value.item()
-    if isinstance(value, float) and np.isnan(value):
-        return None
-    if isinstance(value, pd.Timestamp):
-        return int(value.value // 1000)
-    if isinstance(value, (bytes, bytearray)):
-        return value.hex()
-    return value
-
-
-def json_safe_values(values: np.ndarray) -> np.ndarray:
-    """:func:`json_safe` of every value, as an object array."""
-    out = np.empty(len(values), dtype=object)
-    out[:] = values.tolist() if values.dtype.kind in "biu" else [json_safe(v) for v in values.tolist()]
-    return out
+from airflow_stream_provider.windows.state_keys import json_safe, json_safe_values, state_column, state_key, state_rows
 
 
 def _json_texts(values: np.ndarray) -> list[str]:
@@ -287,49 +266,87 @@ def _session(spec: WindowSpec, rows: Rows, carry: dict | None, watermark: int | 
 def _state(spec: WindowSpec, rows: Rows, carry: dict | None, watermark: int | None,
            final: bool, reported_only: bool = False) -> tuple[Windows, dict | None]:
     carry = dict(carry or {"open": None, "prev": None})
-    state = _values(rows, "_state") if len(rows) else np.empty(0, object)
-    keep = ~pd.isna(state)
-    ts = _values(rows, "ts", np.int64)[keep]
-    values = state[keep]
     o = carry.get("open")
+    if o is not None:
+        o = {**o, "state": state_key(o["state"]), "prev": state_key(o["prev"])}
+    if spec.state_keys == 1:
+        state = _values(rows, "_state") if len(rows) else np.empty(0, object)
+        keep = ~pd.isna(state)
+        ts = _values(rows, "ts", np.int64)[keep]
+        values = state[keep]
+        breaks = np.empty(len(values), dtype=bool)
+        breaks[1:] = values[1:] != values[:-1]
+        if len(ts):
+            breaks[0] = o is None or json_safe(values[0]) != o["state"]
+
+        def states_at(index: np.ndarray) -> np.ndarray:
+            return json_safe_values(values[index])
+    else:
+        keys = [_values(rows, state_column(i)) if len(rows) else np.empty(0, object) for i in range(spec.state_keys)]
+        ts, keys = state_rows(spec, _values(rows, "ts", np.int64), keys, carry, o, final)
+        breaks = np.zeros(len(ts), dtype=bool)
+        for values in keys:
+            breaks[1:] |= values[1:] != values[:-1]
+        if len(ts):
+            breaks[0] = o is None or tuple(json_safe(values[0]) for values in keys) != o["state"]
+
+        def states_at(index: np.ndarray) -> np.ndarray:
+            out = np.empty(len(index), dtype=object)
+            out[:] = list(zip(*(json_safe_values(values[index]).tolist() for values in keys), strict=True))
+            return out
     if len(ts) == 0:
         if o and final:
             return _close_only(spec, o, carry), {**carry, "open": None}
         return NO_WINDOWS, carry
-    breaks = np.empty(len(values), dtype=bool)
-    breaks[1:] = values[1:] != values[:-1]
-    breaks[0] = o is None or json_safe(values[0]) != o["state"]
     s_idx, e_idx = _segments(breaks)
-    win_state = json_safe_values(values[s_idx])
+    win_state = states_at(s_idx)
     starts, ends = ts[s_idx], ts[e_idx]
     counts = e_idx - s_idx + 1
     was_opened = np.zeros(len(s_idx), bool)
+    new = np.ones(len(s_idx), bool)  # the window opens in this call
     prev_state = np.empty(len(s_idx), dtype=object)
     prev_state[1:] = win_state[:-1]
-    prev_state[0] = carry.get("prev")
+    prev_state[0] = state_key(carry.get("prev"))
     if o and not breaks[0]:
         starts[0] = o["start"]
         counts[0] += o["count"]
         was_opened[0] = o["opened"]
         prev_state[0] = o["prev"]
+        new[0] = False
     elif o:  # the carried window closes at this chunk's first row
         starts = np.concatenate([[o["start"]], starts])
         ends = np.concatenate([[o["last"]], ends])
         counts = np.concatenate([[o["count"]], counts])
         was_opened = np.concatenate([[o["opened"]], was_opened])
-        win_state = np.concatenate([np.array([o["state"]], dtype=object), win_state])
-        prev_state = np.concatenate([np.array([o["prev"]], dtype=object), prev_state])
+        new = np.concatenate([[False], new])
+        state_o = np.empty(1, dtype=object)
+        state_o[0] = o["state"]
+        prev_o = np.empty(1, dtype=object)
+        prev_o[0] = o["prev"]
+        win_state = np.concatenate([state_o, win_state])
+        prev_state = np.concatenate([prev_o, prev_state])
         prev_state[1] = o["state"]
     n = len(starts)
+    lasts = ends.copy()  # each window's last row
+    if spec.extend == 2:  # a new window starts just after the previous one's last row
+        prev_last = carry.get("prev_last")
+        before = np.concatenate([[0 if prev_last is None else prev_last], lasts[:-1]])
+        reach = new.copy()
+        reach[0] &= prev_last is not None
+        starts[reach] = before[reach] + 1
+    elif spec.extend == 1 and n > 1:  # a closed window ends just before the next one's first row
+        ends[:-1] = starts[1:] - 1
     next_state = np.empty(n, dtype=object)
     next_state[:-1] = win_state[1:]
     closed = np.ones(n, bool)
     closed[-1] = final
     ok = spec.qualifies(ends - starts, counts)
+    if spec.zeroth is not None:
+        ok &= ~np.fromiter((spec.zeroth_of(v) for v in win_state.tolist()), dtype=bool, count=n)
     opened = ok & ~was_opened
     last = n - 1
     new_open = None if final else {
-        "start": int(starts[last]), "last": int(ends[last]), "count": int(counts[last]),
+        "start": int(starts[last]), "last": int(lasts[last]), "count": int(counts[last]),
         "state": win_state[last], "prev": prev_state[last], "opened": bool(ok[last] or was_opened[last]),
     }
     report = ok | was_opened
@@ -339,8 +356,11 @@ def _state(spec: WindowSpec, rows: Rows, carry: dict | None, watermark: int | No
     out = window_columns(starts[report], ends[report], counts[report], closed[report], opened[report],
                        prev_state=prev_state[report], cur_state=win_state[report], next_state=next_state[report])
     carry.update(open=new_open, prev=win_state[last] if final else carry.get("prev"))
-    if not final and n > 1:
+    if final:
+        carry["prev_last"] = int(lasts[last])
+    elif n > 1:
         carry["prev"] = win_state[last - 1]
+        carry["prev_last"] = int(lasts[last - 1])
     return out, carry
 
 

@@ -34,6 +34,9 @@ class WindowSpec:
     keep_empty: bool = True  # INTERVAL windows without rows still trigger (no IGNORE_NODATA_TRIGGER)
     start_fields: tuple[str, ...] = ()
     end_fields: tuple[str, ...] = ()
+    state_keys: int = 1  # STATE_WINDOW: how many keys (columns ``_state``, ``_state1``, ...)
+    extend: int = 0  # STATE_WINDOW EXTEND: 1 a window ends just before the next, 2 starts just after the previous
+    zeroth: tuple[Any, ...] | None = None  # STATE_WINDOW ZEROTH_STATE, None where a key takes no part
     trigger_type: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
@@ -66,13 +69,24 @@ class WindowSpec:
         if isinstance(trigger, m.SessionWindow):
             return cls(m.TriggerKind.SESSION, gap=fixed_micros(trigger.gap, "SESSION"), **common)
         if isinstance(trigger, m.StateWindow):
-            return cls(m.TriggerKind.STATE_WINDOW, **common)
+            return cls(m.TriggerKind.STATE_WINDOW, state_keys=len(trigger.keys), extend=trigger.extend,
+                       zeroth=trigger.zeroth, **common)
         if isinstance(trigger, m.EventWindow):
             return cls(m.TriggerKind.EVENT_WINDOW, start_fields=start_fields, end_fields=end_fields, **common)
         if isinstance(trigger, m.CountWindow):
             return cls(m.TriggerKind.COUNT_WINDOW, count=trigger.count, count_sliding=trigger.sliding or trigger.count,
                        **common)
         raise StreamDefinitionError(f"{trigger.keyword} is not a window trigger")
+
+    def zeroth_of(self, state: object) -> bool:
+        """A STATE_WINDOW window of this state is a zero-state window (ZEROTH_STATE), which is dropped:
+        every key given a zero value equals it (an unknown key, NULL, never does)."""
+        if self.zeroth is None:
+            return False
+        values = state if self.state_keys > 1 else (state,)
+        if not isinstance(values, (tuple, list)) or len(values) != len(self.zeroth):
+            return False
+        return all(z is None or _same(v, z) for v, z in zip(values, self.zeroth, strict=True))
 
     # --- TRUE_FOR -------------------------------------------------------------------------
 
@@ -99,6 +113,19 @@ class WindowSpec:
         if by_time is None or by_count is None:
             return (by_count if by_time is None else by_time) in (None, True)
         return (by_time or by_count) if self.true_for_op == "OR" else (by_time and by_count)
+
+
+def _same(value: object, zero: object) -> bool:
+    """A key's value equals a ZEROTH_STATE constant, the constant read as the key's type."""
+    if value is None:
+        return False
+    if isinstance(value, str):
+        return value == (zero if isinstance(zero, str) else str(zero).lower() if isinstance(zero, bool) else str(zero))
+    if isinstance(value, bool) or isinstance(zero, bool):
+        return bool(value) == bool(zero) if not isinstance(zero, str) else False
+    if isinstance(zero, str):
+        return False
+    return value == zero
 
 
 def fixed_micros(duration: m.Duration, clause: str) -> int:

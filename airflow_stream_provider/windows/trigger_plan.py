@@ -25,7 +25,7 @@ from airflow_stream_provider.sql.tdengine.dialect import parse_fragment
 from airflow_stream_provider.values import epoch_micros
 from airflow_stream_provider.warehouse.catalog import Catalog, SubTable
 from airflow_stream_provider.windows import expr
-from airflow_stream_provider.windows.core import json_safe
+from airflow_stream_provider.windows.core import json_safe, state_column
 from airflow_stream_provider.windows.spec import WindowSpec
 
 
@@ -70,7 +70,8 @@ class TriggerPlan:
     ts_column: str
     keys: tuple[str, ...] = ()  # PARTITION BY columns, as the table spells them
     subtable: str | None = None  # the trigger table is this subtable of ``path``
-    state: str | None = None  # STATE_WINDOW expression
+    state: str | None = None  # STATE_WINDOW expression (its first key)
+    more_states: tuple[str, ...] = ()  # the further keys of a STATE_WINDOW of several
     start: str | None = None  # EVENT_WINDOW START WITH
     end: str | None = None  # EVENT_WINDOW END WITH
     pre_filter: str | None = None
@@ -122,6 +123,7 @@ class TriggerPlan:
 
         keys = tuple(real(k, "PARTITION BY") for k in stmt.partition_by)
         texts: dict[str, str | None] = {"state": None, "start": None, "end": None}
+        more_states: tuple[str, ...] = ()
         reads: list[str] = []
 
         def use(sql: m.SqlExpression, clause: str) -> str:
@@ -136,6 +138,7 @@ class TriggerPlan:
         end_fields: tuple[str, ...] = ()
         if isinstance(trigger, m.StateWindow):
             texts["state"] = use(trigger.column, "STATE_WINDOW")
+            more_states = tuple(use(key, "STATE_WINDOW") for key in trigger.keys[1:])
         if isinstance(trigger, m.EventWindow):
             texts["start"] = use(trigger.start, "EVENT_WINDOW START WITH")
             texts["end"] = use(trigger.end, "EVENT_WINDOW END WITH")
@@ -172,7 +175,7 @@ class TriggerPlan:
             ignore_disorder=rows.ignore_disorder, delete_recalc=rows.delete_recalc,
             expired_time=rows.expired_time.micros if rows.expired_time else None,
             max_delay=opts.max_delay.micros if opts.max_delay else None,
-            history=fill is not None, since=since, incremental=incremental, **texts,
+            history=fill is not None, since=since, incremental=incremental, more_states=more_states, **texts,
         )
 
     # --- rows -------------------------------------------------------------------------------
@@ -187,8 +190,9 @@ class TriggerPlan:
 
     @functools.cached_property
     def _trees(self) -> dict[str, exp.Expr]:
+        more = tuple((f"state{i}", text) for i, text in enumerate(self.more_states, 1))
         return {name: parse_fragment(text, clause=name) for name, text in
-                (("state", self.state), ("start", self.start), ("end", self.end), ("pre_filter", self.pre_filter))
+                (("state", self.state), *more, ("start", self.start), ("end", self.end), ("pre_filter", self.pre_filter))
                 if text}
 
     def prepare(self, raw: pd.DataFrame, *, ordered: bool = False, keep: tuple[str, ...] = ()) -> pd.DataFrame:
@@ -209,11 +213,12 @@ class TriggerPlan:
             kept = expr.holds(trees["pre_filter"], view, self.ts_column)
             frame, view = frame[kept].reset_index(drop=True), view[kept].reset_index(drop=True)
         columns: dict[str, object] = {"ts": micros(frame[self.ts_column])}  # one frame built, at the end
-        if "state" in trees:
-            value = expr.evaluate(trees["state"], frame, self.ts_column) if len(frame) else pd.Series([], dtype=object)
+        keys = ("state", *(f"state{i}" for i in range(1, len(self.more_states) + 1))) if "state" in trees else ()
+        for index, name in enumerate(keys):
+            value = expr.evaluate(trees[name], frame, self.ts_column) if len(frame) else pd.Series([], dtype=object)
             # numbers stay numbers (NULL: NaN), anything else is Python objects (NULL: None)
             value = value if value.dtype.kind in "biuf" else value.astype(object).where(value.notna(), None)
-            columns["_state"] = value.to_numpy()
+            columns[state_column(index)] = value.to_numpy()
         if "start" in trees:
             for name in ("start", "end"):
                 columns[f"_{name}"] = expr.holds(trees[name], view, self.ts_column) if len(frame) \

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
+from sqlglot import exp
+
 from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import did_you_mean
 from airflow_stream_provider.model import names
@@ -133,11 +135,7 @@ class StreamStatements(ValueParser):
             self.expect_op(")", "SESSION")
             return m.SessionWindow(column, gap)
         if word == m.TriggerKind.STATE_WINDOW:
-            self.advance()
-            self.expect_op("(", "STATE_WINDOW")
-            state = self.row_expression("STATE_WINDOW")
-            self.expect_op(")", "STATE_WINDOW")
-            return m.StateWindow(state, self.true_for())
+            return self.state_window()
         if word == m.TriggerKind.EVENT_WINDOW:
             self.advance()
             self.expect_op("(", "EVENT_WINDOW")
@@ -179,6 +177,82 @@ class StreamStatements(ValueParser):
         raise self.error(
             f"expected a trigger ({', '.join(TRIGGER_KEYWORDS)}), found {tok.describe()}", clause="CREATE STREAM",
             hint=hint, syntax=True)
+
+    def state_window(self) -> m.StateWindow:
+        """``STATE_WINDOW(k1[, k2 ...]) [EXTEND(n)] [ZEROTH_STATE(v1[, ...])] [TRUE_FOR(...)]`` (the keys,
+        EXTEND and ZEROTH_STATE since TDengine 3.3.8 / 3.4.0), and the single-key form of TDengine
+        3.3.6, ``STATE_WINDOW(k, extend[, zeroth])``."""
+        self.advance()
+        self.expect_op("(", "STATE_WINDOW")
+        toks, keys = [self.tok], [self.row_expression("STATE_WINDOW")]
+        while self.accept_op(","):
+            toks.append(self.tok)
+            keys.append(self.row_expression("STATE_WINDOW"))
+        self.expect_op(")", "STATE_WINDOW")
+        constant = [_constant(k.tree) for k in keys]
+        extend, zeroth = 0, None
+        if len(keys) in (2, 3) and not constant[0] and all(c is not None for c in constant[1:]):
+            extend = self._extend_value(constant[1], toks[1])  # TDengine 3.3.6's STATE_WINDOW(k, extend[, zeroth])
+            zeroth = (constant[2],) if len(keys) == 3 else None
+            keys, toks, constant = keys[:1], toks[:1], constant[:1]
+            for word in ("EXTEND", "ZEROTH_STATE"):
+                if self.at(word):
+                    raise self.error(f"STATE_WINDOW(key, extend[, zeroth]) already gives {word}: write either that "
+                                     f"form or STATE_WINDOW(key) {word}(...)", clause=word)
+        for tok, key, c in zip(toks, keys, constant, strict=True):
+            if c is not None or key.tree.find(exp.Column) is None:
+                raise self.error(f"STATE_WINDOW key {key.text} is a constant: a key reads a column or a tag",
+                                 tok, "STATE_WINDOW")
+        seen: dict[str, str] = {}
+        for tok, key in zip(toks, keys, strict=True):
+            text = key.tree.sql().lower()
+            if text in seen:
+                raise self.error(f"STATE_WINDOW names the key {key.text} twice", tok, "STATE_WINDOW")
+            seen[text] = key.text
+        if self.at("EXTEND"):
+            self.advance()
+            self.expect_op("(", "EXTEND")
+            tok = self.tok
+            extend = self._extend_value(self.integer("EXTEND", "EXTEND"), tok)
+            self.expect_op(")", "EXTEND")
+        if self.at("ZEROTH_STATE"):
+            zeroth = self.zeroth_state(len(keys))
+        true_for = self.true_for()
+        for word in ("EXTEND", "ZEROTH_STATE"):
+            if self.at(word):
+                raise self.error(f"{word} is out of place: STATE_WINDOW(...) takes EXTEND, ZEROTH_STATE and TRUE_FOR "
+                                 "in that order", clause=word, syntax=True)
+        return m.StateWindow(tuple(keys), true_for, extend, zeroth)
+
+    def _extend_value(self, value: object, tok: Token) -> int:
+        if not isinstance(value, int) or isinstance(value, bool) or value not in m.STATE_EXTENDS:
+            raise self.error(f"EXTEND must be 0, 1 or 2, found {tok.text}", tok, "EXTEND")
+        return value
+
+    def zeroth_state(self, keys: int) -> tuple[m.Value, ...]:
+        """``ZEROTH_STATE(v1[, ...])``: one constant or ``NO_ZEROTH`` per key."""
+        at = self.advance()
+        self.expect_op("(", "ZEROTH_STATE")
+        values: list[m.Value] = []
+        while True:
+            tok = self.tok
+            if self.accept("NO_ZEROTH"):
+                values.append(None)
+            else:
+                value = self.literal("ZEROTH_STATE")
+                if value is None or isinstance(value, (float, m.TimePoint)):
+                    raise self.error(f"ZEROTH_STATE takes integers, booleans, strings or NO_ZEROTH, found {tok.text}",
+                                     tok, "ZEROTH_STATE")
+                values.append(value)
+            if not self.accept_op(","):
+                break
+        self.expect_op(")", "ZEROTH_STATE")
+        if len(values) != keys:
+            raise self.error(f"ZEROTH_STATE gives {len(values)} values for {keys} STATE_WINDOW keys: give one per key "
+                             "(NO_ZEROTH where a key takes no part)", at, "ZEROTH_STATE")
+        if all(v is None for v in values):
+            raise self.error("ZEROTH_STATE gives NO_ZEROTH for every key: leave it out", at, "ZEROTH_STATE")
+        return tuple(values)
 
     def duration_and_offset(self, keyword: str, what: str) -> tuple[m.Duration, m.Duration | None]:
         """``KEYWORD(duration[, offset])``."""
@@ -406,3 +480,18 @@ class StreamStatements(ValueParser):
             raise self.error(f"only SHOW [db.]STREAMS, STABLES or TABLES is supported, found {self.tok.describe()}",
                              clause="SHOW")
         return m.ShowStreams(db, **pos)
+
+
+def _constant(tree: exp.Expr) -> object | None:
+    """The value of a key that is a plain constant (``1``, ``-1``, ``'a'``, ``TRUE``), else None."""
+    if isinstance(tree, exp.Neg) and isinstance(tree.this, exp.Literal) and not tree.this.is_string:
+        inner = _constant(tree.this)
+        return -inner if isinstance(inner, (int, float)) else None
+    if isinstance(tree, exp.Boolean):
+        return bool(tree.this)
+    if isinstance(tree, exp.Literal):
+        if tree.is_string:
+            return tree.this
+        text = tree.this
+        return int(text) if text.isdigit() else float(text)
+    return None
