@@ -40,7 +40,14 @@ import pandas as pd
 from airflow_stream_provider.model.events import TriggerKind
 from airflow_stream_provider.windows.columns import NO_WINDOWS, Windows, empty_windows, window_columns, window_frame
 from airflow_stream_provider.windows.spec import WindowSpec
-from airflow_stream_provider.windows.state_keys import json_safe, json_safe_values, state_column, state_key, state_rows
+from airflow_stream_provider.windows.state_keys import (
+    json_safe,
+    json_safe_values,
+    key_safe,
+    state_column,
+    state_key,
+    state_rows,
+)
 
 
 def _json_texts(values: np.ndarray) -> list[str]:
@@ -288,11 +295,13 @@ def _state(spec: WindowSpec, rows: Rows, carry: dict | None, watermark: int | No
         for values in keys:
             breaks[1:] |= values[1:] != values[:-1]
         if len(ts):
-            breaks[0] = o is None or tuple(json_safe(values[0]) for values in keys) != o["state"]
+            breaks[0] = o is None or tuple(key_safe(values[0]) for values in keys) != o["state"]
 
         def states_at(index: np.ndarray) -> np.ndarray:
             out = np.empty(len(index), dtype=object)
-            out[:] = list(zip(*(json_safe_values(values[index]).tolist() for values in keys), strict=True))
+            for i, state in enumerate(zip(*([key_safe(v) for v in values[index].tolist()] for values in keys),
+                                          strict=True)):
+                out[i] = state
             return out
     if len(ts) == 0:
         if o and final:
@@ -319,23 +328,19 @@ def _state(spec: WindowSpec, rows: Rows, carry: dict | None, watermark: int | No
         counts = np.concatenate([[o["count"]], counts])
         was_opened = np.concatenate([[o["opened"]], was_opened])
         new = np.concatenate([[False], new])
-        state_o = np.empty(1, dtype=object)
-        state_o[0] = o["state"]
-        prev_o = np.empty(1, dtype=object)
-        prev_o[0] = o["prev"]
-        win_state = np.concatenate([state_o, win_state])
-        prev_state = np.concatenate([prev_o, prev_state])
+        win_state = np.concatenate([_one(o["state"]), win_state])
+        prev_state = np.concatenate([_one(o["prev"]), prev_state])
         prev_state[1] = o["state"]
     n = len(starts)
     lasts = ends.copy()  # each window's last row
-    if spec.extend == 2:  # a new window starts just after the previous one's last row
+    if spec.extend == 2:  # a new window starts a tick after the previous one's last row
         prev_last = carry.get("prev_last")
         before = np.concatenate([[0 if prev_last is None else prev_last], lasts[:-1]])
         reach = new.copy()
         reach[0] &= prev_last is not None
-        starts[reach] = before[reach] + 1
-    elif spec.extend == 1 and n > 1:  # a closed window ends just before the next one's first row
-        ends[:-1] = starts[1:] - 1
+        starts[reach] = before[reach] + spec.tick
+    elif spec.extend == 1 and n > 1:  # a closed window ends a tick before the next one's first row
+        ends[:-1] = starts[1:] - spec.tick
     next_state = np.empty(n, dtype=object)
     next_state[:-1] = win_state[1:]
     closed = np.ones(n, bool)
@@ -364,12 +369,21 @@ def _state(spec: WindowSpec, rows: Rows, carry: dict | None, watermark: int | No
     return out, carry
 
 
+def _one(value: object) -> np.ndarray:
+    """An object array of one value (a state of several keys stays one tuple)."""
+    out = np.empty(1, dtype=object)
+    out[0] = value
+    return out
+
+
 def _close_only(spec: WindowSpec, o: dict, carry: dict) -> Windows:
     if not (o["opened"] or spec.qualifies_one(o["last"] - o["start"], o["count"])):
         return NO_WINDOWS
+    if spec.kind is TriggerKind.STATE_WINDOW and spec.zeroth_of(state_key(o["state"])):
+        return NO_WINDOWS
     extra: dict[str, object] = {}
     if spec.kind is TriggerKind.STATE_WINDOW:
-        extra = {"prev_state": np.array([o["prev"]], object), "cur_state": np.array([o["state"]], object),
+        extra = {"prev_state": _one(state_key(o["prev"])), "cur_state": _one(state_key(o["state"])),
                  "next_state": np.array([None], object)}
     if spec.kind is TriggerKind.EVENT_WINDOW:
         extra = {"open_index": [0], "open_fields": np.array([o["fields"]], object)}
@@ -494,7 +508,7 @@ def open_windows(spec: WindowSpec, carry: dict | None) -> pd.DataFrame:
         return empty_windows()
     extra: dict[str, Any] = {}
     if spec.kind is TriggerKind.STATE_WINDOW:
-        extra = {"prev_state": np.array([o["prev"]], object), "cur_state": np.array([o["state"]], object)}
+        extra = {"prev_state": _one(state_key(o["prev"])), "cur_state": _one(state_key(o["state"]))}
     if spec.kind is TriggerKind.EVENT_WINDOW:
         extra = {"open_index": [0], "open_fields": np.array([o["fields"]], object)}
     return window_frame([o["start"]], [o["last"]], [o["count"]], [False], [False], **extra)

@@ -37,6 +37,7 @@ class WindowSpec:
     state_keys: int = 1  # STATE_WINDOW: how many keys (columns ``_state``, ``_state1``, ...)
     extend: int = 0  # STATE_WINDOW EXTEND: 1 a window ends just before the next, 2 starts just after the previous
     zeroth: tuple[Any, ...] | None = None  # STATE_WINDOW ZEROTH_STATE, None where a key takes no part
+    tick: int = 1  # the trigger table's time unit in microseconds (1000 in a database of PRECISION 'ms')
     trigger_type: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
@@ -45,7 +46,7 @@ class WindowSpec:
 
     @classmethod
     def from_trigger(cls, trigger: m.Trigger, emit: m.EmitPolicy | None = None, *,
-                     start_fields: tuple[str, ...] = (), end_fields: tuple[str, ...] = ()) -> WindowSpec:
+                     start_fields: tuple[str, ...] = (), end_fields: tuple[str, ...] = (), tick: int = 1) -> WindowSpec:
         policy = emit or m.EmitPolicy()
         common: dict[str, Any] = {
             "watermark": fixed_micros(policy.watermark, "WATERMARK") if policy.watermark else 0,
@@ -70,7 +71,7 @@ class WindowSpec:
             return cls(m.TriggerKind.SESSION, gap=fixed_micros(trigger.gap, "SESSION"), **common)
         if isinstance(trigger, m.StateWindow):
             return cls(m.TriggerKind.STATE_WINDOW, state_keys=len(trigger.keys), extend=trigger.extend,
-                       zeroth=trigger.zeroth, **common)
+                       zeroth=trigger.zeroth, tick=tick, **common)
         if isinstance(trigger, m.EventWindow):
             return cls(m.TriggerKind.EVENT_WINDOW, start_fields=start_fields, end_fields=end_fields, **common)
         if isinstance(trigger, m.CountWindow):

@@ -40,6 +40,13 @@ def json_safe_values(values: np.ndarray) -> np.ndarray:
     return out
 
 
+def key_safe(value: Any) -> Any:
+    """:func:`json_safe` of one key of a STATE_WINDOW of several: keys are integers, booleans or
+    strings in TDengine, so a whole number read as a float (an integer column with NULLs) is an integer."""
+    value = json_safe(value)
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
 def state_column(index: int) -> str:
     """The column of the ``index``-th STATE_WINDOW key in the rows a scanner reads."""
     return "_state" if index == 0 else f"_state{index}"
@@ -76,12 +83,12 @@ def state_rows(spec: WindowSpec, ts: np.ndarray, keys: list[np.ndarray], carry: 
     end = len(ts)
     for run in runs:
         a, b = int(run[0]), int(run[-1])
-        after = None if b + 1 >= len(ts) else tuple(json_safe(values[b + 1]) for values in keys)
+        after = None if b + 1 >= len(ts) else tuple(key_safe(values[b + 1]) for values in keys)
         if after is None and not final:  # wait for the row that decides
             end = a
-            carry["pending"] = [[int(ts[i]), [json_safe(values[i]) for values in keys]] for i in range(a, b + 1)]
+            carry["pending"] = [[int(ts[i]), [key_safe(values[i]) for values in keys]] for i in range(a, b + 1)]
             break
-        before = (tuple(json_safe(values[a - 1]) for values in keys) if a > 0
+        before = (tuple(key_safe(values[a - 1]) for values in keys) if a > 0
                   else (o["state"] if o is not None else None))
         resolve_partial(spec.extend, keys, a, b, before, after)
     return ts[:end], [values[:end] for values in keys]
@@ -99,14 +106,14 @@ def resolve_partial(extend: int, keys: list[np.ndarray], a: int, b: int, before:
     first = a
     for i in range(a, b + 1):
         row = [values[i] for values in keys]
-        if any(v is not None and m is not None and json_safe(v) != json_safe(m) for v, m in zip(row, merged)):
+        if any(v is not None and m is not None and key_safe(v) != key_safe(m) for v, m in zip(row, merged, strict=True)):
             parts.append((first, i - 1, merged))
             merged, first = [None] * len(keys), i
-        merged = [m if v is None else v for v, m in zip(row, merged, strict=True)]
+        merged = [m if v is None else key_safe(v) for v, m in zip(row, merged, strict=True)]
     parts.append((first, b, merged))
 
-    def agrees(known: list, key: tuple | None) -> bool:
-        return key is not None and all(v is None or json_safe(v) == k for v, k in zip(known, key, strict=True))
+    def agrees(known: list, key: Sequence[object]) -> bool:
+        return all(v is None or v == k for v, k in zip(known, key, strict=True))
 
     for index, (lo, hi, known) in enumerate(parts):
         key: Sequence[object] = known

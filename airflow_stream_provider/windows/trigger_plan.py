@@ -103,11 +103,12 @@ class TriggerPlan:
     @classmethod
     def build(cls, stmt: m.CreateStream, table: object, *, path: str, columns: list[str],
               ts_column: str, subtable: str | None = None, row_key: tuple[str, ...] = (),
-              now: datetime | None = None) -> TriggerPlan:
+              now: datetime | None = None, precision: str = "us") -> TriggerPlan:
         """Plan the trigger of ``stmt`` over a table with ``columns`` (``table`` names it in messages).
 
         :param row_key: the columns identifying a row (default: the timestamp column).
         :param now: the time ``FILL_HISTORY(now - 1d)`` is measured from (default: the clock).
+        :param precision: the trigger table's database precision (``ms`` or ``us``): EXTEND's tick.
         """
         trigger = stmt.trigger
         if STREAM_KINDS[trigger.keyword] is not StreamKind.WINDOW:
@@ -162,7 +163,8 @@ class TriggerPlan:
                 if c != ts_column and c not in keys and c not in reads:
                     reads.append(c)
             incremental = IncrementalPolicy.of(stmt.emit, rows, "tbname" if "tbname" in by_lower else None)
-        spec = WindowSpec.from_trigger(trigger, stmt.emit, start_fields=start_fields, end_fields=end_fields)
+        spec = WindowSpec.from_trigger(trigger, stmt.emit, start_fields=start_fields, end_fields=end_fields,
+                                       tick=1000 if precision == "ms" else 1)
         opts = stmt.options
         fill = opts.fill_history
         since = None
@@ -300,7 +302,7 @@ def plan_trigger(stmt: m.CreateStream, catalog: Catalog, default_db: str | None 
     return TriggerPlan.build(
         stmt, found.qualified, path=str(info.path), columns=[c.name for c in info.columns],
         ts_column=info.timestamp_column, subtable=found.name if isinstance(found, SubTable) else None,
-        row_key=info.key_columns,
+        row_key=info.key_columns, precision=info.precision,
     )
 
 

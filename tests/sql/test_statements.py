@@ -35,6 +35,30 @@ def test_true_for_forms(clause, expected):
     assert stmt.trigger.true_for == expected
 
 
+def _keys(*texts: str) -> tuple:
+    return tuple(m.SqlExpression(t, None) for t in texts)
+
+
+@pytest.mark.parametrize(
+    "trigger, keys, extend, zeroth, text",
+    [  # the forms of TDengine 3.3.8 / 3.4.x, and the single-key form of 3.3.6 (key, extend[, zeroth])
+        ("STATE_WINDOW(s1, s2) EXTEND(0) ZEROTH_STATE(1, NO_ZEROTH)", ("s1", "s2"), 0, (1, None),
+         "STATE_WINDOW(s1, s2) ZEROTH_STATE(1, NO_ZEROTH)"),
+        ("STATE_WINDOW(c_int, CASE WHEN v > 1 THEN 1 ELSE 0 END) EXTEND(2)", ("c_int", "CASE WHEN v > 1 THEN 1 ELSE 0 END"),
+         2, None, None),
+        ("STATE_WINDOW(voltage >= 220 + groupId)", ("voltage >= 220 + groupId",), 0, None, None),
+        ("STATE_WINDOW(mode, flag, 'x' || name) ZEROTH_STATE('idle', FALSE, NO_ZEROTH) TRUE_FOR(COUNT 2)",
+         ("mode", "flag", "'x' || name"), 0, ("idle", False, None), None),
+        ("STATE_WINDOW(c1, 1)", ("c1",), 1, None, "STATE_WINDOW(c1) EXTEND(1)"),
+        ("STATE_WINDOW(c1, 2, 0)", ("c1",), 2, (0,), "STATE_WINDOW(c1) EXTEND(2) ZEROTH_STATE(0)"),
+    ],
+)
+def test_state_window_of_several_keys(trigger, keys, extend, zeroth, text):
+    stmt = one(f"CREATE STREAM s {trigger} FROM t PARTITION BY tbname NOTIFY('ws://h:9') ON (WINDOW_CLOSE)")
+    assert (stmt.trigger.keys, stmt.trigger.extend, stmt.trigger.zeroth) == (_keys(*keys), extend, zeroth)
+    assert str(stmt.trigger) == (text or trigger)
+
+
 @pytest.mark.parametrize(
     "trigger, expected",
     [

@@ -11,6 +11,23 @@ W = "CREATE STREAM s INTERVAL(1m) SLIDING(1m) FROM meters"
 
 # (statement, words the message must contain, expected clause)
 RULES = [
+    # STATE_WINDOW of TDengine 3.3.8 / 3.4.x
+    ("CREATE STREAM s STATE_WINDOW(a, b) EXTEND(3) FROM t PARTITION BY tbname NOTIFY('ws://h:1') ON (WINDOW_CLOSE)",
+     "EXTEND must be 0, 1 or 2, found 3", "EXTEND"),
+    ("CREATE STREAM s STATE_WINDOW(a, b) ZEROTH_STATE(1) FROM t PARTITION BY tbname NOTIFY('ws://h:1') "
+     "ON (WINDOW_CLOSE)", "ZEROTH_STATE gives 1 values for 2 STATE_WINDOW keys", "ZEROTH_STATE"),
+    ("CREATE STREAM s STATE_WINDOW(a) ZEROTH_STATE(1.5) FROM t PARTITION BY tbname NOTIFY('ws://h:1') "
+     "ON (WINDOW_CLOSE)", "ZEROTH_STATE takes integers, booleans, strings or NO_ZEROTH", "ZEROTH_STATE"),
+    ("CREATE STREAM s STATE_WINDOW(a) ZEROTH_STATE(NO_ZEROTH) FROM t PARTITION BY tbname NOTIFY('ws://h:1') "
+     "ON (WINDOW_CLOSE)", "NO_ZEROTH for every key", "ZEROTH_STATE"),
+    ("CREATE STREAM s STATE_WINDOW(a, b, 1) FROM t PARTITION BY tbname NOTIFY('ws://h:1') ON (WINDOW_CLOSE)",
+     "STATE_WINDOW key 1 is a constant", "STATE_WINDOW"),
+    ("CREATE STREAM s STATE_WINDOW(a, A) FROM t PARTITION BY tbname NOTIFY('ws://h:1') ON (WINDOW_CLOSE)",
+     "names the key A twice", "STATE_WINDOW"),
+    ("CREATE STREAM s STATE_WINDOW(a, 1) EXTEND(1) FROM t PARTITION BY tbname NOTIFY('ws://h:1') ON (WINDOW_CLOSE)",
+     "already gives EXTEND", "EXTEND"),
+    ("CREATE STREAM s STATE_WINDOW(a) TRUE_FOR(1s) EXTEND(1) FROM t PARTITION BY tbname NOTIFY('ws://h:1') "
+     "ON (WINDOW_CLOSE)", "EXTEND is out of place", "EXTEND"),
     ("CREATE STREAM s PERIOD(5a) NOTIFY('ws://h:1')", "outside the allowed range [10a, 3650d]", "PERIOD"),
     ("CREATE STREAM s PERIOD(3651d) NOTIFY('ws://h:1')", "outside the allowed range", "PERIOD"),
     ("CREATE STREAM s PERIOD(2d, 1d) NOTIFY('ws://h:1')", "must be less than 1 day", "PERIOD"),
