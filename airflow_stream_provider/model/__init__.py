@@ -115,6 +115,7 @@ from airflow_stream_provider.model.time import (
     TimePoint,
 )
 from airflow_stream_provider.model.triggers import (
+    STATE_EXTENDS,
     CountWindow,
     EventWindow,
     IntervalWindow,
@@ -122,7 +123,6 @@ from airflow_stream_provider.model.triggers import (
     ResampleTrigger,
     RowTrigger,
     SessionWindow,
-    STATE_EXTENDS,
     SlidingTrigger,
     StateWindow,
     Trigger,

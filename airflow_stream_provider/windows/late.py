@@ -164,9 +164,9 @@ def _break(kind: TriggerKind, gap: int, rows: pd.DataFrame, state_keys: int = 1)
         # a change of keys between two rows that have every key (partly NULL rows decide their window
         # by the rows around them, so no break falls next to one)
         keys = [rows[state_column(k)].to_numpy(object) for k in range(state_keys)]
-        known = ~np.stack([pd.isna(values) for values in keys]).all(axis=0)
+        known = ~np.stack([np.asarray(pd.isna(values), bool) for values in keys]).all(axis=0)
         ts, keys = ts[known], [values[known] for values in keys]
-        full = ~np.stack([pd.isna(values) for values in keys]).any(axis=0)
+        full = ~np.asarray(np.stack([np.asarray(pd.isna(values), bool) for values in keys]).any(axis=0), bool)
         differ = np.zeros(max(len(ts) - 1, 0), bool)
         for values in keys:
             differ |= values[1:] != values[:-1]

@@ -69,9 +69,10 @@ def state_rows(spec: WindowSpec, ts: np.ndarray, keys: list[np.ndarray], carry: 
         ts = np.concatenate([np.array([p[0] for p in pending], np.int64), ts])
         keys = [np.concatenate([np.array([p[1][i] for p in pending], dtype=object), values.astype(object)])
                 for i, values in enumerate(keys)]
-    nulls = np.stack([pd.isna(values) for values in keys]) if len(ts) else np.zeros((spec.state_keys, 0), bool)
-    known = ~nulls.all(axis=0)
-    partial = nulls.any(axis=0) & known
+    nulls: np.ndarray = np.stack([np.asarray(pd.isna(values), bool) for values in keys]) if len(ts) \
+        else np.zeros((spec.state_keys, 0), bool)
+    known = ~np.asarray(nulls.all(axis=0), bool)
+    partial = np.asarray(nulls.any(axis=0), bool) & known
     if not partial.any():
         return ts[known], [values[known] for values in keys]
     ts, nulls, partial = ts[known], nulls[:, known], partial[known]
@@ -106,7 +107,7 @@ def resolve_partial(extend: int, keys: list[np.ndarray], a: int, b: int, before:
     first = a
     for i in range(a, b + 1):
         row = [values[i] for values in keys]
-        if any(v is not None and m is not None and key_safe(v) != key_safe(m) for v, m in zip(row, merged, strict=True)):
+        if any(v is not None and m is not None and key_safe(v) != m for v, m in zip(row, merged, strict=True)):
             parts.append((first, i - 1, merged))
             merged, first = [None] * len(keys), i
         merged = [m if v is None else key_safe(v) for v, m in zip(row, merged, strict=True)]

@@ -193,9 +193,9 @@ class TriggerPlan:
     @functools.cached_property
     def _trees(self) -> dict[str, exp.Expr]:
         more = tuple((f"state{i}", text) for i, text in enumerate(self.more_states, 1))
-        return {name: parse_fragment(text, clause=name) for name, text in
-                (("state", self.state), *more, ("start", self.start), ("end", self.end), ("pre_filter", self.pre_filter))
-                if text}
+        texts = (("state", self.state), *more, ("start", self.start), ("end", self.end),
+                 ("pre_filter", self.pre_filter))
+        return {name: parse_fragment(text, clause=name) for name, text in texts if text}
 
     def prepare(self, raw: pd.DataFrame, *, ordered: bool = False, keep: tuple[str, ...] = ()) -> pd.DataFrame:
         """Raw trigger-table rows -> the rows the window core reads, pre-filtered and in time order.

@@ -44,8 +44,8 @@ def _keys(*texts: str) -> tuple:
     [  # the forms of TDengine 3.3.8 / 3.4.x, and the single-key form of 3.3.6 (key, extend[, zeroth])
         ("STATE_WINDOW(s1, s2) EXTEND(0) ZEROTH_STATE(1, NO_ZEROTH)", ("s1", "s2"), 0, (1, None),
          "STATE_WINDOW(s1, s2) ZEROTH_STATE(1, NO_ZEROTH)"),
-        ("STATE_WINDOW(c_int, CASE WHEN v > 1 THEN 1 ELSE 0 END) EXTEND(2)", ("c_int", "CASE WHEN v > 1 THEN 1 ELSE 0 END"),
-         2, None, None),
+        ("STATE_WINDOW(c_int, CASE WHEN v > 1 THEN 1 ELSE 0 END) EXTEND(2)",
+         ("c_int", "CASE WHEN v > 1 THEN 1 ELSE 0 END"), 2, None, None),
         ("STATE_WINDOW(voltage >= 220 + groupId)", ("voltage >= 220 + groupId",), 0, None, None),
         ("STATE_WINDOW(mode, flag, 'x' || name) ZEROTH_STATE('idle', FALSE, NO_ZEROTH) TRUE_FOR(COUNT 2)",
          ("mode", "flag", "'x' || name"), 0, ("idle", False, None), None),

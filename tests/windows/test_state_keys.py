@@ -120,7 +120,7 @@ def test_zeroth_state_of_one_key_and_true_for_together():
 
 # --- a live scan, batch by batch, decides the windows of one scan ------------------------------
 
-SPECS = [dict(extend=e, zeroth=z) for e in (0, 1, 2) for z in (None, (1, None))]
+SPECS = [{"extend": e, "zeroth": z} for e in (0, 1, 2) for z in (None, (1, None))]
 
 
 def random_keys(rng: np.random.Generator, n: int) -> list[tuple]:

@@ -190,10 +190,11 @@ class StreamStatements(ValueParser):
             keys.append(self.row_expression("STATE_WINDOW"))
         self.expect_op(")", "STATE_WINDOW")
         constant = [_constant(k.tree) for k in keys]
-        extend, zeroth = 0, None
+        extend = 0
+        zeroth_values: tuple[m.Value, ...] | None = None
         if len(keys) in (2, 3) and not constant[0] and all(c is not None for c in constant[1:]):
             extend = self._extend_value(constant[1], toks[1])  # TDengine 3.3.6's STATE_WINDOW(k, extend[, zeroth])
-            zeroth = (constant[2],) if len(keys) == 3 else None
+            zeroth_values = (self._zeroth_value(constant[2], toks[2]),) if len(keys) == 3 else None
             keys, toks, constant = keys[:1], toks[:1], constant[:1]
             for word in ("EXTEND", "ZEROTH_STATE"):
                 if self.at(word):
@@ -216,17 +217,23 @@ class StreamStatements(ValueParser):
             extend = self._extend_value(self.integer("EXTEND", "EXTEND"), tok)
             self.expect_op(")", "EXTEND")
         if self.at("ZEROTH_STATE"):
-            zeroth = self.zeroth_state(len(keys))
+            zeroth_values = self.zeroth_state(len(keys))
         true_for = self.true_for()
         for word in ("EXTEND", "ZEROTH_STATE"):
             if self.at(word):
                 raise self.error(f"{word} is out of place: STATE_WINDOW(...) takes EXTEND, ZEROTH_STATE and TRUE_FOR "
                                  "in that order", clause=word, syntax=True)
-        return m.StateWindow(tuple(keys), true_for, extend, zeroth)
+        return m.StateWindow(tuple(keys), true_for, extend, zeroth_values)
 
     def _extend_value(self, value: object, tok: Token) -> int:
         if not isinstance(value, int) or isinstance(value, bool) or value not in m.STATE_EXTENDS:
             raise self.error(f"EXTEND must be 0, 1 or 2, found {tok.text}", tok, "EXTEND")
+        return value
+
+    def _zeroth_value(self, value: object, tok: Token) -> m.Value:
+        if not isinstance(value, (int, str)):  # bool is an int
+            raise self.error(f"ZEROTH_STATE takes integers, booleans, strings or NO_ZEROTH, found {tok.text}",
+                             tok, "ZEROTH_STATE")
         return value
 
     def zeroth_state(self, keys: int) -> tuple[m.Value, ...]:
@@ -239,11 +246,7 @@ class StreamStatements(ValueParser):
             if self.accept("NO_ZEROTH"):
                 values.append(None)
             else:
-                value = self.literal("ZEROTH_STATE")
-                if value is None or isinstance(value, (float, m.TimePoint)):
-                    raise self.error(f"ZEROTH_STATE takes integers, booleans, strings or NO_ZEROTH, found {tok.text}",
-                                     tok, "ZEROTH_STATE")
-                values.append(value)
+                values.append(self._zeroth_value(self.literal("ZEROTH_STATE"), tok))
             if not self.accept_op(","):
                 break
         self.expect_op(")", "ZEROTH_STATE")
