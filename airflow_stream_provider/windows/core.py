@@ -44,6 +44,7 @@ from airflow_stream_provider.windows.state_keys import (
     json_safe,
     json_safe_values,
     key_safe,
+    key_values,
     state_column,
     state_key,
     state_rows,
@@ -298,11 +299,8 @@ def _state(spec: WindowSpec, rows: Rows, carry: dict | None, watermark: int | No
             breaks[0] = o is None or tuple(key_safe(values[0]) for values in keys) != o["state"]
 
         def states_at(index: np.ndarray) -> np.ndarray:
-            out = np.empty(len(index), dtype=object)
-            for i, state in enumerate(zip(*([key_safe(v) for v in values[index].tolist()] for values in keys),
-                                          strict=True)):
-                out[i] = state
-            return out
+            columns = [key_values(values[index]) for values in keys]
+            return np.fromiter(zip(*columns, strict=True), dtype=object, count=len(index))
     if len(ts) == 0:
         if o and final:
             return _close_only(spec, o, carry), {**carry, "open": None}

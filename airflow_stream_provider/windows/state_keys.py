@@ -47,6 +47,13 @@ def key_safe(value: Any) -> Any:
     return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
+def key_values(values: np.ndarray) -> list:
+    """:func:`key_safe` of every value (integers and booleans are converted in one call)."""
+    if values.dtype.kind in "biu":
+        return values.tolist()
+    return [key_safe(v) for v in values.tolist()]
+
+
 def state_column(index: int) -> str:
     """The column of the ``index``-th STATE_WINDOW key in the rows a scanner reads."""
     return "_state" if index == 0 else f"_state{index}"
