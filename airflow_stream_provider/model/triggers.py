@@ -60,17 +60,33 @@ class SessionWindow:
 
 @dataclass(frozen=True)
 class TrueFor:
-    """``TRUE_FOR(10m)``, ``TRUE_FOR(COUNT 5)`` or both joined by ``AND``/``OR``."""
+    """``TRUE_FOR(10m)``, ``TRUE_FOR(COUNT 5)`` or both joined by ``AND``/``OR``: a window lasting or
+    holding less is dropped. An EVENT_WINDOW may also give (TDengine 3.4.2) ``start(limit)``, how long
+    START WITH must hold row after row before the window opens, and ``end(limit)``, the same of END
+    WITH before it closes, each a TrueFor of its own."""
 
     duration: Duration | None = None
     count: int | None = None
     op: str | None = None  # "AND" | "OR" when both are given
+    start: TrueFor | None = None
+    end: TrueFor | None = None
 
-    def __str__(self) -> str:
+    @property
+    def limits(self) -> bool:
+        """A duration or a count is given for the window as a whole."""
+        return self.duration is not None or self.count is not None
+
+    def limit_text(self) -> str:
         parts = [str(self.duration)] if self.duration else []
         if self.count is not None:
             parts.append(f"COUNT {self.count}")
-        return f"TRUE_FOR({f' {self.op} '.join(parts)})"
+        return f" {self.op} ".join(parts)
+
+    def __str__(self) -> str:
+        parts = [self.limit_text()] if self.limits else []
+        streaks = (("start", self.start), ("end", self.end))
+        parts += [f"{name}({limit.limit_text()})" for name, limit in streaks if limit]
+        return f"TRUE_FOR({', '.join(parts)})"
 
 
 #: the EXTEND modes of STATE_WINDOW (TDengine 3.3.8): 0 a window spans its first to its last row;

@@ -49,6 +49,7 @@ from airflow_stream_provider.windows.state_keys import (
     state_key,
     state_rows,
 )
+from airflow_stream_provider.windows.streaks import event_streaks
 
 
 def _json_texts(values: np.ndarray) -> list[str]:
@@ -398,6 +399,14 @@ def _event(spec: WindowSpec, rows: Rows, carry: dict | None, watermark: int | No
     out: dict[str, list] = {k: [] for k in ("s", "e", "c", "closed", "opened", "of", "cf")}
     start_fields = {name: _values(rows, f"_f_{name}") for name in spec.start_fields}
     end_fields = {name: _values(rows, f"_f_{name}") for name in spec.end_fields}
+    if spec.start_limit is not None or spec.end_limit is not None:
+        flags = (_flags(rows, "_start"), _flags(rows, "_end")) if n else (np.empty(0, bool), np.empty(0, bool))
+        out, carry = event_streaks(spec, ts, *flags, carry, final)
+        for held, fields, key in ((carry["open"], start_fields, "fields"), (carry["streak"], start_fields, "fields"),
+                                  ((carry["open"] or {}).get("ending"), end_fields, "fields")):
+            if held is not None and isinstance(held[key], int):  # a row of this call: its fields as JSON
+                held[key] = _fields_json(fields, held[key])
+        return _event_frame(out, start_fields, end_fields), carry
     o = carry.get("open")
 
     # the fields of the condition rows: JSON text (carried), a row index (made JSON at the end), or None
@@ -440,13 +449,17 @@ def _event(spec: WindowSpec, rows: Rows, carry: dict | None, watermark: int | No
             o["opened"] = True
             add(o["start"], o["last"], o["count"], False, True, o["fields"], None)
     carry["open"] = o
+    return _event_frame(out, start_fields, end_fields), carry
+
+
+def _event_frame(out: dict[str, list], start_fields: dict[str, np.ndarray],
+                 end_fields: dict[str, np.ndarray]) -> Windows:
     size = len(out["s"])
-    frame = window_columns(out["s"], out["e"], out["c"], out["closed"], out["opened"],
-                   open_index=np.zeros(size, np.int64),
-                   open_fields=np.array(_fields_texts(start_fields, out["of"]), dtype=object),
-                   close_index=np.array([1 if c else -1 for c in out["closed"]], np.int64),
-                   close_fields=np.array(_fields_texts(end_fields, out["cf"]), dtype=object))
-    return frame, carry
+    return window_columns(out["s"], out["e"], out["c"], out["closed"], out["opened"],
+                          open_index=np.zeros(size, np.int64),
+                          open_fields=np.array(_fields_texts(start_fields, out["of"]), dtype=object),
+                          close_index=np.array([1 if c else -1 for c in out["closed"]], np.int64),
+                          close_fields=np.array(_fields_texts(end_fields, out["cf"]), dtype=object))
 
 
 def _count(spec: WindowSpec, rows: Rows, carry: dict | None, watermark: int | None,

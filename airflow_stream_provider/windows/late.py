@@ -143,6 +143,10 @@ def safe_point(plan: TriggerPlan, key_values: tuple, version: int, earliest: int
         def read(at: int, lo: int, hi: int) -> pd.DataFrame:
             return read_group(plan, key_values, at, lo, hi)
     span = max(_LOOKBACK, 2 * spec.gap)
+    if spec.start_limit is not None or spec.end_limit is not None:
+        # an EVENT_WINDOW with TRUE_FOR streaks: no row alone proves that no window or streak is under
+        # way there, so the group is rescanned from its first row
+        return (min(first_ts, earliest) if first_ts is not None else earliest - span), None
     while True:
         lo = earliest - span
         rows = plan.prepare(read(version, lo, earliest - 1))

@@ -12,6 +12,9 @@ import numpy as np
 from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import StreamDefinitionError
 
+#: a TRUE_FOR limit: (duration in microseconds or None, count or None, "AND" | "OR" | None)
+Limit = tuple[int | None, int | None, str | None]
+
 #: the trigger kinds of windows: those of the streams a detector drives
 WINDOW_KINDS = tuple(kind for kind, driven in m.STREAM_KINDS.items() if driven is m.StreamKind.WINDOW)
 
@@ -37,6 +40,8 @@ class WindowSpec:
     state_keys: int = 1  # STATE_WINDOW: how many keys (columns ``_state``, ``_state1``, ...)
     extend: int = 0  # STATE_WINDOW EXTEND: 1 a window ends just before the next, 2 starts just after the previous
     zeroth: tuple[Any, ...] | None = None  # STATE_WINDOW ZEROTH_STATE, None where a key takes no part
+    start_limit: Limit | None = None  # EVENT_WINDOW TRUE_FOR(start(...)): how long START WITH must hold
+    end_limit: Limit | None = None  # EVENT_WINDOW TRUE_FOR(end(...)): how long END WITH must hold
     tick: int = 1  # the trigger table's time unit in microseconds (1000 in a database of PRECISION 'ms')
     trigger_type: str = field(default="", compare=False)
 
@@ -59,6 +64,10 @@ class WindowSpec:
                 true_for_count=tf.count,
                 true_for_op=tf.op,
             )
+            for name, limit in (("start_limit", tf.start), ("end_limit", tf.end)):
+                if limit is not None:
+                    common[name] = (fixed_micros(limit.duration, "TRUE_FOR") if limit.duration else None,
+                                    limit.count, limit.op)
         if isinstance(trigger, m.IntervalWindow):
             interval = fixed_micros(trigger.interval, "INTERVAL")
             sliding = fixed_micros(trigger.sliding, "SLIDING")
@@ -114,6 +123,16 @@ class WindowSpec:
         if by_time is None or by_count is None:
             return (by_count if by_time is None else by_time) in (None, True)
         return (by_time or by_count) if self.true_for_op == "OR" else (by_time and by_count)
+
+
+def limit_met(limit: Limit, duration: int, rows: int) -> bool:
+    """A streak of ``rows`` rows lasting ``duration`` meets ``limit`` (TRUE_FOR's start(...)/end(...))."""
+    least, count, op = limit
+    by_time = None if least is None else duration >= least
+    by_count = None if count is None else rows >= count
+    if by_time is None or by_count is None:
+        return (by_count if by_time is None else by_time) in (None, True)
+    return (by_time or by_count) if op == "OR" else (by_time and by_count)
 
 
 def _same(value: object, zero: object) -> bool:

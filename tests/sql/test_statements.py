@@ -35,6 +35,23 @@ def test_true_for_forms(clause, expected):
     assert stmt.trigger.true_for == expected
 
 
+@pytest.mark.parametrize(
+    "clause, expected",
+    [  # TDengine 3.4.2: streaks before an event window opens and closes, in any order
+        ("TRUE_FOR(start(COUNT 2))", m.TrueFor(start=m.TrueFor(None, 2))),
+        ("TRUE_FOR(end(3s))", m.TrueFor(end=m.TrueFor(D(3, "s")))),
+        ("TRUE_FOR(end(COUNT 3), 5s, start(2s OR COUNT 2))",
+         m.TrueFor(D(5, "s"), start=m.TrueFor(D(2, "s"), 2, "OR"), end=m.TrueFor(None, 3))),
+    ],
+)
+def test_true_for_streaks_of_event_windows(clause, expected):
+    stmt = one(f"CREATE STREAM s EVENT_WINDOW(START WITH v > 1 END WITH v < 0) {clause} FROM t PARTITION BY tbname "
+               "NOTIFY('ws://h:9') ON (WINDOW_CLOSE)")
+    assert stmt.trigger.true_for == expected
+    again = one(f"CREATE STREAM s {stmt.trigger} FROM t PARTITION BY tbname NOTIFY('ws://h:9') ON (WINDOW_CLOSE)")
+    assert again.trigger.true_for == expected
+
+
 def _keys(*texts: str) -> tuple:
     return tuple(m.SqlExpression(t, None) for t in texts)
 

@@ -11,7 +11,13 @@ W = "CREATE STREAM s INTERVAL(1m) SLIDING(1m) FROM meters"
 
 # (statement, words the message must contain, expected clause)
 RULES = [
-    # STATE_WINDOW of TDengine 3.3.8 / 3.4.x
+    # STATE_WINDOW and TRUE_FOR of TDengine 3.3.8 / 3.4.x
+    ("CREATE STREAM s STATE_WINDOW(a) TRUE_FOR(start(COUNT 2)) FROM t PARTITION BY tbname NOTIFY('ws://h:1') "
+     "ON (WINDOW_CLOSE)", "belong to EVENT_WINDOW", "TRUE_FOR"),
+    ("CREATE STREAM s EVENT_WINDOW(START WITH a > 1 END WITH a < 1) TRUE_FOR(end(1s), end(2s)) FROM t "
+     "PARTITION BY tbname NOTIFY('ws://h:1') ON (WINDOW_CLOSE)", "TRUE_FOR gives end(...) twice", "TRUE_FOR"),
+    ("CREATE STREAM s EVENT_WINDOW(START WITH a > 1 END WITH a < 1) TRUE_FOR(start(COUNT 0)) FROM t "
+     "PARTITION BY tbname NOTIFY('ws://h:1') ON (WINDOW_CLOSE)", "COUNT must be at least 1", "TRUE_FOR"),
     ("CREATE STREAM s STATE_WINDOW(a, b) EXTEND(3) FROM t PARTITION BY tbname NOTIFY('ws://h:1') ON (WINDOW_CLOSE)",
      "EXTEND must be 0, 1 or 2, found 3", "EXTEND"),
     ("CREATE STREAM s STATE_WINDOW(a, b) ZEROTH_STATE(1) FROM t PARTITION BY tbname NOTIFY('ws://h:1') "

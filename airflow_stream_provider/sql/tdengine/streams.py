@@ -218,7 +218,11 @@ class StreamStatements(ValueParser):
             self.expect_op(")", "EXTEND")
         if self.at("ZEROTH_STATE"):
             zeroth_values = self.zeroth_state(len(keys))
+        tf_tok = self.tok
         true_for = self.true_for()
+        if true_for is not None and (true_for.start or true_for.end):
+            raise self.error("TRUE_FOR(start(...)) and TRUE_FOR(end(...)) belong to EVENT_WINDOW; a STATE_WINDOW "
+                             "takes TRUE_FOR(d), TRUE_FOR(COUNT n) or both", tf_tok, "TRUE_FOR")
         for word in ("EXTEND", "ZEROTH_STATE"):
             if self.at(word):
                 raise self.error(f"{word} is out of place: STATE_WINDOW(...) takes EXTEND, ZEROTH_STATE and TRUE_FOR "
@@ -267,9 +271,33 @@ class StreamStatements(ValueParser):
         return value, offset
 
     def true_for(self) -> m.TrueFor | None:
+        """``TRUE_FOR(limit[, start(limit)][, end(limit)])``, the three in any order, each at most once
+        (``start``/``end`` since TDengine 3.4.2)."""
         if not self.accept("TRUE_FOR"):
             return None
         self.expect_op("(", "TRUE_FOR")
+        given: dict[str, m.TrueFor] = {}
+        while True:
+            tok = self.tok
+            name = tok.upper.lower() if tok.upper in ("START", "END") and self.peek(1).text == "(" else "window"
+            if name in given:
+                what = "a window limit" if name == "window" else f"{name}(...)"
+                raise self.error(f"TRUE_FOR gives {what} twice", tok, "TRUE_FOR")
+            if name == "window":
+                given[name] = self.limit()
+            else:
+                self.advance()
+                self.expect_op("(", "TRUE_FOR")
+                given[name] = self.limit()
+                self.expect_op(")", "TRUE_FOR")
+            if not self.accept_op(","):
+                break
+        self.expect_op(")", "TRUE_FOR")
+        window = given.get("window", m.TrueFor())
+        return m.TrueFor(window.duration, window.count, window.op, given.get("start"), given.get("end"))
+
+    def limit(self) -> m.TrueFor:
+        """``d``, ``COUNT n``, or both joined by AND or OR."""
         duration: m.Duration | None = None
         count: int | None = None
         op: str | None = None
@@ -290,7 +318,6 @@ class StreamStatements(ValueParser):
                 if duration is not None:
                     raise self.error("TRUE_FOR gives a duration twice", tok, "TRUE_FOR")
                 duration = self.duration("TRUE_FOR")
-        self.expect_op(")", "TRUE_FOR")
         return m.TrueFor(duration, count, op)
 
     def option_word(self, choices: tuple[str, ...], clause: str, what: str) -> Token:
