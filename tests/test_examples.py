@@ -331,6 +331,12 @@ def test_power_and_watch_examples(wh):
     assert {r[0]: r[2] for r in rows(listed)}["hourly_rows"].startswith("PERIOD(1h")
     assert {r[0]: r[2] for r in rows(listed)}["modes"].startswith(
         "STATE_WINDOW(voltage > 220, phase > 0.3) EXTEND(1) ZEROTH_STATE(FALSE, NO_ZEROTH)")
+    like, created = sql(wh, section(path, "find"))
+    assert like.table.column("stream_name").to_pylist() == ["modes"]
+    text = (EXAMPLES / "tdengine" / "power.sql").read_text()
+    written = text[text.index("CREATE STREAM IF NOT EXISTS power.modes"):text.index("-- [END state_keys]")]
+    assert created.table.to_pylist() == [{"stream_name": "modes", "db_name": "power",
+                                          "sql": written.strip().removesuffix(";")}]
     (tasks,) = sql(wh, section(path, "tasks"))
     assert tasks.table.num_rows >= 4
 

@@ -223,3 +223,13 @@ def test_bad_table_statements(text, words):
         parse(text)
     assert words in str(info.value)
     assert info.value.line == 1
+
+
+@pytest.mark.parametrize("text, kind, fields", [
+    ("SHOW STREAMS LIKE 'mode%'", m.ShowStreams, {"db": None, "like": "mode%"}),
+    ("SHOW power.STREAMS LIKE 'a\\_b'", m.ShowStreams, {"db": "power", "like": "a\\_b"}),
+    ("SHOW CREATE STREAM power.modes", m.ShowCreateStream, {"name": m.TableName("modes", "power")}),
+])
+def test_show_streams_like_and_show_create_stream(text, kind, fields):
+    stmt = one(text)
+    assert type(stmt) is kind and {k: getattr(stmt, k) for k in fields} == fields

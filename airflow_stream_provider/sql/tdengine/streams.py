@@ -498,8 +498,11 @@ class StreamStatements(ValueParser):
             return m.StartStream(name, if_exists, ignore, **pos)
         return m.StopStream(name, if_exists, **pos)
 
-    def show(self, pos: dict) -> m.ShowStreams | m.ShowTables:
+    def show(self, pos: dict) -> m.ShowStreams | m.ShowTables | m.ShowCreateStream:
         self.expect("SHOW")
+        if self.accept("CREATE"):
+            self.expect("STREAM", clause="SHOW CREATE")
+            return m.ShowCreateStream(self.table_name("stream name", "SHOW CREATE STREAM", names.STREAM), **pos)
         db = None
         if self.tok.kind in (Kind.IDENT, Kind.QUOTED_IDENT) and self.peek().text == ".":
             db = self.ident("database name", "SHOW", names.DATABASE)
@@ -507,9 +510,17 @@ class StreamStatements(ValueParser):
         if self.accept("STABLES") or self.accept("TABLES"):
             return m.ShowTables(db, stable=self.toks[self.i - 1].upper == "STABLES", **pos)
         if not self.accept("STREAMS"):
-            raise self.error(f"only SHOW [db.]STREAMS, STABLES or TABLES is supported, found {self.tok.describe()}",
-                             clause="SHOW")
-        return m.ShowStreams(db, **pos)
+            raise self.error(f"only SHOW [db.]STREAMS, STABLES or TABLES and SHOW CREATE STREAM are supported, found "
+                             f"{self.tok.describe()}", clause="SHOW")
+        like = None
+        if self.accept("LIKE"):
+            tok = self.tok
+            if tok.kind is not Kind.STRING:
+                raise self.error(f"LIKE takes a quoted pattern, as LIKE 'meter%', found {tok.describe()}",
+                                 clause="LIKE", syntax=True)
+            # as written: TDengine keeps \\% and \\_ for LIKE to read (a quote doubled is one quote)
+            like = self.advance().text[1:-1].replace(tok.text[0] * 2, tok.text[0])
+        return m.ShowStreams(db, like, **pos)
 
 
 def _constant(tree: exp.Expr) -> object | None:
