@@ -11,7 +11,18 @@ W = "CREATE STREAM s INTERVAL(1m) SLIDING(1m) FROM meters"
 
 # (statement, words the message must contain, expected clause)
 RULES = [
-    # STATE_WINDOW and TRUE_FOR of TDengine 3.3.8 / 3.4.x
+    # STATE_WINDOW and TRUE_FOR of TDengine 3.3.8 / 3.4.x; what of 3.4.x is refused
+    (W + " INTO out NODELAY_CREATE_SUBTABLE AS SELECT _twstart, avg(v) FROM meters", "is not supported",
+     "NODELAY_CREATE_SUBTABLE"),
+    (W + " STREAM_OPTIONS(IDLE_TIMEOUT(1m)) NOTIFY('ws://h:1') ON (WINDOW_CLOSE)", "IDLE_TIMEOUT (TDengine 3.4.1) is "
+     "not supported", "IDLE_TIMEOUT"),
+    (W + " NOTIFY('ws://h:1') ON (WINDOW_CLOSE | IDLE)", "IDLE (TDengine 3.4.1) is not supported", "IDLE"),
+    ("CREATE STREAM s INTERVAL(1m) SLIDING(1m) FROM meters ROLLUP BY site NOTIFY('ws://h:1') ON (WINDOW_CLOSE)",
+     "ROLLUP (TDengine 3.4.2) is not supported", "ROLLUP"),
+    ("CREATE STREAM s WINDOW(SESSION(ts, 1m) AS a, COUNT_WINDOW(2)) FROM meters NOTIFY('ws://h:1') ON (WINDOW_CLOSE)",
+     "WINDOW (TDengine 3.4.2) is not supported", "WINDOW"),
+    ("CREATE STREAM s EVENT_WINDOW(START WITH (a > 1, a > 2) END WITH a < 1) FROM t PARTITION BY tbname "
+     "NOTIFY('ws://h:1') ON (WINDOW_CLOSE)", "sub-event windows (TDengine 3.4.0)", "EVENT_WINDOW"),
     ("CREATE STREAM s STATE_WINDOW(a) TRUE_FOR(start(COUNT 2)) FROM t PARTITION BY tbname NOTIFY('ws://h:1') "
      "ON (WINDOW_CLOSE)", "belong to EVENT_WINDOW", "TRUE_FOR"),
     ("CREATE STREAM s EVENT_WINDOW(START WITH a > 1 END WITH a < 1) TRUE_FOR(end(1s), end(2s)) FROM t "

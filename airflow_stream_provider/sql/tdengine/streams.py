@@ -38,6 +38,9 @@ STREAM_OPTIONS = (
     "IGNORE_NODATA_TRIGGER",
 )
 NOTIFY_OPTIONS = ("NOTIFY_HISTORY", "ON_FAILURE_PAUSE")
+#: words of TDengine's stream language after 3.3.7 that this project refuses by name, and their version
+LATER_WORDS = {"IDLE_TIMEOUT": "3.4.1", "FLUSH_ON_OUTER_CLOSE": "3.4.2", "IDLE": "3.4.1", "RESUME": "3.4.1",
+               "ROLLUP": "3.4.2", "WINDOW": "3.4.2", "NODELAY_CREATE_SUBTABLE": "3.4.1"}
 NOTIFY_EVENT_TYPES = (m.EventType.WINDOW_OPEN, m.EventType.WINDOW_CLOSE, m.EventType.ON_TIME)
 
 #: the clauses of TDengine's older CREATE STREAM (3.0 to 3.3.6), where 3.3.7 expects the trigger
@@ -66,6 +69,8 @@ class StreamStatements(ValueParser):
         if self.at("FROM"):
             where["FROM"] = self.advance()
             args["trigger_table"] = self.table_name("trigger table", "FROM")
+        if self.at("ROLLUP", "BY"):
+            raise self.later(self.tok)
         if self.at("PARTITION", "BY"):
             where["PARTITION BY"] = self.tok
             self.i += 2
@@ -82,6 +87,10 @@ class StreamStatements(ValueParser):
         if self.at("INTO"):
             where["INTO"] = self.advance()
             args["into"] = self.table_name("output table", "INTO")
+        if self.at("NODELAY_CREATE_SUBTABLE"):
+            raise self.error("NODELAY_CREATE_SUBTABLE (TDengine 3.4.1) is not supported: a stream's output table and "
+                             "its subtables are created with their first results; leave it out",
+                             clause="NODELAY_CREATE_SUBTABLE")
         if self.at("OUTPUT_SUBTABLE"):
             where["OUTPUT_SUBTABLE"] = self.advance()
             self.expect_op("(", "OUTPUT_SUBTABLE")
@@ -140,7 +149,11 @@ class StreamStatements(ValueParser):
             self.advance()
             self.expect_op("(", "EVENT_WINDOW")
             self.expect("START", "WITH", clause="EVENT_WINDOW")
+            start_tok = self.tok
             start = self.row_expression("EVENT_WINDOW START WITH", lambda: self.at("END", "WITH"))
+            if isinstance(start.tree, exp.Tuple):
+                raise self.error("EVENT_WINDOW(START WITH (c1, c2, ...)), sub-event windows (TDengine 3.4.0), is not "
+                                 "supported: give one START WITH condition", start_tok, "EVENT_WINDOW")
             self.expect("END", "WITH", clause="EVENT_WINDOW")
             end = self.row_expression("EVENT_WINDOW END WITH")
             self.expect_op(")", "EVENT_WINDOW")
@@ -167,6 +180,8 @@ class StreamStatements(ValueParser):
                     columns.append(self.ident("trigger column", "COUNT_WINDOW"))
             self.expect_op(")", "COUNT_WINDOW")
             return m.CountWindow(count, count_sliding, tuple(columns))
+        if tok.upper == "WINDOW" and self.peek().text == "(":
+            raise self.later(tok)
         if tok.upper in LEGACY_STREAM_WORDS:
             raise self.error(
                 f"{tok.text} belongs to TDengine's older stream syntax (3.0 to 3.3.6), which is not supported: "
@@ -324,9 +339,16 @@ class StreamStatements(ValueParser):
         tok = self.tok
         if tok.kind is not Kind.IDENT:
             raise self.error(f"expected a {what}, found {tok.describe()}", clause=clause, syntax=True)
+        if tok.upper in LATER_WORDS:
+            raise self.later(tok)
         if tok.upper not in choices:
             raise self.error(f"unknown {what} {tok.text}", clause=clause, hint=did_you_mean(tok.text, choices))
         return self.advance()
+
+    def later(self, tok: Token) -> Exception:
+        """The error for a word of TDengine's stream language after 3.3.7 that is not supported."""
+        word = tok.upper
+        return self.error(f"{word} (TDengine {LATER_WORDS[word]}) is not supported", tok, word)
 
     def event_types(self, clause: str, allowed: tuple[m.EventType, ...]) -> tuple[m.EventType, ...]:
         self.expect_op("(", clause)
@@ -338,6 +360,8 @@ class StreamStatements(ValueParser):
                                  clause=clause, syntax=True)
             self.advance()
             value = tok.value.upper()
+            if value in LATER_WORDS:
+                raise self.later(tok)
             if value not in allowed:
                 raise self.error(f"unknown event type {tok.value}; expected one of {', '.join(allowed)}", tok, clause,
                                  hint=did_you_mean(tok.value, allowed))
