@@ -105,6 +105,7 @@ HANDLERS: dict[type, Callable[[Warehouse, Any], Result]] = {
     m.StartStream: lifecycle.start,
     m.RecalculateStream: lifecycle.recalculate_statement,
     m.ShowStreams: status.show_streams,
+    m.ShowCreateStream: status.show_create_stream,
 }
 
 

@@ -78,7 +78,7 @@ def test_readme_example_file_checks():
     example = Path(__file__).resolve().parent.parent / "examples" / "tdengine" / "power.sql"
     result = run("check", "-f", str(example))
     assert result.returncode == 0, result.stderr
-    assert sum(line.startswith("ok: CREATE STREAM") for line in result.stdout.splitlines()) == 4
+    assert sum(line.startswith("ok: CREATE STREAM") for line in result.stdout.splitlines()) == 5
 
 
 @pytest.mark.parametrize(("content", "words"), [

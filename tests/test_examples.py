@@ -324,11 +324,19 @@ def test_power_and_watch_examples(wh):
     sql(wh, (EXAMPLES / "tdengine" / "power.sql").read_text())
     path = EXAMPLES / "tdengine" / "watch.sql"
     shown, listed = sql(wh, section(path, "show"))
-    names = ["avg_current", "every_ten", "hourly_rows", "overvoltage"]
+    names = ["avg_current", "every_ten", "hourly_rows", "modes", "overvoltage"]
     assert sorted(row["stream_name"] for row in shown.table.to_pylist()) == names
     assert [r[0] for r in rows(listed)] == names
     assert {r[1] for r in rows(listed)} <= {"running", "history"}
     assert {r[0]: r[2] for r in rows(listed)}["hourly_rows"].startswith("PERIOD(1h")
+    assert {r[0]: r[2] for r in rows(listed)}["modes"].startswith(
+        "STATE_WINDOW(voltage > 220, phase > 0.3) EXTEND(1) ZEROTH_STATE(FALSE, NO_ZEROTH)")
+    like, created = sql(wh, section(path, "find"))
+    assert like.table.column("stream_name").to_pylist() == ["modes"]
+    text = (EXAMPLES / "tdengine" / "power.sql").read_text()
+    written = text[text.index("CREATE STREAM IF NOT EXISTS power.modes"):text.index("-- [END state_keys]")]
+    assert created.table.to_pylist() == [{"stream_name": "modes", "db_name": "power",
+                                          "sql": written.strip().removesuffix(";")}]
     (tasks,) = sql(wh, section(path, "tasks"))
     assert tasks.table.num_rows >= 4
 

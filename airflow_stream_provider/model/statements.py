@@ -105,12 +105,28 @@ class DropStream(Statement):
 
 @dataclass(frozen=True)
 class ShowStreams(Statement):
+    """``SHOW [db.]STREAMS [LIKE 'pattern']`` (LIKE since TDengine 3.4.2): ``%`` any characters,
+    ``_`` one, ``\\`` takes the next one as it is."""
+
     db: str | None = None
+    like: str | None = None
     kind = "SHOW STREAMS"
 
     @property
     def subject(self) -> str:
         return self.db or ""
+
+
+@dataclass(frozen=True)
+class ShowCreateStream(Statement):
+    """``SHOW CREATE STREAM [db.]name`` (TDengine 3.4.1.13): the statement that created it."""
+
+    name: TableName
+    kind = "SHOW CREATE STREAM"
+
+    @property
+    def subject(self) -> str:
+        return str(self.name)
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from airflow_stream_provider.model.events import TriggerKind
 from airflow_stream_provider.model.time import Duration
-from airflow_stream_provider.model.types import SqlExpression
+from airflow_stream_provider.model.types import SqlExpression, Value
 
 
 @dataclass(frozen=True)
@@ -60,27 +60,80 @@ class SessionWindow:
 
 @dataclass(frozen=True)
 class TrueFor:
-    """``TRUE_FOR(10m)``, ``TRUE_FOR(COUNT 5)`` or both joined by ``AND``/``OR``."""
+    """``TRUE_FOR(10m)``, ``TRUE_FOR(COUNT 5)`` or both joined by ``AND``/``OR``: a window lasting or
+    holding less is dropped. An EVENT_WINDOW may also give (TDengine 3.4.2) ``start(limit)``, how long
+    START WITH must hold row after row before the window opens, and ``end(limit)``, the same of END
+    WITH before it closes, each a TrueFor of its own."""
 
     duration: Duration | None = None
     count: int | None = None
     op: str | None = None  # "AND" | "OR" when both are given
+    start: TrueFor | None = None
+    end: TrueFor | None = None
 
-    def __str__(self) -> str:
+    @property
+    def limits(self) -> bool:
+        """A duration or a count is given for the window as a whole."""
+        return self.duration is not None or self.count is not None
+
+    def limit_text(self) -> str:
         parts = [str(self.duration)] if self.duration else []
         if self.count is not None:
             parts.append(f"COUNT {self.count}")
-        return f"TRUE_FOR({f' {self.op} '.join(parts)})"
+        return f" {self.op} ".join(parts)
+
+    def __str__(self) -> str:
+        parts = [self.limit_text()] if self.limits else []
+        streaks = (("start", self.start), ("end", self.end))
+        parts += [f"{name}({limit.limit_text()})" for name, limit in streaks if limit]
+        return f"TRUE_FOR({', '.join(parts)})"
+
+
+#: the EXTEND modes of STATE_WINDOW (TDengine 3.3.8): 0 a window spans its first to its last row;
+#: 1 its end reaches to just before the next window; 2 its start reaches back to just after the previous one
+STATE_EXTENDS = (0, 1, 2)
 
 
 @dataclass(frozen=True)
 class StateWindow:
-    column: SqlExpression
+    """``STATE_WINDOW(k1[, k2 ...]) [EXTEND(n)] [ZEROTH_STATE(v1[, ...])] [TRUE_FOR(...)]``: a window
+    closes when any key changes. ``zeroth`` holds one value per key, ``None`` where a key takes no
+    part (``NO_ZEROTH``); a window whose keys all equal their zero values is dropped."""
+
+    keys: tuple[SqlExpression, ...]
     true_for: TrueFor | None = None
+    extend: int = 0
+    zeroth: tuple[Value, ...] | None = None
     keyword = TriggerKind.STATE_WINDOW
 
+    def __post_init__(self) -> None:
+        if not self.keys:
+            raise ValueError("STATE_WINDOW needs a key")
+        if self.extend not in STATE_EXTENDS:
+            raise ValueError(f"EXTEND({self.extend}) is not 0, 1 or 2")
+        if self.zeroth is not None and len(self.zeroth) != len(self.keys):
+            raise ValueError("ZEROTH_STATE needs one value per key")
+
+    @property
+    def column(self) -> SqlExpression:
+        """The first key (the only one of a 3.3.7 stream)."""
+        return self.keys[0]
+
     def __str__(self) -> str:
-        return f"STATE_WINDOW({self.column}){' ' + str(self.true_for) if self.true_for else ''}"
+        out = f"STATE_WINDOW({', '.join(map(str, self.keys))})"
+        if self.extend:
+            out += f" EXTEND({self.extend})"
+        if self.zeroth is not None:
+            out += f" ZEROTH_STATE({', '.join('NO_ZEROTH' if v is None else _literal(v) for v in self.zeroth)})"
+        return out + (f" {self.true_for}" if self.true_for else "")
+
+
+def _literal(value: Value) -> str:
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, str):
+        return "'" + value.replace("'", "''") + "'"
+    return str(value)
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from datetime import UTC, datetime
 
@@ -211,11 +212,15 @@ def stream_status(warehouse: Warehouse, stored: StoredStream, store: StreamStore
 
 
 def streams_table(warehouse: Warehouse, db: str | None = None,
-                  store: StreamStore | None = None) -> pa.Table:
-    """One row per stream (of ``db``, or of every database), with :data:`COLUMNS`."""
+                  store: StreamStore | None = None, like: str | None = None) -> pa.Table:
+    """One row per stream (of ``db``, or of every database; named as ``like``, a LIKE pattern, says),
+    with :data:`COLUMNS`."""
     store = store or StreamStore()
     rows = []
+    named = like_pattern(like) if like is not None else None
     for d, n in store.names(db):
+        if named is not None and not named.fullmatch(n):
+            continue
         try:
             rows.append(stream_status(warehouse, store.get(d, n), store))
         except StreamError as err:  # one broken stream must not hide the others
@@ -282,10 +287,30 @@ def ins_stream_tasks(warehouse: Warehouse, store: StreamStore | None = None) -> 
     return pa.table({col: pa.array([r[i] for r in rows], kind) for i, (col, kind) in enumerate(TASK_COLUMNS)})
 
 
+def like_pattern(pattern: str) -> re.Pattern[str]:
+    """SQL's LIKE as a regular expression: ``%`` any characters, ``_`` one, ``\\`` the next as it is;
+    stream names are compared without regard to case, as they are named."""
+    out, chars = [], iter(pattern)
+    for ch in chars:
+        if ch == "\\":
+            out.append(re.escape(next(chars, "\\")))
+        else:
+            out.append(".*" if ch == "%" else "." if ch == "_" else re.escape(ch))
+    return re.compile("".join(out), re.IGNORECASE | re.DOTALL)
+
+
+def show_create_stream(warehouse: Warehouse, stmt: m.ShowCreateStream, store: StreamStore | None = None) -> Result:
+    """The CREATE STREAM statement of a stream, as it was written (without its closing ``;``)."""
+    stored = (store or StreamStore()).get(warehouse.database_of(stmt.name), stmt.name.name)
+    text = stored.text.strip().removesuffix(";").rstrip()
+    table = pa.table({"stream_name": [stored.name], "db_name": [stored.db], "sql": [text]})
+    return Result(stmt, f"stream {stored.qualified}", table)
+
+
 def show_streams(warehouse: Warehouse, stmt: m.ShowStreams, store: StreamStore | None = None) -> Result:
     db = stmt.db.lower() if stmt.db else warehouse.database
     if stmt.db:
         warehouse.catalog.precision(stmt.db.lower())  # the database must exist
-    table = streams_table(warehouse, db, store)
+    table = streams_table(warehouse, db, store, stmt.like)
     where = f" in {db}" if db else ""
     return Result(stmt, f"{table.num_rows} stream{'s' if table.num_rows != 1 else ''}{where}", table)

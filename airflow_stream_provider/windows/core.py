@@ -40,28 +40,16 @@ import pandas as pd
 from airflow_stream_provider.model.events import TriggerKind
 from airflow_stream_provider.windows.columns import NO_WINDOWS, Windows, empty_windows, window_columns, window_frame
 from airflow_stream_provider.windows.spec import WindowSpec
-
-
-def json_safe(value: Any) -> Any:
-    """A JSON-safe Python value from a numpy/pandas scalar."""
-    if value is None:
-        return None
-    if isinstance(value, (np.generic,)):
-        value = value.item()
-    if isinstance(value, float) and np.isnan(value):
-        return None
-    if isinstance(value, pd.Timestamp):
-        return int(value.value // 1000)
-    if isinstance(value, (bytes, bytearray)):
-        return value.hex()
-    return value
-
-
-def json_safe_values(values: np.ndarray) -> np.ndarray:
-    """:func:`json_safe` of every value, as an object array."""
-    out = np.empty(len(values), dtype=object)
-    out[:] = values.tolist() if values.dtype.kind in "biu" else [json_safe(v) for v in values.tolist()]
-    return out
+from airflow_stream_provider.windows.state_keys import (
+    json_safe,
+    json_safe_values,
+    key_safe,
+    key_values,
+    state_column,
+    state_key,
+    state_rows,
+)
+from airflow_stream_provider.windows.streaks import event_streaks
 
 
 def _json_texts(values: np.ndarray) -> list[str]:
@@ -287,49 +275,82 @@ def _session(spec: WindowSpec, rows: Rows, carry: dict | None, watermark: int | 
 def _state(spec: WindowSpec, rows: Rows, carry: dict | None, watermark: int | None,
            final: bool, reported_only: bool = False) -> tuple[Windows, dict | None]:
     carry = dict(carry or {"open": None, "prev": None})
-    state = _values(rows, "_state") if len(rows) else np.empty(0, object)
-    keep = ~pd.isna(state)
-    ts = _values(rows, "ts", np.int64)[keep]
-    values = state[keep]
     o = carry.get("open")
+    if o is not None:
+        o = {**o, "state": state_key(o["state"]), "prev": state_key(o["prev"])}
+    if spec.state_keys == 1:
+        state = _values(rows, "_state") if len(rows) else np.empty(0, object)
+        keep = ~pd.isna(state)
+        ts = _values(rows, "ts", np.int64)[keep]
+        values = state[keep]
+        breaks = np.empty(len(values), dtype=bool)
+        breaks[1:] = values[1:] != values[:-1]
+        if len(ts):
+            breaks[0] = o is None or json_safe(values[0]) != o["state"]
+
+        def states_at(index: np.ndarray) -> np.ndarray:
+            return json_safe_values(values[index])
+    else:
+        keys = [_values(rows, state_column(i)) if len(rows) else np.empty(0, object) for i in range(spec.state_keys)]
+        ts, keys = state_rows(spec, _values(rows, "ts", np.int64), keys, carry, o, final)
+        breaks = np.zeros(len(ts), dtype=bool)
+        for values in keys:
+            breaks[1:] |= values[1:] != values[:-1]
+        if len(ts):
+            breaks[0] = o is None or tuple(key_safe(values[0]) for values in keys) != o["state"]
+
+        def states_at(index: np.ndarray) -> np.ndarray:
+            columns = [key_values(values[index]) for values in keys]
+            return np.fromiter(zip(*columns, strict=True), dtype=object, count=len(index))
     if len(ts) == 0:
         if o and final:
             return _close_only(spec, o, carry), {**carry, "open": None}
         return NO_WINDOWS, carry
-    breaks = np.empty(len(values), dtype=bool)
-    breaks[1:] = values[1:] != values[:-1]
-    breaks[0] = o is None or json_safe(values[0]) != o["state"]
     s_idx, e_idx = _segments(breaks)
-    win_state = json_safe_values(values[s_idx])
+    win_state = states_at(s_idx)
     starts, ends = ts[s_idx], ts[e_idx]
     counts = e_idx - s_idx + 1
     was_opened = np.zeros(len(s_idx), bool)
+    new = np.ones(len(s_idx), bool)  # the window opens in this call
     prev_state = np.empty(len(s_idx), dtype=object)
     prev_state[1:] = win_state[:-1]
-    prev_state[0] = carry.get("prev")
+    prev_state[0] = state_key(carry.get("prev"))
     if o and not breaks[0]:
         starts[0] = o["start"]
         counts[0] += o["count"]
         was_opened[0] = o["opened"]
         prev_state[0] = o["prev"]
+        new[0] = False
     elif o:  # the carried window closes at this chunk's first row
         starts = np.concatenate([[o["start"]], starts])
         ends = np.concatenate([[o["last"]], ends])
         counts = np.concatenate([[o["count"]], counts])
         was_opened = np.concatenate([[o["opened"]], was_opened])
-        win_state = np.concatenate([np.array([o["state"]], dtype=object), win_state])
-        prev_state = np.concatenate([np.array([o["prev"]], dtype=object), prev_state])
+        new = np.concatenate([[False], new])
+        win_state = np.concatenate([_one(o["state"]), win_state])
+        prev_state = np.concatenate([_one(o["prev"]), prev_state])
         prev_state[1] = o["state"]
     n = len(starts)
+    lasts = ends.copy()  # each window's last row
+    if spec.extend == 2:  # a new window starts a tick after the previous one's last row
+        prev_last = carry.get("prev_last")
+        before = np.concatenate([[0 if prev_last is None else prev_last], lasts[:-1]])
+        reach = new.copy()
+        reach[0] &= prev_last is not None
+        starts[reach] = before[reach] + spec.tick
+    elif spec.extend == 1 and n > 1:  # a closed window ends a tick before the next one's first row
+        ends[:-1] = starts[1:] - spec.tick
     next_state = np.empty(n, dtype=object)
     next_state[:-1] = win_state[1:]
     closed = np.ones(n, bool)
     closed[-1] = final
     ok = spec.qualifies(ends - starts, counts)
+    if spec.zeroth is not None:
+        ok &= ~np.fromiter((spec.zeroth_of(v) for v in win_state.tolist()), dtype=bool, count=n)
     opened = ok & ~was_opened
     last = n - 1
     new_open = None if final else {
-        "start": int(starts[last]), "last": int(ends[last]), "count": int(counts[last]),
+        "start": int(starts[last]), "last": int(lasts[last]), "count": int(counts[last]),
         "state": win_state[last], "prev": prev_state[last], "opened": bool(ok[last] or was_opened[last]),
     }
     report = ok | was_opened
@@ -339,17 +360,29 @@ def _state(spec: WindowSpec, rows: Rows, carry: dict | None, watermark: int | No
     out = window_columns(starts[report], ends[report], counts[report], closed[report], opened[report],
                        prev_state=prev_state[report], cur_state=win_state[report], next_state=next_state[report])
     carry.update(open=new_open, prev=win_state[last] if final else carry.get("prev"))
-    if not final and n > 1:
+    if final:
+        carry["prev_last"] = int(lasts[last])
+    elif n > 1:
         carry["prev"] = win_state[last - 1]
+        carry["prev_last"] = int(lasts[last - 1])
     return out, carry
+
+
+def _one(value: object) -> np.ndarray:
+    """An object array of one value (a state of several keys stays one tuple)."""
+    out = np.empty(1, dtype=object)
+    out[0] = value
+    return out
 
 
 def _close_only(spec: WindowSpec, o: dict, carry: dict) -> Windows:
     if not (o["opened"] or spec.qualifies_one(o["last"] - o["start"], o["count"])):
         return NO_WINDOWS
+    if spec.kind is TriggerKind.STATE_WINDOW and spec.zeroth_of(state_key(o["state"])):
+        return NO_WINDOWS
     extra: dict[str, object] = {}
     if spec.kind is TriggerKind.STATE_WINDOW:
-        extra = {"prev_state": np.array([o["prev"]], object), "cur_state": np.array([o["state"]], object),
+        extra = {"prev_state": _one(state_key(o["prev"])), "cur_state": _one(state_key(o["state"])),
                  "next_state": np.array([None], object)}
     if spec.kind is TriggerKind.EVENT_WINDOW:
         extra = {"open_index": [0], "open_fields": np.array([o["fields"]], object)}
@@ -366,6 +399,14 @@ def _event(spec: WindowSpec, rows: Rows, carry: dict | None, watermark: int | No
     out: dict[str, list] = {k: [] for k in ("s", "e", "c", "closed", "opened", "of", "cf")}
     start_fields = {name: _values(rows, f"_f_{name}") for name in spec.start_fields}
     end_fields = {name: _values(rows, f"_f_{name}") for name in spec.end_fields}
+    if spec.start_limit is not None or spec.end_limit is not None:
+        flags = (_flags(rows, "_start"), _flags(rows, "_end")) if n else (np.empty(0, bool), np.empty(0, bool))
+        out, carry = event_streaks(spec, ts, *flags, carry, final)
+        for held, fields, key in ((carry["open"], start_fields, "fields"), (carry["streak"], start_fields, "fields"),
+                                  ((carry["open"] or {}).get("ending"), end_fields, "fields")):
+            if held is not None and isinstance(held[key], int):  # a row of this call: its fields as JSON
+                held[key] = _fields_json(fields, held[key])
+        return _event_frame(out, start_fields, end_fields), carry
     o = carry.get("open")
 
     # the fields of the condition rows: JSON text (carried), a row index (made JSON at the end), or None
@@ -408,13 +449,17 @@ def _event(spec: WindowSpec, rows: Rows, carry: dict | None, watermark: int | No
             o["opened"] = True
             add(o["start"], o["last"], o["count"], False, True, o["fields"], None)
     carry["open"] = o
+    return _event_frame(out, start_fields, end_fields), carry
+
+
+def _event_frame(out: dict[str, list], start_fields: dict[str, np.ndarray],
+                 end_fields: dict[str, np.ndarray]) -> Windows:
     size = len(out["s"])
-    frame = window_columns(out["s"], out["e"], out["c"], out["closed"], out["opened"],
-                   open_index=np.zeros(size, np.int64),
-                   open_fields=np.array(_fields_texts(start_fields, out["of"]), dtype=object),
-                   close_index=np.array([1 if c else -1 for c in out["closed"]], np.int64),
-                   close_fields=np.array(_fields_texts(end_fields, out["cf"]), dtype=object))
-    return frame, carry
+    return window_columns(out["s"], out["e"], out["c"], out["closed"], out["opened"],
+                          open_index=np.zeros(size, np.int64),
+                          open_fields=np.array(_fields_texts(start_fields, out["of"]), dtype=object),
+                          close_index=np.array([1 if c else -1 for c in out["closed"]], np.int64),
+                          close_fields=np.array(_fields_texts(end_fields, out["cf"]), dtype=object))
 
 
 def _count(spec: WindowSpec, rows: Rows, carry: dict | None, watermark: int | None,
@@ -474,7 +519,7 @@ def open_windows(spec: WindowSpec, carry: dict | None) -> pd.DataFrame:
         return empty_windows()
     extra: dict[str, Any] = {}
     if spec.kind is TriggerKind.STATE_WINDOW:
-        extra = {"prev_state": np.array([o["prev"]], object), "cur_state": np.array([o["state"]], object)}
+        extra = {"prev_state": _one(state_key(o["prev"])), "cur_state": _one(state_key(o["state"]))}
     if spec.kind is TriggerKind.EVENT_WINDOW:
         extra = {"open_index": [0], "open_fields": np.array([o["fields"]], object)}
     return window_frame([o["start"]], [o["last"]], [o["count"]], [False], [False], **extra)

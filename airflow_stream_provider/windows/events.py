@@ -114,7 +114,12 @@ def window_events(frame: pd.DataFrame) -> list[WindowEvent]:
 def _json(values: np.ndarray) -> np.ndarray:
     """JSON text of each value (``None`` stays NULL); a state column has few distinct values."""
     values = np.asarray(values, dtype=object)
-    if len({type(v) for v in values.tolist()} - {type(None)}) <= 1:  # 1 and True: equal keys, not the same JSON
+    kinds = {type(v) for v in values.tolist()} - {type(None)}
+    if kinds & {tuple, list}:  # the keys of a STATE_WINDOW of several: a JSON array (each key has one type)
+        states = [None if v is None else tuple(v) for v in values.tolist()]
+        codes, uniques = pd.factorize(pd.Series(states, dtype=object), use_na_sentinel=True)
+        return np.array([*(json.dumps(list(u)) for u in uniques), None], dtype=object)[codes]
+    if len(kinds) <= 1:  # 1 and True: equal keys, not the same JSON
         codes, uniques = pd.factorize(values, use_na_sentinel=True)
         return np.array([*(json.dumps(u) for u in uniques), None], dtype=object)[codes]  # NULL: code -1, None
     return np.array([None if v is None else json.dumps(v) for v in values.tolist()], dtype=object)

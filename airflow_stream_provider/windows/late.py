@@ -29,6 +29,7 @@ from airflow_stream_provider.warehouse import mapping, snapshots
 from airflow_stream_provider.warehouse.features import features_of
 from airflow_stream_provider.windows.columns import WINDOW_COLUMNS
 from airflow_stream_provider.windows.core import json_safe, scan
+from airflow_stream_provider.windows.state_keys import state_column
 from airflow_stream_provider.windows.trigger_plan import TriggerPlan, micros
 
 #: change-feed row kinds that carry a row's new value, and the ones that carry an old value
@@ -142,10 +143,14 @@ def safe_point(plan: TriggerPlan, key_values: tuple, version: int, earliest: int
         def read(at: int, lo: int, hi: int) -> pd.DataFrame:
             return read_group(plan, key_values, at, lo, hi)
     span = max(_LOOKBACK, 2 * spec.gap)
+    if spec.start_limit is not None or spec.end_limit is not None:
+        # an EVENT_WINDOW with TRUE_FOR streaks: no row alone proves that no window or streak is under
+        # way there, so the group is rescanned from its first row
+        return (min(first_ts, earliest) if first_ts is not None else earliest - span), None
     while True:
         lo = earliest - span
         rows = plan.prepare(read(version, lo, earliest - 1))
-        found = _break(spec.kind, spec.gap, rows)
+        found = _break(spec.kind, spec.gap, rows, spec.state_keys)
         if found is not None:
             return found
         if first_ts is None or lo <= first_ts or (plan.since is not None and lo <= plan.since):
@@ -153,20 +158,28 @@ def safe_point(plan: TriggerPlan, key_values: tuple, version: int, earliest: int
         span *= 4
 
 
-def _break(kind: TriggerKind, gap: int, rows: pd.DataFrame) -> tuple[int, dict | None] | None:
+def _break(kind: TriggerKind, gap: int, rows: pd.DataFrame, state_keys: int = 1) -> tuple[int, dict | None] | None:
     """The latest place in ``rows`` (prepared, in time order) where no window is open."""
     ts = rows["ts"].to_numpy(np.int64)
     if kind is TriggerKind.SESSION:
         cut = np.flatnonzero(np.diff(ts) > gap)
         return (int(ts[cut[-1] + 1]), None) if len(cut) else None
     if kind is TriggerKind.STATE_WINDOW:
-        keep = rows["_state"].notna().to_numpy()
-        ts, values = ts[keep], rows["_state"].to_numpy(object)[keep]
-        changed = np.flatnonzero((values[1:] != values[:-1]) & (ts[1:] > ts[:-1]))
+        # a change of keys between two rows that have every key (partly NULL rows decide their window
+        # by the rows around them, so no break falls next to one)
+        keys = [rows[state_column(k)].to_numpy(object) for k in range(state_keys)]
+        known = ~np.stack([np.asarray(pd.isna(values), bool) for values in keys]).all(axis=0)
+        ts, keys = ts[known], [values[known] for values in keys]
+        full = ~np.asarray(np.stack([np.asarray(pd.isna(values), bool) for values in keys]).any(axis=0), bool)
+        differ = np.zeros(max(len(ts) - 1, 0), bool)
+        for values in keys:
+            differ |= values[1:] != values[:-1]
+        changed = np.flatnonzero(differ & (ts[1:] > ts[:-1]) & full[1:] & full[:-1])
         if not len(changed):
             return None
         i = int(changed[-1]) + 1
-        return int(ts[i]), {"open": None, "prev": json_safe(values[i - 1])}
+        prev = [json_safe(values[i - 1]) for values in keys]
+        return int(ts[i]), {"open": None, "prev": prev[0] if state_keys == 1 else prev, "prev_last": int(ts[i - 1])}
     if kind is TriggerKind.EVENT_WINDOW:
         # after a row whose end condition holds no window is open, whatever came before: an open
         # window closes there, and a window the row itself opens closes at once

@@ -12,6 +12,9 @@ import numpy as np
 from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import StreamDefinitionError
 
+#: a TRUE_FOR limit: (duration in microseconds or None, count or None, "AND" | "OR" | None)
+Limit = tuple[int | None, int | None, str | None]
+
 #: the trigger kinds of windows: those of the streams a detector drives
 WINDOW_KINDS = tuple(kind for kind, driven in m.STREAM_KINDS.items() if driven is m.StreamKind.WINDOW)
 
@@ -34,6 +37,12 @@ class WindowSpec:
     keep_empty: bool = True  # INTERVAL windows without rows still trigger (no IGNORE_NODATA_TRIGGER)
     start_fields: tuple[str, ...] = ()
     end_fields: tuple[str, ...] = ()
+    state_keys: int = 1  # STATE_WINDOW: how many keys (columns ``_state``, ``_state1``, ...)
+    extend: int = 0  # STATE_WINDOW EXTEND: 1 a window ends just before the next, 2 starts just after the previous
+    zeroth: tuple[Any, ...] | None = None  # STATE_WINDOW ZEROTH_STATE, None where a key takes no part
+    start_limit: Limit | None = None  # EVENT_WINDOW TRUE_FOR(start(...)): how long START WITH must hold
+    end_limit: Limit | None = None  # EVENT_WINDOW TRUE_FOR(end(...)): how long END WITH must hold
+    tick: int = 1  # the trigger table's time unit in microseconds (1000 in a database of PRECISION 'ms')
     trigger_type: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
@@ -42,7 +51,7 @@ class WindowSpec:
 
     @classmethod
     def from_trigger(cls, trigger: m.Trigger, emit: m.EmitPolicy | None = None, *,
-                     start_fields: tuple[str, ...] = (), end_fields: tuple[str, ...] = ()) -> WindowSpec:
+                     start_fields: tuple[str, ...] = (), end_fields: tuple[str, ...] = (), tick: int = 1) -> WindowSpec:
         policy = emit or m.EmitPolicy()
         common: dict[str, Any] = {
             "watermark": fixed_micros(policy.watermark, "WATERMARK") if policy.watermark else 0,
@@ -55,6 +64,10 @@ class WindowSpec:
                 true_for_count=tf.count,
                 true_for_op=tf.op,
             )
+            for name, limit in (("start_limit", tf.start), ("end_limit", tf.end)):
+                if limit is not None:
+                    common[name] = (fixed_micros(limit.duration, "TRUE_FOR") if limit.duration else None,
+                                    limit.count, limit.op)
         if isinstance(trigger, m.IntervalWindow):
             interval = fixed_micros(trigger.interval, "INTERVAL")
             sliding = fixed_micros(trigger.sliding, "SLIDING")
@@ -66,13 +79,24 @@ class WindowSpec:
         if isinstance(trigger, m.SessionWindow):
             return cls(m.TriggerKind.SESSION, gap=fixed_micros(trigger.gap, "SESSION"), **common)
         if isinstance(trigger, m.StateWindow):
-            return cls(m.TriggerKind.STATE_WINDOW, **common)
+            return cls(m.TriggerKind.STATE_WINDOW, state_keys=len(trigger.keys), extend=trigger.extend,
+                       zeroth=trigger.zeroth, tick=tick, **common)
         if isinstance(trigger, m.EventWindow):
             return cls(m.TriggerKind.EVENT_WINDOW, start_fields=start_fields, end_fields=end_fields, **common)
         if isinstance(trigger, m.CountWindow):
             return cls(m.TriggerKind.COUNT_WINDOW, count=trigger.count, count_sliding=trigger.sliding or trigger.count,
                        **common)
         raise StreamDefinitionError(f"{trigger.keyword} is not a window trigger")
+
+    def zeroth_of(self, state: object) -> bool:
+        """A STATE_WINDOW window of this state is a zero-state window (ZEROTH_STATE), which is dropped:
+        every key given a zero value equals it (an unknown key, NULL, never does)."""
+        if self.zeroth is None:
+            return False
+        values = state if self.state_keys > 1 else (state,)
+        if not isinstance(values, (tuple, list)) or len(values) != len(self.zeroth):
+            return False
+        return all(z is None or _same(v, z) for v, z in zip(values, self.zeroth, strict=True))
 
     # --- TRUE_FOR -------------------------------------------------------------------------
 
@@ -99,6 +123,29 @@ class WindowSpec:
         if by_time is None or by_count is None:
             return (by_count if by_time is None else by_time) in (None, True)
         return (by_time or by_count) if self.true_for_op == "OR" else (by_time and by_count)
+
+
+def limit_met(limit: Limit, duration: int, rows: int) -> bool:
+    """A streak of ``rows`` rows lasting ``duration`` meets ``limit`` (TRUE_FOR's start(...)/end(...))."""
+    least, count, op = limit
+    by_time = None if least is None else duration >= least
+    by_count = None if count is None else rows >= count
+    if by_time is None or by_count is None:
+        return (by_count if by_time is None else by_time) in (None, True)
+    return (by_time or by_count) if op == "OR" else (by_time and by_count)
+
+
+def _same(value: object, zero: object) -> bool:
+    """A key's value equals a ZEROTH_STATE constant, the constant read as the key's type."""
+    if value is None:
+        return False
+    if isinstance(value, str):
+        return value == (zero if isinstance(zero, str) else str(zero).lower() if isinstance(zero, bool) else str(zero))
+    if isinstance(value, bool) or isinstance(zero, bool):
+        return bool(value) == bool(zero) if not isinstance(zero, str) else False
+    if isinstance(zero, str):
+        return False
+    return value == zero
 
 
 def fixed_micros(duration: m.Duration, clause: str) -> int:

@@ -25,7 +25,7 @@ from airflow_stream_provider.sql.tdengine.dialect import parse_fragment
 from airflow_stream_provider.values import epoch_micros
 from airflow_stream_provider.warehouse.catalog import Catalog, SubTable
 from airflow_stream_provider.windows import expr
-from airflow_stream_provider.windows.core import json_safe
+from airflow_stream_provider.windows.core import json_safe, state_column
 from airflow_stream_provider.windows.spec import WindowSpec
 
 
@@ -70,7 +70,8 @@ class TriggerPlan:
     ts_column: str
     keys: tuple[str, ...] = ()  # PARTITION BY columns, as the table spells them
     subtable: str | None = None  # the trigger table is this subtable of ``path``
-    state: str | None = None  # STATE_WINDOW expression
+    state: str | None = None  # STATE_WINDOW expression (its first key)
+    more_states: tuple[str, ...] = ()  # the further keys of a STATE_WINDOW of several
     start: str | None = None  # EVENT_WINDOW START WITH
     end: str | None = None  # EVENT_WINDOW END WITH
     pre_filter: str | None = None
@@ -102,11 +103,12 @@ class TriggerPlan:
     @classmethod
     def build(cls, stmt: m.CreateStream, table: object, *, path: str, columns: list[str],
               ts_column: str, subtable: str | None = None, row_key: tuple[str, ...] = (),
-              now: datetime | None = None) -> TriggerPlan:
+              now: datetime | None = None, precision: str = "us") -> TriggerPlan:
         """Plan the trigger of ``stmt`` over a table with ``columns`` (``table`` names it in messages).
 
         :param row_key: the columns identifying a row (default: the timestamp column).
         :param now: the time ``FILL_HISTORY(now - 1d)`` is measured from (default: the clock).
+        :param precision: the trigger table's database precision (``ms`` or ``us``): EXTEND's tick.
         """
         trigger = stmt.trigger
         if STREAM_KINDS[trigger.keyword] is not StreamKind.WINDOW:
@@ -122,6 +124,7 @@ class TriggerPlan:
 
         keys = tuple(real(k, "PARTITION BY") for k in stmt.partition_by)
         texts: dict[str, str | None] = {"state": None, "start": None, "end": None}
+        more_states: tuple[str, ...] = ()
         reads: list[str] = []
 
         def use(sql: m.SqlExpression, clause: str) -> str:
@@ -136,6 +139,7 @@ class TriggerPlan:
         end_fields: tuple[str, ...] = ()
         if isinstance(trigger, m.StateWindow):
             texts["state"] = use(trigger.column, "STATE_WINDOW")
+            more_states = tuple(use(key, "STATE_WINDOW") for key in trigger.keys[1:])
         if isinstance(trigger, m.EventWindow):
             texts["start"] = use(trigger.start, "EVENT_WINDOW START WITH")
             texts["end"] = use(trigger.end, "EVENT_WINDOW END WITH")
@@ -159,7 +163,8 @@ class TriggerPlan:
                 if c != ts_column and c not in keys and c not in reads:
                     reads.append(c)
             incremental = IncrementalPolicy.of(stmt.emit, rows, "tbname" if "tbname" in by_lower else None)
-        spec = WindowSpec.from_trigger(trigger, stmt.emit, start_fields=start_fields, end_fields=end_fields)
+        spec = WindowSpec.from_trigger(trigger, stmt.emit, start_fields=start_fields, end_fields=end_fields,
+                                       tick=1000 if precision == "ms" else 1)
         opts = stmt.options
         fill = opts.fill_history
         since = None
@@ -172,7 +177,7 @@ class TriggerPlan:
             ignore_disorder=rows.ignore_disorder, delete_recalc=rows.delete_recalc,
             expired_time=rows.expired_time.micros if rows.expired_time else None,
             max_delay=opts.max_delay.micros if opts.max_delay else None,
-            history=fill is not None, since=since, incremental=incremental, **texts,
+            history=fill is not None, since=since, incremental=incremental, more_states=more_states, **texts,
         )
 
     # --- rows -------------------------------------------------------------------------------
@@ -187,9 +192,10 @@ class TriggerPlan:
 
     @functools.cached_property
     def _trees(self) -> dict[str, exp.Expr]:
-        return {name: parse_fragment(text, clause=name) for name, text in
-                (("state", self.state), ("start", self.start), ("end", self.end), ("pre_filter", self.pre_filter))
-                if text}
+        more = tuple((f"state{i}", text) for i, text in enumerate(self.more_states, 1))
+        texts = (("state", self.state), *more, ("start", self.start), ("end", self.end),
+                 ("pre_filter", self.pre_filter))
+        return {name: parse_fragment(text, clause=name) for name, text in texts if text}
 
     def prepare(self, raw: pd.DataFrame, *, ordered: bool = False, keep: tuple[str, ...] = ()) -> pd.DataFrame:
         """Raw trigger-table rows -> the rows the window core reads, pre-filtered and in time order.
@@ -209,11 +215,12 @@ class TriggerPlan:
             kept = expr.holds(trees["pre_filter"], view, self.ts_column)
             frame, view = frame[kept].reset_index(drop=True), view[kept].reset_index(drop=True)
         columns: dict[str, object] = {"ts": micros(frame[self.ts_column])}  # one frame built, at the end
-        if "state" in trees:
-            value = expr.evaluate(trees["state"], frame, self.ts_column) if len(frame) else pd.Series([], dtype=object)
+        keys = ("state", *(f"state{i}" for i in range(1, len(self.more_states) + 1))) if "state" in trees else ()
+        for index, name in enumerate(keys):
+            value = expr.evaluate(trees[name], frame, self.ts_column) if len(frame) else pd.Series([], dtype=object)
             # numbers stay numbers (NULL: NaN), anything else is Python objects (NULL: None)
             value = value if value.dtype.kind in "biuf" else value.astype(object).where(value.notna(), None)
-            columns["_state"] = value.to_numpy()
+            columns[state_column(index)] = value.to_numpy()
         if "start" in trees:
             for name in ("start", "end"):
                 columns[f"_{name}"] = expr.holds(trees[name], view, self.ts_column) if len(frame) \
@@ -295,7 +302,7 @@ def plan_trigger(stmt: m.CreateStream, catalog: Catalog, default_db: str | None 
     return TriggerPlan.build(
         stmt, found.qualified, path=str(info.path), columns=[c.name for c in info.columns],
         ts_column=info.timestamp_column, subtable=found.name if isinstance(found, SubTable) else None,
-        row_key=info.key_columns,
+        row_key=info.key_columns, precision=info.precision,
     )
 
 

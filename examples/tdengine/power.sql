@@ -39,6 +39,17 @@ CREATE STREAM IF NOT EXISTS power.overvoltage
     AS SELECT _twstart, _twend, max(voltage), _twrownum FROM %%trows;
 -- [END event_window]
 
+-- [START state_keys]
+-- Operating modes of each meter (TDengine 3.4.x): a window per run of (voltage above 220, phase above
+-- 0.3); each window ends where the next begins, and the runs at or below 220 V are not reported.
+CREATE STREAM IF NOT EXISTS power.modes
+    STATE_WINDOW(voltage > 220, phase > 0.3) EXTEND(1) ZEROTH_STATE(FALSE, NO_ZEROTH)
+    FROM power.meters PARTITION BY tbname
+    NOTIFY('ws://127.0.0.1:8765/notify') ON (WINDOW_OPEN | WINDOW_CLOSE)
+    INTO power.modes_out
+    AS SELECT _twstart, _twend, count(*), avg(current) FROM %%trows;
+-- [END state_keys]
+
 -- [START count_window]
 -- A notification for every 10 readings with a current above zero; results are not stored.
 CREATE STREAM IF NOT EXISTS power.every_ten COUNT_WINDOW(10, 10, current) FROM power.meters PARTITION BY tbname

@@ -33,7 +33,7 @@ def one(text: str) -> m.Statement:
     ("create stream s into o as select _wstart, count(*) from st partition by tbname session(ts, 5s)",
      m.SessionWindow("ts", D(5, "s")), "st", ("tbname",)),
     ("create stream s into o as select _wstart, count(*) from st partition by tbname state_window(c)",
-     m.StateWindow(m.SqlExpression("c", None)), "st", ("tbname",)),
+     m.StateWindow((m.SqlExpression("c", None),)), "st", ("tbname",)),
     ("create stream s into o as select _wstart, count(*) from t event_window start with a > 0 end with a < 0",
      m.EventWindow(m.SqlExpression("a > 0", None), m.SqlExpression("a < 0", None)), "t", ()),
     ("create stream s into o as select _wstart, count(*) from t count_window(10, 5)", m.CountWindow(10, 5), "t", ()),

@@ -36,6 +36,47 @@ def test_true_for_forms(clause, expected):
 
 
 @pytest.mark.parametrize(
+    "clause, expected",
+    [  # TDengine 3.4.2: streaks before an event window opens and closes, in any order
+        ("TRUE_FOR(start(COUNT 2))", m.TrueFor(start=m.TrueFor(None, 2))),
+        ("TRUE_FOR(end(3s))", m.TrueFor(end=m.TrueFor(D(3, "s")))),
+        ("TRUE_FOR(end(COUNT 3), 5s, start(2s OR COUNT 2))",
+         m.TrueFor(D(5, "s"), start=m.TrueFor(D(2, "s"), 2, "OR"), end=m.TrueFor(None, 3))),
+    ],
+)
+def test_true_for_streaks_of_event_windows(clause, expected):
+    stmt = one(f"CREATE STREAM s EVENT_WINDOW(START WITH v > 1 END WITH v < 0) {clause} FROM t PARTITION BY tbname "
+               "NOTIFY('ws://h:9') ON (WINDOW_CLOSE)")
+    assert stmt.trigger.true_for == expected
+    again = one(f"CREATE STREAM s {stmt.trigger} FROM t PARTITION BY tbname NOTIFY('ws://h:9') ON (WINDOW_CLOSE)")
+    assert again.trigger.true_for == expected
+
+
+def _keys(*texts: str) -> tuple:
+    return tuple(m.SqlExpression(t, None) for t in texts)
+
+
+@pytest.mark.parametrize(
+    "trigger, keys, extend, zeroth, text",
+    [  # the forms of TDengine 3.3.8 / 3.4.x, and the single-key form of 3.3.6 (key, extend[, zeroth])
+        ("STATE_WINDOW(s1, s2) EXTEND(0) ZEROTH_STATE(1, NO_ZEROTH)", ("s1", "s2"), 0, (1, None),
+         "STATE_WINDOW(s1, s2) ZEROTH_STATE(1, NO_ZEROTH)"),
+        ("STATE_WINDOW(c_int, CASE WHEN v > 1 THEN 1 ELSE 0 END) EXTEND(2)",
+         ("c_int", "CASE WHEN v > 1 THEN 1 ELSE 0 END"), 2, None, None),
+        ("STATE_WINDOW(voltage >= 220 + groupId)", ("voltage >= 220 + groupId",), 0, None, None),
+        ("STATE_WINDOW(mode, flag, 'x' || name) ZEROTH_STATE('idle', FALSE, NO_ZEROTH) TRUE_FOR(COUNT 2)",
+         ("mode", "flag", "'x' || name"), 0, ("idle", False, None), None),
+        ("STATE_WINDOW(c1, 1)", ("c1",), 1, None, "STATE_WINDOW(c1) EXTEND(1)"),
+        ("STATE_WINDOW(c1, 2, 0)", ("c1",), 2, (0,), "STATE_WINDOW(c1) EXTEND(2) ZEROTH_STATE(0)"),
+    ],
+)
+def test_state_window_of_several_keys(trigger, keys, extend, zeroth, text):
+    stmt = one(f"CREATE STREAM s {trigger} FROM t PARTITION BY tbname NOTIFY('ws://h:9') ON (WINDOW_CLOSE)")
+    assert (stmt.trigger.keys, stmt.trigger.extend, stmt.trigger.zeroth) == (_keys(*keys), extend, zeroth)
+    assert str(stmt.trigger) == (text or trigger)
+
+
+@pytest.mark.parametrize(
     "trigger, expected",
     [
         ("PERIOD(1d, 1h)", m.PeriodTrigger(D(1, "d"), D(1, "h"))),
@@ -182,3 +223,13 @@ def test_bad_table_statements(text, words):
         parse(text)
     assert words in str(info.value)
     assert info.value.line == 1
+
+
+@pytest.mark.parametrize("text, kind, fields", [
+    ("SHOW STREAMS LIKE 'mode%'", m.ShowStreams, {"db": None, "like": "mode%"}),
+    ("SHOW power.STREAMS LIKE 'a\\_b'", m.ShowStreams, {"db": "power", "like": "a\\_b"}),
+    ("SHOW CREATE STREAM power.modes", m.ShowCreateStream, {"name": m.TableName("modes", "power")}),
+])
+def test_show_streams_like_and_show_create_stream(text, kind, fields):
+    stmt = one(text)
+    assert type(stmt) is kind and {k: getattr(stmt, k) for k in fields} == fields

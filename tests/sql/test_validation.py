@@ -11,6 +11,40 @@ W = "CREATE STREAM s INTERVAL(1m) SLIDING(1m) FROM meters"
 
 # (statement, words the message must contain, expected clause)
 RULES = [
+    # STATE_WINDOW and TRUE_FOR of TDengine 3.3.8 / 3.4.x; what of 3.4.x is refused
+    (W + " INTO out NODELAY_CREATE_SUBTABLE AS SELECT _twstart, avg(v) FROM meters", "is not supported",
+     "NODELAY_CREATE_SUBTABLE"),
+    (W + " STREAM_OPTIONS(IDLE_TIMEOUT(1m)) NOTIFY('ws://h:1') ON (WINDOW_CLOSE)", "IDLE_TIMEOUT (TDengine 3.4.1) is "
+     "not supported", "IDLE_TIMEOUT"),
+    (W + " NOTIFY('ws://h:1') ON (WINDOW_CLOSE | IDLE)", "IDLE (TDengine 3.4.1) is not supported", "IDLE"),
+    ("CREATE STREAM s INTERVAL(1m) SLIDING(1m) FROM meters ROLLUP BY site NOTIFY('ws://h:1') ON (WINDOW_CLOSE)",
+     "ROLLUP (TDengine 3.4.2) is not supported", "ROLLUP"),
+    ("CREATE STREAM s WINDOW(SESSION(ts, 1m) AS a, COUNT_WINDOW(2)) FROM meters NOTIFY('ws://h:1') ON (WINDOW_CLOSE)",
+     "WINDOW (TDengine 3.4.2) is not supported", "WINDOW"),
+    ("CREATE STREAM s EVENT_WINDOW(START WITH (a > 1, a > 2) END WITH a < 1) FROM t PARTITION BY tbname "
+     "NOTIFY('ws://h:1') ON (WINDOW_CLOSE)", "sub-event windows (TDengine 3.4.0)", "EVENT_WINDOW"),
+    ("CREATE STREAM s STATE_WINDOW(a) TRUE_FOR(start(COUNT 2)) FROM t PARTITION BY tbname NOTIFY('ws://h:1') "
+     "ON (WINDOW_CLOSE)", "belong to EVENT_WINDOW", "TRUE_FOR"),
+    ("CREATE STREAM s EVENT_WINDOW(START WITH a > 1 END WITH a < 1) TRUE_FOR(end(1s), end(2s)) FROM t "
+     "PARTITION BY tbname NOTIFY('ws://h:1') ON (WINDOW_CLOSE)", "TRUE_FOR gives end(...) twice", "TRUE_FOR"),
+    ("CREATE STREAM s EVENT_WINDOW(START WITH a > 1 END WITH a < 1) TRUE_FOR(start(COUNT 0)) FROM t "
+     "PARTITION BY tbname NOTIFY('ws://h:1') ON (WINDOW_CLOSE)", "COUNT must be at least 1", "TRUE_FOR"),
+    ("CREATE STREAM s STATE_WINDOW(a, b) EXTEND(3) FROM t PARTITION BY tbname NOTIFY('ws://h:1') ON (WINDOW_CLOSE)",
+     "EXTEND must be 0, 1 or 2, found 3", "EXTEND"),
+    ("CREATE STREAM s STATE_WINDOW(a, b) ZEROTH_STATE(1) FROM t PARTITION BY tbname NOTIFY('ws://h:1') "
+     "ON (WINDOW_CLOSE)", "ZEROTH_STATE gives 1 values for 2 STATE_WINDOW keys", "ZEROTH_STATE"),
+    ("CREATE STREAM s STATE_WINDOW(a) ZEROTH_STATE(1.5) FROM t PARTITION BY tbname NOTIFY('ws://h:1') "
+     "ON (WINDOW_CLOSE)", "ZEROTH_STATE takes integers, booleans, strings or NO_ZEROTH", "ZEROTH_STATE"),
+    ("CREATE STREAM s STATE_WINDOW(a) ZEROTH_STATE(NO_ZEROTH) FROM t PARTITION BY tbname NOTIFY('ws://h:1') "
+     "ON (WINDOW_CLOSE)", "NO_ZEROTH for every key", "ZEROTH_STATE"),
+    ("CREATE STREAM s STATE_WINDOW(a, b, 1) FROM t PARTITION BY tbname NOTIFY('ws://h:1') ON (WINDOW_CLOSE)",
+     "STATE_WINDOW key 1 is a constant", "STATE_WINDOW"),
+    ("CREATE STREAM s STATE_WINDOW(a, A) FROM t PARTITION BY tbname NOTIFY('ws://h:1') ON (WINDOW_CLOSE)",
+     "names the key A twice", "STATE_WINDOW"),
+    ("CREATE STREAM s STATE_WINDOW(a, 1) EXTEND(1) FROM t PARTITION BY tbname NOTIFY('ws://h:1') ON (WINDOW_CLOSE)",
+     "already gives EXTEND", "EXTEND"),
+    ("CREATE STREAM s STATE_WINDOW(a) TRUE_FOR(1s) EXTEND(1) FROM t PARTITION BY tbname NOTIFY('ws://h:1') "
+     "ON (WINDOW_CLOSE)", "EXTEND is out of place", "EXTEND"),
     ("CREATE STREAM s PERIOD(5a) NOTIFY('ws://h:1')", "outside the allowed range [10a, 3650d]", "PERIOD"),
     ("CREATE STREAM s PERIOD(3651d) NOTIFY('ws://h:1')", "outside the allowed range", "PERIOD"),
     ("CREATE STREAM s PERIOD(2d, 1d) NOTIFY('ws://h:1')", "must be less than 1 day", "PERIOD"),

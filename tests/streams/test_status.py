@@ -9,7 +9,7 @@ import pytest
 from airflow_stream_provider import statements
 from airflow_stream_provider.plan.state import StreamState
 from airflow_stream_provider.streams.run import run as run_stream
-from airflow_stream_provider.streams.status import record_sample, samples
+from airflow_stream_provider.streams.status import like_pattern, record_sample, samples
 from airflow_stream_provider.streams.store import StreamStore
 from airflow_stream_provider.warehouse.catalog import WarehouseError
 from tests.conftest import sql
@@ -96,3 +96,12 @@ def test_information_schema_tables_answer_select(wh):
         ("dag", "Airflow", "paused"), ("instants", "compute task", "stopped")]
     with pytest.raises(WarehouseError, match="information_schema.ins_vnodes does not exist; the system tables"):
         list(statements.run(wh, "SELECT * FROM information_schema.ins_vnodes"))
+
+
+@pytest.mark.parametrize("pattern, name, matches", [
+    ("mode%", "modes", True), ("mode%", "amodes", False), ("m_des", "modes", True), ("m\\_des", "modes", False),
+    ("m\\_des", "m_des", True), ("MOD%", "modes", True), ("100\\%", "100%", True), ("100\\%", "1000", False),
+    ("%s", "modes", True), ("a.b", "axb", False),
+])
+def test_show_streams_like_reads_the_pattern_as_sql_does(pattern, name, matches):
+    assert bool(like_pattern(pattern).fullmatch(name)) is matches

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 from airflow_stream_provider import model as m
 from airflow_stream_provider import statements
+from airflow_stream_provider.notify.message import window_fields
 from airflow_stream_provider.sql import parse
 from airflow_stream_provider.warehouse import Warehouse, writer
 from airflow_stream_provider.windows import detector
@@ -125,6 +126,43 @@ def test_streaming_windows_equal_batch_windows(spark, tmp_path_factory, seed, ki
     batch = detect(spark.read.format("delta").load(plan.path), plan).toPandas()
     assert len(batch) > 0
     assert key(streamed) == key(batch)
+
+
+def test_state_window_of_several_keys_streams_as_batch_and_as_worked_out_by_hand(spark, tmp_path):
+    """STATE_WINDOW(voltage, current > 10) EXTEND(1) ZEROTH_STATE(NO_ZEROTH, FALSE) (TDengine 3.4.x)
+    over three commits: a partly NULL row joins the window before it (its known key agrees), one
+    whose known key disagrees is a window of its own, an all-NULL row takes no part, windows whose
+    second key is false are dropped, and each window ends a millisecond (the database's precision)
+    before the next one."""
+    wh, info, plan, opts = setup(spark, tmp_path, "mk",
+                                 "STATE_WINDOW(voltage, current > 10) EXTEND(1) ZEROTH_STATE(NO_ZEROTH, FALSE)",
+                                 "STREAM_OPTIONS(EVENT_TYPE(WINDOW_OPEN|WINDOW_CLOSE))")
+    n = np.nan
+    rows = pd.DataFrame({
+        "ts": np.arange(1, 11) * S,
+        "current": [12.0, 15.0, n, 5.0, n, 4.0, 11.0, 11.0, 11.0, 1.0],
+        "voltage": pd.Series([220, 220, 220, 221, None, 221, None, 220, 220, 222], dtype=object),
+        "tbname": "d1", "location": "SF",
+    })
+    for part in (slice(0, 3), slice(3, 7), slice(7, 10)):
+        write(info, rows.iloc[part])
+    assert run_available_now(plan, opts, max_files=1) == 3
+    streamed = events_table(opts)
+    batch = detect(spark.read.format("delta").load(plan.path), plan).toPandas()
+    assert key(streamed) == key(batch)
+    ms = 1000
+    closes = streamed[streamed["event_type"] == "WINDOW_CLOSE"].sort_values("window_start")
+    got = [(int(r.window_start.value // 1000), int(r.window_end.value // 1000), r.row_count, r.cur_state, r.next_state)
+           for r in closes.itertuples(index=False)]
+    assert got == [(1 * S, 4 * S - ms, 3, "[220, true]", "[221, false]"),
+                   (7 * S, 8 * S - ms, 1, "[null, true]", "[220, true]"),
+                   (8 * S, 10 * S - ms, 2, "[220, true]", "[222, false]")]
+    opens = streamed[streamed["event_type"] == "WINDOW_OPEN"].sort_values("window_start")
+    assert [(int(r.window_start.value // 1000), r.prev_state) for r in opens.itertuples(index=False)] == [
+        (1 * S, None), (7 * S, "[221, false]"), (8 * S, "[null, true]")]
+    close = closes.iloc[1].to_dict()
+    assert window_fields("State", "WINDOW_CLOSE", close, "ms") == {
+        "windowStart": 7000, "windowEnd": 7999, "curState": [None, True], "nextState": [220, True]}
 
 
 def test_restart_from_checkpoint_continues_without_loss_or_duplicates(spark, tmp_path):

@@ -137,6 +137,28 @@ def test_updates_of_a_state_are_recalculated(spark, tmp_path):
     assert [json.loads(v) for v in states["cur_state"]][-2:] == [220, 221]
 
 
+def test_an_update_of_a_key_of_several_moves_the_extended_boundary(spark, tmp_path):
+    """STATE_WINDOW(voltage, current > 10) EXTEND(2) (TDengine 3.4.x): (220, T) at 0 s and 1 s, (221, T)
+    at 2 s and 3 s, then 225 closes [0 s, 1 s] and [1.001 s, 3 s] (a millisecond after the window before).
+    Rewriting the voltage at 1 s to NULL leaves a partly NULL row that agrees with both neighbours;
+    under EXTEND(2) it joins the window after: [0 s, 0 s] and [0.001 s, 3 s] replace them."""
+    wh, info, plan, opts = setup(spark, tmp_path, "k", "STATE_WINDOW(voltage, current > 10) EXTEND(2)")
+    d1 = pd.DataFrame({"ts": np.arange(5) * S, "current": 12.0,
+                       "voltage": pd.Series([220, 220, 221, 221, 225], dtype=object), "tbname": "d1", "location": "SF"})
+    write(info, d1)
+    first = run(spark, plan, opts)
+    ms = pd.Timedelta(1, "ms")
+    at = [pd.Timestamp(s, unit="s", tz="UTC") for s in range(4)]
+    assert sorted(closes(first).values()) == [(at[0], at[1], 2), (at[1] + ms, at[3], 2)]
+    write(info, d1.iloc[[1]].assign(voltage=pd.Series([None], index=[1], dtype=object)))
+    events = run(spark, plan, opts)
+    batch = detect(spark.read.format("delta").load(plan.path), plan).toPandas()
+    expected = [(at[0], at[0], 1), (at[0] + ms, at[3], 3)]
+    assert sorted(fold(events).values()) == sorted(closes(batch).values()) == expected
+    states = events[events["event_type"] == "WINDOW_CLOSE"].sort_values(["batch_id", "seq"])
+    assert [json.loads(v) for v in states["cur_state"]][-2:] == [[220, True], [221, True]]
+
+
 def test_deletes_recalculate_only_with_delete_recalc(spark, tmp_path):
     trigger = "SESSION(ts, 3s)"
     for options, recalculated in (("", False), ("STREAM_OPTIONS(DELETE_RECALC)", True)):

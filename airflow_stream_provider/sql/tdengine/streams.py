@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
+from sqlglot import exp
+
 from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import did_you_mean
 from airflow_stream_provider.model import names
@@ -36,6 +38,9 @@ STREAM_OPTIONS = (
     "IGNORE_NODATA_TRIGGER",
 )
 NOTIFY_OPTIONS = ("NOTIFY_HISTORY", "ON_FAILURE_PAUSE")
+#: words of TDengine's stream language after 3.3.7 that this project refuses by name, and their version
+LATER_WORDS = {"IDLE_TIMEOUT": "3.4.1", "FLUSH_ON_OUTER_CLOSE": "3.4.2", "IDLE": "3.4.1", "RESUME": "3.4.1",
+               "ROLLUP": "3.4.2", "WINDOW": "3.4.2", "NODELAY_CREATE_SUBTABLE": "3.4.1"}
 NOTIFY_EVENT_TYPES = (m.EventType.WINDOW_OPEN, m.EventType.WINDOW_CLOSE, m.EventType.ON_TIME)
 
 #: the clauses of TDengine's older CREATE STREAM (3.0 to 3.3.6), where 3.3.7 expects the trigger
@@ -64,6 +69,8 @@ class StreamStatements(ValueParser):
         if self.at("FROM"):
             where["FROM"] = self.advance()
             args["trigger_table"] = self.table_name("trigger table", "FROM")
+        if self.at("ROLLUP", "BY"):
+            raise self.later(self.tok)
         if self.at("PARTITION", "BY"):
             where["PARTITION BY"] = self.tok
             self.i += 2
@@ -80,6 +87,10 @@ class StreamStatements(ValueParser):
         if self.at("INTO"):
             where["INTO"] = self.advance()
             args["into"] = self.table_name("output table", "INTO")
+        if self.at("NODELAY_CREATE_SUBTABLE"):
+            raise self.error("NODELAY_CREATE_SUBTABLE (TDengine 3.4.1) is not supported: a stream's output table and "
+                             "its subtables are created with their first results; leave it out",
+                             clause="NODELAY_CREATE_SUBTABLE")
         if self.at("OUTPUT_SUBTABLE"):
             where["OUTPUT_SUBTABLE"] = self.advance()
             self.expect_op("(", "OUTPUT_SUBTABLE")
@@ -133,16 +144,16 @@ class StreamStatements(ValueParser):
             self.expect_op(")", "SESSION")
             return m.SessionWindow(column, gap)
         if word == m.TriggerKind.STATE_WINDOW:
-            self.advance()
-            self.expect_op("(", "STATE_WINDOW")
-            state = self.row_expression("STATE_WINDOW")
-            self.expect_op(")", "STATE_WINDOW")
-            return m.StateWindow(state, self.true_for())
+            return self.state_window()
         if word == m.TriggerKind.EVENT_WINDOW:
             self.advance()
             self.expect_op("(", "EVENT_WINDOW")
             self.expect("START", "WITH", clause="EVENT_WINDOW")
+            start_tok = self.tok
             start = self.row_expression("EVENT_WINDOW START WITH", lambda: self.at("END", "WITH"))
+            if isinstance(start.tree, exp.Tuple):
+                raise self.error("EVENT_WINDOW(START WITH (c1, c2, ...)), sub-event windows (TDengine 3.4.0), is not "
+                                 "supported: give one START WITH condition", start_tok, "EVENT_WINDOW")
             self.expect("END", "WITH", clause="EVENT_WINDOW")
             end = self.row_expression("EVENT_WINDOW END WITH")
             self.expect_op(")", "EVENT_WINDOW")
@@ -169,6 +180,8 @@ class StreamStatements(ValueParser):
                     columns.append(self.ident("trigger column", "COUNT_WINDOW"))
             self.expect_op(")", "COUNT_WINDOW")
             return m.CountWindow(count, count_sliding, tuple(columns))
+        if tok.upper == "WINDOW" and self.peek().text == "(":
+            raise self.later(tok)
         if tok.upper in LEGACY_STREAM_WORDS:
             raise self.error(
                 f"{tok.text} belongs to TDengine's older stream syntax (3.0 to 3.3.6), which is not supported: "
@@ -180,6 +193,89 @@ class StreamStatements(ValueParser):
             f"expected a trigger ({', '.join(TRIGGER_KEYWORDS)}), found {tok.describe()}", clause="CREATE STREAM",
             hint=hint, syntax=True)
 
+    def state_window(self) -> m.StateWindow:
+        """``STATE_WINDOW(k1[, k2 ...]) [EXTEND(n)] [ZEROTH_STATE(v1[, ...])] [TRUE_FOR(...)]`` (the keys,
+        EXTEND and ZEROTH_STATE since TDengine 3.3.8 / 3.4.0), and the single-key form of TDengine
+        3.3.6, ``STATE_WINDOW(k, extend[, zeroth])``."""
+        self.advance()
+        self.expect_op("(", "STATE_WINDOW")
+        toks, keys = [self.tok], [self.row_expression("STATE_WINDOW")]
+        while self.accept_op(","):
+            toks.append(self.tok)
+            keys.append(self.row_expression("STATE_WINDOW"))
+        self.expect_op(")", "STATE_WINDOW")
+        constant = [_constant(k.tree) for k in keys]
+        extend = 0
+        zeroth_values: tuple[m.Value, ...] | None = None
+        if len(keys) in (2, 3) and not constant[0] and all(c is not None for c in constant[1:]):
+            extend = self._extend_value(constant[1], toks[1])  # TDengine 3.3.6's STATE_WINDOW(k, extend[, zeroth])
+            zeroth_values = (self._zeroth_value(constant[2], toks[2]),) if len(keys) == 3 else None
+            keys, toks, constant = keys[:1], toks[:1], constant[:1]
+            for word in ("EXTEND", "ZEROTH_STATE"):
+                if self.at(word):
+                    raise self.error(f"STATE_WINDOW(key, extend[, zeroth]) already gives {word}: write either that "
+                                     f"form or STATE_WINDOW(key) {word}(...)", clause=word)
+        for tok, key, c in zip(toks, keys, constant, strict=True):
+            if c is not None or key.tree.find(exp.Column) is None:
+                raise self.error(f"STATE_WINDOW key {key.text} is a constant: a key reads a column or a tag",
+                                 tok, "STATE_WINDOW")
+        seen: dict[str, str] = {}
+        for tok, key in zip(toks, keys, strict=True):
+            text = key.tree.sql().lower()
+            if text in seen:
+                raise self.error(f"STATE_WINDOW names the key {key.text} twice", tok, "STATE_WINDOW")
+            seen[text] = key.text
+        if self.at("EXTEND"):
+            self.advance()
+            self.expect_op("(", "EXTEND")
+            tok = self.tok
+            extend = self._extend_value(self.integer("EXTEND", "EXTEND"), tok)
+            self.expect_op(")", "EXTEND")
+        if self.at("ZEROTH_STATE"):
+            zeroth_values = self.zeroth_state(len(keys))
+        tf_tok = self.tok
+        true_for = self.true_for()
+        if true_for is not None and (true_for.start or true_for.end):
+            raise self.error("TRUE_FOR(start(...)) and TRUE_FOR(end(...)) belong to EVENT_WINDOW; a STATE_WINDOW "
+                             "takes TRUE_FOR(d), TRUE_FOR(COUNT n) or both", tf_tok, "TRUE_FOR")
+        for word in ("EXTEND", "ZEROTH_STATE"):
+            if self.at(word):
+                raise self.error(f"{word} is out of place: STATE_WINDOW(...) takes EXTEND, ZEROTH_STATE and TRUE_FOR "
+                                 "in that order", clause=word, syntax=True)
+        return m.StateWindow(tuple(keys), true_for, extend, zeroth_values)
+
+    def _extend_value(self, value: object, tok: Token) -> int:
+        if not isinstance(value, int) or isinstance(value, bool) or value not in m.STATE_EXTENDS:
+            raise self.error(f"EXTEND must be 0, 1 or 2, found {tok.text}", tok, "EXTEND")
+        return value
+
+    def _zeroth_value(self, value: object, tok: Token) -> m.Value:
+        if not isinstance(value, (int, str)):  # bool is an int
+            raise self.error(f"ZEROTH_STATE takes integers, booleans, strings or NO_ZEROTH, found {tok.text}",
+                             tok, "ZEROTH_STATE")
+        return value
+
+    def zeroth_state(self, keys: int) -> tuple[m.Value, ...]:
+        """``ZEROTH_STATE(v1[, ...])``: one constant or ``NO_ZEROTH`` per key."""
+        at = self.advance()
+        self.expect_op("(", "ZEROTH_STATE")
+        values: list[m.Value] = []
+        while True:
+            tok = self.tok
+            if self.accept("NO_ZEROTH"):
+                values.append(None)
+            else:
+                values.append(self._zeroth_value(self.literal("ZEROTH_STATE"), tok))
+            if not self.accept_op(","):
+                break
+        self.expect_op(")", "ZEROTH_STATE")
+        if len(values) != keys:
+            raise self.error(f"ZEROTH_STATE gives {len(values)} values for {keys} STATE_WINDOW keys: give one per key "
+                             "(NO_ZEROTH where a key takes no part)", at, "ZEROTH_STATE")
+        if all(v is None for v in values):
+            raise self.error("ZEROTH_STATE gives NO_ZEROTH for every key: leave it out", at, "ZEROTH_STATE")
+        return tuple(values)
+
     def duration_and_offset(self, keyword: str, what: str) -> tuple[m.Duration, m.Duration | None]:
         """``KEYWORD(duration[, offset])``."""
         self.expect(keyword)
@@ -190,9 +286,33 @@ class StreamStatements(ValueParser):
         return value, offset
 
     def true_for(self) -> m.TrueFor | None:
+        """``TRUE_FOR(limit[, start(limit)][, end(limit)])``, the three in any order, each at most once
+        (``start``/``end`` since TDengine 3.4.2)."""
         if not self.accept("TRUE_FOR"):
             return None
         self.expect_op("(", "TRUE_FOR")
+        given: dict[str, m.TrueFor] = {}
+        while True:
+            tok = self.tok
+            name = tok.upper.lower() if tok.upper in ("START", "END") and self.peek(1).text == "(" else "window"
+            if name in given:
+                what = "a window limit" if name == "window" else f"{name}(...)"
+                raise self.error(f"TRUE_FOR gives {what} twice", tok, "TRUE_FOR")
+            if name == "window":
+                given[name] = self.limit()
+            else:
+                self.advance()
+                self.expect_op("(", "TRUE_FOR")
+                given[name] = self.limit()
+                self.expect_op(")", "TRUE_FOR")
+            if not self.accept_op(","):
+                break
+        self.expect_op(")", "TRUE_FOR")
+        window = given.get("window", m.TrueFor())
+        return m.TrueFor(window.duration, window.count, window.op, given.get("start"), given.get("end"))
+
+    def limit(self) -> m.TrueFor:
+        """``d``, ``COUNT n``, or both joined by AND or OR."""
         duration: m.Duration | None = None
         count: int | None = None
         op: str | None = None
@@ -213,16 +333,22 @@ class StreamStatements(ValueParser):
                 if duration is not None:
                     raise self.error("TRUE_FOR gives a duration twice", tok, "TRUE_FOR")
                 duration = self.duration("TRUE_FOR")
-        self.expect_op(")", "TRUE_FOR")
         return m.TrueFor(duration, count, op)
 
     def option_word(self, choices: tuple[str, ...], clause: str, what: str) -> Token:
         tok = self.tok
         if tok.kind is not Kind.IDENT:
             raise self.error(f"expected a {what}, found {tok.describe()}", clause=clause, syntax=True)
+        if tok.upper in LATER_WORDS:
+            raise self.later(tok)
         if tok.upper not in choices:
             raise self.error(f"unknown {what} {tok.text}", clause=clause, hint=did_you_mean(tok.text, choices))
         return self.advance()
+
+    def later(self, tok: Token) -> Exception:
+        """The error for a word of TDengine's stream language after 3.3.7 that is not supported."""
+        word = tok.upper
+        return self.error(f"{word} (TDengine {LATER_WORDS[word]}) is not supported", tok, word)
 
     def event_types(self, clause: str, allowed: tuple[m.EventType, ...]) -> tuple[m.EventType, ...]:
         self.expect_op("(", clause)
@@ -234,6 +360,8 @@ class StreamStatements(ValueParser):
                                  clause=clause, syntax=True)
             self.advance()
             value = tok.value.upper()
+            if value in LATER_WORDS:
+                raise self.later(tok)
             if value not in allowed:
                 raise self.error(f"unknown event type {tok.value}; expected one of {', '.join(allowed)}", tok, clause,
                                  hint=did_you_mean(tok.value, allowed))
@@ -394,8 +522,11 @@ class StreamStatements(ValueParser):
             return m.StartStream(name, if_exists, ignore, **pos)
         return m.StopStream(name, if_exists, **pos)
 
-    def show(self, pos: dict) -> m.ShowStreams | m.ShowTables:
+    def show(self, pos: dict) -> m.ShowStreams | m.ShowTables | m.ShowCreateStream:
         self.expect("SHOW")
+        if self.accept("CREATE"):
+            self.expect("STREAM", clause="SHOW CREATE")
+            return m.ShowCreateStream(self.table_name("stream name", "SHOW CREATE STREAM", names.STREAM), **pos)
         db = None
         if self.tok.kind in (Kind.IDENT, Kind.QUOTED_IDENT) and self.peek().text == ".":
             db = self.ident("database name", "SHOW", names.DATABASE)
@@ -403,6 +534,29 @@ class StreamStatements(ValueParser):
         if self.accept("STABLES") or self.accept("TABLES"):
             return m.ShowTables(db, stable=self.toks[self.i - 1].upper == "STABLES", **pos)
         if not self.accept("STREAMS"):
-            raise self.error(f"only SHOW [db.]STREAMS, STABLES or TABLES is supported, found {self.tok.describe()}",
-                             clause="SHOW")
-        return m.ShowStreams(db, **pos)
+            raise self.error(f"only SHOW [db.]STREAMS, STABLES or TABLES and SHOW CREATE STREAM are supported, found "
+                             f"{self.tok.describe()}", clause="SHOW")
+        like = None
+        if self.accept("LIKE"):
+            tok = self.tok
+            if tok.kind is not Kind.STRING:
+                raise self.error(f"LIKE takes a quoted pattern, as LIKE 'meter%', found {tok.describe()}",
+                                 clause="LIKE", syntax=True)
+            # as written: TDengine keeps \\% and \\_ for LIKE to read (a quote doubled is one quote)
+            like = self.advance().text[1:-1].replace(tok.text[0] * 2, tok.text[0])
+        return m.ShowStreams(db, like, **pos)
+
+
+def _constant(tree: exp.Expr) -> object | None:
+    """The value of a key that is a plain constant (``1``, ``-1``, ``'a'``, ``TRUE``), else None."""
+    if isinstance(tree, exp.Neg) and isinstance(tree.this, exp.Literal) and not tree.this.is_string:
+        inner = _constant(tree.this)
+        return -inner if isinstance(inner, (int, float)) else None
+    if isinstance(tree, exp.Boolean):
+        return bool(tree.this)
+    if isinstance(tree, exp.Literal):
+        if tree.is_string:
+            return tree.this
+        text = tree.this
+        return int(text) if text.isdigit() else float(text)
+    return None

@@ -178,7 +178,7 @@ class _Lowering:
         if kind == m.TriggerKind.STATE_WINDOW:
             if len(args) != 1:
                 raise self.fail_in("STATE_WINDOW", "STATE_WINDOW", "STATE_WINDOW takes one column or expression")
-            return m.StateWindow(self.expression(args[0], "STATE_WINDOW"))
+            return m.StateWindow((self.expression(args[0], "STATE_WINDOW"),))
         if kind == m.TriggerKind.EVENT_WINDOW:
             return m.EventWindow(self.expression(window.args["start"], "EVENT_WINDOW"),
                                  self.expression(window.args["end"], "EVENT_WINDOW"))

@@ -50,11 +50,11 @@ class Parser(LegacyStreamStatements, tdengine.Parser):
             self.expect("CREATE", "STREAM")
             self.accept("IF", "NOT", "EXISTS")
             self.table_name("stream name", "CREATE STREAM", names.STREAM)
-            tok = self.tok
+            tok, after = self.tok, self.peek()
         finally:
             self.i = start
-        if tok.upper in TRIGGER_KEYWORDS:
-            return False
+        if tok.upper in TRIGGER_KEYWORDS or (tok.upper == "WINDOW" and after.text == "("):
+            return False  # (WINDOW(...): the nested windows of TDengine 3.4.2, refused by the 3.3.7 parser)
         if tok.upper in LEGACY_STARTS:
             return True
         hint = did_you_mean(tok.text, (*TRIGGER_KEYWORDS, *LEGACY_STARTS)) if tok.kind is Kind.IDENT else None
