@@ -105,6 +105,7 @@ from airflow_stream_provider.model.statements import (
     StopStream,
     TagDefinition,
     UseDatabase,
+    VerifyStream,
 )
 from airflow_stream_provider.model.time import (
     ALL_UNITS,
@@ -190,6 +191,7 @@ __all__ = [
     "Position",
     "QuerySeries",
     "RecalculateStream",
+    "VerifyStream",
     "Ref",
     "RowAcceptance",
     "ResampleTrigger",

@@ -151,6 +151,24 @@ class RecalculateStream(Statement):
 
 
 @dataclass(frozen=True)
+class VerifyStream(Statement):
+    """VERIFY STREAM (and VERIFY CQ): the stream's triggers whose windows (or instants) fall in
+    ``[start, end)`` computed again in batch and compared with its output; ``repair``: the ones
+    that differ are recalculated, and verified again. No ``start``: from the first row; no
+    ``end``: as far as the stream has processed."""
+
+    name: TableName
+    start: TimePoint | None = None
+    end: TimePoint | None = None
+    repair: bool = False
+    kind = "VERIFY STREAM"
+
+    @property
+    def subject(self) -> str:
+        return str(self.name)
+
+
+@dataclass(frozen=True)
 class CreateDatabase(Statement):
     name: str
     if_not_exists: bool = False

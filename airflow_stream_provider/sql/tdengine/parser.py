@@ -60,6 +60,7 @@ class Parser(StreamStatements, TableStatements):
         ("START",): lambda p, pos: p.stream_control(pos),
         ("STOP",): lambda p, pos: p.stream_control(pos),
         ("RECALCULATE",): lambda p, pos: p.stream_control(pos),
+        ("VERIFY",): lambda p, pos: p.stream_control(pos),
         ("USE",): lambda p, pos: p.use_database(pos),
         ("DESCRIBE",): lambda p, pos: p.describe(pos),
         ("DESC",): lambda p, pos: p.describe(pos),
@@ -69,7 +70,7 @@ class Parser(StreamStatements, TableStatements):
         ("WITH",): lambda p, pos: p.select(pos),
     }
     #: the statements named in the message for an unknown one
-    KNOWN = "CREATE, DROP, SHOW, DESCRIBE, START, STOP, RECALCULATE, USE, INSERT, DELETE or SELECT"
+    KNOWN = "CREATE, DROP, SHOW, DESCRIBE, START, STOP, RECALCULATE, VERIFY, USE, INSERT, DELETE or SELECT"
 
     def parse(self) -> list[m.Statement]:
         return self.statements(self.statement)

@@ -11,9 +11,10 @@ column | target timeseries | written``.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -248,7 +249,14 @@ def run_query(store: SeriesStore, spark, query: m.SeriesQuery, start: int, end: 
     return write_into(store, query, result)
 
 
-def write_into(store: SeriesStore, query: m.SeriesQuery, result: ShapedResult) -> pa.Table:
+class PointWriter(Protocol):
+    """Where SELECT ... INTO puts its points: the series store, or what keeps them (VERIFY CQ)."""
+
+    def write_points(self, batches: Sequence[tuple[m.SeriesPath, pa.Array, dict[str, pa.Array]]],
+                     aligned: bool = False, *, per_row: bool = False) -> int: ...
+
+
+def write_into(store: PointWriter, query: m.SeriesQuery, result: ShapedResult) -> pa.Table:
     """SELECT ... INTO: each result column into its target series, created when missing."""
     table = result.table
     times = table[TIME].combine_chunks() if TIME in table.column_names else \
@@ -258,7 +266,7 @@ def write_into(store: SeriesStore, query: m.SeriesQuery, result: ShapedResult) -
     return _into_by_time(store, query, result, times)
 
 
-def _into_by_time(store: SeriesStore, query: m.SeriesQuery, result: ShapedResult, times: pa.Array) -> pa.Table:
+def _into_by_time(store: PointWriter, query: m.SeriesQuery, result: ShapedResult, times: pa.Array) -> pa.Table:
     table = result.table
     values = [c for c in table.column_names if c != TIME]
     targets = [(item.device, name) for item in query.into for name in item.measurements]
@@ -282,7 +290,7 @@ def _into_by_time(store: SeriesStore, query: m.SeriesQuery, result: ShapedResult
                      "written": pa.array([table.num_rows - r[2] for r in rows], pa.int64())})
 
 
-def _into_by_device(store: SeriesStore, query: m.SeriesQuery, result: ShapedResult, times: pa.Array) -> pa.Table:
+def _into_by_device(store: PointWriter, query: m.SeriesQuery, result: ShapedResult, times: pa.Array) -> pa.Table:
     table = result.table
     headers = result.item_names
     runs = _device_runs(table[DEVICE].combine_chunks())  # a device's rows are together, devices in order
