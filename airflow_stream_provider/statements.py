@@ -77,6 +77,8 @@ TABLE_STATEMENTS: dict[type, Callable[[Warehouse, Any], Result]] = {
     m.DeletePoints: series.delete,
     m.QuerySeries: series.select,
     m.CreateDatabase: tables.create_database,
+    m.AlterDatabase: tables.alter_database,
+    m.SetTtl: series.set_ttl,
     m.UseDatabase: tables.use_database,
     m.DropDatabase: tables.drop_database,
     m.CreateSuperTable: tables.create_table,

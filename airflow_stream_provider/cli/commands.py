@@ -371,6 +371,20 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 0 if report.equal else EXIT_DIFFERENCES
 
 
+def cmd_retention(args: argparse.Namespace) -> int:
+    """``airflow-stream retention``: one retention run (what the retention DAG runs every hour)."""
+    from airflow_stream_provider.streams.retention import run_retention
+    from airflow_stream_provider.warehouse import Warehouse
+
+    try:
+        report = run_retention(Warehouse(), vacuum_hours=args.vacuum_hours, say=Console())
+    except StreamError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(report.summary())
+    return 0
+
+
 def _time_literal(value: str) -> str:
     """A --from/--to value as the statement writes it: ``now - 1d`` and epoch milliseconds as they
     are, anything else as a quoted timestamp."""
@@ -470,6 +484,12 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--format", choices=("table", "json"), default="table", help="how the differences print")
     verify.add_argument("-d", "--database", help="database of a stream named without one")
     verify.set_defaults(func=cmd_verify)
+
+    keep = sub.add_parser("retention", help="delete the rows KEEP and TTL no longer keep, vacuum the tables, record "
+                                            "the streams' source horizons (once)")
+    keep.add_argument("--vacuum-hours", type=float, help="remove unreferenced files older than this (default: each "
+                                                         "table's delta.deletedFileRetentionDuration, 7 days)")
+    keep.set_defaults(func=cmd_retention)
 
     node = sub.add_parser("node", help="start, stop or inspect the stream node (Spark with Spark Connect)")
     node.add_argument("action", choices=("start", "stop", "status"))

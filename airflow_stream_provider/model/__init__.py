@@ -76,6 +76,7 @@ from airflow_stream_provider.model.series_statements import (
     DropTimeseries,
     InsertPoints,
     QuerySeries,
+    SetTtl,
     ShowContinuousQueries,
     ShowDevices,
     ShowSeriesDatabases,
@@ -84,6 +85,7 @@ from airflow_stream_provider.model.series_statements import (
     TimeseriesDefinition,
 )
 from airflow_stream_provider.model.statements import (
+    AlterDatabase,
     ColumnDefinition,
     CreateDatabase,
     CreateStream,
@@ -148,6 +150,7 @@ __all__ = [
     "Call",
     "ColumnDefinition",
     "CountWindow",
+    "AlterDatabase",
     "CreateDatabase",
     "CreateInsertTrigger",
     "CreateSeriesDatabase",
@@ -163,6 +166,7 @@ __all__ = [
     "DropDatabase",
     "DropInsertTrigger",
     "DropSeriesDatabases",
+    "SetTtl",
     "DropStream",
     "DropTable",
     "DropTimeseries",

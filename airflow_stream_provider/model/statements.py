@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from airflow_stream_provider.model.options import LegacyOptions, Notify, StreamOptions
 from airflow_stream_provider.model.policies import EmitPolicy, OutputNaming, RowAcceptance
 from airflow_stream_provider.model.series import SeriesCompute
-from airflow_stream_provider.model.time import TimePoint
+from airflow_stream_provider.model.time import Duration, TimePoint
 from airflow_stream_provider.model.triggers import RowTrigger, Trigger
 from airflow_stream_provider.model.types import DataType, Position, SqlExpression, TableName, Value
 
@@ -173,7 +173,21 @@ class CreateDatabase(Statement):
     name: str
     if_not_exists: bool = False
     precision: str = "ms"
+    keep: Duration | None = None  # KEEP: rows older than this are deleted by the retention run
     kind = "CREATE DATABASE"
+
+    @property
+    def subject(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class AlterDatabase(Statement):
+    """``ALTER DATABASE name KEEP d``: the database's retention."""
+
+    name: str
+    keep: Duration
+    kind = "ALTER DATABASE"
 
     @property
     def subject(self) -> str:

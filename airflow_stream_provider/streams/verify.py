@@ -44,7 +44,7 @@ from airflow_stream_provider.model.events import StreamKind
 from airflow_stream_provider.plan.schedule import Schedule
 from airflow_stream_provider.plan.state import StreamState
 from airflow_stream_provider.plan.stream import plan_stream
-from airflow_stream_provider.streams import verify_cq
+from airflow_stream_provider.streams import retention, verify_cq
 from airflow_stream_provider.streams.fire import schedules, windows
 from airflow_stream_provider.streams.fired import Fired
 from airflow_stream_provider.streams.probes import version_at
@@ -102,12 +102,15 @@ class _Expected:
     rows: pa.Table | None  # the output rows the triggers give, one per key (the last a trigger gives)
     trigger_of: list[Fired]  # each row's trigger
     info: TableInfo
+    horizon: datetime | None = None  # the source's rows before it are gone: its windows are not judged
+    expired: int = 0  # triggers left out for that
 
 
 def _verify(warehouse: Warehouse, stored: StoredStream, store: StreamStore, start: datetime, end: datetime,
             say: Callable[[str], None]) -> tuple[VerifyReport, _Expected]:
     expected, version = _expected(warehouse, stored, store.load_state(stored.db, stored.name), start, end, say)
-    report = VerifyReport(stored.qualified, start, end, triggers=len(expected.fired), version=version)
+    report = VerifyReport(stored.qualified, start, end, triggers=len(expected.fired), version=version,
+                          expired=expected.expired, horizon=expected.horizon)
     report.rows = expected.rows.num_rows if expected.rows is not None else 0
     actual = _output_in_range(expected, start, end)
     report.compared = actual.num_rows
@@ -155,21 +158,27 @@ def _expected(warehouse: Warehouse, stored: StoredStream, state: StreamState, st
     else:
         raise StreamError(f"VERIFY STREAM: {stored.qualified} is a stream without a trigger window (it transforms "
                           "each row as it is written); only window, SLIDING and PERIOD streams are verified")
+    horizon = retention.source_horizon(warehouse, stored)
+    fired, events, expired = retention.outside(fired, events, horizon)
+    if expired:
+        assert horizon is not None
+        say(retention.skipped_message(stored.qualified, expired, horizon))
     say(f"computing {len(fired)} trigger(s) of {stored.qualified} in batch")
     info = runtime.output_plan.ensure_table(warehouse.catalog)
     if not fired:
-        return _Expected(runtime, fired, events, None, [], info), version
+        return _Expected(runtime, fired, events, None, [], info, horizon, expired), version
     results, computed = compute_results(runtime, fired, RunReport(stored.qualified))
     written = output_rows(runtime, computed, results)
     if written is None:
-        return _Expected(runtime, fired, events, None, [], info), version
+        return _Expected(runtime, fired, events, None, [], info, horizon, expired), version
     _, rows, idx = written
     by_idx = {f.idx: f for f in computed}
     valid = pc.is_valid(rows[info.columns[0].name])  # a NULL first column is discarded by a run too
     rows, idx = rows.filter(valid), idx.filter(valid)
     keep = _last_of_each_key(rows, info.key_columns)
     rows = rows.take(keep)
-    return _Expected(runtime, fired, events, rows, [by_idx[i] for i in idx.take(keep).to_pylist()], info), version
+    return _Expected(runtime, fired, events, rows, [by_idx[i] for i in idx.take(keep).to_pylist()], info, horizon,
+                     expired), version
 
 
 def _rows(runtime: StreamRuntime, path: str, version: int, start: datetime):
@@ -258,6 +267,8 @@ def _output_in_range(expected: _Expected, start: datetime, end: datetime) -> pa.
     table = DeltaTable(str(info.path)).to_pyarrow_table()
     if table.num_rows == 0:
         return table
+    if expected.horizon is not None and expected.horizon > start:  # (rows of windows partly gone: not judged)
+        start = expected.horizon
     ts = table[info.columns[0].name]
     unit = pa.timestamp("us", tz="UTC")
     inside = pc.and_(pc.greater_equal(ts, pa.scalar(start, unit).cast(ts.type)),

@@ -50,6 +50,8 @@ class VerifyReport:
     repair: RunReport | None = None
     removed: int = 0  # extra rows REPAIR deleted
     version: int | None = None  # the trigger table's version verified at (None: several, or none)
+    expired: int = 0  # triggers not judged: their source rows are partly gone (retention)
+    horizon: datetime | None = None  # ... before this time
     seconds: float = 0.0
 
     @property
@@ -65,6 +67,9 @@ class VerifyReport:
                 f"{self.end.isoformat()}), {_n(self.rows, 'result row')} against {_n(self.compared, 'output row')}")
         if self.version is not None:
             what += f" at version {self.version}"
+        if self.expired and self.horizon is not None:
+            what += (f"; {_n(self.expired, 'window')} before {self.horizon.isoformat()} not judged: their source rows "
+                     "are partly gone (retention)")
         if self.repaired is not None:
             fixed = len({(d.group_id, d.trigger_id) for d in self.repaired if d.trigger_id})
             what += (f"; repaired {len(self.repaired)} difference{'s' if len(self.repaired) != 1 else ''} "
@@ -94,7 +99,8 @@ class VerifyReport:
     def to_json(self) -> dict:
         return {"stream": self.stream, "from": self.start.isoformat(), "to": self.end.isoformat(),
                 "equal": self.equal, "triggers": self.triggers, "rows": self.rows, "compared": self.compared,
-                "version": self.version, "summary": self.summary(),
+                "version": self.version, "expired": self.expired,
+                "horizon": self.horizon.isoformat() if self.horizon else None, "summary": self.summary(),
                 "differences": [_difference_json(d) for d in self.differences],
                 "repaired": None if self.repaired is None else [_difference_json(d) for d in self.repaired]}
 

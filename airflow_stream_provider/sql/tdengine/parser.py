@@ -45,6 +45,7 @@ class Parser(StreamStatements, TableStatements):
     STATEMENTS: dict[tuple[str, ...], ParseMethod] = {
         ("CREATE", "STREAM"): lambda p, pos: p.create_stream(pos),
         ("CREATE", "DATABASE"): lambda p, pos: p.create_database(pos),
+        ("ALTER", "DATABASE"): lambda p, pos: p.alter_database(pos),
         ("CREATE", "STABLE"): lambda p, pos: p.create_table(pos),
         ("CREATE", "TABLE"): lambda p, pos: p.create_table(pos),
         ("CREATE", "SNODE"): _create_snode,
@@ -70,7 +71,8 @@ class Parser(StreamStatements, TableStatements):
         ("WITH",): lambda p, pos: p.select(pos),
     }
     #: the statements named in the message for an unknown one
-    KNOWN = "CREATE, DROP, SHOW, DESCRIBE, START, STOP, RECALCULATE, VERIFY, USE, INSERT, DELETE or SELECT"
+    KNOWN = ("CREATE, ALTER DATABASE, DROP, SHOW, DESCRIBE, START, STOP, RECALCULATE, VERIFY, USE, INSERT, DELETE "
+             "or SELECT")
 
     def parse(self) -> list[m.Statement]:
         return self.statements(self.statement)

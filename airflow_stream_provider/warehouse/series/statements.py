@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 
 from airflow_stream_provider import model as m
 from airflow_stream_provider.values import FIRST_MICROS, LAST_MICROS, instant
+from airflow_stream_provider.warehouse import retention
 from airflow_stream_provider.warehouse.catalog import WarehouseError
 from airflow_stream_provider.warehouse.result import Result
 from airflow_stream_provider.warehouse.series.expressions import now_micros, time_micros
@@ -240,6 +241,23 @@ def select(warehouse: Warehouse, stmt: m.QuerySeries) -> Result:
     summary = write_into(store, query, result)
     written = sum(summary["written"].to_pylist())
     return _result(stmt, f"{_plural(written, 'point')} written", summary, rows=written)
+
+
+def set_ttl(warehouse: Warehouse, stmt: m.SetTtl) -> Result:
+    """SET TTL / UNSET TTL: the retention of the databases at the path (database-level TTL)."""
+    store = SeriesStore(warehouse.catalog)
+    prefix = stmt.path.nodes[:-1] if stmt.path.nodes[-1] == "**" else None
+    hits = [db for db in store.databases()
+            if db.path == stmt.path or (prefix is not None and db.path.nodes[:len(prefix)] == prefix)]
+    if not hits:
+        raise WarehouseError(f"{stmt.kind if stmt.ttl_ms is not None else 'UNSET TTL'}: no database at {stmt.path}; "
+                             "TTL is set on databases (root.ln) or on every database under a prefix (root.sgcc.**)")
+    for db in hits:
+        retention.set_keep(warehouse.catalog, db.name, stmt.ttl_ms * 1000 if stmt.ttl_ms is not None else None)
+    names = ", ".join(str(db.path) for db in hits)
+    if stmt.ttl_ms is None:
+        return Result(stmt, f"TTL unset for {names}: every point is kept")
+    return Result(stmt, f"TTL of {names}: {stmt.ttl_ms} ms; the retention run deletes older points")
 
 
 def run_query(store: SeriesStore, spark, query: m.SeriesQuery, start: int, end: int, now: int) -> pa.Table:
