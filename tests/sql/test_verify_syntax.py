@@ -16,7 +16,7 @@ JAN2 = m.TimePoint(at=datetime(2025, 1, 2, tzinfo=UTC))
 HOUR = 3_600_000_000
 
 
-def V(name: m.TableName, start: m.TimePoint | None = None, end: m.TimePoint | None = None,  # noqa: N802
+def V(name: m.TableName, start: m.TimePoint | None = None, end: m.TimePoint | None = None,
       repair: bool = False) -> tuple:
     return name, start, end, repair
 
