@@ -10,6 +10,7 @@ out by hand from the rows.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -17,7 +18,6 @@ import pytest
 
 from airflow_stream_provider.streams.run import run as run_stream
 from airflow_stream_provider.streams.run_request import RunRequest
-from airflow_stream_provider.streams.store import StreamStore
 from airflow_stream_provider.streams.verify import verify
 from tests.conftest import sql
 
@@ -61,9 +61,9 @@ CASES = {
     # a SLIDING instant, once fired, is not computed again: its rows come in order
     "sliding": Case("CREATE STREAM s SLIDING(5m) FROM m PARTITION BY tbname INTO s_out AS SELECT _tcurrent_ts, "
                     f"{ITEMS} FROM %%tbname WHERE _c0 >= _tprev_ts AND _c0 < _tcurrent_ts", changes=False),
-    # each instant reads the table at its own version: later changes are not its rows
-    "period": Case(f"CREATE STREAM s PERIOD(1h) FROM m PARTITION BY tbname INTO s_out AS SELECT "
-                   f"cast(_tlocaltime/1000000 AS TIMESTAMP) ts, {ITEMS} FROM %%tbname", period=True),
+    # each instant's %%trows is what was written between its version and the previous instant's
+    "period": Case(f"CREATE STREAM s PERIOD(2s) FROM m PARTITION BY tbname INTO s_out AS SELECT "
+                   f"cast(_tlocaltime/1000000 AS TIMESTAMP) ts, {ITEMS} FROM %%trows", period=True),
     "legacy": Case(f"CREATE STREAM s TRIGGER WINDOW_CLOSE IGNORE EXPIRED 0 INTO s_out AS SELECT _wstart, {ITEMS} "
                    "FROM m PARTITION BY tbname INTERVAL(5m)"),
 }
@@ -89,9 +89,15 @@ def columns(wh) -> list[str]:
     return sql(wh, "SELECT * FROM s_out")[-1].table.column_names
 
 
-def run(wh, case: Case, hours: int) -> None:
-    now = T0 + timedelta(hours=hours) if case.period else None
-    run_stream(wh, "d", "s", RunRequest.everything() if now is None else RunRequest(now=now))
+def run(wh, case: Case) -> None:
+    if not case.period:
+        run_stream(wh, "d", "s")
+        return
+    # PERIOD instants are wall-clock times, and each reads the table at its own version (the last
+    # commit before it): the test's writes must come before the instants that read them
+    wall = datetime.now(UTC)
+    time.sleep(2 - (wall.timestamp() % 2) + 0.3)  # past the next instant
+    run_stream(wh, "d", "s", RunRequest(now=datetime.now(UTC)))
 
 
 @pytest.fixture
@@ -104,19 +110,16 @@ def wh(wh):
 def test_verify_is_clean_then_reports_and_repairs_what_was_altered(wh, kind):
     case = CASES[kind]
     sql(wh, case.create)
-    if case.period:  # the instants at 01:00 and 02:00 read the first rows, 03:00 and 04:00 the changes too
-        store = StreamStore()
-        store.save_state("d", "s", store.load_state("d", "s").replace(created=T0))
     insert(wh, "t1", T1)
     insert(wh, "t2", T2)
-    run(wh, case, 2)
+    run(wh, case)
     if case.changes:
         insert(wh, "t1", [(1.5, 11, 1)])  # late, into a window already closed
         insert(wh, "t1", [(6, 50, 1)])  # an update: the same timestamp of the same subtable
         sql(wh, f"DELETE FROM t2 WHERE ts = '{stamp(8)}'")
     insert(wh, "t1", LATER)
     insert(wh, "t2", LATER)
-    run(wh, case, 4)
+    run(wh, case)
 
     clean = verify(wh, "d", "s")
     assert clean.equal, clean.differences
