@@ -45,7 +45,8 @@ from airflow_stream_provider.operators import (
     StreamRecalculateOperator,
 )
 from airflow_stream_provider.operators.retention import StreamRetentionOperator
-from airflow_stream_provider.plan.ids import stream_tag
+from airflow_stream_provider.operators.verify import StreamVerifyOperator
+from airflow_stream_provider.plan.ids import stream_tag, verify_dag_id
 from airflow_stream_provider.plan.schedule import ResampleSchedule
 from airflow_stream_provider.plan.state import StreamState
 from airflow_stream_provider.plan.stream import StreamPlan, TaskRole, TaskSpec, plan_stream
@@ -141,7 +142,28 @@ def stream_dags(stored: StoredStream, state: StreamState, home: Path) -> list[DA
                  description=f"recalculation of stream {stored.qualified}, {step} per run") as recalc:
             _tasks(plan.recalc_tasks)
         dags.append(recalc)
+    every = config.verify_every()
+    if every is not None and _verifiable(stored, plan):
+        with DAG(verify_dag_id(stored.db, stored.name), schedule=every, start_date=plan.created, catchup=False,
+                 max_active_runs=1, is_paused_upon_creation=plan.paused, default_args=retry,
+                 doc_md=_doc(stored, "verification", state) + f"\nVERIFY STREAM every {every}: the task fails, "
+                        "naming the differences, when the output is not what the batch computes.\n",
+                 tags=[*_tags(stored), "verification"],
+                 description=f"verification of stream {stored.qualified}") as verifying:
+            StreamVerifyOperator(task_id="verify", stream=f"{stored.db}.{stored.name}", home=str(home),
+                                 lookback=config.verify_lookback())
+        dags.append(verifying)
     return dags
+
+
+def _verifiable(stored: StoredStream, plan: StreamPlan) -> bool:
+    """Whether VERIFY STREAM judges the stream: a continuous query, or a window, SLIDING or PERIOD
+    stream that writes an output table."""
+    stmt = stored.statement
+    if stmt.series is not None:
+        return True
+    return stmt.query is not None and stmt.into is not None and not stmt.options.calc_notify_only \
+        and plan.kind in (StreamKind.WINDOW, StreamKind.SLIDING, StreamKind.PERIOD)
 
 
 def render_streams(home: Path | None = None) -> dict[str, DAG]:
