@@ -10,12 +10,14 @@ out by hand from the rows.
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from airflow_stream_provider.cli.commands import main
 from airflow_stream_provider.streams.run import run as run_stream
 from airflow_stream_provider.streams.run_request import RunRequest
 from airflow_stream_provider.streams.verify import verify
@@ -106,8 +108,16 @@ def wh(wh):
     return wh
 
 
+def cli(capsys, *args: str) -> tuple[int, str, str]:
+    """``airflow-stream ARGS`` in this process, on the suite's Spark session: (status, stdout, stderr)."""
+    capsys.readouterr()
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
 @pytest.mark.parametrize("kind", sorted(CASES))
-def test_verify_is_clean_then_reports_and_repairs_what_was_altered(wh, kind):
+def test_verify_is_clean_then_reports_and_repairs_what_was_altered(wh, kind, capsys):
     case = CASES[kind]
     sql(wh, case.create)
     insert(wh, "t1", T1)
@@ -128,6 +138,12 @@ def test_verify_is_clean_then_reports_and_repairs_what_was_altered(wh, kind):
     if kind == "interval":  # [00:00, 00:05) of t1 after the late row: 1, 3, 11, 5 (by hand)
         ((table, _),) = [k for k in before if k[1] == T0 and before[k][-1] == "t1"]
         assert before[(table, T0)][:3] == (5.0, 11, 4)
+        code, out, _ = cli(capsys, "verify", "d.s", "--format", "json")
+        assert code == 0 and json.loads(out)["equal"] is True
+        code, _, err = cli(capsys, "verify", "d.nope")
+        assert code == 2 and "nope" in err
+        code, _, err = cli(capsys, "verify", "d.s", "--from", "2025-13-01")
+        assert code == 2 and "2025-13-01" in err
 
     # alter the output by hand
     keys = sorted(before, key=lambda k: (k[1], k[0]))
@@ -147,6 +163,10 @@ def test_verify_is_clean_then_reports_and_repairs_what_was_altered(wh, kind):
     assert seen[("different", changed_table, changed_at)] == ((columns(wh)[2],), (999,), (changed[1],))
     assert seen[("extra", changed_table, extra_at)][1:] == ((1.5, 7, 1, changed[3]), None)
     assert all(d.trigger_id for d in found.differences if d.status != "extra")
+    if kind == "interval":
+        code, out, _ = cli(capsys, "verify", "d.s")
+        assert code == 3 and "3 differences (1 missing, 1 extra, 1 different)" in out
+        assert sorted(line.split()[0] for line in out.splitlines()[2:5]) == ["different", "extra", "missing"]
 
     repaired = verify(wh, "d", "s", repair=True)
     assert repaired.equal and repaired.repaired is not None and len(repaired.repaired) == 3
