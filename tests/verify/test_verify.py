@@ -161,7 +161,7 @@ def test_verify_is_clean_then_reports_and_repairs_what_was_altered(wh, kind, cap
                          ("extra", changed_table, extra_at)}
     assert seen[("missing", gone_table, gone_at)][1:] == (None, before[(gone_table, gone_at)])
     assert seen[("different", changed_table, changed_at)] == ((columns(wh)[2],), (999,), (changed[1],))
-    assert seen[("extra", changed_table, extra_at)][1:] == ((1.5, 7, 1, changed[3]), None)
+    assert seen[("extra", changed_table, extra_at)][1:] == ((1.5, 7, 1, *changed[3:]), None)
     assert all(d.trigger_id for d in found.differences if d.status != "extra")
     if kind == "interval":
         code, out, _ = cli(capsys, "verify", "d.s")

@@ -35,7 +35,8 @@ def sec(n: float) -> datetime:
 
 def target(wh) -> dict[datetime, int]:
     (result,) = sql(wh, "SELECT s1_max FROM root.sg.d1")
-    return {r["Time"]: r[TARGET] for r in result.table.to_pylist() if r[TARGET] is not None}
+    rows = [tuple(r.values()) for r in result.table.to_pylist()]
+    return {at.astimezone(UTC): value for at, value in rows if value is not None}
 
 
 def test_verify_cq_is_clean_then_reports_and_repairs_what_was_altered(wh):
