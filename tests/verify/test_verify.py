@@ -16,8 +16,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from airflow.sdk.exceptions import AirflowException
 
 from airflow_stream_provider.cli.commands import main
+from airflow_stream_provider.operators.verify import StreamVerifyOperator
 from airflow_stream_provider.streams.run import run as run_stream
 from airflow_stream_provider.streams.run_request import RunRequest
 from airflow_stream_provider.streams.verify import verify
@@ -144,6 +146,7 @@ def test_verify_is_clean_then_reports_and_repairs_what_was_altered(wh, kind, cap
         assert code == 2 and "nope" in err
         code, _, err = cli(capsys, "verify", "d.s", "--from", "2025-13-01")
         assert code == 2 and "2025-13-01" in err
+        assert StreamVerifyOperator(task_id="verify", stream="d.s").execute({})["equal"] is True
 
     # alter the output by hand
     keys = sorted(before, key=lambda k: (k[1], k[0]))
@@ -167,6 +170,8 @@ def test_verify_is_clean_then_reports_and_repairs_what_was_altered(wh, kind, cap
         code, out, _ = cli(capsys, "verify", "d.s")
         assert code == 3 and "3 differences (1 missing, 1 extra, 1 different)" in out
         assert sorted(line.split()[0] for line in out.splitlines()[2:5]) == ["different", "extra", "missing"]
+        with pytest.raises(AirflowException, match="3 differences"):  # the periodic verification's task fails
+            StreamVerifyOperator(task_id="verify", stream="d.s").execute({})
 
     repaired = verify(wh, "d", "s", repair=True)
     assert repaired.equal and repaired.repaired is not None and len(repaired.repaired) == 3
