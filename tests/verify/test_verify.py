@@ -118,8 +118,26 @@ def cli(capsys, *args: str) -> tuple[int, str, str]:
     return code, out, err
 
 
+def streams_page(monkeypatch):
+    """The Streams page's app for a user who may read stream d.s's DAG and run nothing (Airflow's
+    auth manager replaced by that rule, as tests/test_ui_access.py does)."""
+    from fastapi import HTTPException
+    from fastapi.testclient import TestClient
+
+    from airflow_stream_provider.ui import app as ui
+
+    def authorize(user, dag_id, method, run=False):
+        if run or dag_id != "stream__d__s":
+            raise HTTPException(403, f"may not {'run' if run else 'read'} {dag_id}")
+
+    monkeypatch.setattr(ui, "_authorize", authorize)
+    app = ui.create_app()
+    app.dependency_overrides[ui.current_user] = lambda: object()
+    return TestClient(app)
+
+
 @pytest.mark.parametrize("kind", sorted(CASES))
-def test_verify_is_clean_then_reports_and_repairs_what_was_altered(wh, kind, capsys):
+def test_verify_is_clean_then_reports_and_repairs_what_was_altered(wh, kind, capsys, monkeypatch):
     case = CASES[kind]
     sql(wh, case.create)
     insert(wh, "t1", T1)
@@ -147,6 +165,11 @@ def test_verify_is_clean_then_reports_and_repairs_what_was_altered(wh, kind, cap
         code, _, err = cli(capsys, "verify", "d.s", "--from", "2025-13-01")
         assert code == 2 and "2025-13-01" in err
         assert StreamVerifyOperator(task_id="verify", stream="d.s").execute({})["equal"] is True
+        page = streams_page(monkeypatch)
+        answer = page.post("/api/streams/d/s/verify", json={})
+        assert answer.status_code == 200 and answer.json()["equal"] is True
+        refused = page.post("/api/streams/d/s/verify", json={"repair": True})  # reading is not recalculating
+        assert refused.status_code == 403
 
     # alter the output by hand
     keys = sorted(before, key=lambda k: (k[1], k[0]))
