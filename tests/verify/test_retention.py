@@ -38,9 +38,9 @@ def output(wh) -> dict[datetime, tuple]:
 def test_keep_deletes_old_rows_and_records_the_horizon(wh):
     sql(wh, "CREATE DATABASE d KEEP 1d; USE d")
     sql(wh, "CREATE TABLE m (ts TIMESTAMP, v INT)")
-    sql(wh, "INSERT INTO m VALUES " + " ".join(f"('{stamp(T0 + timedelta(hours=h))}', {h})" for h in range(HOURS)))
     sql(wh, "CREATE STREAM s INTERVAL(1d) SLIDING(1d) FROM m STREAM_OPTIONS(DELETE_RECALC) INTO daily (_twstart, "
             "total, n) AS SELECT _twstart, sum(v), count(*) FROM %%trows")
+    sql(wh, "INSERT INTO m VALUES " + " ".join(f"('{stamp(T0 + timedelta(hours=h))}', {h})" for h in range(HOURS)))
     run_stream(wh, "d", "s")
     before = output(wh)
     # by hand: day 0 holds hours 0..23 (sum 276), day 1 hours 24..47 (sum 852); day 2 is still open
@@ -69,9 +69,9 @@ def test_windows_before_the_horizon_are_skipped_by_every_path(wh):
     sql(wh, "CREATE DATABASE d KEEP 1d; USE d")
     sql(wh, "CREATE TABLE m (ts TIMESTAMP, v INT)")
     sql(wh, "CREATE DATABASE o; CREATE TABLE o.keep_all (ts TIMESTAMP, total BIGINT, n BIGINT)")
-    sql(wh, "INSERT INTO m VALUES " + " ".join(f"('{stamp(T0 + timedelta(hours=h))}', {h})" for h in range(HOURS)))
     sql(wh, "CREATE STREAM s INTERVAL(1d) SLIDING(1d) FROM m STREAM_OPTIONS(DELETE_RECALC) INTO o.keep_all "
-            "(_twstart, total, n) AS SELECT _twstart, sum(v), count(*) FROM %%trows")
+            "(ts, total, n) AS SELECT _twstart, sum(v), count(*) FROM %%trows")
+    sql(wh, "INSERT INTO m VALUES " + " ".join(f"('{stamp(T0 + timedelta(hours=h))}', {h})" for h in range(HOURS)))
     run_stream(wh, "d", "s")
     out = {r["ts"]: (r["total"], r["n"]) for r in sql(wh, "SELECT * FROM o.keep_all")[-1].table.to_pylist()}
     assert out == {T0: (276, 24), T0 + timedelta(days=1): (852, 24)}
