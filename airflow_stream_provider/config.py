@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import tomllib
-from datetime import tzinfo
+from datetime import timedelta, tzinfo
 from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -73,3 +73,30 @@ def cq_min_every_micros() -> int:
     if millis < 1:
         raise ValueError(f"AIRFLOW_STREAM_CQ_MIN_EVERY={raw!r} must be at least 1 millisecond")
     return millis * 1000
+
+
+def _seconds(env: str, key: str) -> timedelta | None:
+    raw = os.environ.get(env)
+    if raw is None:
+        raw = settings().get("verify", {}).get(key)
+    if raw in (None, "", 0, "0"):
+        return None
+    try:
+        seconds = float(raw)
+    except (TypeError, ValueError):
+        raise ValueError(f"{env} ([verify] {key}) = {raw!r} is not a number of seconds") from None
+    if seconds <= 0:
+        raise ValueError(f"{env} ([verify] {key}) = {raw!r} must be positive")
+    return timedelta(seconds=seconds)
+
+
+def verify_every() -> timedelta | None:
+    """How often each stream's DAGs verify it (``AIRFLOW_STREAM_VERIFY_EVERY`` or ``[verify] every``,
+    in seconds; default: never, and no verification DAG is rendered)."""
+    return _seconds("AIRFLOW_STREAM_VERIFY_EVERY", "every")
+
+
+def verify_lookback() -> timedelta | None:
+    """How far before a stream's progress a periodic verification reaches (``AIRFLOW_STREAM_VERIFY_LOOKBACK``
+    or ``[verify] lookback``, in seconds; default: the whole history)."""
+    return _seconds("AIRFLOW_STREAM_VERIFY_LOOKBACK", "lookback")

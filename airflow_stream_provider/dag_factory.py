@@ -10,6 +10,9 @@ Every stream in the streams folder (``$AIRFLOW_STREAM_HOME/streams``) becomes:
 - ``stream__<db>__<name>__recalc`` (all but PERIOD streams): a :class:`RecalcTimetable` over event
   time whose runs come only from backfills, each recalculating its slice.
 
+And once a database of the home has a retention (``KEEP``, ``SET TTL``), ``airflow_stream__retention``
+runs the retention every hour (:func:`render_retention`).
+
 Those are the ids of plain names; :func:`~airflow_stream_provider.plan.ids.stream_dag_ids` gives
 any other name a sanitized form with a hash, so that every id is a valid key and no two streams
 share one.
@@ -24,6 +27,7 @@ left out; the other streams still render.
 
 from __future__ import annotations
 
+import json
 import logging
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -40,7 +44,9 @@ from airflow_stream_provider.operators import (
     StreamNotifyOperator,
     StreamRecalculateOperator,
 )
-from airflow_stream_provider.plan.ids import stream_tag
+from airflow_stream_provider.operators.retention import StreamRetentionOperator
+from airflow_stream_provider.operators.verify import StreamVerifyOperator
+from airflow_stream_provider.plan.ids import stream_tag, verify_dag_id
 from airflow_stream_provider.plan.schedule import ResampleSchedule
 from airflow_stream_provider.plan.state import StreamState
 from airflow_stream_provider.plan.stream import StreamPlan, TaskRole, TaskSpec, plan_stream
@@ -136,7 +142,28 @@ def stream_dags(stored: StoredStream, state: StreamState, home: Path) -> list[DA
                  description=f"recalculation of stream {stored.qualified}, {step} per run") as recalc:
             _tasks(plan.recalc_tasks)
         dags.append(recalc)
+    every = config.verify_every()
+    if every is not None and _verifiable(stored, plan):
+        with DAG(verify_dag_id(stored.db, stored.name), schedule=every, start_date=plan.created, catchup=False,
+                 max_active_runs=1, is_paused_upon_creation=plan.paused, default_args=retry,
+                 doc_md=_doc(stored, "verification", state) + f"\nVERIFY STREAM every {every}: the task fails, "
+                        "naming the differences, when the output is not what the batch computes.\n",
+                 tags=[*_tags(stored), "verification"],
+                 description=f"verification of stream {stored.qualified}") as verifying:
+            StreamVerifyOperator(task_id="verify", stream=f"{stored.db}.{stored.name}", home=str(home),
+                                 lookback=config.verify_lookback())
+        dags.append(verifying)
     return dags
+
+
+def _verifiable(stored: StoredStream, plan: StreamPlan) -> bool:
+    """Whether VERIFY STREAM judges the stream: a continuous query, or a window, SLIDING or PERIOD
+    stream that writes an output table."""
+    stmt = stored.statement
+    if stmt.series is not None:
+        return True
+    return stmt.query is not None and stmt.into is not None and not stmt.options.calc_notify_only \
+        and plan.kind in (StreamKind.WINDOW, StreamKind.SLIDING, StreamKind.PERIOD)
 
 
 def render_streams(home: Path | None = None) -> dict[str, DAG]:
@@ -152,3 +179,27 @@ def render_streams(home: Path | None = None) -> dict[str, DAG]:
         except Exception:  # one broken stream must not hide the others
             log.exception("stream %s.%s (%s) cannot be rendered as DAGs", db, name, store.definition(db, name))
     return dags
+
+
+#: the DAG of the retention runs
+RETENTION_DAG_ID = "airflow_stream__retention"
+#: how often the retention runs
+RETENTION_EVERY = timedelta(hours=1)
+
+
+def render_retention(home: Path | None = None) -> dict[str, DAG]:
+    """The retention DAG, when a database of the home's warehouse has a retention: it reads the
+    databases' retention records (``<db>/.retention.json``), nothing else."""
+    home = Path(home) if home else config.home()
+    root = home / "warehouse"
+    records = sorted(root.glob("*/.retention.json")) if root.is_dir() else []
+    if not any(json.loads(p.read_text(encoding="utf-8")).get("keep_micros") is not None for p in records):
+        return {}
+    with DAG(RETENTION_DAG_ID, schedule=RETENTION_EVERY, start_date=datetime(2025, 1, 1, tzinfo=UTC), catchup=False,
+             max_active_runs=1, is_paused_upon_creation=False, tags=["airflow-stream", "retention"],
+             description="KEEP and TTL: old rows deleted, files vacuumed, stream horizons recorded",
+             doc_md="Deletes the rows each database's KEEP (TDengine) or TTL (IoTDB) no longer keeps, vacuums the "
+                    "tables, and records each stream's source horizon. `airflow-stream retention` runs it once.",
+             default_args={"retries": RETRIES, "retry_delay": timedelta(seconds=30)}) as dag:
+        StreamRetentionOperator(task_id="expire", home=str(home))
+    return {dag.dag_id: dag}

@@ -14,7 +14,7 @@ from typing import Any
 
 from airflow_stream_provider import model as m
 from airflow_stream_provider.sql import parse
-from airflow_stream_provider.streams import cq, insert_triggers, lifecycle, status
+from airflow_stream_provider.streams import cq, insert_triggers, lifecycle, status, verify
 from airflow_stream_provider.warehouse import Result, SystemView, Warehouse, WarehouseError, listeners, listing, tables
 from airflow_stream_provider.warehouse.series import statements as series
 from airflow_stream_provider.windows import select as window_select
@@ -77,6 +77,8 @@ TABLE_STATEMENTS: dict[type, Callable[[Warehouse, Any], Result]] = {
     m.DeletePoints: series.delete,
     m.QuerySeries: series.select,
     m.CreateDatabase: tables.create_database,
+    m.AlterDatabase: tables.alter_database,
+    m.SetTtl: series.set_ttl,
     m.UseDatabase: tables.use_database,
     m.DropDatabase: tables.drop_database,
     m.CreateSuperTable: tables.create_table,
@@ -104,6 +106,7 @@ HANDLERS: dict[type, Callable[[Warehouse, Any], Result]] = {
     m.StopStream: lifecycle.stop,
     m.StartStream: lifecycle.start,
     m.RecalculateStream: lifecycle.recalculate_statement,
+    m.VerifyStream: verify.verify_statement,
     m.ShowStreams: status.show_streams,
     m.ShowCreateStream: status.show_create_stream,
 }
@@ -115,7 +118,7 @@ def execute(warehouse: Warehouse, statement: m.Statement) -> Result:
     if handler is None:
         raise WarehouseError(
             f"{statement.kind} is not run by `airflow-stream sql` yet; it runs table statements, queries "
-            "and CREATE/DROP/START/STOP/RECALCULATE STREAM and SHOW STREAMS (CREATE DATABASE/STABLE/TABLE, "
+            "and CREATE/DROP/START/STOP/RECALCULATE/VERIFY STREAM and SHOW STREAMS (CREATE DATABASE/STABLE/TABLE, "
             "INSERT, DELETE, DROP, SELECT, USE)")
     listeners.take_notices()  # what an earlier, failed statement left
     result = handler(warehouse, statement)

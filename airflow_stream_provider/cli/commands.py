@@ -9,6 +9,7 @@ import os
 import sys
 import unicodedata
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import NoReturn
 
@@ -346,6 +347,75 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+#: VERIFY found differences (``airflow-stream verify``)
+EXIT_DIFFERENCES = 3
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    """``airflow-stream verify``: VERIFY STREAM from the command line; 0 equal, 3 differences, 2 bad input."""
+    from airflow_stream_provider.cli.render import render
+    from airflow_stream_provider.streams.verify import verify
+    from airflow_stream_provider.warehouse import Warehouse
+
+    db, _, name = args.stream.rpartition(".")
+    db = db or args.database or _continuous_query_namespace(name)
+    if not db:
+        print(f"error: name the stream's database: db.{name} (or -d DB); no continuous query has the id {name}",
+              file=sys.stderr)
+        return 2
+    text = f"VERIFY STREAM `{db}`.`{name}`" + "".join(
+        f" {word} {_time_literal(value)}" for word, value in (("FROM", args.start), ("TO", args.end)) if value)
+    try:
+        stmt = parse(text)[0]
+    except StreamDefinitionError as err:
+        print(format_error(err, text, "--from/--to"), file=sys.stderr)
+        return 2
+    assert isinstance(stmt, m.VerifyStream)
+    now = datetime.now(UTC)
+    progress = Console() if args.format == "table" else None
+    try:
+        report = verify(Warehouse(database=db), db, name, stmt.start.resolve(now) if stmt.start else None,
+                        stmt.end.resolve(now) if stmt.end else None, repair=args.repair, progress=progress)
+    except StreamError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except Exception as err:
+        if not _is_spark_error(err):
+            raise
+        print(f"error: {type(err).__name__}: {str(err).splitlines()[0]}", file=sys.stderr)
+        return 2
+    if args.format == "json":
+        print(json.dumps(report.to_json(), indent=2))
+    else:
+        if report.differences:
+            sys.stdout.write(render(report.table(), "table"))
+        print(report.summary())
+    return 0 if report.equal else EXIT_DIFFERENCES
+
+
+def cmd_retention(args: argparse.Namespace) -> int:
+    """``airflow-stream retention``: one retention run (what the retention DAG runs every hour)."""
+    from airflow_stream_provider.streams.retention import run_retention
+    from airflow_stream_provider.warehouse import Warehouse
+
+    try:
+        report = run_retention(Warehouse(), vacuum_hours=args.vacuum_hours, say=Console())
+    except StreamError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(report.summary())
+    return 0
+
+
+def _time_literal(value: str) -> str:
+    """A --from/--to value as the statement writes it: ``now - 1d`` and epoch milliseconds as they
+    are, anything else as a quoted timestamp."""
+    plain = value.strip()
+    if plain.lower().startswith("now") or plain.isdigit():
+        return plain
+    return "'" + plain.replace("'", "''") + "'"
+
+
 def _continuous_query_namespace(name: str) -> str | None:
     """The namespace of the continuous query ``name``, or None: a CQ id is global in IoTDB, so
     ``run cq1`` needs no database."""
@@ -421,6 +491,27 @@ def build_parser() -> argparse.ArgumentParser:
                      help="process everything pending, then exit (the only mode of this command)")
     run.add_argument("-d", "--database", help="database of a stream named without one")
     run.set_defaults(func=cmd_run)
+
+    verify = sub.add_parser("verify", help="compare a stream's output with its triggers computed again in batch",
+                            description="Recompute every trigger of the range in batch over the table versions the "
+                                        "stream's progress names and compare with its output table. Exit status 0: "
+                                        "equal, 3: differences, 2: bad input.")
+    verify.add_argument("stream", help="db.stream, or a continuous query's id")
+    verify.add_argument("--from", dest="start", help="event time to start at: '2025-01-01 00:00:00', epoch "
+                                                    "milliseconds or now - 1d (default: the first row)")
+    verify.add_argument("--to", dest="end", help="event time to end before (default: as far as the stream has "
+                                                "processed)")
+    verify.add_argument("--repair", action="store_true", help="recalculate the windows that differ, remove the "
+                                                             "extra rows, and verify again")
+    verify.add_argument("--format", choices=("table", "json"), default="table", help="how the differences print")
+    verify.add_argument("-d", "--database", help="database of a stream named without one")
+    verify.set_defaults(func=cmd_verify)
+
+    keep = sub.add_parser("retention", help="delete the rows KEEP and TTL no longer keep, vacuum the tables, record "
+                                            "the streams' source horizons (once)")
+    keep.add_argument("--vacuum-hours", type=float, help="remove unreferenced files older than this (default: each "
+                                                         "table's delta.deletedFileRetentionDuration, 7 days)")
+    keep.set_defaults(func=cmd_retention)
 
     node = sub.add_parser("node", help="start, stop or inspect the stream node (Spark with Spark Connect)")
     node.add_argument("action", choices=("start", "stop", "status"))

@@ -76,6 +76,7 @@ from airflow_stream_provider.model.series_statements import (
     DropTimeseries,
     InsertPoints,
     QuerySeries,
+    SetTtl,
     ShowContinuousQueries,
     ShowDevices,
     ShowSeriesDatabases,
@@ -84,6 +85,7 @@ from airflow_stream_provider.model.series_statements import (
     TimeseriesDefinition,
 )
 from airflow_stream_provider.model.statements import (
+    AlterDatabase,
     ColumnDefinition,
     CreateDatabase,
     CreateStream,
@@ -106,6 +108,7 @@ from airflow_stream_provider.model.statements import (
     StopStream,
     TagDefinition,
     UseDatabase,
+    VerifyStream,
 )
 from airflow_stream_provider.model.time import (
     ALL_UNITS,
@@ -149,6 +152,7 @@ __all__ = [
     "Call",
     "ColumnDefinition",
     "CountWindow",
+    "AlterDatabase",
     "CreateDatabase",
     "CreateInsertTrigger",
     "CreateSeriesDatabase",
@@ -164,6 +168,7 @@ __all__ = [
     "DropDatabase",
     "DropInsertTrigger",
     "DropSeriesDatabases",
+    "SetTtl",
     "DropStream",
     "DropTable",
     "DropTimeseries",
@@ -192,6 +197,7 @@ __all__ = [
     "Position",
     "QuerySeries",
     "RecalculateStream",
+    "VerifyStream",
     "Ref",
     "RowAcceptance",
     "ResampleTrigger",

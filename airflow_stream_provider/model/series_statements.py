@@ -24,6 +24,20 @@ class CreateSeriesDatabase(Statement):
 
 
 @dataclass(frozen=True)
+class SetTtl(Statement):
+    """``SET TTL TO path ms`` (``ttl_ms``) or ``UNSET TTL TO path`` (None): the retention of the
+    databases at ``path`` (a database, or ``prefix.**``: every database under it)."""
+
+    path: SeriesPath
+    ttl_ms: int | None
+    kind = "SET TTL"
+
+    @property
+    def subject(self) -> str:
+        return str(self.path)
+
+
+@dataclass(frozen=True)
 class DropSeriesDatabases(Statement):
     patterns: tuple[SeriesPath, ...]
     kind = "DELETE DATABASE"

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from airflow_stream_provider.model.options import LegacyOptions, Notify, StreamOptions
 from airflow_stream_provider.model.policies import EmitPolicy, OutputNaming, RowAcceptance
 from airflow_stream_provider.model.series import SeriesCompute
-from airflow_stream_provider.model.time import TimePoint
+from airflow_stream_provider.model.time import Duration, TimePoint
 from airflow_stream_provider.model.triggers import RowTrigger, Trigger
 from airflow_stream_provider.model.types import DataType, Position, SqlExpression, TableName, Value
 
@@ -167,11 +167,43 @@ class RecalculateStream(Statement):
 
 
 @dataclass(frozen=True)
+class VerifyStream(Statement):
+    """VERIFY STREAM (and VERIFY CQ): the stream's triggers whose windows (or instants) fall in
+    ``[start, end)`` computed again in batch and compared with its output; ``repair``: the ones
+    that differ are recalculated, and verified again. No ``start``: from the first row; no
+    ``end``: as far as the stream has processed."""
+
+    name: TableName
+    start: TimePoint | None = None
+    end: TimePoint | None = None
+    repair: bool = False
+    kind = "VERIFY STREAM"
+
+    @property
+    def subject(self) -> str:
+        return str(self.name)
+
+
+@dataclass(frozen=True)
 class CreateDatabase(Statement):
     name: str
     if_not_exists: bool = False
     precision: str = "ms"
+    keep: Duration | None = None  # KEEP: rows older than this are deleted by the retention run
     kind = "CREATE DATABASE"
+
+    @property
+    def subject(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class AlterDatabase(Statement):
+    """``ALTER DATABASE name KEEP d``: the database's retention."""
+
+    name: str
+    keep: Duration
+    kind = "ALTER DATABASE"
 
     @property
     def subject(self) -> str:

@@ -52,6 +52,12 @@ def stream_dag_ids(db: str, name: str) -> tuple[str, str]:
     return main, main + _RECALC
 
 
+def verify_dag_id(db: str, name: str) -> str:
+    """The DAG of a stream's periodic verification: its main DAG's id and ``__verify`` (as long as
+    ``__recalc``, so it fits where that one does, and as injective)."""
+    return stream_dag_ids(db, name)[0] + "__verify"
+
+
 #: Airflow's limit on the length of a DAG tag
 TAG_LIMIT = 100
 

@@ -56,6 +56,8 @@ class StreamState:
     :param stopped_at: ... since then (ISO instant) ...
     :param stopped_version: ... with the trigger table at this version
     :param failed: why the stream failed (SHOW STREAMS says so), None while it is well
+    :param source_horizon: the time before which the trigger table's rows are gone (retention)
+    :param expired_windows: how many windows were left alone because their rows are partly gone
     :param other: the keys this release does not know, kept as they were read
     """
 
@@ -81,6 +83,8 @@ class StreamState:
     stopped_at: str | None = None
     stopped_version: int | None = None
     failed: str | None = None
+    source_horizon: datetime | None = None
+    expired_windows: int = 0
     other: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -88,12 +92,12 @@ class StreamState:
         """The state a ``stream.json`` document holds ({} before the stream's first save)."""
         known = {f.name for f in dataclasses.fields(cls)} - {"other"}
         values: dict[str, Any] = {k: v for k, v in payload.items() if k in known and v is not None}
-        for key in ("created", "last_fired", "resume_at"):
+        for key in ("created", "last_fired", "resume_at", "source_horizon"):
             if key in values:
                 values[key] = datetime.fromisoformat(values[key])
         if "skip_versions" in values:
             values["skip_versions"] = tuple((int(a), int(b)) for a, b in values["skip_versions"])
-        for key in ("computed", "recalculations", "recalculated_triggers"):
+        for key in ("computed", "recalculations", "recalculated_triggers", "expired_windows"):
             if key in values:
                 values[key] = int(values[key])
         if "stopped" in values:

@@ -28,6 +28,7 @@ from airflow_stream_provider.plan.state import StreamState
 from airflow_stream_provider.spark.metastore import register_outputs
 from airflow_stream_provider.sql.ast import PseudoColumn
 from airflow_stream_provider.sql.functions import position_in
+from airflow_stream_provider.streams import retention
 from airflow_stream_provider.streams.probes import progress_time
 from airflow_stream_provider.streams.recalculate import recalculate
 from airflow_stream_provider.streams.runtime import StreamRuntime
@@ -67,7 +68,8 @@ def create(warehouse: Warehouse, stmt: m.CreateStream, store: StreamStore | None
                                                   result_schema=runtime.schema_json(),
                                                   trigger_table=table.to_state() if table is not None else None))
     trigger = f" on {runtime.found.qualified}" if runtime.found is not None else ""
-    return Result(stmt, f"created stream {db}.{name}: {stmt.trigger}{trigger}{target}")
+    warnings = "".join(f"; warning: {w}" for w in retention.create_warnings(warehouse, stmt, db, now))
+    return Result(stmt, f"created stream {db}.{name}: {stmt.trigger}{trigger}{target}{warnings}")
 
 
 def _check_legacy(runtime: StreamRuntime, store: StreamStore) -> None:

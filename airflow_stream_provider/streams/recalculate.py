@@ -14,6 +14,7 @@ from airflow_stream_provider.exceptions import StreamError
 from airflow_stream_provider.model.events import StreamKind
 from airflow_stream_provider.plan.state import StreamState
 from airflow_stream_provider.plan.stream import plan_stream
+from airflow_stream_provider.streams import retention
 from airflow_stream_provider.streams.fire import schedules, windows
 from airflow_stream_provider.streams.notifications import RunNotifications, deliver_outbox
 from airflow_stream_provider.streams.run import notify_patience, process
@@ -42,7 +43,8 @@ def recalculate(warehouse: Warehouse, db: str, name: str, start: datetime, end: 
     with store.updating(stored.db, stored.name) as saving:
         before = saving.state
         saving.state = before.replace(recalculations=before.recalculations + 1,
-                                      recalculated_triggers=before.recalculated_triggers + report.triggers)
+                                      recalculated_triggers=before.recalculated_triggers + report.triggers,
+                                      expired_windows=before.expired_windows + report.expired)
     report.seconds = time.monotonic() - began
     return report
 
@@ -76,6 +78,12 @@ def _recalculate(warehouse: Warehouse, stored: StoredStream, start: datetime, en
             fired, events = windows.windows_in_range(runtime, rows, start, end, version, say)
         else:
             fired = schedules.sliding_in_range(runtime, rows, start, end, version)
+    horizon = retention.source_horizon(warehouse, stored)
+    fired, events, expired = retention.outside(fired, events, horizon)
+    if expired:
+        assert horizon is not None
+        report.expired = expired
+        say(retention.skipped_message(stored.qualified, expired, horizon))
     say(f"recalculating {len(fired)} trigger(s)")
     process(runtime, stored, fired, events, report, notes, batched=batched, say=say,
             what=f"recalculation of {stored.qualified}")

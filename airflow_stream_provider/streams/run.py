@@ -23,7 +23,7 @@ from airflow_stream_provider.notify.delivery import Settings
 from airflow_stream_provider.plan.schedule import Schedule
 from airflow_stream_provider.plan.state import BATCH_MARKS, StreamState
 from airflow_stream_provider.plan.stream import computed_live, plan_stream
-from airflow_stream_provider.streams import cq, notifications, status
+from airflow_stream_provider.streams import cq, notifications, retention, status
 from airflow_stream_provider.streams.fire import rows, schedules, windows
 from airflow_stream_provider.streams.fired import Fired
 from airflow_stream_provider.streams.notifications import RunNotifications, outbox_of
@@ -120,6 +120,12 @@ def _run(warehouse: Warehouse, stored: StoredStream, state: StreamState, store: 
         fired, update, events = windows.pending_windows(runtime, stored, state, say, detect=request.detect,
                                                         upto_batch=request.upto_batch, detected=request.detected,
                                                         locked=locked)
+        fired, events, expired = retention.outside(fired, events, state.source_horizon)
+        if expired:  # late rows, updates or deletes in windows whose other rows retention took
+            assert state.source_horizon is not None
+            report.expired += expired
+            update["expired_windows"] = state.expired_windows + expired
+            say(retention.skipped_message(stored.qualified, expired, state.source_horizon))
     elif plan.kind is StreamKind.PERIOD:
         assert isinstance(plan.schedule, Schedule), "a PERIOD stream's plan has its schedule"
         fired, update = schedules.period_triggers(runtime, plan.schedule, state, now or datetime.now(UTC), report,

@@ -65,6 +65,7 @@ class RunReport:
     retracted: int = 0  # results removed: their windows are gone (TDengine before 3.3.7)
     forced: int = 0  # FORCE_OUTPUT rows
     skipped: int = 0  # IGNORE_NODATA_TRIGGER
+    expired: int = 0  # windows left alone: their source rows are partly gone (retention)
     discarded_instants: int = 0  # a continuous query's missed instants, under TIMEOUT POLICY DISCARD
     deleted_subtables: list[str] = field(default_factory=list)
     per_trigger: str | None = None  # why the compute ran per trigger
@@ -86,6 +87,9 @@ class RunReport:
             parts.append(f"{self.forced} forced (FORCE_OUTPUT)")
         if self.skipped:
             parts.append(f"{self.skipped} skipped (IGNORE_NODATA_TRIGGER)")
+        if self.expired:
+            parts.append(f"{self.expired} window{'s' if self.expired != 1 else ''} skipped (source rows partly "
+                         "gone: retention)")
         if self.discarded_instants:
             parts.append(f"{self.discarded_instants} missed instant{'s' if self.discarded_instants != 1 else ''} "
                          "discarded (TIMEOUT POLICY DISCARD)")

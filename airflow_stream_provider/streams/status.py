@@ -47,6 +47,8 @@ COLUMNS = (
     ("notify_sent", pa.int64()),
     ("notify_dropped", pa.int64()),
     ("notify_pending", pa.int64()),
+    ("source_horizon", pa.timestamp("us", tz="UTC")),  # the trigger table's rows before it are gone (retention)
+    ("expired_windows", pa.int64()),  # windows left alone since: their source rows are partly gone
     ("last_error", pa.string()),
 )
 
@@ -206,6 +208,7 @@ def stream_status(warehouse: Warehouse, stored: StoredStream, store: StreamStore
         "computations": computed, "recalculations": state.recalculations + reclosed,
         "recalc_ratio": recalculated / computed if computed else None,
         "notify_sent": notes["sent"], "notify_dropped": notes["dropped"], "notify_pending": notes["pending"],
+        "source_horizon": state.source_horizon, "expired_windows": state.expired_windows,
         "last_error": state.failed or (detector.get("error") if detector.get("status") == "failed"
                                               else notes["last_error"]),
     }

@@ -191,12 +191,34 @@ def _output_history(runtime: StreamRuntime, trigger: Fired, aggregates: list[int
             for row in found]
 
 
+def compute_results(runtime: StreamRuntime, fired: list[Fired], report: RunReport, *,
+                    batched: bool = True) -> tuple[pa.Table, list[Fired]]:
+    """The result rows of ``fired`` as a run computes them, written nowhere (VERIFY STREAM), and the
+    triggers they belong to (FORCE_OUTPUT and filled windows included)."""
+    with runtime.warehouse.scratch():
+        return _compute(runtime, fired, report, batched=batched)
+
+
 def write_results(runtime: StreamRuntime, fired: list[Fired], results: pa.Table, report: RunReport) -> None:
     """Write computed results (``__idx``, the trigger in ``fired``, then the query's columns) to the
     stream's output table, each group into its output subtable."""
+    found = output_rows(runtime, fired, results)
+    if found is None:
+        return
+    info, rows, _ = found
+    written, discarded = out.write(info, rows)
+    report.written += written
+    report.discarded += discarded
+
+
+def output_rows(runtime: StreamRuntime, fired: list[Fired], results: pa.Table
+                ) -> tuple[TableInfo, pa.Table, pa.Array] | None:
+    """The output table and the rows ``results`` become in it (its columns, each group's subtable
+    name and tags), in the order the triggers fired, with each row's trigger (``__idx``); None when
+    the stream writes nothing."""
     plan = runtime.output_plan
     if plan is None or results.num_rows == 0:
-        return
+        return None
     # A run can fire one window more than once: its close, then from a later detector batch its
     # invalidation and new close (late rows, updates, deletes). The upsert keeps the last row of a
     # key, and Spark returns rows in no particular order, so the rows go in the order the triggers
@@ -217,9 +239,7 @@ def write_results(runtime: StreamRuntime, fired: list[Fired], results: pa.Table,
         for j, tag in enumerate(plan.tags):
             data[tag.name] = pa.array([groups[by_idx[i].group_id][1][j] for i in present],
                                       arrow_type(tag.dtype)).take(position)
-    written, discarded = out.write(info, pa.table(data))
-    report.written += written
-    report.discarded += discarded
+    return info, pa.table(data), results[IDX]
 
 
 def _output_groups(runtime: StreamRuntime, plan: out.OutputPlan, info: TableInfo,

@@ -7,11 +7,13 @@ page is same-origin, so the browser sends it). Plugin apps are served without au
 default; here an anonymous request gets 401 and a bad token 403. Reading needs read access to the
 stream's DAG, and the trigger list read access to every DAG; Recalculate needs permission to create
 runs of its recalculation DAG, and creates the backfill through Airflow's REST API with the caller's
-own token. A stream's routes check the names in the path and the read permission before any file is
-read, and answer one 404 without hints for a stream that does not exist or that the user may not
-read.
+own token. Verify needs read access to the stream's DAG, and its repair the permission to run the
+recalculation DAG. A stream's routes check the names in the path and the read permission before any
+file is read, and answer one 404 without hints for a stream that does not exist or that the user may
+not read.
 
-Nothing here starts Spark: the figures come from each stream's files (see
+Nothing here starts Spark but Verify, which computes the stream's triggers in batch in this process
+(VERIFY STREAM); the figures come from each stream's files (see
 :mod:`airflow_stream_provider.streams.status`).
 """
 
@@ -31,7 +33,7 @@ from airflow_stream_provider import progress
 from airflow_stream_provider.airflow_api import AirflowApi, AirflowApiError, configured_url
 from airflow_stream_provider.exceptions import StreamError
 from airflow_stream_provider.hooks import bind
-from airflow_stream_provider.model.names import DATABASE, STREAM, InvalidName, check_name, name_problem
+from airflow_stream_provider.model.names import CQ_NAMESPACE, DATABASE, STREAM, InvalidName, check_name, name_problem
 from airflow_stream_provider.plan.ids import stream_dag_ids
 from airflow_stream_provider.plan.stream import plan_stream
 from airflow_stream_provider.streams.store import StoredStream, StreamNotFound, StreamStore
@@ -147,6 +149,12 @@ class RecalculateBody(BaseModel):
     end: datetime
 
 
+class VerifyBody(BaseModel):
+    start: datetime | None = None
+    end: datetime | None = None
+    repair: bool = False
+
+
 def create_app() -> FastAPI:
     bind()  # statements run from the page read Airflow connections through the hooks
     app = FastAPI(title="Streams", description="TDengine-style streams run by airflow-stream-provider",
@@ -227,6 +235,26 @@ def create_app() -> FastAPI:
         except AirflowApiError as err:
             raise HTTPException(502, str(err)) from None
         return JSONResponse({"message": message})
+
+    @app.post("/api/streams/{db}/{name}/verify")
+    async def verify(db: str, name: str, body: VerifyBody, user: User) -> JSONResponse:
+        """VERIFY STREAM, here: reading the stream's DAG is enough to verify it; a repair writes, and
+        needs the right to run its recalculation DAG (or its own DAG, for a continuous query)."""
+        from airflow_stream_provider.streams.verify import verify as verify_stream
+        from airflow_stream_provider.warehouse import Warehouse
+
+        db, name = _visible(user, db, name)
+        main, recalc = stream_dag_ids(db, name)
+        if body.repair:
+            _authorize(user, main if db == CQ_NAMESPACE else recalc, "POST", run=True)
+        _stream(db, name)
+        start, end = (t if t is None or t.tzinfo else t.replace(tzinfo=UTC) for t in (body.start, body.end))
+        try:
+            report = await asyncio.to_thread(verify_stream, Warehouse(database=db), db, name, start, end,
+                                             repair=body.repair)
+        except StreamError as err:
+            raise HTTPException(400, str(err)) from None
+        return JSONResponse(report.to_json())
 
     return app
 

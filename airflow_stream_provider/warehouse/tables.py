@@ -24,7 +24,7 @@ from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import did_you_mean
 from airflow_stream_provider.sql import to_spark
 from airflow_stream_provider.storage import Location, export_credentials, is_remote
-from airflow_stream_provider.warehouse import features, listeners, mapping, metastore, writer
+from airflow_stream_provider.warehouse import features, listeners, mapping, metastore, retention, writer
 from airflow_stream_provider.warehouse.catalog import (
     TBNAME,
     Catalog,
@@ -61,7 +61,17 @@ class _Batch:
 def create_database(warehouse: Warehouse, stmt: m.CreateDatabase) -> Result:
     created = warehouse.catalog.create_database(stmt.name, stmt.precision, stmt.if_not_exists)
     verb = "created" if created else "exists:"
-    return Result(stmt, f"{verb} database {stmt.name.lower()} (precision {stmt.precision})")
+    if created and stmt.keep is not None:
+        retention.set_keep(warehouse.catalog, stmt.name.lower(), stmt.keep.micros)
+    keep = f", keep {stmt.keep}" if created and stmt.keep is not None else ""
+    return Result(stmt, f"{verb} database {stmt.name.lower()} (precision {stmt.precision}{keep})")
+
+
+def alter_database(warehouse: Warehouse, stmt: m.AlterDatabase) -> Result:
+    """ALTER DATABASE ... KEEP: the retention the next retention run enforces."""
+    retention.set_keep(warehouse.catalog, stmt.name.lower(), stmt.keep.micros)
+    return Result(stmt, f"database {stmt.name.lower()} keeps its rows for {stmt.keep}; the retention run deletes "
+                        "older ones")
 
 
 def use_database(warehouse: Warehouse, stmt: m.UseDatabase) -> Result:

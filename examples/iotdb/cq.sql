@@ -22,3 +22,9 @@ SELECT temperature_max FROM root.ln.wf01.wt01;
 -- [START drop]
 DROP CQ cq_max;
 -- [END drop]
+
+-- [START verify_cq]
+-- the executions whose ranges start in the span, computed again and compared with the INTO series
+VERIFY CQ cq_max FROM 2021-05-11T22:18:00+08:00 TO 2021-05-11T22:19:00+08:00;
+VERIFY CQ cq_max REPAIR;
+-- [END verify_cq]

@@ -11,3 +11,9 @@ CREATE TIMESERIES root.ln.wf01.wt01.humidity WITH DATATYPE=FLOAT, ENCODING=RLE;
 SHOW TIMESERIES root.ln.**;
 SHOW DEVICES root.ln.**;
 -- [END series]
+
+-- [START ttl]
+-- keep the last hour of root.ln's points (milliseconds), then every point again
+SET TTL TO root.ln 3600000;
+UNSET TTL TO root.ln;
+-- [END ttl]

@@ -5,6 +5,7 @@ set -euo pipefail
 .venv/bin/python bench/ingest.py        # --rows 2000000 --subtables 100
 .venv/bin/python bench/windows.py       # --rows 2000000 --groups 100 --repeat 3
 .venv/bin/python bench/compute.py       # --groups 100 --windows 100 --loop 40
+.venv/bin/python bench/verify.py        # --meters 100 --minutes 1440
 .venv/bin/python bench/notify.py        # --events 50000 --latency-samples 200
 .venv/bin/python bench/latency.py       # --windows 50 [--skip-airflow] [--skip-assets]
 .venv/bin/python bench/iotdb.py         # --devices 1000 --seconds 3600 --statements 20 --repeat 3 --load-rows 10000 --loads 5

@@ -27,6 +27,14 @@ STREAM_OPTIONS(MAX_DELAY(1s)) NOTIFY('ws://h:1') ON (WINDOW_CLOSE)" || echo "exi
 # [START run]
 .venv/bin/airflow-stream run power.avg_10s --until-idle
 # [END run]
+# [START verify]
+.venv/bin/airflow-stream verify power.avg_10s --from '2025-01-01 00:00:00' --to '2025-01-02 00:00:00'
+.venv/bin/airflow-stream verify power.avg_10s --from 'now - 1h' --format json
+.venv/bin/airflow-stream verify power.avg_10s --repair                # exit 0: equal after the repair
+# [END verify]
+# [START retention]
+.venv/bin/airflow-stream retention                   # once; the airflow_stream__retention DAG runs it hourly
+# [END retention]
 # [START receive]
 .venv/bin/airflow-stream receive --port 8765                 # prints each event as it arrives
 .venv/bin/airflow-stream receive --port 8765 --json --out notifications.jsonl

@@ -136,3 +136,26 @@ def test_dags_render_from_the_streams_folder_alone(tmp_path):
     assert [t.task_id for t in main.topological_sort()] == ["wait_for_event_time", "compute", "commit"]
     assert main.get_task("wait_for_event_time").table == "/wh/d/meters"
     assert main.timetable.summary == "SLIDING(1m)"
+
+
+def test_a_verification_dag_is_rendered_only_when_asked_for(tmp_path, monkeypatch):
+    """``[verify] every`` (here its variable) adds ``stream__<db>__<name>__verify`` to each stream that
+    writes an output; a notify-only stream gets none, and nothing is rendered without the setting."""
+    from airflow_stream_provider.dag_factory import render_streams
+
+    texts = {"s": "CREATE STREAM s SLIDING(1m) FROM d.meters INTO o AS SELECT _tcurrent_ts ts, count(*) n FROM %%trows",
+             "p": "CREATE STREAM p PERIOD(10s) NOTIFY('ws://127.0.0.1:9/')"}
+    for text in texts.values():
+        StreamStore(tmp_path).create("d", stream(text), text, STATE)
+    assert sorted(render_streams(tmp_path)) == ["stream__d__p", "stream__d__s", "stream__d__s__recalc"]
+    monkeypatch.setenv("AIRFLOW_STREAM_VERIFY_EVERY", "3600")
+    monkeypatch.setenv("AIRFLOW_STREAM_VERIFY_LOOKBACK", "86400")
+    dags = render_streams(tmp_path)
+    assert sorted(dags) == ["stream__d__p", "stream__d__s", "stream__d__s__recalc", "stream__d__s__verify"]
+    verifying = dags["stream__d__s__verify"]
+    assert "delta=datetime.timedelta(seconds=3600)" in repr(verifying.timetable)
+    task = verifying.get_task("verify")
+    assert (task.stream, task.lookback, task.repair) == ("d.s", timedelta(days=1), False)
+    monkeypatch.setenv("AIRFLOW_STREAM_VERIFY_EVERY", "soon")
+    with pytest.raises(ValueError, match="is not a number of seconds"):
+        config.verify_every()

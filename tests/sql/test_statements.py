@@ -204,7 +204,7 @@ def test_delete_and_select():
     "text, words",
     [
         ("CREATE DATABASE d PRECISION 'ns'", "PRECISION 'ns' is not supported"),
-        ("CREATE DATABASE d KEEP 365", "database option KEEP is not supported"),
+        ("CREATE DATABASE d REPLICA 3", "database option REPLICA is not supported"),
         ("CREATE STABLE st (v INT, ts TIMESTAMP) TAGS (t INT)", "the first column must be a TIMESTAMP"),
         ("CREATE STABLE st (ts TIMESTAMP, g GEOMETRY(100)) TAGS (t INT)", "GEOMETRY type is not supported"),
         ("CREATE STABLE st (ts TIMESTAMP, v INT)", "CREATE STABLE needs TAGS"),

@@ -4,8 +4,10 @@ SELECT ... END``, lowered into a stream, ``DROP CQ`` and ``SHOW CQS``."""
 from __future__ import annotations
 
 from airflow_stream_provider import model as m
+from airflow_stream_provider.model.names import CQ_NAMESPACE
 from airflow_stream_provider.sql.iotdb.query_statements import QueryStatements
 from airflow_stream_provider.sql.iotdb.validate import lower_cq
+from airflow_stream_provider.values import instant
 
 
 class CqStatements(QueryStatements):
@@ -56,6 +58,26 @@ class CqStatements(QueryStatements):
         self.advance()
         self.accept("CQ") or self.expect("CONTINUOUS", "QUERY")
         return m.DropContinuousQuery(self.ident("a continuous query id", "DROP CQ"), position=pos, text="")
+
+    def verify_cq(self, pos: m.Position) -> m.Statement:
+        """``VERIFY CQ id [FROM time] [TO time] [REPAIR]``: the times as IoTDB writes them (a
+        timestamp, ``now() - 1d``, epoch milliseconds)."""
+        self.advance()
+        self.accept("CQ") or self.expect("CONTINUOUS", "QUERY")
+        cq_id = self.ident("a continuous query id", "VERIFY CQ")
+        start = self._verify_time("FROM") if self.accept("FROM") else None
+        end = None
+        if self.at("TO"):
+            to_tok = self.advance()
+            end = self._verify_time("TO")
+            if start is not None and start.at is not None and end.at is not None and end.at <= start.at:
+                raise self.error("VERIFY CQ: TO must be later than FROM", to_tok, "VERIFY CQ")
+        repair = bool(self.accept("REPAIR"))
+        return m.VerifyStream(m.TableName(cq_id.lower(), CQ_NAMESPACE), start, end, repair, position=pos, text="")
+
+    def _verify_time(self, what: str) -> m.TimePoint:
+        value = self.time_constant(f"VERIFY CQ {what}", "VERIFY CQ")
+        return value if isinstance(value, m.TimePoint) else m.TimePoint(at=instant(value * 1000))
 
     def show_cqs(self, pos: m.Position) -> m.Statement:
         self.advance()

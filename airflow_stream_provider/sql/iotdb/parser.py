@@ -51,6 +51,10 @@ class Parser(SeriesStatements, CqStatements, TriggerStatements, AttachStatements
         ("CREATE", "STATEFUL", "TRIGGER"): lambda p, pos: p.create_trigger(pos),
         ("DROP", "TRIGGER"): lambda p, pos: p.drop_trigger(pos),
         ("SHOW", "TRIGGERS"): lambda p, pos: p.show_triggers(pos),
+        ("SET", "TTL"): lambda p, pos: p.set_ttl(pos),
+        ("UNSET", "TTL"): lambda p, pos: p.set_ttl(pos),
+        ("VERIFY", "CQ"): lambda p, pos: p.verify_cq(pos),
+        ("VERIFY", "CONTINUOUS", "QUERY"): lambda p, pos: p.verify_cq(pos),
         ("SHOW", "CQS"): lambda p, pos: p.show_cqs(pos),
         ("SHOW", "CONTINUOUS", "QUERIES"): lambda p, pos: p.show_cqs(pos),
         ("INSERT", "INTO"): lambda p, pos: p.insert(pos),
@@ -58,9 +62,8 @@ class Parser(SeriesStatements, CqStatements, TriggerStatements, AttachStatements
         ("SELECT",): lambda p, pos: p.select(pos),
     }
     KNOWN = ("CREATE DATABASE, CREATE DEVICES ... FROM DELTA, CREATE [ALIGNED] TIMESERIES, CREATE CQ, CREATE TRIGGER, "
-             "DROP/DELETE DATABASE or "
-             "TIMESERIES, DROP CQ, DROP TRIGGER, SHOW DATABASES/TIMESERIES/DEVICES/CQS/TRIGGERS, INSERT, DELETE "
-             "or SELECT")
+             "DROP/DELETE DATABASE or TIMESERIES, SET/UNSET TTL, DROP CQ, VERIFY CQ, DROP TRIGGER, "
+             "SHOW DATABASES/TIMESERIES/DEVICES/CQS/TRIGGERS, INSERT, DELETE or SELECT")
 
     def parse(self) -> list[m.Statement]:
         return self.statements(lambda: [self.statement()])

@@ -27,6 +27,29 @@ class SeriesStatements(Expressions):
             raise self.error("a database is a path under root, as root.ln", first, clause)
         return m.CreateSeriesDatabase(path, position=pos, text="")
 
+    def set_ttl(self, pos: m.Position) -> m.Statement:
+        """``SET TTL TO path ms`` / ``UNSET TTL TO path``: ``path`` a database, or ``prefix.**``."""
+        unset = self.advance().upper == "UNSET"
+        self.expect("TTL")
+        clause = "UNSET TTL" if unset else "SET TTL"
+        self.expect("TO", clause=clause)
+        first = self.tok
+        path = self.path("the database", clause, absolute=True, wildcards=True)
+        inner = path.nodes[:-1] if path.nodes[-1] == "**" else path.nodes
+        if any("*" in node for node in inner) or len(path.nodes) < 2:
+            raise self.error(f"{clause}: the path is a database or a prefix ending in .** (root.ln, root.sgcc.**), "
+                             f"found {path}", first, clause)
+        if unset:
+            return m.SetTtl(path, None, position=pos, text="")
+        tok = self.tok
+        if tok.kind is not Kind.NUMBER or not tok.text.isdigit():
+            raise self.error(f"SET TTL takes milliseconds, found {tok.describe()}", tok, clause, syntax=True)
+        self.advance()
+        ttl = int(tok.text)
+        if not 0 < ttl * 1000 <= m.TIMESTAMP_SPAN_MICROS:
+            raise self.error(f"SET TTL {ttl}: milliseconds between 1 and the whole range of timestamps", tok, clause)
+        return m.SetTtl(path, ttl, position=pos, text="")
+
     def drop_database(self, pos: m.Position) -> m.Statement:
         self.advance()
         self.expect("DATABASE")

@@ -45,6 +45,7 @@ class Parser(StreamStatements, TableStatements):
     STATEMENTS: dict[tuple[str, ...], ParseMethod] = {
         ("CREATE", "STREAM"): lambda p, pos: p.create_stream(pos),
         ("CREATE", "DATABASE"): lambda p, pos: p.create_database(pos),
+        ("ALTER", "DATABASE"): lambda p, pos: p.alter_database(pos),
         ("CREATE", "STABLE"): lambda p, pos: p.create_table(pos),
         ("CREATE", "TABLE"): lambda p, pos: p.create_table(pos),
         ("CREATE", "SNODE"): _create_snode,
@@ -60,6 +61,7 @@ class Parser(StreamStatements, TableStatements):
         ("START",): lambda p, pos: p.stream_control(pos),
         ("STOP",): lambda p, pos: p.stream_control(pos),
         ("RECALCULATE",): lambda p, pos: p.stream_control(pos),
+        ("VERIFY",): lambda p, pos: p.stream_control(pos),
         ("USE",): lambda p, pos: p.use_database(pos),
         ("DESCRIBE",): lambda p, pos: p.describe(pos),
         ("DESC",): lambda p, pos: p.describe(pos),
@@ -69,7 +71,8 @@ class Parser(StreamStatements, TableStatements):
         ("WITH",): lambda p, pos: p.select(pos),
     }
     #: the statements named in the message for an unknown one
-    KNOWN = "CREATE, DROP, SHOW, DESCRIBE, START, STOP, RECALCULATE, USE, INSERT, DELETE or SELECT"
+    KNOWN = ("CREATE, ALTER DATABASE, DROP, SHOW, DESCRIBE, START, STOP, RECALCULATE, VERIFY, USE, INSERT, DELETE "
+             "or SELECT")
 
     def parse(self) -> list[m.Statement]:
         return self.statements(self.statement)

@@ -49,7 +49,7 @@ LEGACY_STREAM_WORDS = frozenset({"TRIGGER", "WATERMARK", "IGNORE", "FILL_HISTORY
 
 
 class StreamStatements(ValueParser):
-    """CREATE STREAM, and START, STOP, RECALCULATE and SHOW of streams."""
+    """CREATE STREAM, and START, STOP, RECALCULATE, VERIFY and SHOW of streams."""
 
     def row_expression(self, clause: str, stop: Callable[[], bool] = lambda: False) -> m.SqlExpression:
         """An expression computed for each row or group (a trigger condition, a filter, a tag, a
@@ -515,12 +515,27 @@ class StreamStatements(ValueParser):
                 if start.at is not None and end.at is not None and end.at <= start.at:  # both absolute
                     raise self.error("RECALCULATE TO must be later than FROM", to_tok, verb)
             return m.RecalculateStream(name, start, end, **pos)
+        if verb == "VERIFY":
+            return self.verify_stream(pos)
         if_exists = self.accept("IF", "EXISTS")
         ignore = verb == "START" and self.accept("IGNORE", "UNTREATED")
         name = self.table_name("stream name", verb, names.STREAM)
         if verb == "START":
             return m.StartStream(name, if_exists, ignore, **pos)
         return m.StopStream(name, if_exists, **pos)
+
+    def verify_stream(self, pos: dict) -> m.VerifyStream:
+        """``VERIFY STREAM [db.]name [FROM ts] [TO ts] [REPAIR]``, after its first two words."""
+        name = self.table_name("stream name", "VERIFY", names.STREAM)
+        start = self.time_point("VERIFY") if self.accept("FROM") else None
+        end = None
+        if self.at("TO"):
+            to_tok = self.advance()
+            end = self.time_point("VERIFY")
+            if start is not None and start.at is not None and end.at is not None and end.at <= start.at:
+                raise self.error("VERIFY TO must be later than FROM", to_tok, "VERIFY")
+        repair = bool(self.accept("REPAIR"))
+        return m.VerifyStream(name, start, end, repair, **pos)
 
     def show(self, pos: dict) -> m.ShowStreams | m.ShowTables | m.ShowCreateStream:
         self.expect("SHOW")

@@ -9,6 +9,9 @@ from airflow_stream_provider.sql.functions import check_functions
 from airflow_stream_provider.sql.grammar.lexer import Kind
 from airflow_stream_provider.sql.tdengine.attach import AttachStatements
 
+#: KEEP's range (TDengine: 1 to 365000 days)
+KEEP_LEAST, KEEP_MOST = 86_400_000_000, 365_000 * 86_400_000_000
+
 DATABASE_OPTIONS = [
     "BUFFER", "CACHEMODEL", "CACHESIZE", "COMP", "DURATION", "WAL_FSYNC_PERIOD", "MAXROWS", "MINROWS", "KEEP",
     "KEEP_TIME_OFFSET", "PAGES", "PAGESIZE", "TSDB_PAGESIZE", "REPLICA", "WAL_LEVEL", "VGROUPS", "SINGLE_STABLE",
@@ -29,9 +32,12 @@ class TableStatements(AttachStatements):
         if name.lower() == names.CQ_NAMESPACE:
             raise self.error(f"database name {name} {names.RESERVED_DATABASE}", name_tok, "CREATE DATABASE")
         precision = "ms"
+        keep = None
         while self.tok.kind is Kind.IDENT:
             tok = self.advance()
-            if tok.upper == "PRECISION":
+            if tok.upper == "KEEP":
+                keep = self.keep("CREATE DATABASE")
+            elif tok.upper == "PRECISION":
                 value = self.tok
                 if value.kind is not Kind.STRING:
                     raise self.error("PRECISION takes 'ms' or 'us'", clause="CREATE DATABASE", syntax=True)
@@ -50,7 +56,41 @@ class TableStatements(AttachStatements):
             else:
                 raise self.error(f"unknown database option {tok.text}", tok, "CREATE DATABASE",
                                  hint=did_you_mean(tok.text, DATABASE_OPTIONS + ["PRECISION"]))
-        return m.CreateDatabase(name, if_not_exists, precision, **pos)
+        return m.CreateDatabase(name, if_not_exists, precision, keep, **pos)
+
+    def alter_database(self, pos: dict) -> m.AlterDatabase:
+        """``ALTER DATABASE name KEEP value``: the only database option the warehouse changes."""
+        self.expect("ALTER", "DATABASE")
+        name = self.ident("database name", "ALTER DATABASE", names.DATABASE)
+        tok = self.tok
+        if tok.upper != "KEEP":
+            if tok.upper in DATABASE_OPTIONS or tok.upper == "PRECISION":
+                raise self.error(f"ALTER DATABASE changes only KEEP here; {tok.upper} is not supported by the Delta "
+                                 "warehouse", tok, "ALTER DATABASE")
+            raise self.error(f"expected KEEP, found {tok.describe()}", tok, "ALTER DATABASE", syntax=True)
+        self.advance()
+        return m.AlterDatabase(name, self.keep("ALTER DATABASE"), **pos)
+
+    def keep(self, clause: str) -> m.Duration:
+        """KEEP's value: days (``3650``) or a duration in minutes, hours or days (``30d``); with
+        TDengine's three tiers (``KEEP 30d, 180d, 365d``) rows go after the last, the longest."""
+        values: list[m.Duration] = []
+        while True:
+            tok = self.tok
+            if tok.kind is Kind.NUMBER and tok.text.isdigit():
+                self.advance()
+                value = m.Duration(int(tok.text), "d")
+            else:
+                value = self.duration(clause, "KEEP")
+                if value.unit not in ("m", "h", "d"):
+                    raise self.error(f"KEEP {value} must be in minutes, hours or days (m, h, d)", tok, clause)
+            if not KEEP_LEAST <= value.micros <= KEEP_MOST:
+                raise self.error(f"KEEP {value} is outside the allowed range [1d, 365000d]", tok, clause)
+            if values and value.micros < values[-1].micros:
+                raise self.error(f"KEEP's tiers must not shrink: {value} after {values[-1]}", tok, clause)
+            values.append(value)
+            if len(values) == 3 or not self.accept_op(","):
+                return values[-1]
 
     def column_definitions(self, clause: str, tags: bool = False) -> tuple[m.ColumnDefinition, ...]:
         self.expect_op("(", clause)

@@ -40,7 +40,8 @@ class Parser(LegacyStreamStatements, tdengine.Parser):
         ("PAUSE", "STREAM"): _pause_resume,
         ("RESUME", "STREAM"): _pause_resume,
     }
-    KNOWN = "CREATE, DROP, SHOW, START, STOP, PAUSE, RESUME, RECALCULATE, USE, INSERT, DELETE or SELECT"
+    KNOWN = ("CREATE, ALTER DATABASE, DROP, SHOW, START, STOP, PAUSE, RESUME, RECALCULATE, VERIFY, USE, INSERT, "
+             "DELETE or SELECT")
 
     def legacy_at_name(self) -> bool:
         """Whether the CREATE STREAM here is in the legacy syntax, decided by the token after its name

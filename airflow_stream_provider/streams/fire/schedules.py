@@ -45,16 +45,18 @@ def period_triggers(runtime: StreamRuntime, schedule: Schedule, state: StreamSta
             since0 = min(since0, state.last_version)
         if state.untreated_version is not None and since0 is not None:
             since0 = max(since0, state.untreated_version)
-        return _fire_instants(runtime, schedule, due, since0, report)
+        return fire_instants(runtime, schedule, due, since0, report)
     due = list(schedule.instants(state.last_fired or created, now))
     if not due:
         return [], {}
     since0 = state.last_version if state.last_version is not None else state.created_version
-    return _fire_instants(runtime, schedule, due, since0, report)
+    return fire_instants(runtime, schedule, due, since0, report)
 
 
-def _fire_instants(runtime: StreamRuntime, schedule: Schedule, due: list[datetime], since0: int | None,
-                   report: RunReport) -> tuple[list[Fired], dict]:
+def fire_instants(runtime: StreamRuntime, schedule: Schedule, due: list[datetime], since0: int | None,
+                  report: RunReport) -> tuple[list[Fired], dict]:
+    """The triggers of the PERIOD instants ``due`` (each group's), %%trows of the first the rows
+    written after version ``since0``; and the progress they make."""
     path = str(runtime.info.path) if runtime.info else None
     current = runtime.table_version()
     versions = [(version_at(path, t) if path else None) for t in due]

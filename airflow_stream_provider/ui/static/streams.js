@@ -124,6 +124,8 @@ async function renderStream(db, name) {
       : "PERIOD streams, and streams in TDengine's syntax before 3.3.7 (which has no RECALCULATE), are not recalculated.";
   form.dataset.db = db;
   form.dataset.name = name;
+  $("#verify").dataset.db = db;
+  $("#verify").dataset.name = name;
 }
 
 function renderProgress(p) {
@@ -188,6 +190,33 @@ $("#recalculate").addEventListener("submit", async (event) => {
     });
     out.className = "ok";
     out.textContent = body.message;
+  } catch (err) {
+    out.className = "bad";
+    out.textContent = err.message;
+  }
+});
+
+$("#verify").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const form = event.target;
+  const out = $("#verify-result");
+  const table = $("#differences");
+  out.className = "";
+  out.textContent = "verifying…";
+  table.hidden = true;
+  const utc = (v) => (v ? (v.length === 16 ? `${v}:00` : v) + "+00:00" : null);
+  try {
+    const body = await getJson(`api/streams/${encodeURIComponent(form.dataset.db)}/${encodeURIComponent(form.dataset.name)}/verify`, {
+      method: "POST",
+      headers: {"Content-Type": "application/json"},
+      body: JSON.stringify({start: utc(form.start.value), end: utc(form.end.value), repair: form.repair.checked}),
+    });
+    out.className = body.equal ? "ok" : "bad";
+    out.textContent = body.summary;
+    $("#differences tbody").innerHTML = body.differences.map((d) => `
+      <tr><td>${esc(d.status)}</td><td>${esc(d.table)}</td><td>${time(d.ts)}</td><td>${esc(d.trigger_id)}</td>
+          <td>${esc(d.columns.join(", "))}</td><td>${esc(JSON.stringify(d.old))}</td><td>${esc(JSON.stringify(d.new))}</td></tr>`).join("");
+    table.hidden = body.differences.length === 0;
   } catch (err) {
     out.className = "bad";
     out.textContent = err.message;

@@ -11,9 +11,10 @@ column | target timeseries | written``.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -21,6 +22,7 @@ import pyarrow.compute as pc
 
 from airflow_stream_provider import model as m
 from airflow_stream_provider.values import FIRST_MICROS, LAST_MICROS, instant
+from airflow_stream_provider.warehouse import retention
 from airflow_stream_provider.warehouse.catalog import WarehouseError
 from airflow_stream_provider.warehouse.result import Result
 from airflow_stream_provider.warehouse.series.expressions import now_micros, time_micros
@@ -241,6 +243,23 @@ def select(warehouse: Warehouse, stmt: m.QuerySeries) -> Result:
     return _result(stmt, f"{_plural(written, 'point')} written", summary, rows=written)
 
 
+def set_ttl(warehouse: Warehouse, stmt: m.SetTtl) -> Result:
+    """SET TTL / UNSET TTL: the retention of the databases at the path (database-level TTL)."""
+    store = SeriesStore(warehouse.catalog)
+    prefix = stmt.path.nodes[:-1] if stmt.path.nodes[-1] == "**" else None
+    hits = [db for db in store.databases()
+            if db.path == stmt.path or (prefix is not None and db.path.nodes[:len(prefix)] == prefix)]
+    if not hits:
+        raise WarehouseError(f"{stmt.kind if stmt.ttl_ms is not None else 'UNSET TTL'}: no database at {stmt.path}; "
+                             "TTL is set on databases (root.ln) or on every database under a prefix (root.sgcc.**)")
+    for db in hits:
+        retention.set_keep(warehouse.catalog, db.name, stmt.ttl_ms * 1000 if stmt.ttl_ms is not None else None)
+    names = ", ".join(str(db.path) for db in hits)
+    if stmt.ttl_ms is None:
+        return Result(stmt, f"TTL unset for {names}: every point is kept")
+    return Result(stmt, f"TTL of {names}: {stmt.ttl_ms} ms; the retention run deletes older points")
+
+
 def run_query(store: SeriesStore, spark, query: m.SeriesQuery, start: int, end: int, now: int) -> pa.Table:
     """One execution of a continuous query's body over ``[start, end)`` (microseconds), its results
     written into its INTO series; the summary table."""
@@ -248,7 +267,14 @@ def run_query(store: SeriesStore, spark, query: m.SeriesQuery, start: int, end: 
     return write_into(store, query, result)
 
 
-def write_into(store: SeriesStore, query: m.SeriesQuery, result: ShapedResult) -> pa.Table:
+class PointWriter(Protocol):
+    """Where SELECT ... INTO puts its points: the series store, or what keeps them (VERIFY CQ)."""
+
+    def write_points(self, batches: Sequence[tuple[m.SeriesPath, pa.Array, dict[str, pa.Array]]],
+                     aligned: bool = False, *, per_row: bool = False) -> int: ...
+
+
+def write_into(store: PointWriter, query: m.SeriesQuery, result: ShapedResult) -> pa.Table:
     """SELECT ... INTO: each result column into its target series, created when missing."""
     table = result.table
     times = table[TIME].combine_chunks() if TIME in table.column_names else \
@@ -258,7 +284,7 @@ def write_into(store: SeriesStore, query: m.SeriesQuery, result: ShapedResult) -
     return _into_by_time(store, query, result, times)
 
 
-def _into_by_time(store: SeriesStore, query: m.SeriesQuery, result: ShapedResult, times: pa.Array) -> pa.Table:
+def _into_by_time(store: PointWriter, query: m.SeriesQuery, result: ShapedResult, times: pa.Array) -> pa.Table:
     table = result.table
     values = [c for c in table.column_names if c != TIME]
     targets = [(item.device, name) for item in query.into for name in item.measurements]
@@ -282,7 +308,7 @@ def _into_by_time(store: SeriesStore, query: m.SeriesQuery, result: ShapedResult
                      "written": pa.array([table.num_rows - r[2] for r in rows], pa.int64())})
 
 
-def _into_by_device(store: SeriesStore, query: m.SeriesQuery, result: ShapedResult, times: pa.Array) -> pa.Table:
+def _into_by_device(store: PointWriter, query: m.SeriesQuery, result: ShapedResult, times: pa.Array) -> pa.Table:
     table = result.table
     headers = result.item_names
     runs = _device_runs(table[DEVICE].combine_chunks())  # a device's rows are together, devices in order
