@@ -34,6 +34,7 @@ COLUMNS = (
     ("status", pa.string()),  # running, stopped, history, failed (before 3.3.7: ready, paused, init, failed)
     ("trigger", pa.string()),
     ("language", pa.string()),  # the syntax it was written in: TDengine 3.3.7, TDengine 3.3.6
+    ("engine", pa.string()),  # the detector engine of a window stream: in-process or spark (else NULL)
     ("create_time", pa.timestamp("us", tz="UTC")),
     ("progress", pa.timestamp("us", tz="UTC")),  # event time processed up to (PERIOD: last instant fired)
     ("lag_s", pa.float64()),  # the trigger table's latest event time minus progress; for a CQ, how late it runs
@@ -64,6 +65,17 @@ def language(stmt: m.CreateStream) -> str:
         return "TDengine 3.3.7"
     return f"TDengine 3.3.6 ({stmt.legacy.trigger})" if STREAM_KINDS[stmt.trigger.keyword] is StreamKind.WINDOW \
         else "TDengine 3.3.6"
+
+
+def engine_of(stmt: m.CreateStream) -> str | None:
+    """The detector engine of a window stream (None: the stream has no detector)."""
+    if STREAM_KINDS[stmt.trigger.keyword] is not StreamKind.WINDOW:
+        return None
+    options = stmt.options
+    refused = stmt.legacy is not None or options.max_delay is not None or options.fill_history is not None \
+        or options.low_latency_calc
+    return config.chosen_engine(options.engine, config.detector_engine(), config.node_master(),
+                                "not run on spark" if refused else None)
 
 
 def _event_counts(stored: StoredStream) -> dict[str, int]:
@@ -198,7 +210,7 @@ def stream_status(warehouse: Warehouse, stored: StoredStream, store: StreamStore
     recalculated = state.recalculated_triggers + reclosed
     return {
         "stream_name": stored.name, "db_name": stored.db, "status": status, "trigger": str(stmt.trigger),
-        "language": language(stmt),
+        "language": language(stmt), "engine": engine_of(stmt),
         "create_time": state.created,
         "progress": progress, "lag_s": lag, "next_instant": next_instant,
         "windows_opened": counts.get(EventType.WINDOW_OPEN, 0), "windows_closed": counts.get(EventType.WINDOW_CLOSE, 0),

@@ -107,6 +107,27 @@ def _check_options(c: _Checker) -> None:
         c.fail("FORCE_OUTPUT", "FORCE_OUTPUT needs a computation (AS subquery)")
     if opts.pre_filter is not None:
         _reject_in_tree(c, opts.pre_filter, "PRE_FILTER", placeholders=True)
+    _check_engine(c, window)
+
+
+#: what the ``spark`` detector engine does not run, each with its option's name
+SPARK_ENGINE_REFUSES = ("MAX_DELAY", "FILL_HISTORY", "FILL_HISTORY_FIRST", "LOW_LATENCY_CALC")
+
+
+def _check_engine(c: _Checker, window: bool) -> None:
+    """ENGINE names a detector: window triggers only; 'spark' runs neither MAX_DELAY, FILL_HISTORY nor
+    LOW_LATENCY_CALC ('auto' leaves such a stream to the in-process detector)."""
+    engine = c.stmt.options.engine
+    if engine is None:
+        return
+    if not window:
+        c.fail("ENGINE", f"ENGINE chooses a window detector; a {c.stmt.trigger.keyword} trigger has none")
+    if engine != "spark":
+        return
+    for name in SPARK_ENGINE_REFUSES:
+        if name in c.stmt.options.given:
+            c.fail(name, f"the spark detector engine does not run {name}: use ENGINE('in-process') (or "
+                         "'auto', which leaves this stream in process)")
 
 
 def _check_notify(c: _Checker) -> None:
