@@ -75,34 +75,14 @@ def cq_min_every_micros() -> int:
     return millis * 1000
 
 
-#: the detector engines a stream (``STREAM_OPTIONS(ENGINE(...))``) or a node can name
-DETECTOR_ENGINES = ("in-process", "spark", "auto")
-
-
-def node_master() -> str | None:
-    """The Spark master the stream node runs on (``AIRFLOW_STREAM_NODE_MASTER``, else ``[node] master``
-    of ``airflow-stream.toml``); None: local[2]."""
-    value = os.environ.get("AIRFLOW_STREAM_NODE_MASTER") or settings().get("node", {}).get("master")
-    return str(value) if value else None
-
 
 def detector_engine() -> str:
-    """The node's detector engine for the streams that name none: ``AIRFLOW_STREAM_DETECTOR_ENGINE``,
-    else ``[node] detector_engine`` of ``airflow-stream.toml``; default ``in-process``."""
+    """The node's detector engine: ``AIRFLOW_STREAM_DETECTOR_ENGINE``, else ``[node] detector_engine``
+    of ``airflow-stream.toml``; ``in-process``, the default and the one engine the node hosts (the
+    spark engine's table queries are started from Python)."""
     value = os.environ.get("AIRFLOW_STREAM_DETECTOR_ENGINE") or settings().get("node", {}).get("detector_engine")
     engine = str(value).strip().lower() if value else "in-process"
-    if engine not in DETECTOR_ENGINES:
+    if engine != "in-process":
         raise ValueError(f"detector engine {value!r} (AIRFLOW_STREAM_DETECTOR_ENGINE or [node] detector_engine): "
-                         "one of 'in-process', 'spark', 'auto'")
-    return engine
-
-
-def chosen_engine(stream: str | None, node: str, master: str | None, refusal: str | None = None) -> str:
-    """The engine that detects a stream's windows: its own ENGINE, else the node's; ``auto`` is
-    ``spark`` when the node drives a cluster (``spark://``) and the engine runs the stream
-    (``refusal`` None), else ``in-process``."""
-    engine = stream or node
-    if engine == "auto":
-        cluster = master is not None and master.startswith("spark://")
-        return "spark" if cluster and refusal is None else "in-process"
+                         "the stream node hosts the in-process engine only")
     return engine

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 
 import pyarrow as pa
 
+from airflow_stream_provider import config
 from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import StreamError
 from airflow_stream_provider.files import append_file, write_text
@@ -71,11 +72,7 @@ def engine_of(stmt: m.CreateStream) -> str | None:
     """The detector engine of a window stream (None: the stream has no detector)."""
     if STREAM_KINDS[stmt.trigger.keyword] is not StreamKind.WINDOW:
         return None
-    options = stmt.options
-    refused = stmt.legacy is not None or options.max_delay is not None or options.fill_history is not None \
-        or options.low_latency_calc
-    return config.chosen_engine(options.engine, config.detector_engine(), config.node_master(),
-                                "not run on spark" if refused else None)
+    return stmt.options.engine or config.detector_engine()
 
 
 def _event_counts(stored: StoredStream) -> dict[str, int]:

@@ -110,24 +110,22 @@ def _check_options(c: _Checker) -> None:
     _check_engine(c, window)
 
 
-#: what the ``spark`` detector engine does not run, each with its option's name
-SPARK_ENGINE_REFUSES = ("MAX_DELAY", "FILL_HISTORY", "FILL_HISTORY_FIRST", "LOW_LATENCY_CALC")
-
-
 def _check_engine(c: _Checker, window: bool) -> None:
-    """ENGINE names a detector: window triggers only; 'spark' runs neither MAX_DELAY, FILL_HISTORY nor
-    LOW_LATENCY_CALC ('auto' leaves such a stream to the in-process detector)."""
+    """ENGINE names a window stream's detector engine. The stream node hosts the in-process engine;
+    the spark engine's table query is started through its Python API
+    (:class:`airflow_stream_provider.windows.spark_detector.SparkTableDetector`), so a stream asking
+    the node for it (or for ``auto``, which would pick it on a cluster) is refused rather than run
+    on another engine than it names."""
     engine = c.stmt.options.engine
     if engine is None:
         return
     if not window:
         c.fail("ENGINE", f"ENGINE chooses a window detector; a {c.stmt.trigger.keyword} trigger has none")
-    if engine != "spark":
-        return
-    for name in SPARK_ENGINE_REFUSES:
-        if name in c.stmt.options.given:
-            c.fail(name, f"the spark detector engine does not run {name}: use ENGINE('in-process') (or "
-                         "'auto', which leaves this stream in process)")
+    if engine != "in-process":
+        c.fail("ENGINE", f"ENGINE('{engine}'): the stream node hosts window detectors on the in-process engine "
+                         "only; the spark engine runs a trigger table's streams as one Structured Streaming query "
+                         "started from Python (SparkTableDetector), not as a stream option",
+               hint="write ENGINE('in-process'), or leave ENGINE out")
 
 
 def _check_notify(c: _Checker) -> None:
