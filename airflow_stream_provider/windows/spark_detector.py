@@ -37,8 +37,13 @@ import numpy as np
 import pandas as pd
 
 from airflow_stream_provider.windows.columns import concat_windows
-from airflow_stream_provider.windows.events import EVENT_COLUMNS, EVENT_SCHEMA, batch_event_rows, commit_events, \
-    event_table
+from airflow_stream_provider.windows.events import (
+    EVENT_COLUMNS,
+    EVENT_SCHEMA,
+    batch_event_rows,
+    commit_events,
+    event_table,
+)
 from airflow_stream_provider.windows.late import DATA_CHANGES
 from airflow_stream_provider.windows.step import Step
 from airflow_stream_provider.windows.trigger_plan import TriggerPlan
@@ -194,7 +199,7 @@ class SparkTableDetector:
     def _write(self, events: DataFrame, batch_id: int) -> None:
         """One batch's events, each stream's in one commit of its event table (once per batch)."""
         at_ms = int(time.time() * 1000)
-        found = events.toPandas()
+        found = pd.DataFrame(events.toPandas())
         if not len(found):
             return
         for stream, rows in found.groupby("stream", sort=True):
