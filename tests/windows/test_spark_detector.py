@@ -84,12 +84,11 @@ def table(spark, tmp_path_factory):
         (stmt,) = parse(f"CREATE STREAM power.s_{name} {clauses} INTO power.out_{name} "
                         "AS SELECT _twstart, count(*) FROM power.m")
         plans[name] = plan_trigger(stmt, wh.catalog, "power")
-    return tmp, info, plans
+    return tmp, info, plans, DeltaTable(info.path).version()
 
 
 def test_spark_events_equal_in_process_events(spark, table):
-    tmp, info, plans = table
-    created = DeltaTable(info.path).version()
+    tmp, info, plans, created = table
     feed = ChangeFeed(info.path)
     local = {name: detector.Detector(plan, detector.DetectorOptions(
         events_path=str(tmp / "local" / name), checkpoint=str(tmp / "local-cp" / name), created_version=created),
@@ -97,10 +96,7 @@ def test_spark_events_equal_in_process_events(spark, table):
     members = [Member(plan, str(tmp / "spark" / name), created + 1) for name, plan in plans.items()]
     query = SparkTableDetector(spark, info.path, members, str(tmp / "spark-cp"), created + 1)
     for kind, what in commits(np.random.default_rng(7)):
-        if kind == "upsert":
-            writer.upsert(info.path, what.cast(info.arrow_schema()), info.key_columns)
-        else:
-            writer.delete_rows(info.path, what)
+        apply(info, kind, what)
         for found in local.values():
             found.run_available()
         query.run_available()  # a new start from the checkpoint each time: every batch a restart
@@ -118,6 +114,13 @@ def test_spark_events_equal_in_process_events(spark, table):
     assert {"WINDOW_OPEN", "WINDOW_CLOSE", "WINDOW_INVALIDATION"} <= seen
 
 
+def apply(info, kind: str, what) -> None:
+    if kind == "upsert":
+        writer.upsert(info.path, what.cast(info.arrow_schema()), info.key_columns)
+    else:
+        writer.delete_rows(info.path, what)
+
+
 def events(path) -> pd.DataFrame:
     try:
         frame = DeltaTable(str(path)).to_pandas()
@@ -127,6 +130,42 @@ def events(path) -> pd.DataFrame:
     return frame.sort_values(COMPARED[:-1] + ["batch_id"]).reset_index(drop=True)
 
 
-def test_the_engine_refuses_what_it_does_not_run(table):
-    _, _, plans = table
-    assert spark_refusal(plans["session"]) is None
+class Crashing(SparkTableDetector):
+    """The driver dies after writing a batch's events and before Spark commits the batch."""
+
+    def _write(self, events, batch_id):
+        super()._write(events, batch_id)
+        raise RuntimeError("the driver died here")
+
+
+def test_a_batch_replayed_after_a_crash_is_written_once(spark, table):
+    tmp, info, plans, created = table
+    if DeltaTable(info.path).version() == created:  # (run alone: the history the first test writes)
+        for kind, what in commits(np.random.default_rng(7)):
+            apply(info, kind, what)
+    chosen = {name: plans[name] for name in ("interval", "state")}
+    members = [Member(plan, str(tmp / "crash" / name), created + 1) for name, plan in chosen.items()]
+    checkpoint = str(tmp / "crash-cp")
+    with pytest.raises(Exception, match="the driver died here"):
+        Crashing(spark, info.path, members, checkpoint, created + 1).run_available()
+    assert last_commit(checkpoint) is None  # the batch ran, wrote its events, and was never committed
+    SparkTableDetector(spark, info.path, members, checkpoint, created + 1).run_available()
+    assert last_commit(checkpoint)[0] == 0  # the same batch again, now committed
+    for name, plan in chosen.items():
+        once = detector.Detector(plan, detector.DetectorOptions(
+            events_path=str(tmp / "once" / name), checkpoint=str(tmp / "once-cp" / name), created_version=created))
+        assert once.run_available() == 1
+        assert DeltaTable(str(tmp / "crash" / name)).version() == 0  # one commit: the replay wrote nothing
+        pd.testing.assert_frame_equal(events(tmp / "crash" / name), events(tmp / "once" / name), obj=name)
+
+
+def test_the_engine_refuses_what_it_does_not_run(spark, table):
+    tmp, info, plans, _ = table
+    for clauses, refused in (("MAX_DELAY(5s)", "MAX_DELAY"), ("FILL_HISTORY", "FILL_HISTORY")):
+        (stmt,) = parse(f"CREATE STREAM power.r INTERVAL(10s) SLIDING(10s) FROM power.m STREAM_OPTIONS({clauses}) "
+                        "INTO power.out_r AS SELECT _twstart, count(*) FROM power.m")
+        plan = plan_trigger(stmt, Warehouse(tmp / "warehouse", spark=spark).catalog, "power")
+        assert spark_refusal(plan) == refused
+        with pytest.raises(ValueError, match=f"the spark detector engine does not run {refused}"):
+            SparkTableDetector(spark, info.path, [Member(plan, str(tmp / "r"))], str(tmp / "r-cp"), 0)
+    assert {spark_refusal(plan) for plan in plans.values()} == {None}
