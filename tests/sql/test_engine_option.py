@@ -40,3 +40,17 @@ def test_a_trigger_without_a_detector_takes_no_engine():
     with pytest.raises(StreamDefinitionError, match="a PERIOD trigger has none") as err:
         parse(text)
     assert err.value.column == text.index("ENGINE") + 1
+
+
+def test_show_streams_names_the_engine_of_a_window_stream(monkeypatch):
+    from airflow_stream_provider.streams.status import COLUMNS, engine_of
+
+    assert "engine" in dict(COLUMNS)
+    monkeypatch.delenv("AIRFLOW_STREAM_DETECTOR_ENGINE", raising=False)
+    (window,) = parse(HEAD + "WATERMARK(1s)" + TAIL)
+    (named,) = parse(HEAD + "ENGINE('in-process')" + TAIL)
+    (period,) = parse("CREATE STREAM s PERIOD(10s) INTO o AS SELECT now(), 1")
+    assert (engine_of(window), engine_of(named), engine_of(period)) == ("in-process", "in-process", None)
+    monkeypatch.setenv("AIRFLOW_STREAM_DETECTOR_ENGINE", "spark")
+    with pytest.raises(ValueError, match="the stream node hosts the in-process engine only"):
+        engine_of(window)
