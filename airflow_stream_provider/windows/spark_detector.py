@@ -54,6 +54,7 @@ if TYPE_CHECKING:
 
 #: the detector engines a stream or a node can name
 ENGINES = ("in-process", "spark", "auto")
+STATE_STORE_PROVIDER = "spark.sql.streaming.stateStore.providerClass"
 #: Spark's RocksDB state store, which keeps the groups' state off the JVM heap
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 #: the state function's state: the step's JSON text
@@ -180,7 +181,6 @@ class SparkTableDetector:
         from pyspark.sql import functions as F
 
         spark = self.spark
-        spark.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB_PROVIDER)
         feed = (spark.readStream.format("delta").option("readChangeFeed", "true")
                 .option("startingVersion", str(self.starting_version)).load(self.path))
         types = dict(feed.dtypes)
@@ -218,7 +218,18 @@ class SparkTableDetector:
             writer = writer.trigger(availableNow=True)
         else:
             writer = writer.trigger(processingTime=f"{every_s} seconds")
-        return writer.start()
+        # the query takes the session's settings as it starts (a copy of its own): the state store
+        # provider is set for it alone, and the session's left as it was
+        conf = self.spark.conf
+        before = conf.get(STATE_STORE_PROVIDER, None)
+        conf.set(STATE_STORE_PROVIDER, ROCKSDB_PROVIDER)
+        try:
+            return writer.start()
+        finally:
+            if before is None:
+                conf.unset(STATE_STORE_PROVIDER)
+            else:
+                conf.set(STATE_STORE_PROVIDER, before)
 
     def run_available(self) -> None:
         """Run batches until the table as it is now is read."""

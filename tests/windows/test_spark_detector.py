@@ -24,6 +24,7 @@ from airflow_stream_provider.windows.trigger_plan import plan_trigger
 pytestmark = pytest.mark.spark
 
 S = 1_000_000
+ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 SCHEMA = """
 CREATE DATABASE IF NOT EXISTS power PRECISION 'ms';
 CREATE STABLE IF NOT EXISTS power.m (ts TIMESTAMP, current FLOAT, voltage INT) TAGS (location VARCHAR(16));
@@ -101,6 +102,9 @@ def test_spark_events_equal_in_process_events(spark, table):
             found.run_available()
         query.run_available()  # a new start from the checkpoint each time: every batch a restart
     assert last_commit(tmp / "spark-cp") is not None  # the commits the stream DAG's sensor watches
+    # the groups' state in the RocksDB state store, for this query only
+    assert ROCKSDB in (tmp / "spark-cp" / "offsets" / "0").read_text()
+    assert spark.conf.get("spark.sql.streaming.stateStore.providerClass", None) != ROCKSDB
     seen = set()
     for name in plans:
         expected = events(tmp / "local" / name)
