@@ -100,3 +100,15 @@ def verify_lookback() -> timedelta | None:
     """How far before a stream's progress a periodic verification reaches (``AIRFLOW_STREAM_VERIFY_LOOKBACK``
     or ``[verify] lookback``, in seconds; default: the whole history)."""
     return _seconds("AIRFLOW_STREAM_VERIFY_LOOKBACK", "lookback")
+
+
+def detector_engine() -> str:
+    """The node's detector engine: ``AIRFLOW_STREAM_DETECTOR_ENGINE``, else ``[node] detector_engine``
+    of ``airflow-stream.toml``; ``in-process``, the default and the one engine the node hosts (the
+    spark engine's table queries are started from Python)."""
+    value = os.environ.get("AIRFLOW_STREAM_DETECTOR_ENGINE") or settings().get("node", {}).get("detector_engine")
+    engine = str(value).strip().lower() if value else "in-process"
+    if engine != "in-process":
+        raise ValueError(f"detector engine {value!r} (AIRFLOW_STREAM_DETECTOR_ENGINE or [node] detector_engine): "
+                         "the stream node hosts the in-process engine only")
+    return engine

@@ -2,6 +2,7 @@
 and the warehouse on a local path against an S3-compatible object store (MinIO), in one run.
 
     .venv/bin/python bench/scale.py [--meters 10] [--seconds 20000] [--windows 15] [--batches 40]
+    .venv/bin/python bench/scale.py --detection [--meters 100] [--seconds 1000] [--streams 20]
 
 - Warehouse writes and reads, through the Delta kernel: ``--batches`` INSERTs of 1,000 rows into a
   supertable (rows/s, ms per commit), then five full reads of it (rows/s); once with the warehouse
@@ -165,7 +166,16 @@ def main() -> int:
     parser.add_argument("--seconds", type=int, default=20_000, help="rows per meter, one per second")
     parser.add_argument("--windows", type=int, default=15, help="latency samples per topology")
     parser.add_argument("--batches", type=int, default=40, help="1,000-row INSERTs per warehouse")
+    parser.add_argument("--detection", action="store_true",
+                        help="only the detector engines' rows (bench/engines.py): in-process vs spark on local[2]")
+    parser.add_argument("--streams", type=int, default=20, help="--detection: the streams on the table")
+    parser.add_argument("--commits", type=int, default=10, help="--detection: the commits the rows come in")
     args = parser.parse_args()
+    if args.detection:
+        from engines import detection_figures, print_table
+
+        print_table(detection_figures(args.meters, args.seconds, args.commits, args.streams))
+        return 0
     work = Path(tempfile.mkdtemp(prefix="bench-scale-"))
     say(f"working in {work}")
     base = {k: v for k, v in os.environ.items() if k not in ("AIRFLOW_STREAM_WAREHOUSE", "AIRFLOW_STREAM_HOME")}

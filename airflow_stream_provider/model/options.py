@@ -32,6 +32,7 @@ class StreamOptions:
     max_delay: Duration | None = None
     event_types: tuple[EventType, ...] = (EventType.WINDOW_CLOSE,)
     ignore_nodata_trigger: bool = False
+    engine: str | None = None  # ENGINE('in-process' | 'spark' | 'auto'): which detector finds its windows
     given: frozenset[str] = frozenset()  # option names written in the statement
 
 

@@ -47,12 +47,20 @@ _PR_SET_PDEATHSIG = 1
 
 
 def default_workers() -> int:
-    """``AIRFLOW_STREAM_NODE_WORKERS``, else one per core up to four (0: the node hosts every
+    """``AIRFLOW_STREAM_NODE_WORKERS``, else one per core the process may use (0: the node hosts every
     detector itself)."""
     value = os.environ.get("AIRFLOW_STREAM_NODE_WORKERS")
     if value is not None and value.strip():
         return max(0, int(value))
-    return max(1, min(4, os.cpu_count() or 1))
+    return max(1, usable_cores())
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity, which containers and ``taskset`` narrow)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # (not Linux)
+        return os.cpu_count() or 1
 
 
 def status_path(slot: int) -> Path:

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 
 import pyarrow as pa
 
+from airflow_stream_provider import config
 from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import StreamError
 from airflow_stream_provider.files import append_file, write_text
@@ -35,6 +36,7 @@ COLUMNS = (
     ("status", pa.string()),  # running, stopped, history, failed (before 3.3.7: ready, paused, init, failed)
     ("trigger", pa.string()),
     ("language", pa.string()),  # the syntax it was written in: TDengine 3.3.7, TDengine 3.3.6
+    ("engine", pa.string()),  # the detector engine of a window stream: in-process or spark (else NULL)
     ("create_time", pa.timestamp("us", tz="UTC")),
     ("progress", pa.timestamp("us", tz="UTC")),  # event time processed up to (PERIOD: last instant fired)
     ("lag_s", pa.float64()),  # the trigger table's latest event time minus progress; for a CQ, how late it runs
@@ -67,6 +69,13 @@ def language(stmt: m.CreateStream) -> str:
         return "TDengine 3.3.7"
     return f"TDengine 3.3.6 ({stmt.legacy.trigger})" if STREAM_KINDS[stmt.trigger.keyword] is StreamKind.WINDOW \
         else "TDengine 3.3.6"
+
+
+def engine_of(stmt: m.CreateStream) -> str | None:
+    """The detector engine of a window stream (None: the stream has no detector)."""
+    if STREAM_KINDS[stmt.trigger.keyword] is not StreamKind.WINDOW:
+        return None
+    return stmt.options.engine or config.detector_engine()
 
 
 def _event_counts(stored: StoredStream) -> dict[str, int]:
@@ -201,7 +210,7 @@ def stream_status(warehouse: Warehouse, stored: StoredStream, store: StreamStore
     recalculated = state.recalculated_triggers + reclosed
     return {
         "stream_name": stored.name, "db_name": stored.db, "status": status, "trigger": str(stmt.trigger),
-        "language": language(stmt),
+        "language": language(stmt), "engine": engine_of(stmt),
         "create_time": state.created,
         "progress": progress, "lag_s": lag, "next_instant": next_instant,
         "windows_opened": counts.get(EventType.WINDOW_OPEN, 0), "windows_closed": counts.get(EventType.WINDOW_CLOSE, 0),

@@ -36,7 +36,10 @@ STREAM_OPTIONS = (
     "MAX_DELAY",
     "EVENT_TYPE",
     "IGNORE_NODATA_TRIGGER",
+    "ENGINE",
 )
+#: the detector engines ENGINE(...) names (:mod:`airflow_stream_provider.windows.spark_detector`)
+DETECTOR_ENGINES = ("in-process", "spark", "auto")
 NOTIFY_OPTIONS = ("NOTIFY_HISTORY", "ON_FAILURE_PAUSE")
 #: words of TDengine's stream language after 3.3.7 that this project refuses by name, and their version
 LATER_WORDS = {"IDLE_TIMEOUT": "3.4.1", "FLUSH_ON_OUTER_CLOSE": "3.4.2", "IDLE": "3.4.1", "RESUME": "3.4.1",
@@ -399,6 +402,8 @@ class StreamStatements(ValueParser):
                 self.expect_op("(", name)
                 values["pre_filter"] = self.row_expression(name)
                 self.expect_op(")", name)
+            elif name == "ENGINE":
+                values["engine"] = self.engine_name(name)
             elif name == "EVENT_TYPE":
                 values["event_types"] = self.event_types(name, (m.EventType.WINDOW_OPEN, m.EventType.WINDOW_CLOSE))
             else:
@@ -410,6 +415,21 @@ class StreamStatements(ValueParser):
             raise self.error("FILL_HISTORY and FILL_HISTORY_FIRST cannot be used together", where["FILL_HISTORY_FIRST"],
                              "STREAM_OPTIONS")
         return m.StreamOptions(**values, given=frozenset(given))
+
+    def engine_name(self, clause: str) -> str:
+        """ENGINE('in-process' | 'spark' | 'auto'): the detector engine, a quoted name."""
+        self.expect_op("(", clause)
+        tok = self.tok
+        if tok.kind is not Kind.STRING:
+            raise self.error(f"ENGINE takes a quoted engine name ('in-process', 'spark' or 'auto'), found "
+                             f"{tok.describe()}", clause=clause, syntax=True)
+        value = tok.value.strip().lower()
+        if value not in DETECTOR_ENGINES:
+            raise self.error(f"unknown detector engine {value!r}: ENGINE takes 'in-process', 'spark' or 'auto'",
+                             tok, clause, hint=did_you_mean(value, DETECTOR_ENGINES))
+        self.advance()
+        self.expect_op(")", clause)
+        return value
 
     def notify(self, where: dict[str, Token]) -> m.Notify:
         self.expect("NOTIFY")

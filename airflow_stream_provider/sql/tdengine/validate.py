@@ -107,6 +107,25 @@ def _check_options(c: _Checker) -> None:
         c.fail("FORCE_OUTPUT", "FORCE_OUTPUT needs a computation (AS subquery)")
     if opts.pre_filter is not None:
         _reject_in_tree(c, opts.pre_filter, "PRE_FILTER", placeholders=True)
+    _check_engine(c, window)
+
+
+def _check_engine(c: _Checker, window: bool) -> None:
+    """ENGINE names a window stream's detector engine. The stream node hosts the in-process engine;
+    the spark engine's table query is started through its Python API
+    (:class:`airflow_stream_provider.windows.spark_detector.SparkTableDetector`), so a stream asking
+    the node for it (or for ``auto``, which would pick it on a cluster) is refused rather than run
+    on another engine than it names."""
+    engine = c.stmt.options.engine
+    if engine is None:
+        return
+    if not window:
+        c.fail("ENGINE", f"ENGINE chooses a window detector; a {c.stmt.trigger.keyword} trigger has none")
+    if engine != "in-process":
+        c.fail("ENGINE", f"ENGINE('{engine}'): the stream node hosts window detectors on the in-process engine "
+                         "only; the spark engine runs a trigger table's streams as one Structured Streaming query "
+                         "started from Python (SparkTableDetector), not as a stream option",
+               hint="write ENGINE('in-process'), or leave ENGINE out")
 
 
 def _check_notify(c: _Checker) -> None:

@@ -98,6 +98,7 @@ async function renderStream(db, name) {
     card("status", `<span class="status ${esc(s.status)}">${esc(s.status)}</span>`),
     card("trigger", esc(s.trigger)),
     card("language", esc(s.language)),
+    card("detector engine", esc(s.engine ?? "none")),
     card("created", time(s.create_time)),
     card("progress", time(s.progress)),
     card("lag", secs(s.lag_s)),
