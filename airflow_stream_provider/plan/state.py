@@ -56,6 +56,11 @@ class StreamState:
     :param stopped_at: ... since then (ISO instant) ...
     :param stopped_version: ... with the trigger table at this version
     :param failed: why the stream failed (SHOW STREAMS says so), None while it is well
+    :param declared_by: the project of DAG-folder declarations the stream was deployed from (None:
+        created with ``airflow-stream sql``)
+    :param refused: the fingerprint of a declaration refused because it differs from the stream ...
+    :param refused_diff: ... and the diff it was refused with
+    :param paused_by_code: the stream was stopped because its declaration left the code
     :param other: the keys this release does not know, kept as they were read
     """
 
@@ -81,6 +86,10 @@ class StreamState:
     stopped_at: str | None = None
     stopped_version: int | None = None
     failed: str | None = None
+    declared_by: str | None = None
+    refused: str | None = None
+    refused_diff: str | None = None
+    paused_by_code: bool = False
     other: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -96,8 +105,9 @@ class StreamState:
         for key in ("computed", "recalculations", "recalculated_triggers"):
             if key in values:
                 values[key] = int(values[key])
-        if "stopped" in values:
-            values["stopped"] = bool(values["stopped"])
+        for key in ("stopped", "paused_by_code"):
+            if key in values:
+                values[key] = bool(values[key])
         return cls(**values, other={k: v for k, v in payload.items() if k not in known})
 
     def to_json(self) -> dict[str, Any]:
