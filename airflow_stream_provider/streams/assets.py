@@ -185,7 +185,7 @@ class AssetLedger:
                     asset = _asset_ids.get(uri)
                     if asset is not None:
                         for extra, key in events_of(item):
-                            api.create_asset_event(asset, extra, key)
+                            client.create_asset_event(asset, extra, key)
                     item["published"] = True
                     done += 1
             except AirflowApiError as err:

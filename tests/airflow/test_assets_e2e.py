@@ -8,7 +8,9 @@ was run for. The deploy DAG creates the stream; rows at 00:00:10, 00:00:50, 00:0
 close [00:00, 00:01) (avg 2, 2 rows) and [00:01, 00:02) (8, 1 row). Every batch the stream commits
 is one event of the plain DAG's runs, naming its windows, batches and rows, and each window one
 partitioned run; a late row at 00:00:30 recalculated over [00:00, 00:01) (avg 5, 3 rows) is one
-event naming exactly that window, and one more run of its partition.
+event naming exactly that window, and one more run of its partition. The stream's compute task
+reports its lineage to OpenLineage's file transport: it reads m1 and writes avg1m_out, whose
+columns ts, a and n come from m1's ts, v and nothing (count(*)).
 """
 
 from __future__ import annotations
@@ -78,6 +80,10 @@ def test_a_declared_stream_is_deployed_and_its_batches_schedule_asset_dags(spark
     (dags / "consumers.py").write_text(CONSUMERS.format(out=str(out), uri=URI))
     store = StreamStore(home)
     airflow = LocalAirflow(tmp_path / "airflow", home, dags_folder=dags)
+    lineage = tmp_path / "lineage.jsonl"
+    airflow.env["AIRFLOW__OPENLINEAGE__TRANSPORT"] = json.dumps({"type": "file", "log_file_path": str(lineage),
+                                                                 "append": True})
+    airflow.env["AIRFLOW__OPENLINEAGE__NAMESPACE"] = "e2e"
     monkeypatch.setenv("AIRFLOW_STREAM_API_URL", airflow.url)
 
     def seen(dag: str) -> list[dict]:
@@ -132,6 +138,23 @@ def test_a_declared_stream_is_deployed_and_its_batches_schedule_asset_dags(spark
         again = wait_for(lambda: [e["run_key"] for e in seen("partitioned") if e["extra"]["recalculation"]], 180,
                          "the partitioned DAG's run of the recalculated day")
         assert again == ["2025-01-01T00:00:00"]
+
+        # lineage: the COMPLETE event of a compute that wrote, field by field
+        def completed() -> list[dict]:
+            events = [json.loads(line) for line in lineage.read_text().splitlines()] if lineage.exists() else []
+            return [e for e in events if e["eventType"] == "COMPLETE"
+                    and e["job"]["name"] == "stream__power__avg1m.compute" and e["outputs"]]
+
+        event = wait_for(completed, 60, "the compute task's OpenLineage events")[0]
+        assert event["job"]["namespace"] == "e2e"
+        assert [(d["namespace"], d["name"]) for d in event["inputs"]] == [("airflow-stream://power", "m1")]
+        (output,) = event["outputs"]
+        assert (output["namespace"], output["name"]) == ("airflow-stream://power", "avg1m_out")
+        assert [(f["name"], f["type"]) for f in output["facets"]["schema"]["fields"]] == [
+            ("ts", "timestamp"), ("a", "double"), ("n", "long")]
+        assert {column: [(i["namespace"], i["name"], i["field"]) for i in lineage_of["inputFields"]]
+                for column, lineage_of in output["facets"]["columnLineage"]["fields"].items()} == {
+            "ts": [("airflow-stream://power", "m1", "ts")], "a": [("airflow-stream://power", "m1", "v")]}
     finally:
         airflow.stop()
     for name, proc in airflow.processes.items():
