@@ -18,9 +18,10 @@ state folder), and the ledger is published in order, at least once:
   the others, so each DAG sees each batch once.)
 
 An entry is published once Airflow took all its events; one that Airflow cannot take now stays
-for the next commit (after :data:`RETRY_AFTER_S`). An entry for an asset no DAG names is dropped:
-nothing waits for it. Entry ids are derived from what was committed, so a commit repeated (a retried
-task) appends nothing, and a receiver that sees an event twice can tell.
+for the next commit (after :data:`RETRY_AFTER_S` in a process that could not reach Airflow). An
+entry for an asset no DAG names is dropped: nothing waits for it. Entry ids are derived from what
+was committed, so a commit repeated (a retried task) appends nothing, and a receiver that sees an
+event twice can tell.
 """
 
 from __future__ import annotations
@@ -57,6 +58,8 @@ TIMEOUT_S = 3.0
 #: this process's client of Airflow's API (its token kept between commits), and the asset ids it found
 _clients: dict[str, AirflowApi] = {}
 _asset_ids: dict[str, int] = {}
+#: when this process tries an Airflow API again that it could not reach (by URL)
+_retry_at: dict[str, float] = {}
 
 
 def _client() -> AirflowApi:
@@ -133,7 +136,6 @@ class AssetLedger:
     def __init__(self, state_dir: Path) -> None:
         self.path = Path(state_dir) / "assets.jsonl"
         self.lock = Path(state_dir) / "assets.lock"
-        self.retry_path = Path(state_dir) / "assets.retry"
 
     def _read(self) -> list[dict[str, Any]]:
         try:
@@ -167,9 +169,9 @@ class AssetLedger:
     def publish(self, api: AirflowApi | None = None) -> int:
         """Publish the pending entries in order; how many were published (or dropped, no DAG
         naming their asset). Stops at the first that Airflow cannot take, which stays."""
-        if not self.pending() or self._waiting():
-            return 0
         client = api or _client()
+        if not self.pending() or time.time() < _retry_at.get(client.url, 0.0):
+            return 0
         done = 0
         with hold_lock(self.lock):
             items = self._read()
@@ -192,15 +194,9 @@ class AssetLedger:
                 log.warning("asset events of %s wait: %s", self.path.parent.name, err)
                 _clients.clear()  # (a token that expired, an asset that was removed: found afresh)
                 _asset_ids.clear()
-                if err.status is None:
-                    write_text(self.retry_path, str(time.time() + RETRY_AFTER_S))
+                if err.status is None:  # (this process only: another may reach it)
+                    _retry_at[client.url] = time.time() + RETRY_AFTER_S
             kept = {i["id"] for i in items if i.get("published")}
             kept = set(list(kept)[-KEEP_PUBLISHED:]) if len(kept) > KEEP_PUBLISHED else kept
             self._write([i for i in items if not i.get("published") or i["id"] in kept])
         return done
-
-    def _waiting(self) -> bool:
-        try:
-            return time.time() < float(self.retry_path.read_text())
-        except (FileNotFoundError, ValueError):
-            return False
