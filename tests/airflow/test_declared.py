@@ -4,7 +4,7 @@ with its diff until the declaration says ``recreate``, a declaration gone from t
 stream, and a stream created with ``airflow-stream sql`` adopted with the same DAGs.
 
 Expected windows are worked by hand from the rows written: d.t1 = {00:00 → 1, 00:01 → 3, 00:06 → 10,
-00:11 → 5}; INTERVAL(5m) closes [00:00, 00:05) (2 rows: max 3, sum 4) and [00:05, 00:10) (1 row: 10).
+00:11 → 5}; INTERVAL(5m) closes [00:00, 00:05) (2 rows: max 3, min 1) and [00:05, 00:10) (1 row: 10).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ EXAMPLE = ROOT / "examples" / "dags"
 MAX = """CREATE STREAM s5 INTERVAL(5m) SLIDING(5m) FROM t1 INTO s5_out
     AS SELECT _twstart ts, max(col1) AS v FROM %%trows;
 """
-SUM = MAX.replace("max(col1)", "sum(col1)")
+MIN = MAX.replace("max(col1)", "min(col1)")  # (the same type: the output table is kept)
 
 
 def test_a_folder_of_declarations_is_read_with_its_directives(tmp_path):
@@ -112,22 +112,22 @@ def test_a_declared_stream_is_deployed_changed_only_when_told_and_stopped_when_r
     assert (tmp_path / "state" / "d" / "s5" / "stream.json").read_text() == before
 
     # a change without a directive is refused with the diff; the stream runs on as it was
-    declared.write_text(SUM)
+    declared.write_text(MIN)
     with pytest.raises(AirflowFailException) as refused:
         deploy(home)
     assert "-    AS SELECT _twstart ts, max(col1) AS v FROM %%trows" in str(refused.value)
-    assert "+    AS SELECT _twstart ts, sum(col1) AS v FROM %%trows" in str(refused.value)
+    assert "+    AS SELECT _twstart ts, min(col1) AS v FROM %%trows" in str(refused.value)
     assert "max(col1)" in store.get("d", "s5").text
     bag = parsed(home)  # refused once: no deploy task until the declaration changes again
     assert "streams__demo__deploy" not in bag.dag_ids
-    assert "sum(col1)" in bag.dags["stream__d__s5"].doc_md and "refused" in bag.dags["stream__d__s5"].doc_md
+    assert "min(col1)" in bag.dags["stream__d__s5"].doc_md and "refused" in bag.dags["stream__d__s5"].doc_md
 
     # recreate, then recalculate from 00:00: the output table is kept and its windows rewritten
-    declared.write_text("-- on change: recreate and recalculate from 2025-01-01T00:00:00Z\n" + SUM)
+    declared.write_text("-- on change: recreate and recalculate from 2025-01-01T00:00:00Z\n" + MIN)
     done = deploy(home)
     assert "recreated" in done and "recalculated here" in done
-    assert "sum(col1)" in store.get("d", "s5").text
-    assert outputs(wh) == [("00:00", 4), ("00:05", 10)]
+    assert "min(col1)" in store.get("d", "s5").text
+    assert outputs(wh) == [("00:00", 1), ("00:05", 10)]
     assert "streams__demo__deploy" not in parsed(home).dag_ids
 
     # gone from the code: stopped, never dropped; declared again: started
@@ -138,8 +138,8 @@ def test_a_declared_stream_is_deployed_changed_only_when_told_and_stopped_when_r
     assert state.stopped and state.paused_by_code and store.exists("d", "s5")
     bag = parsed(home)
     assert "streams__demo__deploy" not in bag.dag_ids and bag.dags["stream__d__s5"].is_paused_upon_creation
-    assert outputs(wh) == [("00:00", 4), ("00:05", 10)]
-    declared.write_text(SUM)
+    assert outputs(wh) == [("00:00", 1), ("00:05", 10)]
+    declared.write_text(MIN)
     assert "started stream d.s5" in deploy(home)
     assert not store.load_state("d", "s5").stopped
 
