@@ -8,7 +8,8 @@ and idempotent (running it twice changes nothing the second time):
 - one whose definition is the declared one is left as it is (a stream created with
   ``airflow-stream sql`` is adopted); one the code paused is started again;
 - one whose definition differs is refused, with the diff, until the declaration says
-  ``recreate`` (drop it, keeping its output tables, and create it anew) or ``recreate and
+  ``recreate`` (drop it, keeping its output tables, and create it anew; when the new definition
+  cannot be created, the running one is put back with its recorded progress) or ``recreate and
   recalculate from X`` (and then recalculate its windows from X to now);
 - one whose declaration left the code (``declaration=None``) is stopped, never dropped: its
   definition, progress and output tables stay, and declaring it again starts it.
@@ -73,8 +74,13 @@ def deploy(warehouse: Warehouse, db: str, name: str, declaration: StreamDeclarat
                 "definition; it keeps running as it is until the declaration says what to do: `-- on change: "
                 "recreate` (Python: recreate=True), or `-- on change: recreate and recalculate from <instant>`"
                 f"\n{diff}")
+        before = store.load_state(db, name)
         store.drop(db, name)  # (the output tables stay)
-        done = _create(warehouse, declaration, store) + "; recreated: it differed from the declaration\n" + diff
+        try:
+            done = _create(warehouse, declaration, store) + "; recreated: it differed from the declaration\n" + diff
+        except Exception:  # (an output table of another schema, say): the running definition comes back
+            store.create(db, stored.statement, stored.text, before)
+            raise
         _mark(store, db, name, project)
         if declaration.recalculate_from is not None:
             done += "\n" + _recalculate(warehouse, store, db, name, declaration.recalculate_from, api)
