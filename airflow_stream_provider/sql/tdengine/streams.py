@@ -326,8 +326,9 @@ class StreamStatements(ValueParser):
             port = parts.port
         except ValueError as err:
             raise self.error(f"notification URL {url!r} is malformed: {err}", tok, "NOTIFY") from None
-        if parts.scheme not in ("ws", "wss"):
-            raise self.error(f"notification URL {url!r} must use ws:// or wss://", tok, "NOTIFY")
+        if parts.scheme not in ("ws", "wss", "http", "https"):
+            raise self.error(f"notification URL {url!r} must use ws://, wss://, http:// or https:// (POST)", tok,
+                             "NOTIFY")
         if parts.username is not None or parts.password is not None:
             raise self.error(f"notification URL {parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path} "
                              "carries a user or password: put credentials in a stream_ws connection (Airflow), "
