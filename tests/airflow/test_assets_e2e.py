@@ -49,13 +49,15 @@ def record(dag, events, key=None):
             f.write(json.dumps(seen) + "\\n")
 
 
-with DAG("plain", schedule=[out], start_date=datetime(2025, 1, 1), catchup=False, max_active_runs=1):
+with DAG("plain", schedule=[out], start_date=datetime(2025, 1, 1), catchup=False, max_active_runs=1,
+         is_paused_upon_creation=False):
     @task
     def plain(triggering_asset_events=None):
         record("plain", triggering_asset_events)
     plain()
 
-with DAG("partitioned", schedule=PartitionedAssetTimetable(assets=out), catchup=False):
+with DAG("partitioned", schedule=PartitionedAssetTimetable(assets=out), catchup=False,
+         is_paused_upon_creation=False):
     @task
     def partitioned(triggering_asset_events=None, dag_run=None):
         record("partitioned", triggering_asset_events, dag_run.partition_key)
