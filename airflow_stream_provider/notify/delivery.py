@@ -6,6 +6,11 @@ An ``http://`` or ``https://`` receiver gets each message as the body of its own
 a redirect included (redirects are not followed), leaves it and the messages after it waiting, as a
 WebSocket receiver that did not confirm does.
 
+A ``notifier://<name>`` receiver is an Airflow notifier (any ``BaseNotifier`` subclass: email,
+Slack, ...) that the ``[notifiers.<name>]`` table of ``airflow-stream.toml`` names with its
+arguments; it has a message once its ``notify`` returned (the lookup the Airflow side registers with
+:func:`use_notifiers` builds and calls it; delivery itself never imports Airflow).
+
 A receiver has a message once the WebSocket layer confirmed it: after a run of text frames the
 sender sends a ping and waits for its pong, which the receiver's side returns only after reading
 every frame before it. Messages not confirmed are sent again (same id, same bytes) on the next
@@ -117,6 +122,19 @@ class Access:
 Credentials = Callable[[str, Sequence[str]], Access | None]
 
 _credentials: Credentials | None = None
+
+
+#: sends one message (its JSON text) to the notifier named ``name``, raising when it could not:
+#: ``send(name, text)``
+NotifierSender = Callable[[str, str], None]
+
+_notifiers: NotifierSender | None = None
+
+
+def use_notifiers(sender: NotifierSender | None) -> None:
+    """Make ``sender`` the process's way to reach ``notifier://`` receivers (None forgets it)."""
+    global _notifiers
+    _notifiers = sender
 
 
 def use_credentials(lookup: Credentials | None) -> None:
@@ -307,6 +325,27 @@ class HttpReceiver:
         """Nothing stays open between messages."""
 
 
+class NotifierReceiver:
+    """An Airflow notifier, handed each message in order (``notifier://<name>``)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.name = urlsplit(url).hostname or ""
+
+    def send(self, texts: Sequence[str]) -> None:
+        if _notifiers is None:
+            raise ReceiverError(f"{self.url}: this process registered no notifier lookup "
+                                "(airflow_stream_provider.hooks.bind() registers Airflow's)")
+        for text in texts:
+            try:
+                _notifiers(self.name, text)
+            except Exception as err:  # whatever the notifier raised: the message waits, as the outbox says
+                raise ReceiverError(f"{self.url}: {type(err).__name__}: {err}") from None
+
+    def close(self) -> None:
+        """Nothing stays open between messages."""
+
+
 def _safe(url: str) -> str:
     """A URL fit for errors and logs: without user and password, and without its query string,
     which may carry a key."""
@@ -315,17 +354,21 @@ def _safe(url: str) -> str:
     return f"{parts.scheme}://{host}{parts.path}"
 
 
-_POOL: dict[str, Receiver | HttpReceiver] = {}
+_POOL: dict[str, Receiver | HttpReceiver | NotifierReceiver] = {}
 _POOL_LOCK = threading.Lock()
 
 
-def receiver(url: str, settings: Settings) -> Receiver | HttpReceiver:
+def receiver(url: str, settings: Settings) -> Receiver | HttpReceiver | NotifierReceiver:
     """The process's connection to ``url``, reused by every delivery (persistent connections)."""
     with _POOL_LOCK:
         found = _POOL.get(url)
         if found is None:
-            kind = HttpReceiver if urlsplit(url).scheme in ("http", "https") else Receiver
-            found = _POOL[url] = kind(url, access_for(url, settings.conn_ids), settings.timeout)
+            scheme = urlsplit(url).scheme
+            if scheme == "notifier":
+                found = _POOL[url] = NotifierReceiver(url)
+            else:
+                kind = HttpReceiver if scheme in ("http", "https") else Receiver
+                found = _POOL[url] = kind(url, access_for(url, settings.conn_ids), settings.timeout)
         return found
 
 
