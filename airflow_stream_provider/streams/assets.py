@@ -19,7 +19,8 @@ state folder), and the ledger is published in order, at least once:
 
 An entry is published once Airflow took all its events; one that Airflow cannot take now stays
 for the next commit (after :data:`RETRY_AFTER_S` in a process that could not reach Airflow). An
-entry for an asset no DAG names is dropped: nothing waits for it. Entry ids are derived from what
+entry for an asset no DAG names is dropped: nothing waits for it (a process asks again after
+:data:`UNNAMED_FOR_S`). Entry ids are derived from what
 was committed, so a commit repeated (a retried task) appends nothing, and a receiver that sees an
 event twice can tell.
 """
@@ -60,6 +61,10 @@ _clients: dict[str, AirflowApi] = {}
 _asset_ids: dict[str, int] = {}
 #: when this process tries an Airflow API again that it could not reach (by URL)
 _retry_at: dict[str, float] = {}
+#: until when this process takes an asset that no DAG named as still unnamed (by URI)
+_unnamed_until: dict[str, float] = {}
+#: how long an asset no DAG names is taken as such before Airflow is asked again
+UNNAMED_FOR_S = 10.0
 
 
 def _client() -> AirflowApi:
@@ -180,10 +185,12 @@ class AssetLedger:
                     if item.get("published"):
                         continue
                     uri = item["uri"]
-                    if uri not in _asset_ids:
+                    if uri not in _asset_ids and time.time() >= _unnamed_until.get(uri, 0.0):
                         found = client.asset_id(uri)
                         if found is not None:
                             _asset_ids[uri] = found
+                        else:
+                            _unnamed_until[uri] = time.time() + UNNAMED_FOR_S
                     asset = _asset_ids.get(uri)
                     if asset is not None:
                         for extra, key in events_of(item):
