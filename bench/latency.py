@@ -197,7 +197,11 @@ def main() -> int:
     home = Path(tempfile.mkdtemp(prefix="airflow-stream-bench-"))
     os.environ["AIRFLOW_STREAM_HOME"] = str(home)
     os.environ.setdefault("AIRFLOW_STREAM_TIMEZONE", "UTC")
-    os.environ["AIRFLOW_STREAM_API_URL"] = "http://127.0.0.1:9"
+    # Airflow's API as the home's settings say, which every process reads when it calls it: nothing
+    # listens there until Airflow starts, then the stream node publishes its asset events there too
+    settings = home / "airflow-stream.toml"
+    settings.write_text('[airflow]\nurl = "http://127.0.0.1:9"\n')
+    os.environ.pop("AIRFLOW_STREAM_API_URL", None)
     from airflow_stream_provider.local_airflow import LocalAirflow
     from airflow_stream_provider.node import server as node
     from airflow_stream_provider.processes import free_port, wait_for
@@ -224,6 +228,7 @@ def main() -> int:
             airflow.env["AIRFLOW__CORE__DAGS_FOLDER"] = str(_bench_dags(home))
             airflow.env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
             os.environ["AIRFLOW_STREAM_API_URL"] = airflow.url
+            settings.write_text(f'[airflow]\nurl = "{airflow.url}"\n')
             airflow.start()
             list(statements.run(wh, "CREATE DATABASE dag; " + schema.format(db="dag") + "; "
                         + stream.format(db="dag", options="")))

@@ -25,7 +25,8 @@ class StreamLineage(StreamTask):
         store = self.stream_store()
         db, name = self.stream_names()
         stored, state = store.get(db, name), store.load_state(db, name)
-        fields = json.loads(state.result_schema)["fields"] if state.result_schema else []
+        fields = [f for f in (json.loads(state.result_schema)["fields"] if state.result_schema else [])
+                  if not f["name"].startswith("__")]  # (the compute's own trigger index)
         ts_column = (state.trigger_table or {}).get("ts_column")
         lineage = lineage_of(stored.statement, db, output_columns=[f["name"] for f in fields] or None,
                              ts_column=ts_column)
