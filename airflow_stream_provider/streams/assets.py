@@ -18,7 +18,7 @@ state folder), and the ledger is published in order, at least once:
   the others, so each DAG sees each batch once.)
 
 An entry is published once Airflow took all its events; one that Airflow cannot take now stays
-for the next commit (after :data:`RETRY_AFTER_S` in a process that could not reach Airflow). An
+for the next commit (after :data:`RETRY_AFTER_S` in a process that found nothing listening). An
 entry for an asset no DAG names is dropped: nothing waits for it (a process asks again after
 :data:`UNNAMED_FOR_S`). Entry ids are derived from what
 was committed, so a commit repeated (a retried task) appends nothing, and a receiver that sees an
@@ -52,8 +52,9 @@ RETRY_AFTER_S = 30.0
 MAX_PENDING = 10_000
 #: the published entries a ledger remembers, so that a commit repeated later appends nothing
 KEEP_PUBLISHED = 1000
-#: how long a request to Airflow may take while a commit waits for it
-TIMEOUT_S = 3.0
+#: how long a request to Airflow may take while a commit waits for it (a busy api-server on SQLite
+#: can take seconds now and then)
+TIMEOUT_S = 10.0
 
 
 #: this process's client of Airflow's API (its token kept between commits), and the asset ids it found
@@ -201,8 +202,8 @@ class AssetLedger:
                 log.warning("asset events of %s wait: %s", self.path.parent.name, err)
                 _clients.clear()  # (a token that expired, an asset that was removed: found afresh)
                 _asset_ids.clear()
-                if err.status is None:  # (this process only: another may reach it)
-                    _retry_at[client.url] = time.time() + RETRY_AFTER_S
+                if err.status is None and not err.timed_out:  # nothing listens (this process only: another may
+                    _retry_at[client.url] = time.time() + RETRY_AFTER_S  # reach it); a slow answer: the next commit
             kept = {i["id"] for i in items if i.get("published")}
             kept = set(list(kept)[-KEEP_PUBLISHED:]) if len(kept) > KEEP_PUBLISHED else kept
             self._write([i for i in items if not i.get("published") or i["id"] in kept])
