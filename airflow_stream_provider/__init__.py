@@ -9,6 +9,7 @@ whatever moves inside::
   :class:`TriggerAttributes`, :class:`Measurement`, :class:`FailureStrategy`, :class:`TriggerEvent`,
   :class:`TriggerType`
 - the operators, sensors, deferrable triggers and timetables of the stream DAGs
+- :class:`StreamProject` and :class:`StreamDeclaration`: streams declared in the DAG folder
 - :class:`WebSocketNotifier`, a TDengine-format notification from any DAG's callbacks
 - :class:`WebSocketHook`, the ``stream_ws`` connection
 
@@ -30,8 +31,11 @@ _PUBLIC = {
          "TriggerType"),
         "airflow_stream_provider.model.insert_triggers"),
     **dict.fromkeys(
-        ("StreamCommitOperator", "StreamComputeOperator", "StreamNotifyOperator", "StreamRecalculateOperator"),
+        ("StreamCommitOperator", "StreamComputeOperator", "StreamDeployOperator", "StreamNotifyOperator",
+         "StreamRecalculateOperator"),
         "airflow_stream_provider.operators"),
+    "StreamProject": "airflow_stream_provider.dag_factory",
+    "StreamDeclaration": "airflow_stream_provider.plan.declaration",
     **dict.fromkeys(("StreamCheckpointSensor", "StreamEventTimeSensor", "StreamSensor"),
                     "airflow_stream_provider.sensors"),
     **dict.fromkeys(
@@ -45,6 +49,7 @@ _PUBLIC = {
 }
 
 if TYPE_CHECKING:
+    from airflow_stream_provider.dag_factory import StreamProject
     from airflow_stream_provider.hooks.websocket import WebSocketHook
     from airflow_stream_provider.model.insert_triggers import (
         FailureStrategy,
@@ -59,9 +64,11 @@ if TYPE_CHECKING:
     from airflow_stream_provider.operators import (
         StreamCommitOperator,
         StreamComputeOperator,
+        StreamDeployOperator,
         StreamNotifyOperator,
         StreamRecalculateOperator,
     )
+    from airflow_stream_provider.plan.declaration import StreamDeclaration
     from airflow_stream_provider.sensors import StreamCheckpointSensor, StreamEventTimeSensor, StreamSensor
     from airflow_stream_provider.timetables import (
         PeriodTimetable,
@@ -81,9 +88,10 @@ if TYPE_CHECKING:
 __all__ = ["CheckpointCommitTrigger", "EventTimeTrigger", "FailureStrategy", "InsertTrigger", "Measurement",
            "PeriodTimetable", "RecalcTimetable", "ResampleTimetable", "SlidingTimetable", "StreamCheckpointSensor",
            "StreamCommitOperator", "StreamCommitTrigger", "StreamComputeOperator", "StreamComputeTrigger",
-           "StreamEventTimeSensor", "StreamInstantTrigger", "StreamNotifyOperator", "StreamNotifyTrigger",
-           "StreamRecalculateOperator", "StreamSensor", "Tablet", "TriggerAttributes", "TriggerEvent", "TriggerType",
-           "WebSocketHook", "WebSocketNotifier"]
+           "StreamDeclaration", "StreamDeployOperator", "StreamEventTimeSensor", "StreamInstantTrigger",
+           "StreamNotifyOperator", "StreamNotifyTrigger", "StreamProject", "StreamRecalculateOperator",
+           "StreamSensor", "Tablet", "TriggerAttributes", "TriggerEvent", "TriggerType", "WebSocketHook",
+           "WebSocketNotifier"]
 
 
 def __getattr__(name: str) -> object:

@@ -1,4 +1,4 @@
-"""A small client of Airflow's REST API (v2): pause and unpause DAGs, create backfills.
+"""A small client of Airflow's REST API (v2): pause and unpause DAGs, create backfills and asset events.
 
 Where the API is and who calls it come from ``AIRFLOW_STREAM_API_URL``, ``AIRFLOW_STREAM_API_USER``
 and ``AIRFLOW_STREAM_API_PASSWORD``, or the ``[airflow]`` table of ``airflow-stream.toml``
@@ -111,6 +111,19 @@ class AirflowApi:
                 return False
             raise
         return True
+
+    def asset_id(self, uri: str) -> int | None:
+        """The id of the asset whose URI is ``uri``; None while no DAG names it."""
+        query = urllib.parse.urlencode({"uri_pattern": uri, "limit": 100})
+        answer = self._send("GET", f"/api/v2/assets?{query}")
+        return next((int(a["id"]) for a in answer.get("assets", []) if a.get("uri") == uri), None)
+
+    def create_asset_event(self, asset_id: int, extra: dict, partition_key: str | None = None) -> dict:
+        """An event of the asset ``asset_id``, which schedules the DAGs waiting for it."""
+        body: dict = {"asset_id": asset_id, "extra": extra}
+        if partition_key is not None:
+            body["partition_key"] = partition_key
+        return self._send("POST", "/api/v2/assets/events", body)
 
     def create_backfill(self, dag_id: str, start: datetime, end: datetime, *, max_active_runs: int = 4,
                         attempts: int = 6) -> dict:

@@ -13,6 +13,12 @@ Every stream in the streams folder (``$AIRFLOW_STREAM_HOME/streams``) becomes:
 And once a database of the home has a retention (``KEEP``, ``SET TTL``), ``airflow_stream__retention``
 runs the retention every hour (:func:`render_retention`).
 
+Streams declared in the DAG folder (:class:`StreamProject`) render the same DAGs, once deployed,
+and one more, ``streams__<project>__deploy``, while a declaration and the home differ: a deploy task
+per such stream (:class:`~airflow_stream_provider.operators.StreamDeployOperator`) every
+:data:`DEPLOY_EVERY`. It is a DAG of its own because a stopped stream's DAGs are paused, and a
+paused DAG runs nothing.
+
 Those are the ids of plain names; :func:`~airflow_stream_provider.plan.ids.stream_dag_ids` gives
 any other name a sanitized form with a hash, so that every id is a valid key and no two streams
 share one.
@@ -29,6 +35,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -41,11 +48,13 @@ from airflow_stream_provider.model.events import StreamKind
 from airflow_stream_provider.operators import (
     StreamCommitOperator,
     StreamComputeOperator,
+    StreamDeployOperator,
     StreamNotifyOperator,
     StreamRecalculateOperator,
 )
 from airflow_stream_provider.operators.retention import StreamRetentionOperator
 from airflow_stream_provider.operators.verify import StreamVerifyOperator
+from airflow_stream_provider.plan.declaration import StreamDeclaration, read_folder, same_definition
 from airflow_stream_provider.plan.ids import stream_tag, verify_dag_id
 from airflow_stream_provider.plan.schedule import ResampleSchedule
 from airflow_stream_provider.plan.state import StreamState
@@ -66,15 +75,21 @@ OPERATORS: dict[TaskRole, type[BaseOperator]] = {
     TaskRole.NOTIFY: StreamNotifyOperator,
     TaskRole.COMMIT: StreamCommitOperator,
     TaskRole.RECALCULATE: StreamRecalculateOperator,
+    TaskRole.DEPLOY: StreamDeployOperator,
 }
+#: how often the deploy DAG of a project runs while a declaration and the home differ
+DEPLOY_EVERY = timedelta(seconds=30)
 
 
 def _doc(stored: StoredStream, kind: str, state: StreamState) -> str:
     stmt = stored.statement
     into = f" into `{stmt.into}`" if stmt.into is not None else ""
+    declared = f" Declared by the project `{state.declared_by}`." if state.declared_by else ""
+    refused = ("\n**Its declaration differs and was refused** (declare `recreate` to apply it):\n\n"
+               f"```diff\n{state.refused_diff}\n```\n") if state.refused_diff else ""
     return (f"### Stream `{stored.qualified}` ({kind})\n\n"
-            f"Trigger: `{stmt.trigger}`{into}. Created {state.created.isoformat() if state.created else '?'}.\n\n"
-            f"```sql\n{stored.text.strip()}\n```\n")
+            f"Trigger: `{stmt.trigger}`{into}. Created {state.created.isoformat() if state.created else '?'}."
+            f"{declared}\n\n```sql\n{stored.text.strip()}\n```\n{refused}")
 
 
 def _tags(stored: StoredStream) -> list[str]:
@@ -167,15 +182,16 @@ def _verifiable(stored: StoredStream, plan: StreamPlan) -> bool:
 
 
 def render_streams(home: Path | None = None) -> dict[str, DAG]:
-    """Every stream's DAGs by DAG id."""
+    """The DAGs of every stream not declared in a DAG folder (:class:`StreamProject` renders those),
+    by DAG id."""
     home = Path(home) if home else config.home()
     store = StreamStore(home)
     dags: dict[str, DAG] = {}
     for db, name in store.names():
         try:
-            stored = store.get(db, name)
-            for dag in stream_dags(stored, store.load_state(db, name), home):
-                dags[dag.dag_id] = dag
+            state = store.load_state(db, name)
+            if state.declared_by is None:
+                dags.update((dag.dag_id, dag) for dag in stream_dags(store.get(db, name), state, home))
         except Exception:  # one broken stream must not hide the others
             log.exception("stream %s.%s (%s) cannot be rendered as DAGs", db, name, store.definition(db, name))
     return dags
@@ -203,3 +219,109 @@ def render_retention(home: Path | None = None) -> dict[str, DAG]:
              default_args={"retries": RETRIES, "retry_delay": timedelta(seconds=30)}) as dag:
         StreamRetentionOperator(task_id="expire", home=str(home))
     return {dag.dag_id: dag}
+
+
+class StreamProject:
+    """Streams declared in the DAG folder, rendered as Airflow DAGs; parsing changes nothing.
+
+    A DAG file says ``globals().update(StreamProject(folder, name="power").dags())``. Each ``.sql``
+    file under ``folder`` holds one ``CREATE STREAM`` or ``CREATE CQ`` (a file in a subfolder takes
+    the subfolder's name as its database; a ``-- on change: recreate`` line says what to do when it
+    differs from the running stream); ``streams`` adds declarations written in Python.
+
+    Once deployed, a declared stream has the DAGs a stream created with ``airflow-stream sql`` has;
+    while a declaration and the home differ, ``streams__<name>__deploy`` runs a deploy task for it
+    (:func:`airflow_stream_provider.streams.declared.deploy`).
+
+    :param folder: the folder of ``.sql`` declarations; default None: only ``streams``.
+    :param name: the project's name: it owns the streams it deployed, and a stream it owns whose
+        declaration is gone is stopped (never dropped).
+    :param database: the database of a declaration that names none.
+    :param streams: declarations written in Python (:meth:`StreamDeclaration.of`).
+    :param undeclared: also render the streams no project declares and the retention DAG (the
+        provider's DAG file then stays out of the DAG folder); default True.
+    :param home: the stream home; default None: ``$AIRFLOW_STREAM_HOME``, else ``~/airflow-stream``.
+    """
+
+    def __init__(self, folder: Path | str | None = None, *, name: str, database: str | None = None,
+                 streams: tuple[StreamDeclaration, ...] | list[StreamDeclaration] = (), undeclared: bool = True,
+                 home: Path | str | None = None) -> None:
+        if not re.fullmatch(r"[a-z0-9_]+", name):
+            raise ValueError(f"a project name is lower-case letters, digits and _, not {name!r}")
+        self.folder = Path(folder) if folder is not None else None
+        self.name = name
+        self.database = database
+        self.streams = tuple(streams)
+        self.undeclared = undeclared
+        self.home = Path(home) if home else config.home()
+
+    @property
+    def deploy_dag_id(self) -> str:
+        return f"streams__{self.name}__deploy"
+
+    def declarations(self) -> dict[tuple[str, str], StreamDeclaration]:
+        """Every declaration by (db, name); a file that cannot be read is logged and left out."""
+        found: dict[tuple[str, str], StreamDeclaration] = {}
+        if self.folder is not None:
+            read, broken = read_folder(self.folder, database=self.database)
+            for path, why in broken.items():
+                log.error("stream declaration %s cannot be read: %s", path, why)
+            found.update(((d.db, d.name), d) for d in read)
+        for declaration in self.streams:
+            key = (declaration.db, declaration.name)
+            if key in found:
+                raise ValueError(f"stream {declaration.qualified} is declared twice: in {found[key].source} and "
+                                 f"{declaration.source}")
+            found[key] = declaration
+        return found
+
+    def dags(self) -> dict[str, DAG]:
+        """The DAGs by DAG id: the declared streams', the deploy DAG while something is to deploy,
+        and (with ``undeclared``) the other streams' and the retention DAG."""
+        store = StreamStore(self.home)
+        declared = self.declarations()
+        dags = {**render_streams(self.home), **render_retention(self.home)} if self.undeclared else {}
+        owned = set(declared)
+        for db, name in store.names():
+            try:
+                if store.load_state(db, name).declared_by == self.name:
+                    owned.add((db, name))
+            except Exception:
+                log.exception("stream %s.%s: its state cannot be read", db, name)
+        deploys = []
+        for db, name in sorted(owned):
+            try:
+                state = store.load_state(db, name) if store.exists(db, name) else StreamState()
+                stored = store.get(db, name) if store.exists(db, name) else None
+                if stored is not None and state.declared_by == self.name:
+                    dags.update((dag.dag_id, dag) for dag in stream_dags(stored, state, self.home))
+                spec = self._deploy(db, name, declared.get((db, name)), stored, state)
+                if spec is not None:
+                    deploys.append(spec)
+            except Exception:  # one broken stream must not hide the others
+                log.exception("declared stream %s.%s cannot be rendered as DAGs", db, name)
+        if deploys:
+            with DAG(self.deploy_dag_id, schedule=DEPLOY_EVERY, start_date=_EPOCH, catchup=False, max_active_runs=1,
+                     is_paused_upon_creation=False, tags=["stream", f"project:{self.name}", "deploy"],
+                     description=f"deploys the streams declared in the project {self.name}",
+                     doc_md=f"### Deploying the project `{self.name}`\n\nOne task per declared stream that differs "
+                            "from the home; a refused change fails its task with the diff.\n") as dag:
+                _tasks(tuple(deploys))
+            dags[dag.dag_id] = dag
+        return dags
+
+    def _deploy(self, db: str, name: str, declaration: StreamDeclaration | None, stored: StoredStream | None,
+                state: StreamState) -> TaskSpec | None:
+        """The deploy task of a stream, when its declaration and the home differ."""
+        common = {"stream": f"{db}.{name}", "home": str(self.home), "project": self.name, "retries": 0}
+        if declaration is None:  # gone from the code: stop it, once
+            return None if state.stopped else TaskSpec(f"deploy__{db}__{name}", TaskRole.DEPLOY,
+                                                       {**common, "text": None})
+        if stored is not None and state.refused == declaration.fingerprint:
+            return None  # refused already, with the diff: the stream's DAG documents it
+        if stored is not None and same_definition(stored.text, declaration.text) and \
+                state.declared_by == self.name and not state.paused_by_code:
+            return None
+        return TaskSpec(f"deploy__{db}__{name}", TaskRole.DEPLOY, {
+            **common, "text": declaration.text, "source": declaration.source, "recreate": declaration.recreate,
+            "recalculate_from": declaration.recalculate_from.isoformat() if declaration.recalculate_from else None})

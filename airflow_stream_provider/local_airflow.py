@@ -46,9 +46,11 @@ class LocalAirflow:
 
     def __init__(self, home: Path, stream_home: Path, *, parallelism: int = 4, standalone: bool = False,
                  port: int | None = None, users: dict[str, tuple[str, str]] | None = None,
-                 database: str | None = None, celery: str | None = None, workers: int = 2) -> None:
+                 database: str | None = None, celery: str | None = None, workers: int = 2,
+                 dags_folder: Path | None = None) -> None:
         """``users``: name -> (role, password) for Airflow's simple auth manager, the first being
-        the one this provider's API calls use; without them, every request is admin."""
+        the one this provider's API calls use; without them, every request is admin. ``dags_folder``:
+        the DAG folder (default: the provider's, which renders the streams of ``stream_home``)."""
         if celery and not database:
             raise ValueError("the CeleryExecutor needs a database other than SQLite: pass database= (PostgreSQL)")
         self.home = Path(home)
@@ -58,7 +60,7 @@ class LocalAirflow:
         self.url = f"http://127.0.0.1:{self.port}"
         self.env = child_environ() | {
             "AIRFLOW_HOME": str(home), "AIRFLOW_STREAM_HOME": str(stream_home),
-            "AIRFLOW__CORE__DAGS_FOLDER": str(Path(airflow_stream_provider.__file__).parent / "dags"),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(dags_folder or Path(airflow_stream_provider.__file__).parent / "dags"),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False", "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
             # SQLite lets one writer in at a time: a CLI command waits for the scheduler's write
             # instead of failing with "database is locked" after SQLite's default 5 s

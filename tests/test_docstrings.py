@@ -17,7 +17,7 @@ AIRFLOW_CLASSES = sorted(name for name, module in api._PUBLIC.items() if module.
 
 
 def test_every_airflow_role_of_the_public_api_is_checked():
-    assert len(AIRFLOW_CLASSES) == 19
+    assert len(AIRFLOW_CLASSES) == 20
     assert {"StreamComputeOperator", "StreamSensor", "StreamCommitTrigger", "RecalcTimetable", "WebSocketNotifier",
             "WebSocketHook"} <= set(AIRFLOW_CLASSES)
 

@@ -22,7 +22,7 @@ EXAMPLES = ROOT / "examples"
 DOCS = ROOT / "docs"
 
 #: folder of examples/ -> the language its SQL is written in (a key of airflow_stream_provider.sql.LANGUAGES)
-LANGUAGE = {"tdengine": "tdengine-3.3.7", "legacy": "tdengine", "iotdb": "iotdb"}
+LANGUAGE = {"tdengine": "tdengine-3.3.7", "legacy": "tdengine", "iotdb": "iotdb", "dags": "auto"}
 
 SQL_FILES = sorted(EXAMPLES.rglob("*.sql"))
 PY_FILES = sorted(EXAMPLES.rglob("*.py"))

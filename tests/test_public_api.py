@@ -21,7 +21,7 @@ DOCUMENTED = {
     "CheckpointCommitTrigger", "EventTimeTrigger", "StreamComputeTrigger", "StreamInstantTrigger",
     "StreamNotifyTrigger", "StreamCommitTrigger",
     "PeriodTimetable", "SlidingTimetable", "ResampleTimetable", "RecalcTimetable",
-    "WebSocketNotifier", "WebSocketHook",
+    "WebSocketNotifier", "WebSocketHook", "StreamProject", "StreamDeclaration", "StreamDeployOperator",
 }
 
 

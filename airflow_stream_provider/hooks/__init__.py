@@ -1,6 +1,7 @@
 """Hooks to Airflow connections, and :func:`bind`, which lends them to the layers that must not import
-Airflow: notification delivery (``stream_ws`` credentials) and the Spark session (the ``spark_connect``
-URL) and the warehouse's object store (its credentials)."""
+Airflow: notification delivery (``stream_ws`` credentials, the notifiers of ``notifier://``
+receivers) and the Spark session (the ``spark_connect`` URL) and the warehouse's object store (its
+credentials)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ def bind() -> None:
     from airflow_stream_provider.spark import session
 
     delivery.use_credentials(_credentials)
+    delivery.use_notifiers(_notify)
     session.use_connection_url(_connection_url)
     storage.use_connection_reader(_storage_variables)
 
@@ -29,6 +31,12 @@ def _credentials(url: str, conn_ids: Sequence[str]) -> delivery.Access | None:
     from airflow_stream_provider.hooks.websocket import credentials
 
     return credentials(url, conn_ids)
+
+
+def _notify(name: str, text: str) -> None:
+    from airflow_stream_provider.notifications.receivers import send
+
+    send(name, text)
 
 
 def _connection_url(conn_id: str) -> str:

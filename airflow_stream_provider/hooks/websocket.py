@@ -89,11 +89,11 @@ class WebSocketHook(BaseHook):
         return (parts.hostname or "").lower() == conn.host.lower() and (not conn.port or parts.port == conn.port)
 
     def access(self, url: str | None = None) -> Access:
-        """What the connection adds to a request to ``url``; credentials only over ``wss://``
-        unless the extra sets ``allow_plaintext``."""
+        """What the connection adds to a request to ``url``; credentials only over ``wss://`` (or
+        ``https://``) unless the extra sets ``allow_plaintext``."""
         conn = self.get_conn()
         extra = conn.extra_dejson
-        if url is not None and self.has_credentials() and urlsplit(url).scheme != "wss" \
+        if url is not None and self.has_credentials() and urlsplit(url).scheme not in ("wss", "https") \
                 and extra.get("allow_plaintext") is not True:
             raise CredentialsRefused(
                 f"connection {self.stream_ws_conn_id!r} sends credentials only over wss://, and a stream names "

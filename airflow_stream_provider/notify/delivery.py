@@ -1,4 +1,15 @@
-"""WebSocket delivery of a stream's outbox: in order, at least once, with stable message ids.
+"""Delivery of a stream's outbox over WebSocket or HTTP POST: in order, at least once, with stable
+message ids.
+
+An ``http://`` or ``https://`` receiver gets each message as the body of its own POST
+(``Content-Type: application/json``), in order, and has it once it answered 2xx; any other answer,
+a redirect included (redirects are not followed), leaves it and the messages after it waiting, as a
+WebSocket receiver that did not confirm does.
+
+A ``notifier://<name>`` receiver is an Airflow notifier (any ``BaseNotifier`` subclass: email,
+Slack, ...) that the ``[notifiers.<name>]`` table of ``airflow-stream.toml`` names with its
+arguments; it has a message once its ``notify`` returned (the lookup the Airflow side registers with
+:func:`use_notifiers` builds and calls it; delivery itself never imports Airflow).
 
 A receiver has a message once the WebSocket layer confirmed it: after a run of text frames the
 sender sends a ping and waits for its pong, which the receiver's side returns only after reading
@@ -34,6 +45,8 @@ import socket
 import ssl
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -111,6 +124,19 @@ Credentials = Callable[[str, Sequence[str]], Access | None]
 _credentials: Credentials | None = None
 
 
+#: sends one message (its JSON text) to the notifier named ``name``, raising when it could not:
+#: ``send(name, text)``
+NotifierSender = Callable[[str, str], None]
+
+_notifiers: NotifierSender | None = None
+
+
+def use_notifiers(sender: NotifierSender | None) -> None:
+    """Make ``sender`` the process's way to reach ``notifier://`` receivers (None forgets it)."""
+    global _notifiers
+    _notifiers = sender
+
+
 def use_credentials(lookup: Credentials | None) -> None:
     """Make ``lookup`` the process's way to read connections (None forgets it). The Airflow side
     registers one (``airflow_stream_provider.hooks.bind``); delivery itself never imports Airflow."""
@@ -129,7 +155,7 @@ def access_for(url: str, conn_ids: Sequence[str]) -> Access:
         found = _credentials(url, conn_ids)
     if found is not None:
         return found
-    return Access(sslopt={"cert_reqs": ssl.CERT_REQUIRED} if url.startswith("wss://") else {})
+    return Access(sslopt={"cert_reqs": ssl.CERT_REQUIRED} if url.startswith(("wss://", "https://")) else {})
 
 
 class _CappedFrames(frame_buffer):
@@ -254,6 +280,72 @@ class Receiver:
             deadline.finish()
 
 
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None  # a 3xx answer is an error: credentials never move to another host
+
+
+class HttpReceiver:
+    """An HTTP endpoint that takes each message as a POST."""
+
+    def __init__(self, url: str, access: Access, timeout: float) -> None:
+        self.url = url
+        self.access = access
+        self.timeout = timeout
+        context = ssl.create_default_context(cafile=access.sslopt.get("ca_certs"))
+        if access.sslopt.get("cert_reqs") == ssl.CERT_NONE:
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+        self._opener = urllib.request.build_opener(_NoRedirects, urllib.request.HTTPSHandler(context=context))
+        self._lock = threading.Lock()
+
+    def send(self, texts: Sequence[str]) -> None:
+        """POST ``texts`` one by one, in order, all within ``timeout`` seconds of wall-clock time."""
+        with self._lock:
+            deadline = time.monotonic() + self.timeout
+            for text in texts:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise ReceiverError(f"{_safe(self.url)}: not all taken within {self.timeout:g}s "
+                                        "(AIRFLOW_STREAM_NOTIFY_TIMEOUT)")
+                request = urllib.request.Request(self.url, data=text.encode(), method="POST")
+                request.add_header("Content-Type", "application/json")
+                for header in self.access.headers:
+                    name, _, value = header.partition(":")
+                    request.add_header(name.strip(), value.strip())
+                try:
+                    with self._opener.open(request, timeout=left) as answer:
+                        answer.read(MAX_INCOMING_FRAME)
+                except urllib.error.HTTPError as err:
+                    raise ReceiverError(f"{_safe(self.url)}: HTTP {err.code}") from None
+                except (urllib.error.URLError, OSError) as err:
+                    raise ReceiverError(f"{_safe(self.url)}: {getattr(err, 'reason', err)}") from None
+
+    def close(self) -> None:
+        """Nothing stays open between messages."""
+
+
+class NotifierReceiver:
+    """An Airflow notifier, handed each message in order (``notifier://<name>``)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.name = urlsplit(url).hostname or ""
+
+    def send(self, texts: Sequence[str]) -> None:
+        if _notifiers is None:
+            raise ReceiverError(f"{self.url}: this process registered no notifier lookup "
+                                "(airflow_stream_provider.hooks.bind() registers Airflow's)")
+        for text in texts:
+            try:
+                _notifiers(self.name, text)
+            except Exception as err:  # whatever the notifier raised: the message waits, as the outbox says
+                raise ReceiverError(f"{self.url}: {type(err).__name__}: {err}") from None
+
+    def close(self) -> None:
+        """Nothing stays open between messages."""
+
+
 def _safe(url: str) -> str:
     """A URL fit for errors and logs: without user and password, and without its query string,
     which may carry a key."""
@@ -262,16 +354,21 @@ def _safe(url: str) -> str:
     return f"{parts.scheme}://{host}{parts.path}"
 
 
-_POOL: dict[str, Receiver] = {}
+_POOL: dict[str, Receiver | HttpReceiver | NotifierReceiver] = {}
 _POOL_LOCK = threading.Lock()
 
 
-def receiver(url: str, settings: Settings) -> Receiver:
+def receiver(url: str, settings: Settings) -> Receiver | HttpReceiver | NotifierReceiver:
     """The process's connection to ``url``, reused by every delivery (persistent connections)."""
     with _POOL_LOCK:
         found = _POOL.get(url)
         if found is None:
-            found = _POOL[url] = Receiver(url, access_for(url, settings.conn_ids), settings.timeout)
+            scheme = urlsplit(url).scheme
+            if scheme == "notifier":
+                found = _POOL[url] = NotifierReceiver(url)
+            else:
+                kind = HttpReceiver if scheme in ("http", "https") else Receiver
+                found = _POOL[url] = kind(url, access_for(url, settings.conn_ids), settings.timeout)
         return found
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from airflow_stream_provider.operators.base import StreamTask
 from airflow_stream_provider.operators.commit import StreamCommitOperator
 from airflow_stream_provider.operators.compute import StreamComputeOperator
+from airflow_stream_provider.operators.deploy import StreamDeployOperator
 from airflow_stream_provider.operators.notify import StreamNotifyOperator
 from airflow_stream_provider.operators.recalculate import StreamRecalculateOperator
 from airflow_stream_provider.plan.ids import COMPUTE_TASK, NOTIFY_TASK, WAIT_EVENT_TIME_TASK
@@ -38,4 +39,4 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = ["COMPUTE_TASK", "NOTIFY_TASK", "WAIT_EVENT_TIME_TASK", "StreamCommitOperator", "StreamComputeOperator",
-           "StreamNotifyOperator", "StreamRecalculateOperator", "StreamTask"]
+           "StreamDeployOperator", "StreamNotifyOperator", "StreamRecalculateOperator", "StreamTask"]

@@ -10,14 +10,14 @@ from airflow.sdk.exceptions import AirflowSkipException
 
 from airflow_stream_provider import model as m
 from airflow_stream_provider.model.events import StreamKind
-from airflow_stream_provider.operators.base import StreamTask
+from airflow_stream_provider.operators.lineage import StreamLineage
 from airflow_stream_provider.timetables.time import utc_datetime
 
 #: a PERIOD run's instant: the end of its data interval
 AT_TEMPLATE = "{{ data_interval_end }}"
 
 
-class StreamComputeOperator(StreamTask, BaseOperator):
+class StreamComputeOperator(StreamLineage, BaseOperator):
     """Computes and writes what fired: the batches the detector committed (window triggers), the
     run's instant (PERIOD), or the SLIDING instants the event time passed. Returns the progress to
     commit.

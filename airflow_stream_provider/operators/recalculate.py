@@ -7,11 +7,11 @@ from typing import Any
 
 from airflow.sdk import BaseOperator
 
-from airflow_stream_provider.operators.base import StreamTask
+from airflow_stream_provider.operators.lineage import StreamLineage
 from airflow_stream_provider.timetables.time import utc_datetime
 
 
-class StreamRecalculateOperator(StreamTask, BaseOperator):
+class StreamRecalculateOperator(StreamLineage, BaseOperator):
     """Recalculates the windows that start in the run's data interval (a backfill's slice).
 
     :param stream: the stream, written ``db.name``.

@@ -58,6 +58,11 @@ class StreamState:
     :param failed: why the stream failed (SHOW STREAMS says so), None while it is well
     :param source_horizon: the time before which the trigger table's rows are gone (retention)
     :param expired_windows: how many windows were left alone because their rows are partly gone
+    :param declared_by: the project of DAG-folder declarations the stream was deployed from (None:
+        created with ``airflow-stream sql``)
+    :param refused: the fingerprint of a declaration refused because it differs from the stream ...
+    :param refused_diff: ... and the diff it was refused with
+    :param paused_by_code: the stream was stopped because its declaration left the code
     :param other: the keys this release does not know, kept as they were read
     """
 
@@ -85,6 +90,10 @@ class StreamState:
     failed: str | None = None
     source_horizon: datetime | None = None
     expired_windows: int = 0
+    declared_by: str | None = None
+    refused: str | None = None
+    refused_diff: str | None = None
+    paused_by_code: bool = False
     other: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -100,8 +109,9 @@ class StreamState:
         for key in ("computed", "recalculations", "recalculated_triggers", "expired_windows"):
             if key in values:
                 values[key] = int(values[key])
-        if "stopped" in values:
-            values["stopped"] = bool(values["stopped"])
+        for key in ("stopped", "paused_by_code"):
+            if key in values:
+                values[key] = bool(values[key])
         return cls(**values, other={k: v for k, v in payload.items() if k not in known})
 
     def to_json(self) -> dict[str, Any]:

@@ -40,6 +40,7 @@ class TaskRole(StrEnum):
     NOTIFY = "notify"
     COMMIT = "commit"
     RECALCULATE = "recalculate"
+    DEPLOY = "deploy"
 
 
 @dataclass(frozen=True)

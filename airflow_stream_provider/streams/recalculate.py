@@ -1,6 +1,7 @@
 """Recalculation: the windows (or SLIDING instants) of a range of event time found again from the
 trigger table as it is now, then computed and written by the run's own pipeline
-(:func:`.run.process`), upserting over the earlier results."""
+(:func:`.run.process`), upserting over the earlier results; the windows it rewrote become asset
+events (:mod:`.assets`)."""
 
 from __future__ import annotations
 
@@ -14,10 +15,10 @@ from airflow_stream_provider.exceptions import StreamError
 from airflow_stream_provider.model.events import StreamKind
 from airflow_stream_provider.plan.state import StreamState
 from airflow_stream_provider.plan.stream import plan_stream
-from airflow_stream_provider.streams import retention
+from airflow_stream_provider.streams import assets, retention
 from airflow_stream_provider.streams.fire import schedules, windows
 from airflow_stream_provider.streams.notifications import RunNotifications, deliver_outbox
-from airflow_stream_provider.streams.run import notify_patience, process
+from airflow_stream_provider.streams.run import notify_patience, output_uri, process, publish_assets
 from airflow_stream_provider.streams.runtime import RunReport, StreamRuntime, in_database
 from airflow_stream_provider.streams.store import StoredStream, StreamStore
 from airflow_stream_provider.warehouse import Warehouse, mapping
@@ -45,6 +46,11 @@ def recalculate(warehouse: Warehouse, db: str, name: str, start: datetime, end: 
         saving.state = before.replace(recalculations=before.recalculations + 1,
                                       recalculated_triggers=before.recalculated_triggers + report.triggers,
                                       expired_windows=before.expired_windows + report.expired)
+    uri = output_uri(stored)
+    if report.written and uri is not None:  # the windows it rewrote, as asset events
+        ident = f"{start.isoformat()}/{end.isoformat()}/{before.recalculations + 1}"
+        publish_assets(stored, assets.entry(stored.qualified, uri, report.windows, report.written,
+                                            recalculation=ident))
     report.seconds = time.monotonic() - began
     return report
 

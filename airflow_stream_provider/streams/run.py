@@ -23,7 +23,7 @@ from airflow_stream_provider.notify.delivery import Settings
 from airflow_stream_provider.plan.schedule import Schedule
 from airflow_stream_provider.plan.state import BATCH_MARKS, StreamState
 from airflow_stream_provider.plan.stream import computed_live, plan_stream
-from airflow_stream_provider.streams import cq, notifications, retention, status
+from airflow_stream_provider.streams import assets, cq, notifications, retention, status
 from airflow_stream_provider.streams.fire import rows, schedules, windows
 from airflow_stream_provider.streams.fired import Fired
 from airflow_stream_provider.streams.notifications import RunNotifications, outbox_of
@@ -150,6 +150,8 @@ def _run(warehouse: Warehouse, stored: StoredStream, state: StreamState, store: 
         update["outputs"] = delete_outputs(runtime, state.replace(**update), report)
     if fired and runtime.compute is not None:
         update["computed"] = len(fired)
+    if report.written and stored.statement.into is not None and not report.superseded:
+        update[assets.PROGRESS_KEY] = _asset_entry(stored, state, update, report, plan.kind, at)
     report.progress = {} if report.superseded else update  # (a later try's commit has it all)
     if commit:
         if stored.statement.notify is not None:
@@ -159,6 +161,37 @@ def _run(warehouse: Warehouse, stored: StoredStream, state: StreamState, store: 
     return report
 
 
+def output_uri(stored: StoredStream) -> str | None:
+    """The URI of the asset of the stream's output table (None: it writes none)."""
+    into = stored.statement.into
+    return assets.output_uri(into.db or stored.db, into.name) if into is not None else None
+
+
+def _asset_entry(stored: StoredStream, state: StreamState, update: dict, report: RunReport, kind: StreamKind,
+                 at: datetime | None) -> dict:
+    """The asset ledger entry of what this run wrote: its windows, and the batches or instant it consumed."""
+    uri = output_uri(stored)
+    assert uri is not None
+    batches = versions = None
+    if update.get("consumed_batch") is not None:
+        first = (-1 if state.consumed_batch is None else state.consumed_batch) + 1
+        batches = (first, int(update["consumed_batch"]))
+    elif update.get("detected_version") is not None:
+        seen = state.detected_version if state.detected_version is not None else state.created_version
+        versions = ((-1 if seen is None else seen) + 1, int(update["detected_version"]))
+    instant = at if kind is StreamKind.PERIOD else None
+    return assets.entry(stored.qualified, uri, report.windows, report.written, batches=batches, versions=versions,
+                        instant=instant)
+
+
+def publish_assets(stored: StoredStream, item: dict | None = None) -> int:
+    """Add ``item`` to the stream's asset ledger, then publish what waits there; how many entries went."""
+    ledger = assets.AssetLedger(stored.state_dir)
+    if item is not None:
+        ledger.append(item)
+    return ledger.publish()
+
+
 def process(runtime: StreamRuntime, stored: StoredStream, fired: list[Fired], events: list[WindowEvent] | None,
             report: RunReport, notes: RunNotifications | None, *, batched: bool, say: Callable[[str], None],
             what: str) -> None:
@@ -166,6 +199,7 @@ def process(runtime: StreamRuntime, stored: StoredStream, fired: list[Fired], ev
     notifications in ``notes`` (``events``: the window events they came from, None for schedule
     triggers)."""
     report.triggers += len(fired)
+    report.windows = assets.windows_of(fired, also=report.windows)
     compute_all(runtime, fired, report, batched=batched, say=say, stored=stored, what=what,
                 on_results=notes.collect if notes is not None else None)
     if runtime.stmt.rows.incremental and events is not None:  # a window left without rows has no result
@@ -223,10 +257,13 @@ def commit_progress(db: str, name: str, update: dict, *, store: StreamStore | No
     instant marks only move forward, so a late or repeated commit never rewinds a stream). Then the
     outbox lets go of the messages every receiver has."""
     store = store or StreamStore()
+    update = dict(update)
+    written = update.pop(assets.PROGRESS_KEY, None)
     with store.updating(db, name) as saving:
         saving.state = committed = saving.state.merged(update)
     if store.exists(db, name):
         stored = store.get(db, name)
+        publish_assets(stored, written)
         box = outbox_of(stored)
         if box is not None:  # what every receiver has is not needed to rebuild this progress any more
             box.prune(committed.consumed_batch)

@@ -75,6 +75,7 @@ class RunReport:
     seconds: float = 0.0
     progress: dict = field(default_factory=dict)  # what the run consumed, for commit_progress
     superseded: str | None = None  # why the run did nothing: a later try of its Airflow run committed
+    windows: list[dict[str, str]] = field(default_factory=list)  # the windows computed ({start, end}, ISO)
 
     def summary(self) -> str:
         parts = [f"{self.triggers} trigger{'s' if self.triggers != 1 else ''}",

@@ -167,8 +167,8 @@ def test_both_syntaxes_in_one_text_without_a_flag():
      "one value per aggregate"),
     ("create stream s ignore expired 2 into o as select 1", 1, 32, "takes 0 or 1"),
     ("create stream s watermark 1s watermark 2s into o as select 1", 1, 30, "given twice"),
-    ("create stream s into o as select _wstart, count(*) from t interval(10s) notify ('http://h:1') "
-     "on ('WINDOW_CLOSE')", 1, 81, "ws:// or wss://"),
+    ("create stream s into o as select _wstart, count(*) from t interval(10s) notify ('ftp://h:1') "
+     "on ('WINDOW_CLOSE')", 1, 81, "ws://, wss://, http:// or https://"),
     ("create stream s into o as select ts from t notify ('ws://h:1') on ('WINDOW_CLOSE')", 1, 44,
      "NOTIFY needs a window"),
     ("create stream s as select _wstart, count(*) from t interval(10s)", 1, 17, "needs INTO"),

@@ -66,7 +66,7 @@ RULES = [
     (W + " STREAM_OPTIONS(WATERMARK(1s) | WATERMARK(2s)) NOTIFY('ws://h:1') ON (WINDOW_CLOSE)",
      "option WATERMARK is given twice", "STREAM_OPTIONS"),
     (W + " NOTIFY('ws://h:1')", "needs ON (WINDOW_OPEN|WINDOW_CLOSE)", "NOTIFY"),
-    (W + " NOTIFY('http://h:1/x') ON (WINDOW_CLOSE)", "must use ws:// or wss://", "NOTIFY"),
+    (W + " NOTIFY('ftp://h:1/x') ON (WINDOW_CLOSE)", "must use ws://, wss://, http:// or https://", "NOTIFY"),
     (W + " NOTIFY('ws://h/x') ON (WINDOW_CLOSE)", "must give a port", "NOTIFY"),
     (W + " INTO out OUTPUT_SUBTABLE(concat('a', tbname)) AS SELECT _twstart, avg(v) FROM meters",
      "OUTPUT_SUBTABLE needs PARTITION BY", "OUTPUT_SUBTABLE"),

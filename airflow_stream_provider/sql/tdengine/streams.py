@@ -474,8 +474,15 @@ class StreamStatements(ValueParser):
             port = parts.port
         except ValueError as err:
             raise self.error(f"notification URL {url!r} is malformed: {err}", tok, "NOTIFY") from None
-        if parts.scheme not in ("ws", "wss"):
-            raise self.error(f"notification URL {url!r} must use ws:// or wss://", tok, "NOTIFY")
+        if parts.scheme == "notifier":  # an Airflow notifier that airflow-stream.toml names
+            if not parts.hostname or parts.port is not None or parts.path not in ("", "/") or parts.query \
+                    or parts.username is not None:
+                raise self.error(f"notification URL {url!r}: a notifier is named notifier://<name>, the name of a "
+                                 "[notifiers.<name>] table of airflow-stream.toml", tok, "NOTIFY")
+            return url
+        if parts.scheme not in ("ws", "wss", "http", "https"):
+            raise self.error(f"notification URL {url!r} must use ws://, wss://, http:// or https:// (POST), or "
+                             "name a notifier (notifier://<name>)", tok, "NOTIFY")
         if parts.username is not None or parts.password is not None:
             raise self.error(f"notification URL {parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path} "
                              "carries a user or password: put credentials in a stream_ws connection (Airflow), "
