@@ -1,0 +1,178 @@
+"""InfluxDB line protocol as TDengine's schemaless writing reads it: ``measurement,tag_set
+field_set [timestamp]``, with TDengine's escapes (a backslash before a comma, an equal sign or a
+space in names and tag values; before a double quote or a backslash inside a string field).
+
+The parser keeps each field value in a raw form that :mod:`.schemaless` types column by column:
+a string field as ``"`` followed by its text (``L"`` for NCHAR), anything else as written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+class ProtocolError(ValueError):
+    """Input that the protocol does not accept; ``line`` is 1-based (0: not about one line)."""
+
+    def __init__(self, message: str, line: int = 0) -> None:
+        self.message = message
+        self.line = line
+        super().__init__(f"line {line}: {message}" if line else message)
+
+
+@dataclass
+class Measurement:
+    """The rows of one measurement, column by column (``None`` where a row has no value)."""
+
+    name: str
+    lines: list[int] = field(default_factory=list)
+    times: list[str | None] = field(default_factory=list)
+    tags: dict[str, list[str | None]] = field(default_factory=dict)
+    fields: dict[str, list[str | None]] = field(default_factory=dict)
+
+    def add(self, line: int, time: str | None, tags: list[tuple[str, str]], fields: list[tuple[str, str]]) -> None:
+        row = len(self.lines)
+        self.lines.append(line)
+        self.times.append(time)
+        for columns, pairs, kind in ((self.tags, tags, "tag"), (self.fields, fields, "field")):
+            seen = set()
+            for key, value in pairs:
+                if key in seen:
+                    raise ProtocolError(f"{kind} {key!r} appears twice", line)
+                seen.add(key)
+                column = columns.get(key)
+                if column is None:
+                    column = columns[key] = [None] * row
+                column.append(value)
+            for key, column in columns.items():
+                if len(column) == row:
+                    column.append(None)
+
+    @property
+    def rows(self) -> int:
+        return len(self.lines)
+
+
+def parse(text: str) -> dict[str, Measurement]:
+    """The rows of ``text`` by measurement, in the order they came; raises :class:`ProtocolError`
+    naming the first bad line (nothing is returned then)."""
+    out: dict[str, Measurement] = {}
+    for number, raw in enumerate(text.split("\n"), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if "\\" in line or '"' in line:
+            name, tags, fields, time = _scan(line, number)
+        else:
+            name, tags, fields, time = _split(line, number)
+        found = out.get(name)
+        if found is None:
+            found = out[name] = Measurement(name)
+        found.add(number, time, tags, fields)
+    return out
+
+
+def _split(line: str, number: int) -> tuple[str, list[tuple[str, str]], list[tuple[str, str]], str | None]:
+    """A line without escapes or strings: split on its spaces, commas and equal signs."""
+    parts = line.split()
+    if len(parts) not in (2, 3):
+        raise ProtocolError("expected `measurement[,tags] fields [timestamp]`", number)
+    head = parts[0].split(",")
+    name = head[0]
+    if not name:
+        raise ProtocolError("the measurement name is empty", number)
+    tags = [_pair(item, number, "tag") for item in head[1:]]
+    fields = [_pair(item, number, "field") for item in parts[1].split(",")]
+    return name, tags, fields, parts[2] if len(parts) == 3 else None
+
+
+def _pair(item: str, number: int, kind: str) -> tuple[str, str]:
+    key, sep, value = item.partition("=")
+    if not sep or not key or not value:
+        raise ProtocolError(f"{kind} {item!r} is not key=value", number)
+    return key, value
+
+
+class _Scanner:
+    """A line with escapes or string fields, read character by character."""
+
+    def __init__(self, line: str, number: int) -> None:
+        self.line, self.number, self.i = line, number, 0
+
+    def at(self, chars: str) -> bool:
+        return self.i < len(self.line) and self.line[self.i] in chars
+
+    def token(self, stops: str) -> str:
+        line, out = self.line, []
+        while self.i < len(line) and line[self.i] not in stops:
+            if line[self.i] == "\\" and self.i + 1 < len(line) and line[self.i + 1] in ",= \\":
+                self.i += 1
+            out.append(line[self.i])
+            self.i += 1
+        return "".join(out)
+
+    def string(self) -> str:
+        """A double-quoted field value from its opening quote on; ``\\"`` and ``\\\\`` are escapes."""
+        line, out = self.line, []
+        self.i += 1
+        while self.i < len(line):
+            char = line[self.i]
+            if char == "\\" and self.i + 1 < len(line) and line[self.i + 1] in '"\\':
+                out.append(line[self.i + 1])
+                self.i += 2
+                continue
+            if char == '"':
+                self.i += 1
+                return "".join(out)
+            out.append(char)
+            self.i += 1
+        raise ProtocolError("a string field has no closing double quote", self.number)
+
+    def field_value(self) -> str:
+        line = self.line
+        if self.at('"'):
+            return '"' + self.string()
+        if self.at("LlGgBb") and self.i + 1 < len(line) and line[self.i + 1] == '"':
+            prefix = line[self.i].upper()
+            self.i += 1
+            return prefix + '"' + self.string()
+        return self.token(", ")
+
+
+def _scan(line: str, number: int) -> tuple[str, list[tuple[str, str]], list[tuple[str, str]], str | None]:
+    scan = _Scanner(line, number)
+    name = scan.token(", ")
+    if not name:
+        raise ProtocolError("the measurement name is empty", number)
+    tags = []
+    while scan.at(","):
+        scan.i += 1
+        key = scan.token("=, ")
+        if not key or not scan.at("="):
+            raise ProtocolError(f"tag {key!r} has no value", number)
+        scan.i += 1
+        value = scan.token(", ")
+        if not value:
+            raise ProtocolError(f"tag {key!r} has no value", number)
+        tags.append((key, value))
+    if not scan.at(" "):
+        raise ProtocolError("expected a space before the fields", number)
+    while scan.at(" "):
+        scan.i += 1
+    fields = []
+    while True:
+        key = scan.token("=, ")
+        if not key or not scan.at("="):
+            raise ProtocolError(f"field {key!r} has no value", number)
+        scan.i += 1
+        value = scan.field_value()
+        if not value:
+            raise ProtocolError(f"field {key!r} has no value", number)
+        fields.append((key, value))
+        if not scan.at(","):
+            break
+        scan.i += 1
+    rest = line[scan.i:].strip()
+    if rest and (" " in rest or not rest.lstrip("-").isdigit()):
+        raise ProtocolError(f"the timestamp {rest!r} is not an integer", number)
+    return name, tags, fields, rest or None
