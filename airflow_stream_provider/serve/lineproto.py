@@ -44,7 +44,7 @@ class Measurement:
                 if column is None:
                     column = columns[key] = [None] * row
                 column.append(value)
-            for key, column in columns.items():
+            for column in columns.values():
                 if len(column) == row:
                     column.append(None)
 

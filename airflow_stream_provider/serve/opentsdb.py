@@ -120,7 +120,7 @@ def _json_value(value: Any, number: int) -> str:
             raise ProtocolError(f"invalid opentsdb json format: a string is no {kind}", number)
         return prefix + value
     if isinstance(value, (int, float)) and math.isfinite(value):
-        suffix = _JSON_TYPES.get(kind or "double")
+        suffix = _JSON_TYPES[kind or "double"]
         if suffix in ('"', 'L"', "bool"):
             raise ProtocolError(f"invalid opentsdb json format: a number is no {kind}", number)
         if suffix.startswith("i") and not isinstance(value, int):

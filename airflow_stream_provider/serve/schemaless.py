@@ -42,7 +42,7 @@ _INTEGER = r"[-+]?\d+"
 #: (TDengine type, pattern of the whole raw value, the suffix to strip), tried in order
 _NUMERIC = (
     ("BIGINT", rf"^{_INTEGER}(i64|i)$", r"(i64|i)$"),
-    ("BIGINT UNSIGNED", rf"^\+?\d+(u64|u)$", r"(u64|u)$"),
+    ("BIGINT UNSIGNED", r"^\+?\d+(u64|u)$", r"(u64|u)$"),
     ("INT", rf"^{_INTEGER}i32$", r"i32$"),
     ("INT UNSIGNED", r"^\+?\d+u32$", r"u32$"),
     ("SMALLINT", rf"^{_INTEGER}i16$", r"i16$"),
@@ -154,7 +154,7 @@ def _check(fits: pa.Array, valid: pa.Array, measurement: str, name: str, kind: s
         return
     bad = pc.index(ok, False).as_py()
     try:
-        other = kind_of(raw[bad])  # type: ignore[arg-type]
+        other = kind_of(raw[bad] or "")
     except ValueError as err:
         raise ProtocolError(f"{measurement} field {name}: {err}", lines[bad]) from None
     raise ProtocolError(f"{measurement} field {name} is {kind} (line {lines[first]}) but {other} here: "
@@ -210,8 +210,9 @@ def _subtables(measurement: Measurement, tag_columns: list[tuple[str, list[str |
     cache: dict[tuple, str] = {}
     names = []
     for row in range(measurement.rows):
-        if named is not None and named[row] is not None:
-            names.append(made_name(named[row]))
+        given = named[row] if named is not None else None
+        if given is not None:
+            names.append(made_name(given))
             continue
         pairs = tuple((k, values[row]) for k, values in tag_columns if values[row] is not None)
         name = cache.get(pairs)

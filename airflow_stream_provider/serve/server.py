@@ -114,7 +114,8 @@ class _Handler(BaseHTTPRequestHandler):
         return self.rfile.read(int(length))
 
     def _chunked(self, limit: int) -> bytes:
-        parts, size = [], 0
+        parts: list[bytes] = []
+        size = 0
         while True:
             line = self.rfile.readline(1024).split(b";")[0].strip()
             try:
@@ -162,6 +163,11 @@ def _shown(target: str) -> str:
     return path + "?" + "&".join(kept)
 
 
+def _url(server: _Server) -> str:
+    host, port = server.server_address[:2]
+    return f"http://{host.decode() if isinstance(host, bytes) else host}:{port}"
+
+
 @dataclass
 class Running:
     """The servers of one :func:`start`, with the URLs they serve."""
@@ -197,7 +203,7 @@ def start(settings: Settings, warehouse: Callable[[str | None], Warehouse]) -> R
         thread = threading.Thread(target=server.serve_forever, name=f"serve-{name}", daemon=True)
         thread.start()
         threads.append(thread)
-    urls = {name: f"http://{server.server_address[0]}:{server.server_address[1]}" for name, server in servers}
+    urls = {name: _url(server) for name, server in servers}
     return Running([s for _, s in servers], threads, urls)
 
 

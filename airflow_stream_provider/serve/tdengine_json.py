@@ -114,7 +114,7 @@ def _plain(value: object) -> object:
 def query(table: pa.Table, zone: tzinfo | None = None) -> dict:
     """A query's rows as TDengine answers them."""
     meta = [column_meta(f, table.column(i)) for i, f in enumerate(table.schema)]
-    columns = []
+    columns: list[list] = []
     for i, f in enumerate(table.schema):
         values = table.column(i).to_pylist()
         if pa.types.is_timestamp(f.type) or pa.types.is_date(f.type):

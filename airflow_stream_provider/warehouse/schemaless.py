@@ -40,20 +40,34 @@ _WIDENING = ("VARCHAR", "NCHAR", "BINARY")
 
 
 class TypedColumn(Protocol):
-    name: str
-    dtype: m.DataType
-    values: pa.Array
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def dtype(self) -> m.DataType: ...
+
+    @property
+    def values(self) -> pa.Array: ...
 
 
 class StableRows(Protocol):
     """The rows of one request for one supertable: times in epoch microseconds, subtable names,
     field columns and tag columns, each one value a row."""
 
-    stable: str
-    times: pa.Array
-    tbnames: pa.Array
-    metrics: Sequence[TypedColumn]
-    tags: Sequence[TypedColumn]
+    @property
+    def stable(self) -> str: ...
+
+    @property
+    def times(self) -> pa.Array: ...
+
+    @property
+    def tbnames(self) -> pa.Array: ...
+
+    @property
+    def metrics(self) -> Sequence[TypedColumn]: ...
+
+    @property
+    def tags(self) -> Sequence[TypedColumn]: ...
 
 
 class DatabaseMissing(WarehouseError):
@@ -81,7 +95,8 @@ def write(warehouse: Warehouse, db: str, parts: Sequence[StableRows]) -> int:
         subtables = _subtables(warehouse, info, plan.rows)
         tables.append((info, _arrow_rows(info, plan.rows, subtables)))
     listening = listeners.active()
-    writes = [w for info, rows in tables for w in listeners.table_writes(info, rows, per_row=False)] if listening else []
+    writes = [w for info, rows in tables for w in listeners.table_writes(info, rows, per_row=False)
+              ] if listening else []
     listeners.before(listening, writes)
     commits: list[writer.Commit] = []
     for info, rows in tables:
@@ -128,16 +143,16 @@ def _plan(warehouse: Warehouse, db: str, rows: StableRows) -> _Plan:
         plan.create = [Column(TIME_COLUMN, m.DataType("TIMESTAMP"), "ts"), *metrics,
                        Column(TBNAME, m.DataType("VARCHAR", (192,)), TBNAME), *tags]
         return plan
-    for column in wanted:
-        have = plan.info.column(column.name)
+    for new in wanted:
+        have = plan.info.column(new.name)
         if have is None:
-            plan.add.append(column)
-        elif have.role != column.role or have.dtype.name != column.dtype.name:
+            plan.add.append(new)
+        elif have.role != new.role or have.dtype.name != new.dtype.name:
             what = "tag" if have.role == "tag" else "column" if have.role == "metric" else "key column"
-            raise WarehouseError(f"{plan.info.qualified}: {column.name} is the {what} {have.dtype}, but the rows give "
-                                 f"it as {'tag' if column.role == 'tag' else 'field'} {column.dtype.name}")
-        elif column.dtype.name in _WIDENING and have.dtype.args and column.dtype.args[0] > have.dtype.args[0]:
-            plan.widen.append(Column(have.name, column.dtype, have.role))
+            raise WarehouseError(f"{plan.info.qualified}: {new.name} is the {what} {have.dtype}, but the rows give "
+                                 f"it as {'tag' if new.role == 'tag' else 'field'} {new.dtype.name}")
+        elif new.dtype.name in _WIDENING and have.dtype.args and new.dtype.args[0] > have.dtype.args[0]:
+            plan.widen.append(Column(have.name, new.dtype, have.role))
     return plan
 
 
