@@ -11,9 +11,11 @@ Settings come from ``[serve]`` of ``airflow-stream.toml`` (``host``, ``tdengine_
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import signal
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -34,6 +36,7 @@ log = logging.getLogger(__name__)
 access = logging.getLogger(__name__ + ".access")
 
 DEFAULT_MAX_BODY = 64 * 1024 * 1024
+IDLE_TIMEOUT_S = 30
 #: query parameters that carry secrets, left out of the access log
 _SECRET_PARAMS = ("p", "token", "password")
 
@@ -67,7 +70,19 @@ class Settings:
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "airflow-stream"
+    #: seconds an idle keep-alive connection (or a slow sender) is kept before it is closed
+    timeout = IDLE_TIMEOUT_S
     server: _Server
+
+    def setup(self) -> None:
+        super().setup()
+        self.server.opened(self.connection)
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        finally:
+            self.server.closed(self.connection)
 
     def _serve(self) -> None:
         started = time.perf_counter()
@@ -111,7 +126,10 @@ class _Handler(BaseHTTPRequestHandler):
             raise ValueError("Content-Length is not a number")
         if int(length) > limit:
             raise _TooLarge(f"the body of {length} bytes is larger than the limit of {limit}")
-        return self.rfile.read(int(length))
+        body = self.rfile.read(int(length))
+        if len(body) < int(length):  # the client went away (or the server is stopping): nothing is run
+            raise ValueError(f"the body ended after {len(body)} of its {length} bytes")
+        return body
 
     def _chunked(self, limit: int) -> bytes:
         parts: list[bytes] = []
@@ -129,7 +147,10 @@ class _Handler(BaseHTTPRequestHandler):
             size += chunk
             if size > limit:
                 raise _TooLarge(f"the body is larger than the limit of {limit} bytes")
-            parts.append(self.rfile.read(chunk))
+            part = self.rfile.read(chunk)
+            if len(part) < chunk:
+                raise ValueError("the body ended inside a chunk")
+            parts.append(part)
             self.rfile.readline(8)
 
     do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = _serve
@@ -151,7 +172,26 @@ class _Server(ThreadingHTTPServer):
         self.handle = handle
         self.max_body = max_body
         self.too_large = too_large
+        self._connections: set[socket.socket] = set()
+        self._lock = threading.Lock()
         super().__init__(address, _Handler)
+
+    def opened(self, connection: socket.socket) -> None:
+        with self._lock:
+            self._connections.add(connection)
+
+    def closed(self, connection: socket.socket) -> None:
+        with self._lock:
+            self._connections.discard(connection)
+
+    def hang_up(self) -> None:
+        """End the reading side of every open connection: an idle keep-alive connection ends at
+        once, a request being answered still writes its answer."""
+        with self._lock:
+            connections = list(self._connections)
+        for connection in connections:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RD)
 
 
 def _shown(target: str) -> str:
@@ -180,6 +220,7 @@ class Running:
         for server in self.servers:
             server.shutdown()
         for server in self.servers:
+            server.hang_up()
             server.server_close()
         for thread in self.threads:
             thread.join(timeout=30)
