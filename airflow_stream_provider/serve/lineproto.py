@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 
 class ProtocolError(ValueError):
     """Input that the protocol does not accept; ``line`` is 1-based (0: not about one line)."""
@@ -48,6 +51,30 @@ class Measurement:
                 if len(column) == row:
                     column.append(None)
 
+    def extend(self, lines: list[int], times: list[str | None], tags: dict[str, list[str | None]],
+               fields: dict[str, list[str | None]]) -> None:
+        """Add rows that all have the same tag and field keys."""
+        before, count = len(self.lines), len(lines)
+        self.lines.extend(lines)
+        self.times.extend(times)
+        for columns, given in ((self.tags, tags), (self.fields, fields)):
+            for key, column in columns.items():
+                column.extend(given.get(key) or [None] * count)
+            for key, values in given.items():
+                if key not in columns:
+                    columns[key] = [None] * before + values
+
+    def restore_order(self) -> None:
+        """Put the rows back in the order of their lines (rows added by shape come grouped)."""
+        order = sorted(range(len(self.lines)), key=self.lines.__getitem__)
+        if order == list(range(len(order))):
+            return
+        self.lines = [self.lines[i] for i in order]
+        self.times = [self.times[i] for i in order]
+        for columns in (self.tags, self.fields):
+            for key, column in columns.items():
+                columns[key] = [column[i] for i in order]
+
     @property
     def rows(self) -> int:
         return len(self.lines)
@@ -56,6 +83,71 @@ class Measurement:
 def parse(text: str) -> dict[str, Measurement]:
     """The rows of ``text`` by measurement, in the order they came; raises :class:`ProtocolError`
     naming the first bad line (nothing is returned then)."""
+    if "\\" not in text and '"' not in text:
+        found = _columnar(text)
+        if found is not None:
+            return found
+    return _by_line(text)
+
+
+#: a line without escapes or strings: its measurement and tags, its fields, and its time
+_LINE = r"^(?P<head>[^ ]+) (?P<fields>[^ ]+)(?: (?P<time>[^ ]+))?$"
+_KEYS = r"=[^,]*"
+
+
+def _columnar(text: str) -> dict[str, Measurement] | None:
+    """The rows of a body without escapes or strings, cut into columns by Arrow's string kernels:
+    lines of one shape (measurement, tag keys, field keys) at a time. None when a line does not
+    fit the shape of a correct line (the line-by-line reading then says what is wrong with it)."""
+    numbers, kept = [], []
+    for number, raw in enumerate(text.split("\n"), start=1):
+        line = raw.strip()
+        if line and not line.startswith("#"):
+            numbers.append(number)
+            kept.append(line)
+    if not kept:
+        return {}
+    parts = pc.extract_regex(pa.array(kept, pa.string()), _LINE)
+    if parts.null_count:
+        return None
+    head, fields, times = (parts.field(name) for name in ("head", "fields", "time"))
+    shapes = pa.table({"head": pc.replace_substring_regex(head, _KEYS, ""),
+                       "fields": pc.replace_substring_regex(fields, _KEYS, ""),
+                       "row": pa.array(range(len(kept)), pa.int64())})
+    groups = shapes.group_by(["head", "fields"], use_threads=False).aggregate([("row", "list")])
+    out: dict[str, Measurement] = {}
+    for head_shape, field_shape, rows in zip(*(groups.column(i).to_pylist() for i in range(3)), strict=True):
+        name, *tag_keys = head_shape.split(",")
+        field_keys = field_shape.split(",")
+        if not name or not all(tag_keys) or not all(field_keys) or len(set(tag_keys)) < len(tag_keys) \
+                or len(set(field_keys)) < len(field_keys):
+            return None
+        take = pa.array(rows, pa.int64())
+        tags = _values(pc.take(head, take), tag_keys, 1)
+        values = _values(pc.take(fields, take), field_keys, 0)
+        if tags is None or values is None:
+            return None
+        stamps = pc.take(times, take).to_pylist()
+        found = out.setdefault(name, Measurement(name))
+        found.extend([numbers[r] for r in rows], [t or None for t in stamps], tags, values)
+    for found in out.values():
+        found.restore_order()
+    return out
+
+
+def _values(pieces: pa.Array, keys: list[str], skip: int) -> dict[str, list[str | None]] | None:
+    """The value of each key of comma-separated ``key=value`` pieces (after ``skip`` leading items)."""
+    split = pc.split_pattern(pieces, ",")
+    out = {}
+    for index, key in enumerate(keys, start=skip):
+        values = pc.utf8_slice_codeunits(pc.list_element(split, index), len(key) + 1)
+        if pc.any(pc.equal(values, "")).as_py():
+            return None
+        out[key] = values.to_pylist()
+    return out
+
+
+def _by_line(text: str) -> dict[str, Measurement]:
     out: dict[str, Measurement] = {}
     for number, raw in enumerate(text.split("\n"), start=1):
         line = raw.strip()
