@@ -62,7 +62,8 @@ class Measurement:
                 column.extend(given.get(key) or [None] * count)
             for key, values in given.items():
                 if key not in columns:
-                    columns[key] = [None] * before + values
+                    padded: list[str | None] = [None] * before
+                    columns[key] = padded + values
 
     def restore_order(self) -> None:
         """Put the rows back in the order of their lines (rows added by shape come grouped)."""
