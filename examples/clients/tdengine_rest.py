@@ -6,7 +6,7 @@ from __future__ import annotations
 URL = "http://127.0.0.1:6041"
 
 
-def write_and_read(url: str = URL) -> list[tuple]:
+def write_and_read(url: str = URL) -> list[list]:
     # [START tdengine-rest]
     import taosrest
 
@@ -32,7 +32,7 @@ def write_and_read(url: str = URL) -> list[tuple]:
     return rows
 
 
-def stream_output(url: str = URL) -> list[tuple]:
+def stream_output(url: str = URL) -> list[list]:
     # [START tdengine-rest-output]
     import taosrest
 

@@ -76,15 +76,15 @@ def test_taosrest_runs_ddl_inserts_queries_and_streams(served):
     epoch = datetime(1970, 1, 1)
     second = datetime(1970, 1, 1, 0, 0, 1)
     assert example.write_and_read(urls["tdengine"]) == [
-        ("d1", second, 220), ("d1", second.replace(second=4), 224), ("d1", second.replace(second=12), 230)]
+        ["d1", second, 220], ["d1", second.replace(second=4), 224], ["d1", second.replace(second=12), 230]]
     cursor = taosrest.connect(url=urls["tdengine"]).cursor()
     assert cursor.execute(INSERT) == 6  # a client retrying after a timeout: the same keys overwrite
     client = taosrest.RestClient(urls["tdengine"], database="power")
     assert client.sql("SELECT count(*) FROM meters")["data"] == [[6]]
     run(wh, "power", "s1", RunRequest.everything())
     # closed windows only: d1's [0, 10) (220, 224); d2's [0, 10) (110) and [10, 20) (120)
-    assert example.stream_output(urls["tdengine"]) == [("d1", epoch, 222.0, 2), ("d2", epoch, 110.0, 1),
-                                                       ("d2", datetime(1970, 1, 1, 0, 0, 10), 120.0, 1)]
+    assert example.stream_output(urls["tdengine"]) == [["d1", epoch, 222.0, 2], ["d2", epoch, 110.0, 1],
+                                                       ["d2", datetime(1970, 1, 1, 0, 0, 10), 120.0, 1]]
     cursor.execute("SELECT tag_tbname, _twstart, v, n FROM power.out")
     assert [m[:2] for m in cursor.description] == [["tag_tbname", "VARCHAR"], ["_twstart", "TIMESTAMP"],
                                                    ["v", "DOUBLE"], ["n", "BIGINT"]]
@@ -127,11 +127,13 @@ def test_line_protocol_creates_tables_by_tdengine_rules_and_fires_streams_and_tr
                          auth=("root", "nope")).status_code == 401
     described = requests.post(f"{base}/rest/sql", data="DESCRIBE farm.weather", auth=("root", "taosdata")).json()
     assert [row[:2] for row in described["data"]] == [["_ts", "TIMESTAMP"], ["temperature", "DOUBLE"],
-                                                      ["humidity", "BIGINT"], ["location", "NCHAR"]]
+                                                      ["humidity", "BIGINT"], ["tbname", "VARCHAR(192)"],
+                                                      ["location", "NCHAR(5)"]]
     example.opentsdb(base)
-    for metric, value in (("meters_current", 10.3), ("meters_voltage", 219.0)):
-        (found,) = sql(wh, f"SELECT _value, location FROM farm.{metric}")
-        assert [tuple(r.values()) for r in found.table.to_pylist()] == [(value, found.table.column(1)[0].as_py())]
+    for metric, value, where in (("meters_current", 10.3, "California.SanFrancisco"),
+                                 ("meters_voltage", 219.0, "California.LosAngeles")):
+        (found,) = sql(wh, f"SELECT _value, location, groupid FROM farm.{metric}")
+        assert [tuple(r.values()) for r in found.table.to_pylist()] == [(value, where, "2" if value == 10.3 else "1")]
     (counted,) = sql(wh, "SELECT tbname, count(*) AS n FROM farm.weather PARTITION BY tbname")
     north = "t_" + hashlib.md5(b"weather,location=north").hexdigest()
     assert counted.table.to_pylist() == [{"tbname": north, "n": 4}]
