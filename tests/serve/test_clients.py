@@ -134,7 +134,7 @@ def test_line_protocol_creates_tables_by_tdengine_rules_and_fires_streams_and_tr
                                  ("meters_voltage", 219.0, "California.LosAngeles")):
         (found,) = sql(wh, f"SELECT _value, location, groupid FROM farm.{metric}")
         assert [tuple(r.values()) for r in found.table.to_pylist()] == [(value, where, "2" if value == 10.3 else "1")]
-    (counted,) = sql(wh, "SELECT tbname, count(*) AS n FROM farm.weather PARTITION BY tbname")
+    (counted,) = sql(wh, "SELECT tbname, count(*) AS n FROM farm.weather GROUP BY tbname")
     north = "t_" + hashlib.md5(b"weather,location=north").hexdigest()
     assert counted.table.to_pylist() == [{"tbname": north, "n": 4}]
     run(wh, "farm", "w", RunRequest.everything())
