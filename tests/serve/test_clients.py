@@ -166,12 +166,13 @@ def test_iotdb_rest_v2_documented_requests_fire_triggers_and_cqs(served):
     assert post("insertTablet", dict(bad, timestamps=[1, 2]))["code"] != 200
     assert post("query", {"sql": "select count(s3) from root.sg27"})["values"] == [[1]]  # s3's one point
     assert post("query", {"sql": "select s3 from root.sg27"})["timestamps"] == [1635232143960]
-    # a CQ over the written points: every 10 s, the count of s3 in the last 10 s
+    # a CQ over the written points: every 10 s, the count of s3 in the last 10 s; created at 07:09:00, it
+    # runs at 07:09:00 ([07:08:50, 07:09:00): no point, count 0) and at 07:09:10 ([07:09:00, 07:09:10): 11)
     assert post("nonQuery", {"sql": "CREATE CONTINUOUS QUERY cq_rest RESAMPLE EVERY 10s BEGIN SELECT count(s3) "
                                     "INTO root.cq27.d(s3_count) FROM root.sg27 GROUP BY(10s) END"})["code"] == 200
     with StreamStore().updating("root", "cq_rest") as saving:
         saving.state = saving.state.replace(created=datetime(2021, 10, 26, 7, 9, tzinfo=UTC))
     run(wh, "root", "cq_rest", RunRequest(now=datetime(2021, 10, 26, 7, 9, 10, tzinfo=UTC)))
     assert post("query", {"sql": "select s3_count from root.cq27.d"}) == {
-        "expressions": ["root.cq27.d.s3_count"], "column_names": None, "timestamps": [1635232140000],
-        "values": [[1]]}
+        "expressions": ["root.cq27.d.s3_count"], "column_names": None, "timestamps": [1635232130000, 1635232140000],
+        "values": [[0, 1]]}
