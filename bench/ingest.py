@@ -7,9 +7,13 @@ groupid), writes them once as Parquet and CSV, and measures in one process:
 
 - INSERT VALUES: statements of 1,000 rows through the warehouse (parse, type checks, MERGE);
 - bulk load of the Parquet and CSV files with ``airflow-stream load``'s code path;
-- the baseline: ``spark.read.parquet(...).write.format("delta").save(...)`` of the same rows.
+- the baseline: ``spark.read.parquet(...).write.format("delta").save(...)`` of the same rows;
+- ``airflow-stream serve`` (``bench/serve_ingest.py``): TDengine REST INSERT, line protocol and IoTDB
+  insertTablet in batches of 1,000 and 10,000 rows from 1 and 4 clients, against ``load`` and a
+  direct kernel write of the same rows, and the latency of a REST INSERT to a stream's output row.
 
-Target: bulk load at 300,000 rows/s or more on a 2-core machine.
+Targets: bulk load at 300,000 rows/s or more on a 2-core machine; through ``serve``, 200,000 rows/s
+for line protocol and insertTablet with 10,000-row batches, and REST INSERT 5x the SQL INSERT.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -68,6 +73,8 @@ def main() -> int:
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--subtables", type=int, default=100)
     parser.add_argument("--insert-statements", type=int, default=20)
+    parser.add_argument("--skip-serve", action="store_true", help="leave out the rows of airflow-stream serve")
+    parser.add_argument("--latency-windows", type=int, default=20, help="samples of the REST-to-output latency")
     args = parser.parse_args()
 
     home = Path(tempfile.mkdtemp(prefix="airflow-stream-bench-"))
@@ -115,7 +122,7 @@ def main() -> int:
         spark.read.parquet(str(parquet)).write.format("delta").save(str(home / "baseline"))
         baseline_s = time.perf_counter() - started
         results.append(("baseline: Spark df.write.format('delta')", args.rows, baseline_s))
-        for db, expected in (("bench", args.rows), ("bench_csv", args.rows), ("bench_insert", 1000 * len(statements))):
+        for db, expected in (("bench", args.rows), ("bench_csv", args.rows), ("bench_insert", 1000 * len(texts))):
             counted = spark.read.format("delta").load(str(home / "warehouse" / db / "meters")).count()
             if counted != expected:
                 raise SystemExit(f"{db}.meters holds {counted} rows, expected {expected}")
@@ -129,9 +136,39 @@ def main() -> int:
         verdict = "meets" if load_rate >= TARGET_ROWS_PER_S else "MISSES"
         print(f"\nbulk load {verdict} the target of {TARGET_ROWS_PER_S:,} rows/s ({load_rate:,.0f} rows/s)")
         spark.stop()
-        return 0 if load_rate >= TARGET_ROWS_PER_S else 1
+        met = load_rate >= TARGET_ROWS_PER_S
+        if not args.skip_serve:
+            met = serve_rows(home, data, parquet, args.latency_windows) and met
+        return 0 if met else 1
     finally:
         shutil.rmtree(home, ignore_errors=True)
+
+
+def serve_rows(home: Path, data: pa.Table, parquet: Path, windows: int) -> bool:
+    import serve_ingest as sv
+
+    from airflow_stream_provider.processes import free_port
+
+    results = sv.throughput(home, free_port(), free_port()) + sv.baselines(home, data, parquet)
+    print(f"\n{'airflow-stream serve':<62} {'rows':>8} {'seconds':>8} {'rows/s':>10}")
+    for label, rows, seconds in results:
+        print(f"{label:<62} {rows:>8,} {seconds:>8.2f} {rows / seconds:>10,.0f}")
+    rate = {label: rows / seconds for label, rows, seconds in results}
+    met = True
+    for endpoint, target in (("line protocol", sv.TARGET_SCHEMALESS), ("IoTDB insertTablet", sv.TARGET_SCHEMALESS),
+                             ("TDengine REST INSERT", sv.TARGET_REST_INSERT)):
+        batch = "1,000" if endpoint.startswith("TDengine") else "10,000"
+        best = max(rate[f"{endpoint}, {batch}-row batches, {n} client{'s' * (n > 1)}"] for n in (1, 4))
+        ok = best >= target
+        met = met and ok
+        print(f"{endpoint} with {batch}-row batches {'meets' if ok else 'MISSES'} the target of {target:,} rows/s "
+              f"({best:,.0f} rows/s)")
+    if windows:
+        samples = sv.latency(home, free_port(), windows)
+        cuts = statistics.quantiles(samples, n=100, method="inclusive")
+        print(f"REST INSERT to the stream's output row (LOW_LATENCY_CALC, {windows} windows): p50 {cuts[49]:.2f} s, "
+              f"p99 {cuts[98]:.2f} s")
+    return met
 
 
 if __name__ == "__main__":

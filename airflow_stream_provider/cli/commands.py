@@ -429,6 +429,17 @@ def _continuous_query_namespace(name: str) -> str | None:
     return CQ_NAMESPACE if found else None
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    from airflow_stream_provider.serve.server import Settings, serve_until_stopped
+
+    try:
+        settings = Settings.read(host=args.host, tdengine_port=args.tdengine_port, iotdb_port=args.iotdb_port)
+        return serve_until_stopped(settings)
+    except (ValueError, OSError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
 def cmd_receive(args: argparse.Namespace) -> int:
     token = args.token if args.token is not None else os.environ.get("AIRFLOW_STREAM_RECEIVE_TOKEN") or None
     return receiver.main(args.host, args.port, args.out, args.quiet, args.json, args.tls_cert, args.tls_key,
@@ -521,6 +532,13 @@ def build_parser() -> argparse.ArgumentParser:
                       "cluster's spark://host:port (also AIRFLOW_STREAM_NODE_MASTER, [node] master)")
     node.add_argument("--json", action="store_true", help="status as JSON")
     node.set_defaults(func=cmd_node)
+
+    serve = sub.add_parser("serve", help="serve TDengine's REST API and schemaless writes and IoTDB's REST API v2 "
+                           "over the warehouse")
+    serve.add_argument("--host", help="address to listen on (default 127.0.0.1, or [serve] host)")
+    serve.add_argument("--tdengine-port", type=int, help="TDengine's REST and schemaless port (default 6041; 0: off)")
+    serve.add_argument("--iotdb-port", type=int, help="IoTDB's REST API v2 port (default 18080; 0: off)")
+    serve.set_defaults(func=cmd_serve)
 
     receive = sub.add_parser("receive", help="listen for stream notifications on a WebSocket and print them")
     receive.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")

@@ -213,6 +213,31 @@ def _holds_none_within(table: DeltaTable, rows: pa.Table, ranges: list[KeyRange]
         return False
 
 
+def append_if_new(table: DeltaTable, rows: pa.Table, keys: Sequence[str]) -> bool:
+    """Append ``rows`` to ``table`` and return True when its file statistics show that no row lies
+    within the ranges of ``rows``' keys (every key is new: an append is what a MERGE would do);
+    False, writing nothing, otherwise. ``rows`` are first put in the table's own schema (a column
+    they lack is NULL). The append commits only as the next version, so a concurrent commit makes
+    it fail and its retry look again."""
+    from deltalake import CommitProperties, write_deltalake
+
+    ranges = _key_ranges(rows, keys)
+    schema = pa.schema(table.schema().to_arrow())
+    if rows.schema != schema:
+        if not set(rows.column_names) <= set(schema.names):
+            return False
+        try:
+            rows = pa.Table.from_arrays(
+                [rows[f.name].cast(f.type) if f.name in rows.column_names else pa.nulls(rows.num_rows, f.type)
+                 for f in schema], schema=schema)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            return False
+    if not _holds_none_within(table, rows, ranges):
+        return False
+    write_deltalake(table, rows, mode="append", commit_properties=CommitProperties(max_commit_retries=0))
+    return True
+
+
 def upsert(path: Location, rows: pa.Table, keys: Sequence[str]) -> Commit:
     """MERGE ``rows`` into the table: an existing key is replaced, a new key inserted, atomically.
 
@@ -222,15 +247,12 @@ def upsert(path: Location, rows: pa.Table, keys: Sequence[str]) -> Commit:
     the version after the one whose statistics were read, so nothing can have been committed in
     between: a concurrent commit makes it fail, and its retry looks again (and MERGEs when that
     commit added a row within the range). A batch written again finds its rows there, and MERGEs."""
-    from deltalake import CommitProperties, write_deltalake
-
     rows = dedupe_last(rows, keys)
     ranges = _key_ranges(rows, keys)
     predicate = " AND ".join([f"t.{_quote(k)} = s.{_quote(k)}" for k in keys] + _within_sql(ranges, "t."))
 
     def merge(table: DeltaTable) -> None:
-        if _holds_none_within(table, rows, ranges):
-            write_deltalake(table, rows, mode="append", commit_properties=CommitProperties(max_commit_retries=0))
+        if append_if_new(table, rows, keys):
             return
         (
             table.merge(rows, predicate, source_alias="s", target_alias="t")

@@ -460,6 +460,8 @@ class SeriesStore:
         quoted = {c: '"' + c.replace('"', '""') + '"' for c in rows.column_names}
 
         def merge(table) -> None:
+            if writer.append_if_new(table, rows, (TBNAME, TS)):  # every point new: as the MERGE would write it
+                return
             (table.merge(rows, f"t.{quoted[TBNAME]} = s.{quoted[TBNAME]} AND t.{quoted[TS]} = s.{quoted[TS]}",
                          source_alias="s", target_alias="t")
              .when_matched_update({quoted[c]: f"coalesce(s.{quoted[c]}, t.{quoted[c]})" for c in measured})
