@@ -28,7 +28,7 @@ def main() -> None:
              .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
              .config("spark.sql.catalogImplementation", "in-memory")
              .config("spark.sql.shuffle.partitions", "1").config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false")
+             .config("spark.ui.showConsoleProgress", "false").config("spark.databricks.delta.snapshotPartitions", "1")
              .config("spark.sql.session.timeZone", "UTC").config("spark.local.dir", scratch)
              .config("spark.driver.extraJavaOptions", f"-Djava.io.tmpdir={scratch}")
              .getOrCreate())
