@@ -64,9 +64,9 @@ def test_an_attached_s3_table_fires_through_the_node_detector(tmp_path):
         write(env, url, [{"append": LATER}], tmp_path)
         final = DeltaTable(url, storage_options=minio.environ).to_pandas()
         want = closed_windows(final)
-        # by hand: d1's rows at 1, 4, 12, 21, 33 s and d2's at 3, 15, 27, 41 s close [0, 10), [10, 20)
-        # and [20, 30) of each
-        assert len(want) == 6
+        # by hand: d1's rows at 1, 4, 12, 21, 33 s close its [0, 10), [10, 20) and [20, 30); d2's at 3,
+        # 15, 27, 41 s close those and its [30, 40), empty (an empty window triggers too)
+        assert len(want) == 7 and want[("d2", pd.Timestamp("2025-03-01 00:00:30", tz="UTC"))] == (None, None, 0)
         out = home / "warehouse" / "power" / "out"
         got: dict = {}
         deadline = time.monotonic() + 180
