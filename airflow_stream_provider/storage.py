@@ -88,6 +88,12 @@ def credentials() -> dict[str, str]:
     return {k: os.environ[k] for k in AWS_VARIABLES if os.environ.get(k)}
 
 
+def credentials_given() -> bool:
+    """Whether object store credentials are given: an Airflow connection named for them, or the AWS
+    variables of a key or an endpoint."""
+    return any(os.environ.get(k) for k in ("AIRFLOW_STREAM_STORAGE_CONN_ID", "AWS_ACCESS_KEY_ID", "AWS_ENDPOINT_URL"))
+
+
 def export_credentials() -> None:
     """Put the connection's credentials into this process's environment, where the Delta kernel,
     pyarrow and a Spark started from here read them."""

@@ -1,11 +1,13 @@
-"""The soak with faults (``bench/soak.py``) for 90 s of feed: twelve streams fed with late rows,
-updates and deletes while the stream node, the scheduler, the triggerer, a task process and the
-WebSocket receiver are each killed with SIGKILL at least once and restarted; afterwards every output
-and notification equals the oracle's, nothing twice, and no stream failed. With start-up and the
-catch-up, about four minutes.
+"""The soak with faults (``bench/soak``) for 90 s of feed: twelve streams over our own table fed with
+late rows, updates and deletes, and two over an attached Delta table that a separate delta-rs
+process appends to, MERGEs into and deletes from meanwhile, while the stream node, the scheduler,
+the triggerer, a task process and the WebSocket receiver are each killed with SIGKILL at least once
+and restarted; afterwards every output and notification equals the oracle's (over each table's
+final snapshot), nothing twice, and no stream failed. With start-up and the catch-up, about four
+minutes.
 
 The seed comes from ``SOAK_SEED`` when set, else at random, and is printed: ``SOAK_SEED=<seed>`` (or
-``bench/soak.py --minutes 1.5 --seed <seed>``) writes the same rows and kills at the same moments,
+``python -m bench.soak --minutes 1.5 --seed <seed>``) writes the same rows and kills at the same moments,
 though the processes' own timing differs from run to run.
 """
 
@@ -62,5 +64,7 @@ def test_streams_survive_killed_processes(spark, tmp_path, monkeypatch):
     killed = {fault.component for fault in report.faults if fault.done}
     assert killed == set(COMPONENTS), report.table()
     assert report.rows["late"] and report.rows["updates"] and report.rows["deletes"], report.table()
+    assert report.foreign["late"] and report.foreign["updates"] and report.foreign["deletes"], report.table()
+    assert report.findings.foreign > 20, report.table()  # windows of the attached table, checked
     assert report.findings.windows > 100 and report.findings.notifications > 50, report.table()
     assert report.ok, report.table()

@@ -46,7 +46,7 @@ class TaskRole(StrEnum):
 @dataclass(frozen=True)
 class TriggerTable:
     """The trigger table as CREATE STREAM resolved it: where its Delta table is and its timestamp
-    column. Recorded in the stream's state, so that rendering DAGs never opens the catalog."""
+    column as the table names it. Recorded in the stream's state, so that rendering DAGs never opens the catalog."""
 
     path: str
     ts_column: str

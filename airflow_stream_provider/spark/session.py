@@ -99,11 +99,14 @@ def _joined_classpaths(first: dict[str, str], second: dict[str, str]) -> dict[st
 
 
 def object_store_conf() -> dict[str, str]:
-    """S3A's settings and jars when the warehouse is on an object store (:mod:`~airflow_stream_provider.storage`)."""
-    if storage.configured() is None:
+    """S3A's settings and jars when the warehouse is on an object store (:mod:`~airflow_stream_provider.storage`),
+    or when, the warehouse being local, object store credentials are given and the S3A jars are there:
+    a table attached by its ``s3://`` URL is read by Spark too."""
+    jars = sorted(config.s3_jars_dir().glob("*.jar"))
+    if storage.configured() is None and not (jars and storage.credentials_given()):
         return {}
     storage.export_credentials()
-    return storage.spark_settings(sorted(config.s3_jars_dir().glob("*.jar")))
+    return storage.spark_settings(jars)
 
 
 def local_session(
@@ -125,7 +128,7 @@ def local_session(
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
-    if storage.configured() is not None:
+    if "spark.hadoop.fs.s3.impl" in conf:  # S3A's keys, never on a command line
         hadoop = session.sparkContext._jsc.hadoopConfiguration()
         for key, value in storage.hadoop_secrets().items():
             hadoop.set(key, value)

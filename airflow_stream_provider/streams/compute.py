@@ -194,21 +194,22 @@ class Compute:
         A live window reads a few rows of a table just written to. Spark would first rebuild the
         table's snapshot at the new version (a job of its own); the files' statistics tell which
         few to read. None: the rows are too many, or the table needs Spark (skipped versions,
-        features neither delta-rs nor its kernel scan reads).
+        features neither delta-rs nor its kernel scan reads). An attached table's rows are read under
+        its own column names and renamed to the model's (:mod:`~airflow_stream_provider.warehouse.mapping`).
         """
         from deltalake.exceptions import DeltaError
 
         src = self.source
         assert src is not None
         limit = FEW_ROWS if limit is None else limit
-        if src.skip_versions or mapping.of(src.path) is not None:  # (an attached table: Spark reads its mapping)
+        if src.skip_versions:
             return None
         try:
             snapshot = snapshots.snapshot(src.path, version)  # None: the latest
         except DeltaError as err:
             log.info("reading %%trows with Spark: %s", err)
             return None
-        ts = src.ts_column
+        (ts,) = mapping.sources(src.path, [src.ts_column])  # (an attached table's own name)
         files, schema, arrow_schema = snapshot.files, snapshot.schema, snapshot.arrow_schema
         kind = arrow_schema.field(ts).type
         lo, hi = (None if b is None else pa.scalar(b if kind.tz else b.astimezone(UTC).replace(tzinfo=None), kind)
@@ -238,6 +239,11 @@ class Compute:
             rows = dataset.to_table(filter=inside if hi is None else inside & (pds.field(ts) <= hi))
         log.debug("%%%%trows of %s at version %s in [%s, %s]: %d rows of %d files, read by delta-rs",
                   src.path, version, bounds[0], bounds[1], rows.num_rows, files.num_rows)
+        mapped = mapping.of(src.path)
+        if mapped is not None:  # the model's columns, in its order, from the table's own
+            schema = T.StructType([T.StructField(c.name, schema[c.source].dataType, schema[c.source].nullable)
+                                   for c in mapped if c.source in schema.fieldNames()])
+            rows = mapping.arrow(src.path, rows)
         columns = [rows[name] for name in schema.fieldNames()]
         # plain values: partitions come as dictionaries, strings as views
         columns = [c.cast(c.type.value_type) if pa.types.is_dictionary(c.type) else c for c in columns]

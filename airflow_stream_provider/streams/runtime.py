@@ -32,7 +32,7 @@ from airflow_stream_provider.streams.compute import Compute
 from airflow_stream_provider.streams.duckdb import DuckDBCompute
 from airflow_stream_provider.streams.fired import TIMESTAMPS, TROWS_FROM, TROWS_TO, Fired, TriggerSource
 from airflow_stream_provider.values import epoch_micros
-from airflow_stream_provider.warehouse import Warehouse
+from airflow_stream_provider.warehouse import Warehouse, mapping
 from airflow_stream_provider.warehouse.catalog import TBNAME, Column, SubTable, TableInfo
 from airflow_stream_provider.warehouse.types import spark_type
 from airflow_stream_provider.windows.trigger_plan import TriggerPlan
@@ -148,8 +148,12 @@ class StreamRuntime:
 
     @property
     def trigger_table(self) -> TriggerTable | None:
-        """Where the trigger table lives, as the plan records it."""
-        return TriggerTable(str(self.info.path), self.info.timestamp_column) if self.info else None
+        """Where the trigger table lives, as the plan records it: its timestamp column as the Delta
+        table names it (an attached table's own name), for the probes that read its files."""
+        if self.info is None:
+            return None
+        (ts,) = mapping.sources(self.info.path, [self.info.timestamp_column])
+        return TriggerTable(str(self.info.path), ts)
 
     @property
     def precision(self) -> str:

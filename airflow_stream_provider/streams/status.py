@@ -26,7 +26,7 @@ from airflow_stream_provider.plan.stream import plan_stream
 from airflow_stream_provider.streams.notifications import outbox_of
 from airflow_stream_provider.streams.probes import max_event_time, open_delta, progress_time
 from airflow_stream_provider.streams.store import StoredStream, StreamStore
-from airflow_stream_provider.warehouse import Catalog, Result, Warehouse
+from airflow_stream_provider.warehouse import Catalog, Result, Warehouse, mapping
 from airflow_stream_provider.warehouse.catalog import SubTable
 
 #: (column, Arrow type) of a SHOW STREAMS row
@@ -112,7 +112,8 @@ def _trigger_latest(catalog: Catalog, stored: StoredStream) -> datetime | None:
         return None
     info = catalog.resolve(stmt.trigger_table, (stmt.trigger_table.db or stored.db).lower(), "trigger table")
     table = info.stable if isinstance(info, SubTable) else info
-    return max_event_time(table.path, table.timestamp_column)
+    (ts,) = mapping.sources(table.path, [table.timestamp_column])  # an attached table's own column name
+    return max_event_time(table.path, ts)
 
 
 def sample_due(stored: StoredStream) -> bool:

@@ -7,7 +7,8 @@ never use. Each reader here handles these (``docs/table-features.md`` has the ta
 - **deletion vectors**: the kernel's scan (``DeltaTable.scan``) and its change feed honour them;
   pyarrow's dataset of a table's files would not, so it is never used on such a table.
 - **column mapping, name mode**: the kernel's scan reads by logical names; its change feed refuses
-  the feature, so the change feed of such a table is read by Spark.
+  the feature, so the change feed of such a table is read from the files each version names
+  (:mod:`~airflow_stream_provider.warehouse.change_files`), and by Spark where those cannot say it.
 - **timestamp_ntz**: read as TDengine's TIMESTAMP, its wall-clock value taken in UTC.
 - **v2 checkpoints**: the kernel reads them (not pyarrow's dataset).
 - commits whose actions are all ``dataChange=false`` (OPTIMIZE, auto-compaction, REORG ... PURGE)

@@ -10,9 +10,10 @@ object store), and the streams waiting on the feed are woken when one lands.
 Table features (:mod:`~airflow_stream_provider.warehouse.features`): the kernel's change feed applies
 deletion vectors (a row deleted through one is a ``delete``) and gives no change for a commit whose
 actions are all ``dataChange=false`` (OPTIMIZE, compaction, REORG ... PURGE), so those fire nothing
-again. It refuses column mapping: the change feed of a column-mapped table is read by Spark, a version
-at a time. A version whose files VACUUM removed cannot be read by either: the read fails with an error
-that says so (:func:`vacuumed`), never with fewer rows.
+again. It refuses column mapping: the change feed of a column-mapped table is read from the files each
+version names (:mod:`~airflow_stream_provider.warehouse.change_files`), by Spark a version at a time
+where those cannot say it. A version whose files VACUUM removed cannot be read by any: the read fails
+with an error that says so (:func:`vacuumed`), never with fewer rows.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from airflow_stream_provider import storage
 from airflow_stream_provider.storage import Location, is_remote
 from airflow_stream_provider.warehouse import mapping
 from airflow_stream_provider.warehouse.catalog import WarehouseError
+from airflow_stream_provider.warehouse.change_files import version_changes
 from airflow_stream_provider.warehouse.features import features_of
 from airflow_stream_provider.warehouse.snapshots import plain_strings, rows
 
@@ -188,11 +190,13 @@ class ChangeFeed:
             if table.version() < version:
                 table.update_incremental()
             try:
-                if features_of(table).kernel_change_feed:
+                features = features_of(table)
+                if features.kernel_change_feed:
                     read = table.load_cdf(starting_version=version, ending_version=version)
                     changes = plain_strings(pa.RecordBatchReader.from_stream(read).read_all())
-                else:  # column mapping: the kernel's change feed refuses it
-                    changes = spark_changes(self.path, version)
+                else:  # column mapping: the kernel's change feed refuses it; read the version's files
+                    found = version_changes(self.path, version, pa.schema(table.schema().to_arrow()), features)
+                    changes = plain_strings(found) if found is not None else spark_changes(self.path, version)
             except Exception as err:
                 gone = self.missing(version)
                 if gone:

@@ -131,3 +131,23 @@ def test_regular_table_attach(wh, spark, tmp_path):
     assert "attached table shop.totals" in res.message
     rows = sql(wh, "SELECT * FROM shop.totals ORDER BY at")[-1].table
     assert rows.column_names == ["at", "amount"] and rows.column("amount").to_pylist() == [5, 7]
+
+
+def test_a_renamed_time_column_in_the_status_and_the_event_time_sensor(wh, spark, readings):
+    """``MAP (TIMESTAMP ts = event_time ...)``: the stream's lag in ``ins_streams`` and its DAG's
+    event-time sensor read the table's own time column, which has another name than the model's."""
+    from airflow_stream_provider.streams.probes import max_event_time
+    from airflow_stream_provider.streams.store import StreamStore
+
+    append(spark, readings, [(1, "d1", "north", 220, 1.5), (12, "d1", "north", 230, 1.0), (25, "d1", "north", 1, 0)])
+    renamed = MAP.replace("TIMESTAMP event_time", "TIMESTAMP ts = event_time")
+    sql(wh, f"CREATE DATABASE power; CREATE STABLE power.meters FROM DELTA '{readings}' {renamed} ENABLE CHANGE FEED")
+    sql(wh, "CREATE STREAM power.s1 INTERVAL(10s) SLIDING(10s) FROM power.meters PARTITION BY tbname "
+            "STREAM_OPTIONS(FILL_HISTORY) INTO power.out AS SELECT _twstart, count(*) AS n FROM %%trows")
+    run_stream(wh, "power", "s1", RunRequest.everything())
+    (row,) = sql(wh, "SELECT * FROM information_schema.ins_streams WHERE stream_name = 's1'")[-1].table.to_pylist()
+    # by hand: the windows [0, 10) and [10, 20) closed; the latest row is at 25 s, the progress at 20 s
+    assert row["status"] == "running" and row["lag_s"] == pytest.approx(5.0), row
+    recorded = StreamStore().load_state("power", "s1").trigger_table
+    assert recorded is not None and recorded["ts_column"] == "event_time"
+    assert max_event_time(recorded["path"], recorded["ts_column"]) == T0 + timedelta(seconds=25)

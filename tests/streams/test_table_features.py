@@ -15,6 +15,7 @@ import json
 import os
 from datetime import UTC, datetime, timedelta
 
+import pyarrow as pa
 import pytest
 
 from airflow_stream_provider.model import TableName
@@ -236,3 +237,50 @@ def test_a_stream_without_a_window_over_deletion_vectors_compaction_and_an_added
               "(timestamp '2025-01-01 00:03:00', 9, 't1', 'a', 1.5)")
     run(wh, "each_row")
     assert outputs() == [50, 70, 90]
+
+
+def test_the_change_feed_of_a_column_mapped_table_read_from_its_files_equals_spark(table, spark):
+    """Column mapping (name mode) with deletion vectors: each version's changes read from the files
+    its commit names (appends, a column added, Spark's DELETE, UPDATE and MERGE with their change
+    files, an OPTIMIZE) equal Spark's own change feed of that version; what the file reader leaves to
+    Spark is only what it cannot say."""
+    from deltalake import DeltaTable
+
+    from airflow_stream_provider.warehouse.change_files import version_changes
+    from airflow_stream_provider.windows.changes import spark_changes
+
+    wh, path = table
+    spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.columnMapping.mode' = 'name', "
+              "'delta.enableDeletionVectors' = 'true')")
+    first = DeltaTable(path).version() + 1
+    insert(spark, path, [("t1", 0, 1), ("t1", 1, 3), ("t2", 2, 7)])
+    insert(spark, path, [("t1", 6, 10), ("t2", 7, 8)])
+    spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMN (extra DOUBLE)")
+    spark.sql(f"INSERT INTO delta.`{path}` (ts, col1, tbname, loc, extra) VALUES "
+              "(timestamp '2025-01-01 00:11:00', 5, 't1', 'a', 1.5)")
+    spark.sql(f"DELETE FROM delta.`{path}` WHERE col1 = 3")
+    spark.sql(f"UPDATE delta.`{path}` SET col1 = 80 WHERE col1 = 8")
+    spark.sql(f"MERGE INTO delta.`{path}` t USING (SELECT timestamp '2025-01-01 00:06:00' ts, 11 col1, 't1' tbname) s "
+              "ON t.ts = s.ts AND t.tbname = s.tbname WHEN MATCHED THEN UPDATE SET col1 = s.col1")
+    spark.sql(f"OPTIMIZE delta.`{path}`")
+    kernel = DeltaTable(path)
+    schema = pa.schema(kernel.schema().to_arrow())
+    features = table_features(path)
+    read_here = []
+    for version in range(first, kernel.version() + 1):
+        want = spark_changes(path, version)
+        got = version_changes(path, version, schema, features)
+        if got is None:
+            continue
+        read_here.append(version)
+
+        def rows(t: pa.Table) -> list:
+            named = ["ts", "col1", "tbname", "loc", "extra", "_change_type", "_commit_version"]
+            return sorted(tuple(str(r.get(c)) for c in named) for r in t.to_pylist())
+
+        assert rows(got) == rows(want), version
+        stamps = {t.timestamp() for t in want.column("_commit_timestamp").to_pylist()}
+        assert all(abs(t.replace(tzinfo=UTC).timestamp() - s) < 5  # the commit's own time, or its log file's
+                   for t in got.column("_commit_timestamp").to_pylist() for s in stamps), version
+    # the appends, the DML (its change files) and the OPTIMIZE (no change) are read from the files
+    assert len(read_here) >= 7, (first, kernel.version(), read_here)
