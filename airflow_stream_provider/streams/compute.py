@@ -222,11 +222,11 @@ class Compute:
             files = files.filter(pc.invert(pc.fill_null(outside, False)))
         if files.num_rows and (pc.sum(files["num_records"]).as_py() or 0) > limit:
             return None
-        if snapshot.plain and not is_remote(src.path):
-            # the few files the statistics keep, read as they are: a table of plain Parquet files
-            # (no partitions, column mapping or deletion vectors: reader version 1) needs no more
+        if snapshot.files_as_they_are(files) and not is_remote(src.path):
+            # the few files the statistics keep, read as they are: plain Parquet files (no partitions to
+            # add, no deletion vector to apply), their columns renamed from the names column mapping gave
             names = [str(Path(src.path) / unquote(f)) for f in files["path"].to_pylist()]
-            rows = snapshots.file_rows(names, arrow_schema)
+            rows = snapshots.file_rows(names, snapshot.file_schema()).rename_columns(arrow_schema.names)
             inside = pc.greater_equal(rows[ts], lo)
             rows = rows.filter(inside if hi is None else pc.and_(inside, pc.less_equal(rows[ts], hi)))
         else:

@@ -35,6 +35,11 @@ from airflow_stream_provider.warehouse.features import TableFeatures, features_o
 
 log = logging.getLogger(__name__)
 
+#: reader features that leave a data file's rows as they are, under its physical column names, when
+#: the file has no deletion vector
+FILE_READ_FEATURES = frozenset({"deletionVectors", "columnMapping", "timestampNtz", "v2Checkpoint",
+                                "vacuumProtocolCheck"})
+
 
 @dataclass(frozen=True)
 class Snapshot:
@@ -49,6 +54,29 @@ class Snapshot:
     arrow_schema: pa.Schema
     plain: bool
     features: TableFeatures
+    partitioned: bool = False
+
+    def files_as_they_are(self, files: pa.Table) -> bool:
+        """Whether ``files`` (some of this version's add actions) hold their rows as they are, under
+        the names of :meth:`file_schema`: a plain table's do; so do a table's with column mapping by
+        name and deletion vectors, when no partition adds values and none of ``files`` has a deletion
+        vector (their statistics say where: a table whose add actions do not name them is read by the
+        kernel's scan)."""
+        if self.plain:
+            return True
+        features = self.features
+        if self.partitioned or features.column_mapping not in ("none", "name") \
+                or not features.reader_features <= FILE_READ_FEATURES:
+            return False
+        if not features.deletion_vectors:
+            return True
+        marks = [name for name in files.column_names if name.lower().replace("_", "").startswith("deletionvector.")]
+        return bool(marks) and all(files[name].null_count == files.num_rows for name in marks)
+
+    def file_schema(self) -> pa.Schema:
+        """The Arrow schema of the table's data files: its columns under their physical names."""
+        physical = self.features.physical_names
+        return pa.schema([f.with_name(physical.get(f.name, f.name)) for f in self.arrow_schema])
 
 
 #: the kernel's table kept per path, at the latest version read, with what identified that
@@ -100,7 +128,8 @@ def snapshot(path: str, version: int | None) -> Snapshot:
         found = Snapshot(table.version(), logical_stats(pa.table(table.get_add_actions(flatten=True)), features),
                          T.StructType.fromJson(json.loads(table.schema().to_json())),
                          pa.schema(table.schema().to_arrow()),
-                         not table.metadata().partition_columns and features.plain_files, features)
+                         not table.metadata().partition_columns and features.plain_files, features,
+                         bool(table.metadata().partition_columns))
         if key is not None:
             _snapshots[key] = found
         while len(_snapshots) > _SNAPSHOTS_KEPT:

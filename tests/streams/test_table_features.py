@@ -14,6 +14,7 @@ import glob
 import json
 import os
 from datetime import UTC, datetime, timedelta
+from urllib.parse import unquote
 
 import pyarrow as pa
 import pytest
@@ -148,6 +149,35 @@ def test_column_mapping_and_an_added_column(table, spark):
     got = windows(wh, "o_cm")
     assert got[("t1", at(0))] == (3, 1) and got[("t2", at(5))] == (80, 1)
     check_table_features(path)
+
+
+def test_files_without_a_deletion_vector_are_read_as_they_are_under_their_physical_names(table, spark):
+    """A table with column mapping by name and deletion vectors: a live window's few files are read
+    as they are when none has a deletion vector (renamed from the names the files give the columns),
+    and by the kernel's scan when one has; both read the rows the table holds."""
+    from airflow_stream_provider.warehouse import snapshots
+
+    wh, path = table
+    spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.columnMapping.mode' = 'name', "
+              "'delta.enableDeletionVectors' = true)")
+    spark.sql(f"ALTER TABLE delta.`{path}` RENAME COLUMN col1 TO reading")  # its files still say col1
+    spark.sql(f"INSERT INTO delta.`{path}` (ts, reading, tbname, loc) VALUES "
+              "(timestamp '2025-01-01 00:00:00', 1, 't1', 'a'), (timestamp '2025-01-01 00:01:00', 2, 't1', 'a'), "
+              "(timestamp '2025-01-01 00:02:00', 3, 't1', 'a')")
+    spark.sql(f"INSERT INTO delta.`{path}` (ts, reading, tbname, loc) VALUES "
+              "(timestamp '2025-01-01 00:10:00', 5, 't2', 'b')")
+    spark.sql(f"DELETE FROM delta.`{path}` WHERE reading = 2")  # a deletion vector on the first file
+    _, last = actions(path)[-1]
+    marked = {unquote(e["add"]["path"]) for e in last if e.get("add", {}).get("deletionVector")}
+    assert len(marked) == 1  # the DELETE wrote a deletion vector, not a new file
+    snap = snapshots.snapshot(path, None)
+    names = [unquote(p) for p in snap.files["path"].to_pylist()]
+    clean = snap.files.filter(pa.array([n not in marked for n in names]))
+    assert clean.num_rows == 1 and snap.files_as_they_are(clean) and not snap.files_as_they_are(snap.files)
+    assert snap.file_schema().names != snap.arrow_schema.names  # the files name the columns otherwise
+    rows = snapshots.file_rows([f"{path}/{unquote(p)}" for p in clean["path"].to_pylist()], snap.file_schema())
+    got = rows.rename_columns(snap.arrow_schema.names).select(["reading", "tbname", "loc"]).to_pylist()
+    assert got == [{"reading": 5, "tbname": "t2", "loc": "b"}]
 
 
 def test_timestamp_ntz_and_v2_checkpoints(table, spark):
