@@ -7,7 +7,8 @@ version's changes through the same readers as the streams (the kernel's change f
 version names: :class:`~airflow_stream_provider.windows.changes.ChangeFeed`), under the attach's
 mapping, and hands the trigger the tablets of that commit as the listener hands those of a write of
 the project's own: one write per device, its rows in time order, each measurement the pattern
-matches with its values (``None`` where a row has no point). Inserted rows and the new values of
+matches with its values (``None`` where a row has no point). A row whose device value is NULL or no
+path node (``bad.node``) belongs to no device: it fires nothing (the node logs the value). Inserted rows and the new values of
 updated rows (MERGE, UPDATE) fire; deleted rows, the old values of updates, and commits that change
 no row (OPTIMIZE, compaction) fire nothing.
 
@@ -38,7 +39,7 @@ from airflow_stream_provider.streams import insert_triggers
 from airflow_stream_provider.streams.insert_triggers import Entry
 from airflow_stream_provider.streams.insert_triggers.registry import progress_path
 from airflow_stream_provider.warehouse import listeners
-from airflow_stream_provider.warehouse.catalog import Catalog
+from airflow_stream_provider.warehouse.catalog import Catalog, WarehouseError
 from airflow_stream_provider.warehouse.series import attached
 from airflow_stream_provider.warehouse.series.store import SeriesDatabase, SeriesStore
 from airflow_stream_provider.windows.changes import ChangeFeed, FeedRegistry
@@ -63,7 +64,7 @@ class AttachedTriggers:
         self.stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self._checked: dict[str, tuple] = {}  # db path -> (its entry, the mapping checked) of the table
-        self._failing: dict[str, str] = {}  # db path -> the error logged last
+        self._failing: dict[str, str] = {}  # db path ("": the round) -> the error logged last
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._loop, name="attached-triggers", daemon=True)
@@ -79,8 +80,14 @@ class AttachedTriggers:
             try:
                 self.round()
             except Exception as err:  # a registry being rewritten, a database being dropped: the next round
-                log.warning("attached triggers: %s", err)
+                self._warn("", f"attached triggers: {err}")
             self.stopping.wait(POLL_S)
+
+    def _warn(self, key: str, message: str) -> None:
+        """Log ``message`` once while it is what ``key`` fails with (a round every :data:`POLL_S`)."""
+        if self._failing.get(key) != message:
+            log.warning("%s", message)
+        self._failing[key] = message
 
     # --- a round ---------------------------------------------------------------------------------
 
@@ -90,8 +97,9 @@ class AttachedTriggers:
         try:
             registered = self.home.entries()
         except CorruptStateError as err:
-            log.warning("attached triggers: %s", err)
+            self._warn("", f"attached triggers: {err}")
             return 0
+        self._failing.pop("", None)
         self._forget_dropped({e.id for e in registered})
         entries = [e for e in registered if e.event is m.TriggerEvent.AFTER_INSERT]
         if not entries:
@@ -106,11 +114,8 @@ class AttachedTriggers:
                 self._failing.pop(str(db.path), None)
             except Exception as err:  # the next round tries the same version again
                 self._checked.pop(str(db.path), None)
-                message = f"{type(err).__name__}: {err}"
-                if self._failing.get(str(db.path)) != message:
-                    log.warning("attached triggers on %s (the Delta table at %s): %s; tried again every %g s",
-                                db.path, db.table, message, POLL_S)
-                self._failing[str(db.path)] = message
+                self._warn(str(db.path), f"attached triggers on {db.path} (the Delta table at {db.table}): "
+                                         f"{type(err).__name__}: {err}; tried again every {POLL_S:g} s")
         return handled
 
     def _follow(self, db: SeriesDatabase, covering: Sequence[Entry]) -> int:
@@ -161,7 +166,11 @@ class AttachedTriggers:
         types = {name: kind for name, _, kind in measured}
         out = []
         for value in sorted(set(rows["device"].to_pylist())):
-            device = attached.device_path(db.path, value, source)
+            try:
+                device = attached.device_path(db.path, value, source)
+            except WarehouseError as err:  # no device a trigger could name, as NULL: its rows fire nothing
+                log.warning("version %s of %s: %s; its rows fire no trigger", version, db.table, err)
+                continue
             part = rows.filter(pc.equal(rows["device"], value))
             part = part.take(pc.sort_indices(part["ts"]))  # (a stable sort: the commit's order at one time)
             write = listeners.series_write(device, part["ts"].combine_chunks(),
