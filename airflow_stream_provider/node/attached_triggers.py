@@ -8,9 +8,9 @@ version names: :class:`~airflow_stream_provider.windows.changes.ChangeFeed`), un
 mapping, and hands the trigger the tablets of that commit as the listener hands those of a write of
 the project's own: one write per device, its rows in time order, each measurement the pattern
 matches with its values (``None`` where a row has no point). A row whose device value is NULL or no
-path node (``bad.node``) belongs to no device: it fires nothing (the node logs the value). Inserted rows and the new values of
-updated rows (MERGE, UPDATE) fire; deleted rows, the old values of updates, and commits that change
-no row (OPTIMIZE, compaction) fire nothing.
+path node (``bad.node``) belongs to no device: it fires nothing (the node logs the value). Inserted
+rows and the new values of updated rows (MERGE, UPDATE) fire; deleted rows, the old values of
+updates, and commits that change no row (OPTIMIZE, compaction) fire nothing.
 
 A trigger fires from the table's version at its CREATE on (:attr:`Entry.since`; a database attached
 after the trigger was made: from the version the node first sees). The version a trigger has handled
