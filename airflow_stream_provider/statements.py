@@ -9,15 +9,23 @@ all execute SQL through :func:`run` or :func:`execute`. It also supplies the sys
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_stream_provider import model as m
+from airflow_stream_provider.exceptions import StreamDefinitionError
+from airflow_stream_provider.spark import endpoint
 from airflow_stream_provider.sql import parse
 from airflow_stream_provider.streams import cq, insert_triggers, lifecycle, status, verify
 from airflow_stream_provider.warehouse import Result, SystemView, Warehouse, WarehouseError, listeners, listing, tables
+from airflow_stream_provider.warehouse.series import attached
 from airflow_stream_provider.warehouse.series import statements as series
 from airflow_stream_provider.windows import select as window_select
+from airflow_stream_provider.windows.changes import ChangeFeed
+
+if TYPE_CHECKING:
+    from airflow_stream_provider.warehouse.series.store import SeriesDatabase
 
 #: the tables of ``information_schema``
 SYSTEM_VIEWS: Mapping[str, SystemView] = {
@@ -40,17 +48,47 @@ def _select(warehouse: Warehouse, stmt: m.Select) -> Result:
 
 
 def _create_trigger(warehouse: Warehouse, stmt: m.CreateInsertTrigger) -> Result:
-    # an insert trigger fires on the project's own writes, and attached devices are written only by
-    # their owner: a trigger over them would never fire
-    for db in series.store_of(warehouse).databases():
-        if db.attached and (db.contains(stmt.pattern) or stmt.pattern.matches(db.path)
-                            or stmt.pattern.reaches_below(db.path)):
-            raise WarehouseError(f"CREATE TRIGGER {stmt.name} ON {stmt.pattern}: {db.path} is attached from the Delta "
-                                 f"table at {db.table}, which is written only by its owner; insert triggers on "
-                                 "attached devices are not supported",
-                                 hint="put the trigger on a pattern of the project's own databases, or read the "
-                                      "table's new rows with a CQ")
-    return Result(stmt, insert_triggers.create(stmt))
+    """CREATE TRIGGER. Over attached devices an AFTER INSERT trigger fires in the stream node, on
+    each commit of the table's owner after this one (:mod:`airflow_stream_provider.node.attached_triggers`);
+    a BEFORE INSERT trigger is refused: the owner's writes cannot be refused."""
+    reached = [db for db in series.store_of(warehouse).databases()
+               if db.attached and attached.reaches(stmt.pattern, db)]
+    if reached and stmt.event is m.TriggerEvent.BEFORE_INSERT:
+        db = reached[0]
+        line, column = _keyword_position(stmt, r"\bBEFORE\s+INSERT\b")
+        raise StreamDefinitionError(
+            f"CREATE TRIGGER {stmt.name}: a BEFORE INSERT trigger cannot be put on {stmt.pattern}, which reaches "
+            f"{db.path}, attached from the Delta table at {db.table}: its owner writes it, and a write the project "
+            "does not make cannot be refused", line=line, column=column, clause="BEFORE INSERT",
+            hint="use AFTER INSERT, which fires on each of the owner's commits, or put the trigger on a pattern of "
+                 "the project's own databases")
+    since = tuple((str(db.path), str(db.table), _version_now(db)) for db in reached)
+    message = insert_triggers.create(stmt, since)
+    notices = []
+    if reached and endpoint.running() is None:
+        notices.append(f"trigger {stmt.name} fires on the commits to {', '.join(str(db.path) for db in reached)} in "
+                       "the stream node, which is not running: start it with `airflow-stream node start`; the rows "
+                       "committed until then fire when it does")
+    return Result(stmt, message, notices=tuple(notices))
+
+
+def _version_now(db: SeriesDatabase) -> int:
+    version = ChangeFeed(db.table).latest()
+    if version is None:
+        raise WarehouseError(f"{db.path} is attached from the Delta table at {db.table}, which cannot be read now",
+                             hint="see that the table is there, or DELETE DATABASE " + str(db.path))
+    return version
+
+
+def _keyword_position(stmt: m.Statement, pattern: str) -> tuple[int | None, int | None]:
+    """Line and column of the first match of ``pattern`` in the statement's text."""
+    found = re.search(pattern, stmt.text, re.IGNORECASE)
+    if found is None:
+        return stmt.position.line, stmt.position.column
+    before = stmt.text[:found.start()]
+    if "\n" in before:
+        return stmt.position.line + before.count("\n"), found.start() - before.rfind("\n")
+    return stmt.position.line, stmt.position.column + found.start()
 
 
 def _drop_trigger(warehouse: Warehouse, stmt: m.DropInsertTrigger) -> Result:

@@ -54,6 +54,7 @@ from airflow_stream_provider.spark.session import LOG4J_CONFIG, child_environ, l
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from airflow_stream_provider.node.attached_triggers import AttachedTriggers
     from airflow_stream_provider.node.host import DetectorHost
     from airflow_stream_provider.node.stateful_triggers import StatefulHost
     from airflow_stream_provider.node.worker import WorkerPool
@@ -305,6 +306,7 @@ class Node:
 
     session: SparkSession
     triggers: StatefulHost
+    attached: AttachedTriggers
     pool: WorkerPool | None
     host: DetectorHost
 
@@ -326,6 +328,7 @@ class Node:
         registered), then the stateful triggers, the status and ``node.json``, the workers, the
         detector host and the thread that takes its streams' requests. NodeError when the node cannot
         run: another holds the lock, or the cluster gives it no executors."""
+        from airflow_stream_provider.node.attached_triggers import AttachedTriggers
         from airflow_stream_provider.node.host import DetectorHost, every_stream, node_keeps
         from airflow_stream_provider.node.stateful_triggers import StatefulHost
         from airflow_stream_provider.node.worker import WorkerPool, default_workers
@@ -346,6 +349,8 @@ class Node:
         started = datetime.now(UTC)
         self.triggers = StatefulHost(token)
         self.triggers.start()  # before node.json: a started node serves its stateful triggers
+        self.attached = AttachedTriggers(self.triggers)
+        self.attached.start()  # the AFTER INSERT triggers on the owners' commits to attached tables
         self.report([])  # before node.json too: a started node has a status
         write_json(self.folder / "node.json", {"pid": os.getpid(), "port": self.port, "started": started.isoformat(),
                                                "instance": self.instance, "home": home_key()})
@@ -410,6 +415,7 @@ class Node:
 
     def stop(self) -> None:
         log.info("stream node stopping")
+        self.attached.stop()
         self.triggers.stop()
         if self.pool is not None:
             self.pool.stop()

@@ -158,7 +158,7 @@ class StatefulHost:
     def answer(self, request: dict) -> dict:
         op = request.get("op")
         if op == "fire":
-            return self._fire(request["id"], insert_triggers.tablet_from_json(request["tablet"]))
+            return self.fire(request["id"], insert_triggers.tablet_from_json(request["tablet"]))
         if op == "create":
             return self._create(Entry.from_json(request["entry"]))
         if op == "drop":
@@ -186,7 +186,9 @@ class StatefulHost:
         error = instance.drop()
         return {"error": f"its {error}"} if error else {}
 
-    def _fire(self, trigger_id: str, tablet) -> dict:
+    def fire(self, trigger_id: str, tablet) -> dict:
+        """Fire the node's instance of ``trigger_id`` (a writer's request, or the node's own follower of
+        attached tables): {"error", "strategy", "timed_out"}."""
         instance = self.instances.get(trigger_id)
         if instance is not None and instance.hung:
             if instance.stuck:

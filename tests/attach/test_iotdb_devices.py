@@ -90,8 +90,9 @@ def test_rows_the_owner_adds_are_seen_and_the_table_is_never_written(plant, spar
                  "DROP TIMESERIES root.plant.m1.voltage", "CREATE TIMESERIES root.plant.m1.x WITH DATATYPE=INT32"):
         with pytest.raises(WarehouseError, match="attached from the Delta table .* read-only"):
             sql(wh, text)
-    with pytest.raises(WarehouseError, match="insert triggers on attached devices are not supported"):
-        sql(wh, "CREATE TRIGGER t1 AFTER INSERT ON root.plant.** AS 'tests.iotdb.triggers.Counter'")
+    with pytest.raises(StreamDefinitionError, match=r"line 1, col 19: BEFORE INSERT: .* root\.plant\.\*\*, which "
+                                                    r"reaches root\.plant, attached .* cannot be refused"):
+        sql(wh, "CREATE TRIGGER t1 BEFORE INSERT ON root.plant.** AS 'tests.iotdb.triggers.Counter'")
     assert DeltaTable(str(path)).version() == version + 1  # the owner's INSERT only
     (result,) = sql(wh, "DELETE DATABASE root.plant")
     assert "detached" in result.message and str(path) in result.message

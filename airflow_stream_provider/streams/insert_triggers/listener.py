@@ -12,7 +12,7 @@ for it at once, under its strategy, so a hung trigger costs one timeout per writ
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -34,6 +34,10 @@ from airflow_stream_provider.streams.insert_triggers.registry import (
 )
 from airflow_stream_provider.warehouse import listeners
 from airflow_stream_provider.warehouse.listeners import Write
+
+#: a call of one trigger on one tablet: (None when it succeeded, else why; the strategy that
+#: applies; whether its code timed out)
+Fire = Callable[[Entry, m.Tablet, float], tuple[str | None, m.FailureStrategy, bool]]
 
 
 class TriggerHome:
@@ -150,6 +154,15 @@ class InsertTriggers:
             return self._damaged(event, writes, err)
         if not entries:
             return []
+        return self.fire_writes(event, writes, entries)
+
+    def fire_writes(self, event: m.TriggerEvent, writes: Sequence[Write], entries: Sequence[Entry],
+                    fire: Fire | None = None) -> list[str]:
+        """Fire ``entries`` on the tablets of ``writes`` they match, under their strategies, and add
+        the counts; the notices of the failures. ``fire`` calls one trigger (default: the home's
+        :meth:`TriggerHome.fire`; the stream node calls its own stateful instances directly)."""
+        home = self.home()
+        fire = fire or home.fire
         timeout = fire_timeout()
         notices: list[str] = []
         counts: dict[str, Counts] = {}
@@ -167,7 +180,7 @@ class InsertTriggers:
                     if entry.id in timed_out:
                         error, strategy = timed_out[entry.id]
                     else:
-                        error, strategy, hung = home.fire(entry, tablet, timeout)
+                        error, strategy, hung = fire(entry, tablet, timeout)
                         if hung:
                             timed_out[entry.id] = (_not_fired(error), strategy)
                     c = counts.setdefault(entry.id, Counts())

@@ -30,6 +30,12 @@ def folder() -> Path:
     return Path(os.environ.get("AIRFLOW_STREAM_TRIGGER_DIR") or config.home() / "triggers").expanduser()
 
 
+def progress_path(root: Path, trigger_id: str) -> Path:
+    """The versions of the attached tables an AFTER INSERT trigger has fired on (kept by the stream
+    node: :mod:`airflow_stream_provider.node.attached_triggers`)."""
+    return root / "attached" / f"{trigger_id}.json"
+
+
 @dataclass(frozen=True)
 class Entry:
     """A registered trigger."""
@@ -45,6 +51,9 @@ class Entry:
     attributes: tuple[tuple[str, str], ...]
     strategy: m.FailureStrategy  # what its instance said at CREATE
     created: str
+    #: the attached databases its pattern reached at CREATE: (IoTDB path, Delta table, the table's
+    #: version then); it fires on the owner's commits after that version
+    since: tuple[tuple[str, str, int], ...] = ()
 
     @property
     def stateful(self) -> bool:
@@ -57,14 +66,15 @@ class Entry:
         return {"id": self.id, "name": self.name, "type": self.type.value, "event": self.event.value,
                 "pattern": list(self.pattern.nodes), "class": self.class_name, "uri": self.uri,
                 "install": self.install, "attributes": [list(a) for a in self.attributes],
-                "strategy": self.strategy.value, "created": self.created}
+                "strategy": self.strategy.value, "created": self.created, "since": [list(s) for s in self.since]}
 
     @classmethod
     def from_json(cls, payload: dict) -> Entry:
         return cls(payload["id"], payload["name"], m.TriggerType(payload["type"]), m.TriggerEvent(payload["event"]),
                    m.SeriesPath(tuple(payload["pattern"])), payload["class"], payload.get("uri"),
                    payload.get("install"), tuple((k, v) for k, v in payload.get("attributes", [])),
-                   m.FailureStrategy(payload.get("strategy", "OPTIMISTIC")), payload.get("created", ""))
+                   m.FailureStrategy(payload.get("strategy", "OPTIMISTIC")), payload.get("created", ""),
+                   tuple((str(p), str(t), int(v)) for p, t, v in payload.get("since", [])))
 
 
 class TriggerRegistry:

@@ -12,15 +12,16 @@ from typing import TYPE_CHECKING
 from airflow_stream_provider import model as m
 from airflow_stream_provider.streams.insert_triggers.instance import Instance, install, setup_timeout
 from airflow_stream_provider.streams.insert_triggers.listener import LISTENER, TriggerHome
-from airflow_stream_provider.streams.insert_triggers.registry import Entry, TriggerError
+from airflow_stream_provider.streams.insert_triggers.registry import Entry, TriggerError, progress_path
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
 
-def create(stmt: m.CreateInsertTrigger) -> str:
+def create(stmt: m.CreateInsertTrigger, since: tuple[tuple[str, str, int], ...] = ()) -> str:
     """Register a trigger: its class is imported and an instance made (``validate``, ``on_create``)
-    before anything is kept; a failure registers nothing."""
+    before anything is kept; a failure registers nothing. ``since``: the attached databases its
+    pattern reaches, each with the version of its table now (:attr:`Entry.since`)."""
     home = LISTENER.home()
     with home.registry.locked() as entries:
         if any(e.name == stmt.name for e in entries):
@@ -29,7 +30,7 @@ def create(stmt: m.CreateInsertTrigger) -> str:
         install_dir = f"{_folder_name(stmt.name)}-{trigger_id[:8]}" if stmt.uri else None
         entry = Entry(trigger_id, stmt.name, stmt.type, stmt.event, stmt.pattern, stmt.class_name, stmt.uri,
                       install_dir, stmt.attributes, m.FailureStrategy.OPTIMISTIC,
-                      datetime.now(UTC).isoformat(timespec="seconds"))
+                      datetime.now(UTC).isoformat(timespec="seconds"), since)
         try:
             if stmt.uri and install_dir:
                 install(stmt.uri, home.root / "install" / install_dir)
@@ -94,6 +95,7 @@ def drop(stmt: m.DropInsertTrigger) -> tuple[str, list[str]]:
             notices.append(f"trigger {entry.name} dropped, but its {error}")
     if entry.install:
         shutil.rmtree(home.root / "install" / entry.install, ignore_errors=True)
+    progress_path(home.root, entry.id).unlink(missing_ok=True)
     return f"trigger {entry.name} dropped", notices
 
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from sqlglot import exp
 
 from airflow_stream_provider import model as m
+from airflow_stream_provider.exceptions import read_json_object
 from airflow_stream_provider.model.names import shown
 from airflow_stream_provider.model.series import device_problem, node_problem
 from airflow_stream_provider.warehouse import mapping
@@ -30,6 +31,7 @@ from airflow_stream_provider.warehouse.catalog import WarehouseError
 from airflow_stream_provider.warehouse.resolve import delta_table
 
 if TYPE_CHECKING:
+    from airflow_stream_provider.warehouse.catalog import Catalog
     from airflow_stream_provider.warehouse.series.store import SeriesDatabase
 
 #: Delta types and the IoTDB type a measurement of each reads as
@@ -102,16 +104,28 @@ def registry(db: SeriesDatabase, entry: dict) -> tuple[dict[str, dict], dict[str
     kinds = {name: {"column": c.name, "type": SERIES_TYPES[c.delta_type].value} for c, name in measured}
     devices: dict[str, dict] = {}
     for value in names:
-        device = m.SeriesPath((*db.path.nodes, value))
-        problem = node_problem(value) or device_problem(device)
-        if problem is None and str(device) != f"{db.path}.{value}":
-            problem = ("a device node here is written without backquotes: letters, digits and _, not starting "
-                       "with a digit")
-        if problem is not None:
-            raise WarehouseError(f"the devices of {db.path}: the DEVICE column {device_source} holds {shown(value)}, "
-                                 f"which is not a device node: {problem}")
+        device = device_path(db.path, value, device_source)
         devices[str(device)] = {"nodes": list(device.nodes), "aligned": True, "series": series}
     return devices, kinds
+
+
+def device_path(prefix: m.SeriesPath, value: str, device_source: str) -> m.SeriesPath:
+    """The device a value of the device column names under ``prefix``; an error naming the value
+    when it is no path node."""
+    device = m.SeriesPath((*prefix.nodes, value))
+    problem = node_problem(value) or device_problem(device)
+    if problem is None and str(device) != f"{prefix}.{value}":
+        problem = "a device node here is written without backquotes: letters, digits and _, not starting with a digit"
+    if problem is not None:
+        raise WarehouseError(f"the devices of {prefix}: the DEVICE column {device_source} holds {shown(value)}, "
+                             f"which is not a device node: {problem}")
+    return device
+
+
+def measurements(entry: dict, columns: tuple[mapping.Mapped, ...]) -> list[tuple[str, str, m.SeriesType]]:
+    """(measurement, its column under the model's names, its IoTDB type) of each mapped measurement."""
+    names = {e["name"]: e["measurement"] for e in entry["columns"] if e["role"] == "metric"}
+    return [(names[c.name], c.name, SERIES_TYPES[c.delta_type]) for c in columns if c.role == "metric"]
 
 
 def source(db: SeriesDatabase) -> exp.Expr:
@@ -131,8 +145,18 @@ def source(db: SeriesDatabase) -> exp.Expr:
     return exp.select(*items).from_(delta_table(db.table)).subquery()
 
 
+def reaches(pattern: m.SeriesPath, db: SeriesDatabase) -> bool:
+    """Whether ``pattern`` can match a series of the database ``db``."""
+    return db.contains(pattern) or pattern.matches(db.path) or pattern.reaches_below(db.path)
+
+
 def refuse_write(db: SeriesDatabase, what: str) -> None:
     if db.attached:
         raise WarehouseError(f"{db.path} is attached from the Delta table at {db.table}, read-only: {what} would "
                              "change its owner's data", hint="write to the table with its owner's tools")
 
+
+
+def recorded(db: SeriesDatabase, catalog: Catalog) -> dict:
+    """What ``.database.json`` records of the attached ``db`` (:func:`entry_of`)."""
+    return read_json_object(catalog.database_path(db.name) / ".database.json", ("attached",))["attached"]
