@@ -6,11 +6,13 @@ equal the windows pandas computes from the table's final rows."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -39,15 +41,6 @@ MERGED = [[4, "d1", "north", 300, 4.0], [7, "d1", "north", 100, 1.0], [2, "d3", 
           [16, "d3", "east", 70, 1.0]]
 
 
-def write(script: str, path: Path, steps: list[dict], cwd: Path) -> None:
-    """Run the writer ``script`` as a process of its own, with none of this project on its path."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "AIRFLOW_STREAM_HOME")}
-    env.update(SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable)
-    done = subprocess.run([sys.executable, str(WRITERS / script), str(path), json.dumps(steps)], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, done.stderr[-3000:]
-
-
 def outputs(wh) -> dict:
     rows = sql(wh, "SELECT tag_tbname, _twstart, v, c, n FROM power.out")[-1].table.to_pylist()
     return {(r["tag_tbname"], pd.Timestamp(r["_twstart"])): (r["v"], r["c"], r["n"]) for r in rows}
@@ -57,13 +50,60 @@ def expected(path: Path) -> dict:
     return closed_windows(DeltaTable(str(path)).to_pandas())
 
 
+def writer_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "AIRFLOW_STREAM_HOME")}
+    env.update(SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable)
+    return env
+
+
+def write(script: str, path: Path, steps: list[dict], cwd: Path) -> None:
+    """Run the writer ``script`` as a process of its own, with none of this project on its path."""
+    done = subprocess.run([sys.executable, str(WRITERS / script), str(path), json.dumps(steps)], cwd=cwd,
+                          env=writer_env(), capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+@contextlib.contextmanager
+def job(script: str, path: Path, cwd: Path) -> Iterator[Callable[[list[dict]], None]]:
+    """The writer ``script`` as a job that stays up between its runs (one JVM for a Spark job): each
+    call sends it a list of steps and waits until it has committed them."""
+    log = cwd / f"{Path(script).stem}.log"  # a file, not a pipe: Spark's log would fill a pipe nobody reads
+    with open(log, "w") as err:
+        proc = subprocess.Popen([sys.executable, str(WRITERS / script), str(path)], cwd=cwd, env=writer_env(),
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True)
+    assert proc.stdin is not None and proc.stdout is not None
+
+    def send(steps: list[dict]) -> None:
+        proc.stdin.write(json.dumps(steps) + "\n")
+        proc.stdin.flush()
+        answer = proc.stdout.readline().strip()
+        assert answer == "done", log.read_text()[-3000:]
+
+    try:
+        yield send
+        proc.stdin.close()
+        assert proc.wait(300) == 0, log.read_text()[-3000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
+
+
 def follow(wh, path: Path, writer: str, first: list[dict], changes: list[dict], cwd: Path) -> None:
-    write(writer, path, first, cwd)
+    if writer == "spark_job.py":
+        with job(writer, path, cwd) as send:
+            _follow(wh, path, send, first, changes)
+    else:
+        _follow(wh, path, lambda steps: write(writer, path, steps, cwd), first, changes)
+
+
+def _follow(wh, path: Path, send: Callable[[list[dict]], None], first: list[dict], changes: list[dict]) -> None:
+    send(first)
     sql(wh, f"CREATE DATABASE power; CREATE STABLE power.meters FROM DELTA '{path}' {MAP}")
     sql(wh, STREAM)
     run_stream(wh, "power", "s1", RunRequest.everything())
     assert outputs(wh) == expected(path) and len(outputs(wh)) == 3
-    write(writer, path, changes, cwd)
+    send(changes)
     run_stream(wh, "power", "s1", RunRequest.everything())
     final = expected(path)
     # the update and the new row of d1's closed window [0, 10) were recalculated; d2's deleted row
@@ -90,10 +130,8 @@ def test_a_structured_streaming_query_appending_every_second(wh, tmp_path):
     """The bronze pattern: the team's streaming query commits once a second while the stream runs
     round after round; every window its rows close is written once, as the table's final rows say."""
     path = tmp_path / "owner" / "readings"
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "AIRFLOW_STREAM_HOME")}
-    env.update(SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable)
     writer = subprocess.Popen([sys.executable, str(WRITERS / "streaming_job.py"), str(path), "10"], cwd=tmp_path,
-                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                              env=writer_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert writer.stdout is not None and writer.stdout.readline().strip() == "started", writer.stderr.read()
         sql(wh, f"CREATE DATABASE power; CREATE STABLE power.meters FROM DELTA '{path}' {MAP}")

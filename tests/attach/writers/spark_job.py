@@ -2,7 +2,9 @@
 delta only. It changes the Delta table at argv[1] by the steps of the JSON list in argv[2]:
 ``{"create": true}`` (with the change data feed on),
 ``{"append": [[seconds, device, site, voltage, current], ...]}``, ``{"merge": [...rows]}`` (update
-the rows of the same (device, time), insert the others) and ``{"delete": "<Spark SQL condition>"}``."""
+the rows of the same (device, time), insert the others) and ``{"delete": "<Spark SQL condition>"}``.
+Without argv[2], as a job that stays up between runs, it reads one such list a line from standard
+input, applies it and prints ``done``, until standard input ends."""
 
 import json
 import sys
@@ -36,9 +38,7 @@ def frame(spark, rows):
         [(T0 + timedelta(seconds=s), d, site, v, c) for s, d, site, v, c in rows], SCHEMA)
 
 
-def main() -> None:
-    path, steps = sys.argv[1], json.loads(sys.argv[2])
-    spark = session()
+def apply(spark: SparkSession, path: str, steps: list) -> None:
     for step in steps:
         if "create" in step:
             spark.sql(f"CREATE TABLE delta.`{path}` ({SCHEMA}) USING delta "
@@ -53,6 +53,17 @@ def main() -> None:
             DeltaTable.forPath(spark, path).delete(step["delete"])
         else:
             raise SystemExit(f"unknown step {step}")
+
+
+def main() -> None:
+    path = sys.argv[1]
+    spark = session()
+    if len(sys.argv) > 2:
+        apply(spark, path, json.loads(sys.argv[2]))
+    else:
+        for line in sys.stdin:
+            apply(spark, path, json.loads(line))
+            print("done", flush=True)
     spark.stop()
 
 
