@@ -14,9 +14,28 @@ RULES = [
     # STATE_WINDOW and TRUE_FOR of TDengine 3.3.8 / 3.4.x; what of 3.4.x is refused
     (W + " INTO out NODELAY_CREATE_SUBTABLE AS SELECT _twstart, avg(v) FROM meters", "is not supported",
      "NODELAY_CREATE_SUBTABLE"),
-    (W + " STREAM_OPTIONS(IDLE_TIMEOUT(1m)) NOTIFY('ws://h:1') ON (WINDOW_CLOSE)", "IDLE_TIMEOUT (TDengine 3.4.1) is "
-     "not supported", "IDLE_TIMEOUT"),
-    (W + " NOTIFY('ws://h:1') ON (WINDOW_CLOSE | IDLE)", "IDLE (TDengine 3.4.1) is not supported", "IDLE"),
+    # IDLE_TIMEOUT with IDLE/RESUME (TDengine 3.4.1; the limits of its test_idle_trigger.py)
+    (W + " STREAM_OPTIONS(IDLE_TIMEOUT(1m)) NOTIFY('ws://h:1') ON (WINDOW_CLOSE)", "without IDLE or RESUME events",
+     "IDLE_TIMEOUT"),
+    (W + " NOTIFY('ws://h:1') ON (WINDOW_CLOSE | IDLE)", "IDLE and RESUME events need STREAM_OPTIONS(IDLE_TIMEOUT(d))",
+     "NOTIFY ON"),
+    (W + " STREAM_OPTIONS(EVENT_TYPE(IDLE)) INTO o AS SELECT _tidlestart, count(*) FROM %%trows",
+     "EVENT_TYPE(IDLE) needs IDLE_TIMEOUT(d)", "EVENT_TYPE"),
+    (W + " STREAM_OPTIONS(IDLE_TIMEOUT(500a) | EVENT_TYPE(IDLE)) INTO o AS SELECT _tidlestart, count(*) FROM %%trows",
+     "IDLE_TIMEOUT(500a) is outside the allowed range [1s, 10d]", "IDLE_TIMEOUT"),
+    (W + " STREAM_OPTIONS(IDLE_TIMEOUT(11d) | EVENT_TYPE(IDLE)) INTO o AS SELECT _tidlestart, count(*) FROM %%trows",
+     "IDLE_TIMEOUT(11d) is outside the allowed range [1s, 10d]", "IDLE_TIMEOUT"),
+    (W + " STREAM_OPTIONS(IDLE_TIMEOUT(1w) | EVENT_TYPE(IDLE)) INTO o AS SELECT _tidlestart, count(*) FROM %%trows",
+     "the unit must be a, s, m, h or d", "IDLE_TIMEOUT"),
+    (W + " STREAM_OPTIONS(IDLE_TIMEOUT(3s) | EVENT_TYPE(IDLE)) INTO o AS SELECT _twstart, _tidlestart FROM %%trows",
+     "placeholder _twstart belongs to window events", "AS"),
+    (W + " STREAM_OPTIONS(IDLE_TIMEOUT(3s)) NOTIFY('ws://h:1') ON (IDLE) INTO o AS SELECT _tidlestart, count(*) "
+     "FROM %%trows", "placeholder _tidlestart is only defined for IDLE and RESUME events", "AS"),
+    ("CREATE STREAM s SLIDING(1s) FROM meters PARTITION BY tbname STREAM_OPTIONS(IDLE_TIMEOUT(3s) | EVENT_TYPE(IDLE)) "
+     "INTO o AS SELECT _tidlestart, _tidleend, tbname FROM meters", "IDLE_TIMEOUT watches each group's rows",
+     "IDLE_TIMEOUT"),
+    (W + " STREAM_OPTIONS(IDLE_TIMEOUT(3s) | IDLE_TIMEOUT(4s) | EVENT_TYPE(IDLE)) INTO o AS SELECT 1",
+     "option IDLE_TIMEOUT is given twice", "STREAM_OPTIONS"),
     ("CREATE STREAM s INTERVAL(1m) SLIDING(1m) FROM meters ROLLUP BY site NOTIFY('ws://h:1') ON (WINDOW_CLOSE)",
      "ROLLUP (TDengine 3.4.2) is not supported", "ROLLUP"),
     ("CREATE STREAM s WINDOW(SESSION(ts, 1m) AS a, COUNT_WINDOW(2)) FROM meters NOTIFY('ws://h:1') ON (WINDOW_CLOSE)",
