@@ -200,7 +200,7 @@ class Step:
             parts.append(("idle", idle_span(seen, now)))
             idle = True
         if received:
-            if idle:
+            if idle and seen is not None:
                 parts.append(("resume", idle_span(seen, now)))
                 idle = False
             seen = now

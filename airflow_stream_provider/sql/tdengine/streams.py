@@ -41,7 +41,8 @@ STREAM_OPTIONS = (
 DETECTOR_ENGINES = ("in-process", "spark", "auto")
 NOTIFY_OPTIONS = ("NOTIFY_HISTORY", "ON_FAILURE_PAUSE")
 #: words of TDengine's stream language after 3.3.7 that this project refuses by name, and their version
-LATER_WORDS = {"FLUSH_ON_OUTER_CLOSE": "3.4.2", "ROLLUP": "3.4.2", "WINDOW": "3.4.2", "NODELAY_CREATE_SUBTABLE": "3.4.1"}
+LATER_WORDS = {"FLUSH_ON_OUTER_CLOSE": "3.4.2", "ROLLUP": "3.4.2", "WINDOW": "3.4.2",
+               "NODELAY_CREATE_SUBTABLE": "3.4.1"}
 #: the events of a group going idle and coming back (IDLE_TIMEOUT, TDengine 3.4.1)
 IDLE_EVENT_TYPES = (m.EventType.IDLE, m.EventType.RESUME)
 NOTIFY_EVENT_TYPES = (m.EventType.WINDOW_OPEN, m.EventType.WINDOW_CLOSE, m.EventType.ON_TIME, *IDLE_EVENT_TYPES)

@@ -263,8 +263,8 @@ def _check_query(c: _Checker) -> None:
                                              f"by {len(groups)} column(s)")
             continue
         if name in WINDOW_BOUND_PLACEHOLDERS and idles:
-            c.fail_in(query, name, "AS", f"placeholder {name} belongs to window events, but EVENT_TYPE includes IDLE or "
-                                         "RESUME: use _tidlestart and _tidleend, or a stream of its own for windows")
+            c.fail_in(query, name, "AS", f"placeholder {name} belongs to window events, but EVENT_TYPE includes IDLE "
+                                         "or RESUME: use _tidlestart and _tidleend, or a stream of its own for windows")
         if name in IDLE_PLACEHOLDERS and not idles:
             c.fail_in(query, name, "AS", f"placeholder {name} is only defined for IDLE and RESUME events: add them "
                                          "to EVENT_TYPE(...) with IDLE_TIMEOUT(d)")
