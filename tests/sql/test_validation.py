@@ -275,3 +275,23 @@ def test_a_cast_to_geometry_is_refused_as_the_type_is(text):
     with pytest.raises(StreamDefinitionError, match="CAST to GEOMETRY is not supported") as info:
         parse(text)
     assert info.value.column == text.index("GEOMETRY") + 1
+
+
+IDLE_QUERY = " INTO o AS SELECT cast(_tidlestart / 1000000 AS timestamp), _tidleend, count(*) FROM %%trows"
+
+
+@pytest.mark.parametrize(("tail", "timeout_us", "event_types", "on"), [
+    # TDengine 3.4.1's own statements (test_idle_trigger.py and its functional spec), on our tables
+    ("STREAM_OPTIONS(IDLE_TIMEOUT(3s) | EVENT_TYPE(IDLE))" + IDLE_QUERY, 3_000_000, ("IDLE",), ()),
+    ("STREAM_OPTIONS(EVENT_TYPE(IDLE | RESUME) | IDLE_TIMEOUT(10d))" + IDLE_QUERY, 864_000_000_000,
+     ("IDLE", "RESUME"), ()),
+    ("STREAM_OPTIONS(IDLE_TIMEOUT(1000a) | EVENT_TYPE(RESUME)) NOTIFY('ws://h:1') ON (WINDOW_CLOSE | RESUME)"
+     + IDLE_QUERY, 1_000_000, ("RESUME",), ("WINDOW_CLOSE", "RESUME")),
+    ("STREAM_OPTIONS(IDLE_TIMEOUT(5m) | EVENT_TYPE(WINDOW_CLOSE)) NOTIFY('ws://h:1') ON (IDLE | RESUME) "
+     "INTO o AS SELECT _twstart, count(*) FROM %%trows", 300_000_000, ("WINDOW_CLOSE",), ("IDLE", "RESUME")),
+])
+def test_idle_timeout_statements_parse(tail, timeout_us, event_types, on):
+    [stmt] = parse(f"CREATE STREAM s INTERVAL(1m) SLIDING(1m) FROM meters PARTITION BY tbname {tail}")
+    assert stmt.options.idle_timeout.micros == timeout_us
+    assert stmt.options.event_types == event_types
+    assert (stmt.notify.on if stmt.notify else ()) == on

@@ -10,6 +10,8 @@ active), with our own rows and times; the expected spans are worked out by hand.
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 import pytest
 
@@ -167,3 +169,54 @@ def test_without_idle_timeout_no_group_is_ever_idle():
                                            ("IDLE_TIMEOUT(1000a)", 1_000_000)])
 def test_timeouts_within_the_limits_are_planned(text, timeout):
     assert plan_of(f"{text} | EVENT_TYPE(IDLE)").idle_timeout == timeout
+
+
+def test_the_live_detector_fires_idle_and_resume_on_a_real_table(tmp_path):
+    """The live detector on its own thread over a Delta table (no Spark): meter d1 stops reporting
+    while d2 goes on; d1 alone goes idle after 2 s of wall-clock time, and resumes with its next row
+    under the IDLE's trigger id."""
+    import time
+
+    from airflow_stream_provider.windows import detector, live
+    from tests.windows.test_detector import events_table, setup, write
+
+    wh, info, plan, opts = setup(None, tmp_path, "idle", "SESSION(ts, 1h)",
+                                 "STREAM_OPTIONS(IDLE_TIMEOUT(2s)) NOTIFY('ws://h:1') ON (IDLE | RESUME)")
+    base = 1_000_000_000
+
+    def reading(meter: str, i: int) -> pd.DataFrame:
+        return pd.DataFrame({"ts": [base + i * 1_000_000], "current": [1.0], "voltage": [220], "tbname": [meter],
+                             "location": ["SF"]})
+
+    def idle_events() -> pd.DataFrame:
+        events = events_table(opts).sort_values(["batch_id", "seq"])
+        return events[events["event_type"].isin(["IDLE", "RESUME"])]
+
+    query = live.LiveDetector(detector.Detector(plan, opts), name="idle", idle_s=0.2).start()
+    try:
+        write(info, pd.concat([reading("d1", 0), reading("d2", 0)]))
+        started = time.time()
+        i = 1
+        while time.time() < started + 60 and not len(idle_events()):
+            assert query.isActive, query.exception()
+            write(info, reading("d2", i))  # d2 keeps reporting, four times a second
+            i += 1
+            time.sleep(0.25)
+        fed_until = time.time()
+        write(info, reading("d1", i))  # d1 is back
+        while time.time() < fed_until + 60 and (idle_events()["event_type"] == "RESUME").sum() < 1:
+            assert query.isActive, query.exception()
+            time.sleep(0.2)
+    finally:
+        query.stop()
+    events = idle_events()
+    meters = events["group_keys"].map(lambda k: json.loads(k)["tbname"])
+    d1, d2 = events[meters == "d1"], events[meters == "d2"]
+    assert d1["event_type"].tolist() == ["IDLE", "RESUME"]
+    assert d1["trigger_id"].nunique() == 1 and d1["window_start"].nunique() == 1
+    idle, resume = d1.iloc[0], d1.iloc[1]
+    assert pd.Timedelta(seconds=2) <= idle["window_end"] - idle["window_start"] < pd.Timedelta(seconds=30)
+    assert resume["window_end"] >= pd.Timestamp(fed_until, unit="s", tz="UTC")
+    assert d1["row_count"].isna().all()
+    # d2 was fed all along: if it went idle at all, it was after its last row
+    assert (d2["window_start"] >= pd.Timestamp(fed_until - 0.25, unit="s", tz="UTC")).all()
