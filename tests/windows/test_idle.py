@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from airflow_stream_provider.sql import parse
+from airflow_stream_provider.windows.batch import group_events
 from airflow_stream_provider.windows.events import batch_event_rows
 from airflow_stream_provider.windows.step import Step
 from airflow_stream_provider.windows.trigger_plan import TriggerPlan
@@ -58,9 +60,8 @@ class Group:
         done = self.step.advance((self.name,), raw, self.state, now)
         self.state = done.state
         self.due = None if done.timeout_ms is None else now + done.timeout_ms
-        found = {kind: (windows if isinstance(windows, pd.DataFrame) else windows.frame(), [0] * len(windows))
-                 for kind, windows in done.parts}
-        found = {k: (w, pd.Series(at).to_numpy()) for k, (w, at) in found.items()}
+        found = {kind: (windows if isinstance(windows, pd.DataFrame) else windows.frame(),
+                        np.zeros(len(windows), np.int64)) for kind, windows in done.parts}
         return batch_event_rows(self.plan, [self.plan.group_keys((self.name,))], found)
 
 
@@ -162,6 +163,14 @@ def test_without_idle_timeout_no_group_is_ever_idle():
     group.rows(T0)
     assert group.due is None
     assert spans(group.rows(T0 + 3600 * S)) == []
+
+
+def test_batch_mode_finds_the_windows_and_no_idle_events():
+    """Idleness is processing time: a batch over the same rows (a recalculation) finds windows only."""
+    plan = plan_of("IDLE_TIMEOUT(1s) | EVENT_TYPE(WINDOW_CLOSE | IDLE | RESUME)", "COUNT_WINDOW(2)")
+    rows = pd.DataFrame({"ts": [1_000_000 * i for i in range(1, 6)], "v": 1, "tbname": "d001"})
+    events = group_events(plan, rows, key=("d001",))  # rows 1-2 and 3-4 close, row 5 waits
+    assert events["event_type"].tolist() == ["WINDOW_CLOSE", "WINDOW_CLOSE"]
 
 
 @pytest.mark.parametrize("text, timeout", [("IDLE_TIMEOUT(1s)", 1_000_000), ("IDLE_TIMEOUT(5m)", 300_000_000),
