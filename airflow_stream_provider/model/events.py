@@ -24,6 +24,10 @@ class EventType(StrEnum):
     WINDOW_UPDATE = "WINDOW_UPDATE"
     #: the event of PERIOD and SLIDING triggers
     ON_TIME = "ON_TIME"
+    #: a group that received no rows for IDLE_TIMEOUT of processing time (TDengine 3.4.1)
+    IDLE = "IDLE"
+    #: an idle group's rows came back; it shares the trigger id of the IDLE before it
+    RESUME = "RESUME"
 
 
 class TriggerKind(StrEnum):

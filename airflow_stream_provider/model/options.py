@@ -30,6 +30,8 @@ class StreamOptions:
     pre_filter: SqlExpression | None = None
     force_output: bool = False
     max_delay: Duration | None = None
+    #: IDLE_TIMEOUT (TDengine 3.4.1): a group without rows for this long (processing time) is idle
+    idle_timeout: Duration | None = None
     event_types: tuple[EventType, ...] = (EventType.WINDOW_CLOSE,)
     ignore_nodata_trigger: bool = False
     engine: str | None = None  # ENGINE('in-process' | 'spark' | 'auto'): which detector finds its windows

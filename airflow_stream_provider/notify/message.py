@@ -5,7 +5,8 @@ A message is ``{"messageId", "timestamp", "streams": [{"streamName", "events": [
 event has the common fields (``tableName``, ``eventType``, ``eventTime``, ``triggerId``,
 ``triggerType``, ``groupId``) and those of its trigger type: window start and end, the states of a
 state window, the ``triggerCondition`` of an event window, and ``result`` (the computation's
-columns and values) on the events that ran it.
+columns and values) on the events that ran it. IDLE and RESUME events (TDengine 3.4.1) carry
+``idleStart``, ``idleEnd`` and ``idleDurationMs`` instead of a window.
 
 Message ids are derived from the events a message carries, so a message built again from the same
 events, after a crash, has the same id as the first time.
@@ -193,6 +194,8 @@ def validate(body: dict | str, style: str = "3.3.7") -> None:
 
 def window_fields(trigger_type: str, event_type: str, row: dict, precision: str) -> dict:
     """The per-type fields of a window event, from an event-table row (see ``windows.events``)."""
+    if event_type in (EventType.IDLE, EventType.RESUME):
+        return idle_fields(row)
     out: dict = {"windowStart": epoch(row["window_start"], precision)}
     if event_type != EventType.WINDOW_OPEN and row.get("window_end") is not None:
         out["windowEnd"] = epoch(row["window_end"], precision)
@@ -210,6 +213,15 @@ def window_fields(trigger_type: str, event_type: str, row: dict, precision: str)
         out["triggerCondition"] = {"conditionIndex": int(row["condition_index"]),
                                    "fieldValue": json.loads(values) if values else {}}
     return out
+
+
+def idle_fields(row: dict) -> dict:
+    """The fields of an IDLE or RESUME event (TDengine 3.4.1): ``idleStart``, when the group last
+    received rows, and ``idleEnd``, when the event fired, in epoch nanoseconds whatever the table's
+    precision, and ``idleDurationMs`` between them. The event row holds the span (processing time) in
+    ``window_start`` and ``window_end``; an idle event has no window fields."""
+    start, end = epoch_micros(row["window_start"]), epoch_micros(row["window_end"])
+    return {"idleStart": start * 1000, "idleEnd": end * 1000, "idleDurationMs": (end - start) // 1000}
 
 
 def _state(text: str | None) -> object:

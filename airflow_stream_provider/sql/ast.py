@@ -24,6 +24,9 @@ PLACEHOLDERS = {
     "_twend": {StreamKind.WINDOW},
     "_twduration": {StreamKind.WINDOW},
     "_twrownum": {StreamKind.WINDOW},
+    # IDLE and RESUME events (IDLE_TIMEOUT, TDengine 3.4.1): the group's idle span, processing time
+    "_tidlestart": {StreamKind.WINDOW},
+    "_tidleend": {StreamKind.WINDOW},
     "_tgrpid": {StreamKind.PERIOD, StreamKind.SLIDING, StreamKind.WINDOW},
     "_tlocaltime": {StreamKind.PERIOD, StreamKind.SLIDING, StreamKind.WINDOW},
 }

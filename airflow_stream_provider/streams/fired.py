@@ -19,7 +19,8 @@ IDX = "__idx"
 TROWS_FROM, TROWS_TO = "__trows_from", "__trows_to"
 #: Spark types of the placeholder columns; %%n and %%tbname take the grouping columns' types
 TIMESTAMPS = ("_twstart", "_twend", "_tprev_ts", "_tcurrent_ts", "_tnext_ts", TROWS_FROM, TROWS_TO)
-INTEGERS = ("_twduration", "_twrownum", "_tgrpid", "_tlocaltime", "_tprev_localtime", "_tnext_localtime")
+INTEGERS = ("_twduration", "_twrownum", "_tgrpid", "_tlocaltime", "_tprev_localtime", "_tnext_localtime",
+            "_tidlestart", "_tidleend")
 
 
 def column_of(name: str) -> str:

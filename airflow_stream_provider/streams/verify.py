@@ -40,7 +40,7 @@ from pyspark.sql import functions as F
 
 from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import StreamError
-from airflow_stream_provider.model.events import StreamKind
+from airflow_stream_provider.model.events import EventType, StreamKind
 from airflow_stream_provider.plan.schedule import Schedule
 from airflow_stream_provider.plan.state import StreamState
 from airflow_stream_provider.plan.stream import plan_stream
@@ -75,6 +75,11 @@ def verify(warehouse: Warehouse, db: str, name: str, start: datetime | None = No
     if end <= start:
         raise StreamError(f"VERIFY STREAM {stored.qualified}: TO ({end.isoformat()}) must be after FROM "
                           f"({start.isoformat()})")
+    idle = set(stored.statement.options.event_types) & {EventType.IDLE, EventType.RESUME}
+    if idle:
+        raise StreamError(f"VERIFY STREAM {stored.qualified}: its EVENT_TYPE computes {' and '.join(sorted(idle))} "
+                          "events, which processing time decided (IDLE_TIMEOUT) and a batch cannot find again, so "
+                          "its output cannot be compared with one")
     if stored.statement.series is not None:
         report = verify_cq.verify(warehouse, stored, store, start, end, repair=repair, say=say)
     else:

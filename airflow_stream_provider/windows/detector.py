@@ -26,6 +26,10 @@ Time semantics (reference 000, "Atypical Data Ingestion Scenarios"):
 - Rows older than the latest event time minus EXPIRED_TIME are dropped and counted.
 - MAX_DELAY: every MAX_DELAY of processing time a window stays open, a ``MAX_DELAY`` event
   reports it as it stands (a processing-time timeout fires it when no rows come).
+- IDLE_TIMEOUT: a group that received no rows for the timeout (processing time, from the batch that
+  last brought it rows) fires ``IDLE`` by the same timeouts, and its next rows ``RESUME``, both with
+  the idle span in ``window_start``/``window_end`` and one trigger id (:meth:`.step.Step._idle`).
+  The span is in the group's state, so it survives a restart (TDengine forgets it).
 - FILL_HISTORY[_FIRST]: the first batch reads the table as it is (its snapshot), the next ones the
   changes after it, so history is complete before any live row is processed.
 """
@@ -85,10 +89,10 @@ class DetectorOptions:
 
 
 def waits(plan: TriggerPlan) -> bool:
-    """Whether the detector has something to do when no rows come: MAX_DELAY, or incremental windows'
-    MAX_DELAY, CONTINUOUS_WINDOW_CLOSE recalculation and FORCE_WINDOW_CLOSE windows."""
+    """Whether the detector has something to do when no rows come: MAX_DELAY, IDLE_TIMEOUT, or
+    incremental windows' MAX_DELAY, CONTINUOUS_WINDOW_CLOSE recalculation and FORCE_WINDOW_CLOSE windows."""
     incremental = plan.incremental
-    return plan.max_delay is not None or (incremental is not None and (
+    return plan.max_delay is not None or plan.idle_timeout is not None or (incremental is not None and (
         incremental.max_delay is not None or incremental.recalculate is not None
         or incremental.mode == TriggerMode.FORCE_WINDOW_CLOSE))
 
@@ -293,7 +297,7 @@ class Detector:
         spec = plan.spec
         counting = spec.kind is TriggerKind.COUNT_WINDOW and not plan.pre_filter and not plan.count_columns
         if (not isinstance(self.step, Step) or not (spec.kind is TriggerKind.INTERVAL or counting) or spec.watermark
-                or plan.expired_time is not None or plan.max_delay is not None
+                or plan.expired_time is not None or plan.max_delay is not None or plan.idle_timeout is not None
                 or set(plan.event_types) != {EventType.WINDOW_CLOSE} or offset.get("first") is None
                 or offset.get("snapshot") is not None or self.position is None
                 or int(offset["last"]) - self.position > HOLD_VERSIONS or self._due(int(offset["at_ms"]))

@@ -50,8 +50,11 @@ EVENT_FIELDS = (
 )
 EVENT_SCHEMA = ", ".join(f"{name} {kind}" for name, kind in EVENT_FIELDS)
 EVENT_COLUMNS = tuple(name for name, _ in EVENT_FIELDS)
-_ORDER = {EventType.WINDOW_OPEN: 0, EventType.MAX_DELAY: 1, EventType.WINDOW_UPDATE: 1,
-          EventType.WINDOW_INVALIDATION: 2, EventType.WINDOW_CLOSE: 3}
+_ORDER = {EventType.IDLE: -2, EventType.RESUME: -1, EventType.WINDOW_OPEN: 0, EventType.MAX_DELAY: 1,
+          EventType.WINDOW_UPDATE: 1, EventType.WINDOW_INVALIDATION: 2, EventType.WINDOW_CLOSE: 3}
+#: events of a group's idleness, not of a window (IDLE_TIMEOUT): ``window_start`` and ``window_end``
+#: hold the idle span (processing time), and they count no rows
+IDLE_KINDS = (EventType.IDLE, EventType.RESUME)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -158,7 +161,7 @@ def groups_event_rows(plan, keys: list[dict], windows: pd.DataFrame, group: np.n
 
 #: the event each kind of window a live batch reports becomes (``windows``: opened or closed)
 _KINDS = {"invalidate": EventType.WINDOW_INVALIDATION, "delayed": EventType.MAX_DELAY,
-          "updated": EventType.WINDOW_UPDATE}
+          "updated": EventType.WINDOW_UPDATE, "idle": EventType.IDLE, "resume": EventType.RESUME}
 
 
 def batch_event_rows(plan, keys: list[dict], found: dict[str, tuple[pd.DataFrame, np.ndarray]]) -> pd.DataFrame:
@@ -183,6 +186,8 @@ def _events(plan, keys: list[dict], windows: pd.DataFrame, group: np.ndarray | N
         opened = windows["opened"].to_numpy(bool)
         parts.append(_part(plan, windows[opened], EventType.WINDOW_OPEN, None if group is None else group[opened]))
     for kind, frame, at in sorted(others, key=lambda other: _ORDER[other[0]]):
+        if kind in IDLE_KINDS and kind not in wanted:
+            continue
         parts.append(_part(plan, frame, kind, at))
     if EventType.WINDOW_CLOSE in wanted:
         closed = windows["closed"].to_numpy(bool)
@@ -194,7 +199,8 @@ def _events(plan, keys: list[dict], windows: pd.DataFrame, group: np.ndarray | N
     n = len(cols["_start"])
     at = cols["_group"]
     if len(parts) > 1 or len(keys) > 1 or np.any(cols["_start"][1:] < cols["_start"][:-1]):
-        order = np.lexsort((cols["_rank"], cols["window_ordinal"], cols["_start"], at))
+        # a group's idle events first (their span is processing time, not the windows' event time)
+        order = np.lexsort((cols["_rank"], cols["window_ordinal"], cols["_start"], cols["_rank"] >= 0, at))
         cols = {name: values[order] for name, values in cols.items()}
         at = cols["_group"]
     group_ids = [plan.group_id(k) for k in keys]
@@ -214,7 +220,7 @@ def _events(plan, keys: list[dict], windows: pd.DataFrame, group: np.ndarray | N
         "group_keys": group_keys,
         "window_start": _stamps(cols["_start"]),
         "window_end": _stamps(np.where(null, NAT_MICROS, cols["window_end"])),
-        "row_count": pd.arrays.IntegerArray(cols["row_count"], null.copy()),
+        "row_count": pd.arrays.IntegerArray(cols["row_count"], null | cols["_no_count"]),
         "window_ordinal": cols["window_ordinal"],
         "prev_state": cols["prev_state"],
         "cur_state": cols["cur_state"],
@@ -231,15 +237,17 @@ def _part(plan, w: pd.DataFrame, kind: EventType, group: np.ndarray | None) -> d
     and row count are not known yet; ``_no_condition``: no trigger condition)."""
     n = len(w)
     is_open = kind == EventType.WINDOW_OPEN
+    idle = kind in IDLE_KINDS
     # states and conditions as when the window opened
     as_open = kind in (EventType.WINDOW_OPEN, EventType.MAX_DELAY, EventType.WINDOW_UPDATE)
-    state = plan.spec.kind is TriggerKind.STATE_WINDOW
-    condition = plan.spec.kind is TriggerKind.EVENT_WINDOW and kind != EventType.WINDOW_INVALIDATION
+    state = plan.spec.kind is TriggerKind.STATE_WINDOW and not idle
+    condition = plan.spec.kind is TriggerKind.EVENT_WINDOW and kind != EventType.WINDOW_INVALIDATION and not idle
     none = np.full(n, None, dtype=object)
     return {
         "_group": np.zeros(n, np.int64) if group is None else np.asarray(group, np.int64),
         "_rank": np.full(n, _ORDER[kind], np.int64),
         "_null": np.full(n, is_open, bool),
+        "_no_count": np.full(n, idle, bool),
         "event_type": np.full(n, kind, dtype=object),
         "_start": w["wstart"].to_numpy(np.int64),
         "window_end": w["wend"].to_numpy(np.int64),

@@ -68,6 +68,8 @@ def spark_refusal(plan: TriggerPlan) -> str | None:
         return "the triggers of TDengine's engine before 3.3.7 (AT_ONCE, WINDOW_CLOSE, MAX_DELAY, ...)"
     if plan.max_delay is not None:
         return "MAX_DELAY"
+    if plan.idle_timeout is not None:
+        return "IDLE_TIMEOUT"
     if plan.history:
         return "FILL_HISTORY"
     return None

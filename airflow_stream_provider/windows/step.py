@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from airflow_stream_provider.values import json_default
-from airflow_stream_provider.windows.columns import Windows
+from airflow_stream_provider.windows.columns import Windows, window_columns
 from airflow_stream_provider.windows.core import Chunk, open_windows, scan, scan_columns
 from airflow_stream_provider.windows.events import EVENT_COLUMNS, empty_events
 from airflow_stream_provider.windows.late import DATA_CHANGES, read_group, recalculate_group
@@ -68,8 +68,9 @@ class Step:
     The state (JSON text) holds the core's ``carry``; ``pending``, the rows after the decided time
     that wait for the watermark (raw trigger-table values, ``ts`` in microseconds); ``decided``, the
     watermark of the last scan; ``max_ts`` and ``first_ts``, the latest and earliest event times
-    scanned; ``due``, the next MAX_DELAY trigger of each open window (processing time); and the
-    counters ``dropped`` and ``recalculations``.
+    scanned; ``due``, the next MAX_DELAY trigger of each open window (processing time); ``seen`` and
+    ``idle``, when the group last received rows (processing time) and whether it is idle
+    (IDLE_TIMEOUT); and the counters ``dropped`` and ``recalculations``.
 
     It returns windows, not events: the batch turns every group's windows into events at once
     (:func:`.events.batch_event_rows`), since building them group by group costs more than the scan.
@@ -137,6 +138,8 @@ class Step:
         if plan.max_delay is not None:
             delayed, timeout = self._max_delay(saved, carry, now_ms * 1000)
             parts.append(("delayed", delayed))
+        if plan.idle_timeout is not None:
+            timeout = self._idle(saved, raw is not None and len(raw) > 0, now_ms * 1000, parts, timeout)
         saved.update(carry=carry, decided=decided, max_ts=max_ts, first_ts=first_ts,
                      pending=_records(pending, plan.columns))
         return Advanced(json.dumps(saved, default=json_default), timeout, [(k, w) for k, w in parts if len(w)])
@@ -159,6 +162,8 @@ class Step:
         if self.plan.max_delay is not None:
             delayed, timeout = self._max_delay(saved, carry, now_ms * 1000)
             parts.append(("delayed", delayed))
+        if self.plan.idle_timeout is not None:
+            timeout = self._idle(saved, True, now_ms * 1000, parts, timeout)
         saved.update(carry=carry, decided=max_ts, max_ts=max_ts, first_ts=first_ts, pending=None)
         return Advanced(json.dumps(saved, default=json_default), timeout, [(k, w) for k, w in parts if len(w)],
                         decided=max_ts, counted=int((carry or {}).get("total", 0)))
@@ -180,6 +185,36 @@ class Step:
         saved["due"] = due
         timeout = max(1, (min(due.values()) - now) // 1000) if due and self.timeouts else None
         return windows.iloc[fire], timeout
+
+    def _idle(self, saved: dict, received: bool, now: int, parts: list, timeout: int | None) -> int | None:
+        """IDLE_TIMEOUT at ``now`` (processing time, microseconds), ``received``: the group has rows in
+        this batch. A group that received none for the timeout fires IDLE once; its next rows fire
+        RESUME, with the same span start (the last rows before it was idle), so the same trigger id.
+        Rows that come after the timeout passed unseen (the detector was busy or stopped) fire both.
+        Appends the events to ``parts``; the milliseconds to the next timeout, the sooner of
+        ``timeout`` and the group's going idle."""
+        limit = self.plan.idle_timeout
+        assert limit is not None  # called only for a plan with IDLE_TIMEOUT
+        seen, idle = saved.get("seen"), bool(saved.get("idle"))
+        if seen is not None and not idle and now >= seen + limit:
+            parts.append(("idle", idle_span(seen, now)))
+            idle = True
+        if received:
+            if idle and seen is not None:
+                parts.append(("resume", idle_span(seen, now)))
+                idle = False
+            seen = now
+        saved["seen"], saved["idle"] = seen, idle
+        if idle or seen is None or not self.timeouts:
+            return timeout
+        due = max(1, -(-(seen + limit - now) // 1000))
+        return due if timeout is None else min(timeout, due)
+
+
+def idle_span(start: int, end: int) -> Windows:
+    """An IDLE or RESUME event's span in the window columns the events read: from the group's last rows
+    to the event, processing time in microseconds (``ordinal`` -1: never a window's trigger id)."""
+    return window_columns([start], [end], [0], [False], [False], ordinal=[-1])
 
 
 def expired(times: np.ndarray, versions: np.ndarray, data: np.ndarray, before: int | None,

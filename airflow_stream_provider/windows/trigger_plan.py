@@ -84,6 +84,9 @@ class TriggerPlan:
     delete_recalc: bool = False
     expired_time: int | None = None
     max_delay: int | None = None
+    # IDLE_TIMEOUT (processing time): a group without rows for this long fires IDLE, then RESUME when
+    # its rows come back (those of ``event_types``)
+    idle_timeout: int | None = None
     history: bool = False  # FILL_HISTORY / FILL_HISTORY_FIRST: rows written before the stream count too
     since: int | None = None  # ... from this event time on; earlier rows are never read
     incremental: IncrementalPolicy | None = None  # incremental windows (RowAcceptance.incremental)
@@ -177,6 +180,7 @@ class TriggerPlan:
             ignore_disorder=rows.ignore_disorder, delete_recalc=rows.delete_recalc,
             expired_time=rows.expired_time.micros if rows.expired_time else None,
             max_delay=opts.max_delay.micros if opts.max_delay else None,
+            idle_timeout=opts.idle_timeout.micros if opts.idle_timeout else None,
             history=fill is not None, since=since, incremental=incremental, more_states=more_states, **texts,
         )
 
@@ -307,9 +311,12 @@ def plan_trigger(stmt: m.CreateStream, catalog: Catalog, default_db: str | None 
 
 
 def detected_types(stmt: m.CreateStream) -> tuple[str, ...]:
-    """The window events a stream needs: those its emit policy emits, and those it notifies."""
+    """The window events a stream needs: those its emit policy emits, and those it notifies; and the
+    IDLE and RESUME events of either (IDLE_TIMEOUT)."""
     emit = stmt.emit
     wanted = {t for t, on in ((EventType.WINDOW_OPEN, emit.on_open), (EventType.WINDOW_CLOSE, emit.on_close)) if on}
+    detected = (EventType.WINDOW_OPEN, EventType.WINDOW_CLOSE, EventType.IDLE, EventType.RESUME)
+    wanted |= set(stmt.options.event_types) & {EventType.IDLE, EventType.RESUME}
     if stmt.notify is not None:
-        wanted |= set(stmt.notify.on) & {EventType.WINDOW_OPEN, EventType.WINDOW_CLOSE}
-    return tuple(t for t in (EventType.WINDOW_OPEN, EventType.WINDOW_CLOSE) if t in wanted)
+        wanted |= set(stmt.notify.on) & set(detected)
+    return tuple(t for t in detected if t in wanted)

@@ -111,3 +111,31 @@ def test_pack_splits_at_the_size_limit_and_keeps_order():
     lone = NotifyEvent(stream="s", key="big", table_name="t", event_type="ON_TIME", event_time=MS, trigger_id="b",
                        trigger_type="Period", group_id="0", fields={}, result={"v": "z" * 5000})
     assert [m.events for m in pack([lone], MS, max_bytes=1500)] == [1]  # too big to share: sent alone
+
+
+def test_idle_and_resume_events_carry_their_span_and_no_window():
+    """TDengine 3.4.1's IDLE/RESUME fields: idleStart and idleEnd in epoch nanoseconds (processing time),
+    idleDurationMs between them; no windowStart/windowEnd. The span here is 5 min 0.250 s."""
+    span = row(window_start=datetime(2025, 10, 9, 8, 53, 20, 122_000, tzinfo=UTC),  # 1760000000.122 s
+               window_end=datetime(2025, 10, 9, 8, 58, 20, 372_000, tzinfo=UTC))  # 300.250 s later
+    fields = window_fields("Interval", "IDLE", span, "ms")
+    assert fields == {"idleStart": 1_760_000_000_122_000_000, "idleEnd": 1_760_000_300_372_000_000,
+                      "idleDurationMs": 300_250}
+    assert window_fields("State", "RESUME", span, "us") == fields  # whatever the precision and trigger
+    for kind in ("IDLE", "RESUME"):
+        ev = NotifyEvent(stream="sdb1.dev_offline_alarm", key=kind, table_name="dev_minute_stat_dev001",
+                         event_type=kind, event_time=1_760_000_300_372, trigger_id="t-1", trigger_type="Interval",
+                         group_id="4321", fields=fields)
+        validate(build([ev], 1_760_000_300_400).text)
+
+
+@pytest.mark.parametrize(("event_type", "fields"), [
+    ("IDLE", {"idleStart": 1, "idleEnd": 2}),  # idleDurationMs is required
+    ("RESUME", {"idleStart": 1, "idleEnd": 2, "idleDurationMs": 0, "windowStart": MS}),  # no window on idle events
+    ("WINDOW_CLOSE", {"windowStart": MS, "windowEnd": MS, "idleDurationMs": 0}),  # idle fields on idle events only
+])
+def test_schema_rejects_misplaced_idle_fields(event_type, fields):
+    ev = NotifyEvent(stream="s", key="k", table_name="t", event_type=event_type, event_time=MS, trigger_id="x",
+                     trigger_type="Session", group_id="0", fields=fields)
+    with pytest.raises(jsonschema.ValidationError):
+        validate(build([ev], MS).text)

@@ -14,9 +14,28 @@ RULES = [
     # STATE_WINDOW and TRUE_FOR of TDengine 3.3.8 / 3.4.x; what of 3.4.x is refused
     (W + " INTO out NODELAY_CREATE_SUBTABLE AS SELECT _twstart, avg(v) FROM meters", "is not supported",
      "NODELAY_CREATE_SUBTABLE"),
-    (W + " STREAM_OPTIONS(IDLE_TIMEOUT(1m)) NOTIFY('ws://h:1') ON (WINDOW_CLOSE)", "IDLE_TIMEOUT (TDengine 3.4.1) is "
-     "not supported", "IDLE_TIMEOUT"),
-    (W + " NOTIFY('ws://h:1') ON (WINDOW_CLOSE | IDLE)", "IDLE (TDengine 3.4.1) is not supported", "IDLE"),
+    # IDLE_TIMEOUT with IDLE/RESUME (TDengine 3.4.1; the limits of its test_idle_trigger.py)
+    (W + " STREAM_OPTIONS(IDLE_TIMEOUT(1m)) NOTIFY('ws://h:1') ON (WINDOW_CLOSE)", "without IDLE or RESUME events",
+     "IDLE_TIMEOUT"),
+    (W + " NOTIFY('ws://h:1') ON (WINDOW_CLOSE | IDLE)", "IDLE and RESUME events need STREAM_OPTIONS(IDLE_TIMEOUT(d))",
+     "NOTIFY ON"),
+    (W + " STREAM_OPTIONS(EVENT_TYPE(IDLE)) INTO o AS SELECT _tidlestart, count(*) FROM %%trows",
+     "EVENT_TYPE(IDLE) needs IDLE_TIMEOUT(d)", "EVENT_TYPE"),
+    (W + " STREAM_OPTIONS(IDLE_TIMEOUT(500a) | EVENT_TYPE(IDLE)) INTO o AS SELECT _tidlestart, count(*) FROM %%trows",
+     "IDLE_TIMEOUT(500a) is outside the allowed range [1s, 10d]", "IDLE_TIMEOUT"),
+    (W + " STREAM_OPTIONS(IDLE_TIMEOUT(11d) | EVENT_TYPE(IDLE)) INTO o AS SELECT _tidlestart, count(*) FROM %%trows",
+     "IDLE_TIMEOUT(11d) is outside the allowed range [1s, 10d]", "IDLE_TIMEOUT"),
+    (W + " STREAM_OPTIONS(IDLE_TIMEOUT(1w) | EVENT_TYPE(IDLE)) INTO o AS SELECT _tidlestart, count(*) FROM %%trows",
+     "the unit must be a, s, m, h or d", "IDLE_TIMEOUT"),
+    (W + " STREAM_OPTIONS(IDLE_TIMEOUT(3s) | EVENT_TYPE(IDLE)) INTO o AS SELECT _twstart, _tidlestart FROM %%trows",
+     "placeholder _twstart belongs to window events", "AS"),
+    (W + " STREAM_OPTIONS(IDLE_TIMEOUT(3s)) NOTIFY('ws://h:1') ON (IDLE) INTO o AS SELECT _tidlestart, count(*) "
+     "FROM %%trows", "placeholder _tidlestart is only defined for IDLE and RESUME events", "AS"),
+    ("CREATE STREAM s SLIDING(1s) FROM meters PARTITION BY tbname STREAM_OPTIONS(IDLE_TIMEOUT(3s) | EVENT_TYPE(IDLE)) "
+     "INTO o AS SELECT _tidlestart, _tidleend, tbname FROM meters", "IDLE_TIMEOUT watches each group's rows",
+     "IDLE_TIMEOUT"),
+    (W + " STREAM_OPTIONS(IDLE_TIMEOUT(3s) | IDLE_TIMEOUT(4s) | EVENT_TYPE(IDLE)) INTO o AS SELECT 1",
+     "option IDLE_TIMEOUT is given twice", "STREAM_OPTIONS"),
     ("CREATE STREAM s INTERVAL(1m) SLIDING(1m) FROM meters ROLLUP BY site NOTIFY('ws://h:1') ON (WINDOW_CLOSE)",
      "ROLLUP (TDengine 3.4.2) is not supported", "ROLLUP"),
     ("CREATE STREAM s WINDOW(SESSION(ts, 1m) AS a, COUNT_WINDOW(2)) FROM meters NOTIFY('ws://h:1') ON (WINDOW_CLOSE)",
@@ -256,3 +275,23 @@ def test_a_cast_to_geometry_is_refused_as_the_type_is(text):
     with pytest.raises(StreamDefinitionError, match="CAST to GEOMETRY is not supported") as info:
         parse(text)
     assert info.value.column == text.index("GEOMETRY") + 1
+
+
+IDLE_QUERY = " INTO o AS SELECT cast(_tidlestart / 1000000 AS timestamp), _tidleend, count(*) FROM %%trows"
+
+
+@pytest.mark.parametrize(("tail", "timeout_us", "event_types", "on"), [
+    # TDengine 3.4.1's own statements (test_idle_trigger.py and its functional spec), on our tables
+    ("STREAM_OPTIONS(IDLE_TIMEOUT(3s) | EVENT_TYPE(IDLE))" + IDLE_QUERY, 3_000_000, ("IDLE",), ()),
+    ("STREAM_OPTIONS(EVENT_TYPE(IDLE | RESUME) | IDLE_TIMEOUT(10d))" + IDLE_QUERY, 864_000_000_000,
+     ("IDLE", "RESUME"), ()),
+    ("STREAM_OPTIONS(IDLE_TIMEOUT(1000a) | EVENT_TYPE(RESUME)) NOTIFY('ws://h:1') ON (WINDOW_CLOSE | RESUME)"
+     + IDLE_QUERY, 1_000_000, ("RESUME",), ("WINDOW_CLOSE", "RESUME")),
+    ("STREAM_OPTIONS(IDLE_TIMEOUT(5m) | EVENT_TYPE(WINDOW_CLOSE)) NOTIFY('ws://h:1') ON (IDLE | RESUME) "
+     "INTO o AS SELECT _twstart, count(*) FROM %%trows", 300_000_000, ("WINDOW_CLOSE",), ("IDLE", "RESUME")),
+])
+def test_idle_timeout_statements_parse(tail, timeout_us, event_types, on):
+    [stmt] = parse(f"CREATE STREAM s INTERVAL(1m) SLIDING(1m) FROM meters PARTITION BY tbname {tail}")
+    assert stmt.options.idle_timeout.micros == timeout_us
+    assert stmt.options.event_types == event_types
+    assert (stmt.notify.on if stmt.notify else ()) == on

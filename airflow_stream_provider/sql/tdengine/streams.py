@@ -32,6 +32,7 @@ STREAM_OPTIONS = (
     "PRE_FILTER",
     "FORCE_OUTPUT",
     "MAX_DELAY",
+    "IDLE_TIMEOUT",
     "EVENT_TYPE",
     "IGNORE_NODATA_TRIGGER",
     "ENGINE",
@@ -40,9 +41,11 @@ STREAM_OPTIONS = (
 DETECTOR_ENGINES = ("in-process", "spark", "auto")
 NOTIFY_OPTIONS = ("NOTIFY_HISTORY", "ON_FAILURE_PAUSE")
 #: words of TDengine's stream language after 3.3.7 that this project refuses by name, and their version
-LATER_WORDS = {"IDLE_TIMEOUT": "3.4.1", "FLUSH_ON_OUTER_CLOSE": "3.4.2", "IDLE": "3.4.1", "RESUME": "3.4.1",
-               "ROLLUP": "3.4.2", "WINDOW": "3.4.2", "NODELAY_CREATE_SUBTABLE": "3.4.1"}
-NOTIFY_EVENT_TYPES = (m.EventType.WINDOW_OPEN, m.EventType.WINDOW_CLOSE, m.EventType.ON_TIME)
+LATER_WORDS = {"FLUSH_ON_OUTER_CLOSE": "3.4.2", "ROLLUP": "3.4.2", "WINDOW": "3.4.2",
+               "NODELAY_CREATE_SUBTABLE": "3.4.1"}
+#: the events of a group going idle and coming back (IDLE_TIMEOUT, TDengine 3.4.1)
+IDLE_EVENT_TYPES = (m.EventType.IDLE, m.EventType.RESUME)
+NOTIFY_EVENT_TYPES = (m.EventType.WINDOW_OPEN, m.EventType.WINDOW_CLOSE, m.EventType.ON_TIME, *IDLE_EVENT_TYPES)
 
 #: the clauses of TDengine's older CREATE STREAM (3.0 to 3.3.6), where 3.3.7 expects the trigger
 LEGACY_STREAM_WORDS = frozenset({"TRIGGER", "WATERMARK", "IGNORE", "FILL_HISTORY", "DELETE_MARK", "SUBTABLE",
@@ -246,7 +249,7 @@ class StreamStatements(WindowClauses):
                 raise self.error(f"option {name} is given twice", tok, "STREAM_OPTIONS")
             given.append(name)
             where[name] = tok
-            if name in ("WATERMARK", "EXPIRED_TIME", "MAX_DELAY"):
+            if name in ("WATERMARK", "EXPIRED_TIME", "MAX_DELAY", "IDLE_TIMEOUT"):
                 self.expect_op("(", name)
                 values[name.lower()] = self.duration(name)
                 self.expect_op(")", name)
@@ -263,12 +266,19 @@ class StreamStatements(WindowClauses):
             elif name == "ENGINE":
                 values["engine"] = self.engine_name(name)
             elif name == "EVENT_TYPE":
-                values["event_types"] = self.event_types(name, (m.EventType.WINDOW_OPEN, m.EventType.WINDOW_CLOSE))
+                values["event_types"] = self.event_types(name, (m.EventType.WINDOW_OPEN, m.EventType.WINDOW_CLOSE,
+                                                                *IDLE_EVENT_TYPES))
             else:
                 values[name.lower()] = True
             if not self.accept_op("|"):
                 break
         self.expect_op(")", "STREAM_OPTIONS")
+        if "EVENT_TYPE" in given and "IDLE_TIMEOUT" not in given:
+            for kind in IDLE_EVENT_TYPES:
+                if kind in values["event_types"]:
+                    raise self.error(f"EVENT_TYPE({kind}) needs IDLE_TIMEOUT(d): a group is idle once no rows came for "
+                                     "d", where["EVENT_TYPE"], "EVENT_TYPE", hint="add IDLE_TIMEOUT(5m) | to "
+                                     "STREAM_OPTIONS")
         if "FILL_HISTORY" in given and "FILL_HISTORY_FIRST" in given:
             raise self.error("FILL_HISTORY and FILL_HISTORY_FIRST cannot be used together", where["FILL_HISTORY_FIRST"],
                              "STREAM_OPTIONS")

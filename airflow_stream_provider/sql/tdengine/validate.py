@@ -21,6 +21,14 @@ DAY_MICROS = 86_400_000_000
 PERIOD_MIN = m.Duration(10, "a")
 PERIOD_MAX = m.Duration(3650, "d")
 MAX_DELAY_MIN = m.Duration(3, "s")
+#: IDLE_TIMEOUT's range and units (TDengine 3.4.1)
+IDLE_TIMEOUT_MIN = m.Duration(1, "s")
+IDLE_TIMEOUT_MAX = m.Duration(10, "d")
+IDLE_TIMEOUT_UNITS = ("a", "s", "m", "h", "d")
+IDLE_EVENTS = (m.EventType.IDLE, m.EventType.RESUME)
+#: the placeholders of IDLE and RESUME computations, and those of window events they cannot use
+IDLE_PLACEHOLDERS = {"_tidlestart", "_tidleend"}
+WINDOW_BOUND_PLACEHOLDERS = {"_twstart", "_twend", "_twduration", "_twrownum"}
 
 
 class _Checker:
@@ -76,6 +84,7 @@ def _check_options(c: _Checker) -> None:
     given = opts.given
     if opts.max_delay and opts.max_delay.micros < MAX_DELAY_MIN.micros:
         c.fail("MAX_DELAY", f"MAX_DELAY({opts.max_delay}) is below the minimum of 3s")
+    _check_idle(c, window)
     if opts.fill_history and isinstance(trig, m.PeriodTrigger):
         name = "FILL_HISTORY_FIRST" if opts.fill_history.first else "FILL_HISTORY"
         c.fail(name, f"{name} is not supported with PERIOD triggers (they run on wall-clock time)")
@@ -108,6 +117,30 @@ def _check_options(c: _Checker) -> None:
     if opts.pre_filter is not None:
         _reject_in_tree(c, opts.pre_filter, "PRE_FILTER", placeholders=True)
     _check_engine(c, window)
+
+
+def _check_idle(c: _Checker, window: bool) -> None:
+    """IDLE_TIMEOUT(d) with IDLE and RESUME events (TDengine 3.4.1): d from 1 s to 10 d, in a, s, m, h or
+    d; a group's idleness is watched by the live detector, so the trigger is a window trigger."""
+    opts, notify = c.stmt.options, c.stmt.notify
+    timeout = opts.idle_timeout
+    if timeout is None:
+        if notify is not None and set(notify.on) & set(IDLE_EVENTS):
+            c.fail("NOTIFY ON", "IDLE and RESUME events need STREAM_OPTIONS(IDLE_TIMEOUT(d)): a group is idle once "
+                                "no rows came for d", at="ON")
+        return
+    if timeout.unit not in IDLE_TIMEOUT_UNITS:
+        c.fail("IDLE_TIMEOUT", f"IDLE_TIMEOUT({timeout}): the unit must be a, s, m, h or d")
+    if not IDLE_TIMEOUT_MIN.micros <= timeout.micros <= IDLE_TIMEOUT_MAX.micros:
+        c.fail("IDLE_TIMEOUT", f"IDLE_TIMEOUT({timeout}) is outside the allowed range [1s, 10d]")
+    if not window:
+        c.fail("IDLE_TIMEOUT", f"IDLE_TIMEOUT watches each group's rows in the live window detector; a "
+                               f"{c.stmt.trigger.keyword} trigger has none (use a window trigger such as "
+                               "INTERVAL(1m) SLIDING(1m) or SESSION(ts, 1m))")
+    wanted = set(opts.event_types) | set(notify.on if notify is not None else ())
+    if not wanted & set(IDLE_EVENTS):
+        c.fail("IDLE_TIMEOUT", "IDLE_TIMEOUT without IDLE or RESUME events does nothing: add them to EVENT_TYPE(...) "
+                               "or NOTIFY ... ON (...)")
 
 
 def _check_engine(c: _Checker, window: bool) -> None:
@@ -215,6 +248,7 @@ def _check_query(c: _Checker) -> None:
         if node.name in REJECTED_PSEUDO_COLUMNS:
             c.fail("AS", f"pseudo-column {node.name} is not supported in stream queries")
     opens = m.EventType.WINDOW_OPEN in stmt.options.event_types and m.STREAM_KINDS[trig.keyword] is m.StreamKind.WINDOW
+    idles = bool(set(stmt.options.event_types) & set(IDLE_EVENTS))
     groups = [p.lower() for p in stmt.partition_by]
     for placeholder in tree.find_all(StreamPlaceholder):
         name = placeholder.name
@@ -228,6 +262,12 @@ def _check_query(c: _Checker) -> None:
                 c.fail_in(query, name, "AS", f"%%{ref} refers to PARTITION BY column {ref}, but the stream groups "
                                              f"by {len(groups)} column(s)")
             continue
+        if name in WINDOW_BOUND_PLACEHOLDERS and idles:
+            c.fail_in(query, name, "AS", f"placeholder {name} belongs to window events, but EVENT_TYPE includes IDLE "
+                                         "or RESUME: use _tidlestart and _tidleend, or a stream of its own for windows")
+        if name in IDLE_PLACEHOLDERS and not idles:
+            c.fail_in(query, name, "AS", f"placeholder {name} is only defined for IDLE and RESUME events: add them "
+                                         "to EVENT_TYPE(...) with IDLE_TIMEOUT(d)")
         kinds = PLACEHOLDERS[name]
         if m.STREAM_KINDS[trig.keyword] not in kinds:
             owners = " and ".join(sorted(k.upper() if k is not m.StreamKind.WINDOW else "window" for k in kinds))

@@ -28,6 +28,7 @@ from airflow_stream_provider.windows import batch, detector
 from airflow_stream_provider.windows.events import (
     EVENT_ARROW_SCHEMA,
     EVENT_COLUMNS,
+    IDLE_KINDS,
     WindowEvent,
     empty_events,
     window_events,
@@ -163,6 +164,7 @@ def fired_windows(runtime: StreamRuntime, events: list[WindowEvent], version: in
             end += gap
         group = runtime.group_values(json.loads(ev.group_keys))
         values = {"_twstart": start, "_twend": end, "_tgrpid": int(ev.group_id),
+                  **(_idle_span(start, end) if ev.event_type in IDLE_KINDS else {}),
                   "_twduration": None if end is None else (epoch_micros(end) - epoch_micros(start)) // unit,
                   "_twrownum": ev.row_count,
                   "_tlocaltime": nanos(ev.event_time) if ev.event_time is not None else None,
@@ -172,6 +174,13 @@ def fired_windows(runtime: StreamRuntime, events: list[WindowEvent], version: in
                            group=runtime.group_key(group), group_id=ev.group_id, trigger_id=ev.trigger_id,
                            event=ev, adjust=ev.adjust if incremental else None))
     return fired
+
+
+def _idle_span(start: datetime, end: datetime | None) -> dict[str, int | None]:
+    """``_tidlestart`` and ``_tidleend`` of an IDLE or RESUME event, epoch nanoseconds as TDengine binds
+    them; the event's span (processing time) also bounds its ``%%trows``, which holds the rows whose
+    time falls in it (usually none)."""
+    return {"_tidlestart": epoch_micros(start) * 1000, "_tidleend": None if end is None else epoch_micros(end) * 1000}
 
 
 def latest_of_each_window(events: list[WindowEvent]) -> list[WindowEvent]:
