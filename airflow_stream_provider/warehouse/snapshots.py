@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import unquote, urlsplit
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -55,23 +55,22 @@ class Snapshot:
     plain: bool
     features: TableFeatures
     partitioned: bool = False
+    #: the files (as the add actions name them) that carry a deletion vector; None: not looked up
+    deletion_vector_files: frozenset[str] | None = None
 
     def files_as_they_are(self, files: pa.Table) -> bool:
         """Whether ``files`` (some of this version's add actions) hold their rows as they are, under
         the names of :meth:`file_schema`: a plain table's do; so do a table's with column mapping by
-        name and deletion vectors, when no partition adds values and none of ``files`` has a deletion
-        vector (their statistics say where: a table whose add actions do not name them is read by the
-        kernel's scan)."""
+        name and deletion vectors, when no partition adds values and none of ``files`` carries a
+        deletion vector."""
         if self.plain:
             return True
-        features = self.features
-        if self.partitioned or features.column_mapping not in ("none", "name") \
-                or not features.reader_features <= FILE_READ_FEATURES:
+        if not _files_readable(self.features, self.partitioned):
             return False
-        if not features.deletion_vectors:
+        if not self.features.deletion_vectors:
             return True
-        marks = [name for name in files.column_names if name.lower().replace("_", "").startswith("deletionvector.")]
-        return bool(marks) and all(files[name].null_count == files.num_rows for name in marks)
+        marked = self.deletion_vector_files
+        return marked is not None and not any(unquote(f) in marked for f in files["path"].to_pylist())
 
     def file_schema(self) -> pa.Schema:
         """The Arrow schema of the table's data files: its columns under their physical names."""
@@ -129,12 +128,36 @@ def snapshot(path: str, version: int | None) -> Snapshot:
                          T.StructType.fromJson(json.loads(table.schema().to_json())),
                          pa.schema(table.schema().to_arrow()),
                          not table.metadata().partition_columns and features.plain_files, features,
-                         bool(table.metadata().partition_columns))
+                         bool(table.metadata().partition_columns), _deletion_vector_files(path, table, features))
         if key is not None:
             _snapshots[key] = found
         while len(_snapshots) > _SNAPSHOTS_KEPT:
             _snapshots.popitem(last=False)
         return found
+
+
+def _files_readable(features: TableFeatures, partitioned: bool) -> bool:
+    """Whether a table's data files, but for their deletion vectors, hold its rows as they are."""
+    return not partitioned and features.column_mapping in ("none", "name") \
+        and features.reader_features <= FILE_READ_FEATURES
+
+
+def _deletion_vector_files(path: str, table: Any, features: TableFeatures) -> frozenset[str] | None:
+    """The files of a local table's version that carry a deletion vector (their add actions do not
+    say), when its other files may be read as they are; None otherwise."""
+    partitioned = bool(table.metadata().partition_columns)
+    if is_remote(path) or not features.deletion_vectors or not _files_readable(features, partitioned):
+        return None
+    base = Path(path).resolve()
+    found = set()
+    for batch in pa.RecordBatchReader.from_stream(table.deletion_vectors()):
+        for uri in batch.column("filepath").to_pylist():
+            local = Path(unquote(urlsplit(uri).path)) if uri.startswith("file:") else Path(uri)
+            try:
+                found.add(local.resolve().relative_to(base).as_posix())
+            except ValueError:  # a file outside the table's folder: the kernel's scan reads the table
+                return None
+    return frozenset(found)
 
 
 def logical_stats(files: pa.Table, features: TableFeatures) -> pa.Table:

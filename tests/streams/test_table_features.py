@@ -161,9 +161,9 @@ def test_files_without_a_deletion_vector_are_read_as_they_are_under_their_physic
     spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.columnMapping.mode' = 'name', "
               "'delta.enableDeletionVectors' = true)")
     spark.sql(f"ALTER TABLE delta.`{path}` RENAME COLUMN col1 TO reading")  # its files still say col1
-    spark.sql(f"INSERT INTO delta.`{path}` (ts, reading, tbname, loc) VALUES "
-              "(timestamp '2025-01-01 00:00:00', 1, 't1', 'a'), (timestamp '2025-01-01 00:01:00', 2, 't1', 'a'), "
-              "(timestamp '2025-01-01 00:02:00', 3, 't1', 'a')")
+    values = ("(timestamp '2025-01-01 00:00:00', 1, 't1', 'a'), (timestamp '2025-01-01 00:01:00', 2, 't1', 'a'), "
+              "(timestamp '2025-01-01 00:02:00', 3, 't1', 'a') AS v(ts, reading, tbname, loc)")
+    spark.sql(f"INSERT INTO delta.`{path}` (ts, reading, tbname, loc) SELECT /*+ COALESCE(1) */ * FROM VALUES {values}")
     spark.sql(f"INSERT INTO delta.`{path}` (ts, reading, tbname, loc) VALUES "
               "(timestamp '2025-01-01 00:10:00', 5, 't2', 'b')")
     spark.sql(f"DELETE FROM delta.`{path}` WHERE reading = 2")  # a deletion vector on the first file
