@@ -12,7 +12,7 @@ the statement's earlier commits when a later one fails.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -36,7 +36,7 @@ from airflow_stream_provider.warehouse.catalog import (
 )
 from airflow_stream_provider.warehouse.resolve import table_source
 from airflow_stream_provider.warehouse.result import Result
-from airflow_stream_provider.warehouse.types import BadValue, TimeContext, coerce
+from airflow_stream_provider.warehouse.types import BadValue, TimeContext, coerce, coercer
 from airflow_stream_provider.warehouse.warehouse import Warehouse
 
 #: a local DELETE matching at most this many rows is done by the kernel, by key (a larger one by Spark)
@@ -277,11 +277,12 @@ def _batches(warehouse: Warehouse, stmt: m.Insert, new_subtables: Subtables,
         batch.labels.add(label)
         ctx = TimeContext(info.precision, now)
         columns = _insert_columns(info, target, tbname, label)
+        converters = [coercer(c.dtype, ctx) for c in columns]
         keys = [c for c in info.columns if c.role in ("ts", "key")]
         is_super = info.is_super
         rows = batch.rows
         for values in target.rows:
-            row = _row(columns, keys, values, label, ctx)
+            row = _row(columns, converters, keys, values, label, ctx)
             if is_super:
                 row[TBNAME] = tbname or _subtable_of_row(warehouse.catalog, info, row, label, new_subtables, known)
             rows.append(row)
@@ -328,13 +329,16 @@ def _insert_columns(info: TableInfo, target: m.InsertTarget, tbname: str | None,
     return columns
 
 
-def _row(columns: list[Column], keys: list[Column], values: tuple[m.Value, ...], label: str,
-         ctx: TimeContext) -> dict:
+def _row(columns: list[Column], converters: list[Callable[[m.Value], object]], keys: list[Column],
+         values: tuple[m.Value, ...], label: str, ctx: TimeContext) -> dict:
     if len(values) != len(columns):
         raise WarehouseError(
             f"{label}: {len(values)} values for {len(columns)} columns "
             f"({', '.join(c.name for c in columns)})")
-    row = {c.name: _coerce(v, c, label, ctx) for c, v in zip(columns, values)}
+    try:
+        row = {c.name: convert(v) for c, convert, v in zip(columns, converters, values)}
+    except BadValue:  # the general reading says what is wrong, as it says it for every row
+        row = {c.name: _coerce(v, c, label, ctx) for c, v in zip(columns, values)}
     for column in keys:
         if row.get(column.name) is None:
             raise WarehouseError(
