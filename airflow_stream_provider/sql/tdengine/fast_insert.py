@@ -11,6 +11,7 @@ every error keeps its message and position. What it returns equals the full pars
 
 from __future__ import annotations
 
+import json
 import re
 
 from airflow_stream_provider import model as m
@@ -37,6 +38,10 @@ _STOP = re.compile(rf"(?:;{_WS})*+\Z")
 #: the values and row ends of a checked VALUES clause, in order (``(`` and ``,`` are skipped)
 _TOKEN = re.compile(rf"\)|{_STRING}|{_NUMBER}|{_WORD}", re.DOTALL)
 _NAME_TOKEN = re.compile(_NAME)
+#: value lists of numbers only, and the numbers JSON spells otherwise (+5, .5, 5., 05)
+_NUMBERS_ONLY = re.compile(r"[0-9eE.,()+\- \t\r\n]*")
+_NOT_JSON = [re.compile(r"\+(?<![eE]\+)"), re.compile(r"\.(?:(?<=[^0-9]\.)|(?![0-9]))"),
+             re.compile(r"0(?:(?<=[(,\s]0)|(?<=[(,\s]-0))[0-9]")]  # each starts with its character: quick
 _ROOT = "root"  # ``INSERT INTO root.x``: a path of IoTDB's (see ``sql.iotdb.route``)
 _WORDS = {"NULL": None, "TRUE": True, "FALSE": False}
 _NOW = m.TimePoint(now_offset_micros=0)
@@ -133,6 +138,9 @@ def _names(text: str) -> tuple[str, ...]:
 
 def _rows(text: str) -> tuple[tuple[m.Value, ...], ...] | None:
     """The rows of checked value lists, in one pass over their tokens."""
+    if _NUMBERS_ONLY.fullmatch(text) and not any(rule.search(text) for rule in _NOT_JSON):
+        # numbers as JSON writes them: JSON's reader makes the ints and floats the lexer's rules make
+        return tuple(map(tuple, json.loads("[" + text.replace(")", "]").replace("(", ",[")[1:] + "]")))
     rows: list[tuple[m.Value, ...]] = []
     row: list[m.Value] = []
     append = row.append
