@@ -150,3 +150,11 @@ def test_what_the_fast_reading_leaves_to_the_parser():
                  "INSERT INTO t VALUES (1, 2); SELECT 1",
                  "INSERT INTO t VALUES (1, 2\u00a0)"]:  # a blank other than space, tab, newline
         assert parse_insert(text) is None, text
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(NUMBERS, min_size=2, max_size=2), min_size=1, max_size=5), OPTIONAL_BLANKS)
+def test_rows_of_numbers_read_the_same(rows, blank):
+    """Rows of numbers only: the ones JSON spells the same are read by JSON's reader."""
+    text = "INSERT INTO t VALUES " + blank.join(f"({a},{blank}{b})" for a, b in rows)
+    assert outcome(lambda t: parse(t, "tdengine"), text) == outcome(full, text)
