@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -85,10 +86,75 @@ def parse(text: str) -> dict[str, Measurement]:
     """The rows of ``text`` by measurement, in the order they came; raises :class:`ProtocolError`
     naming the first bad line (nothing is returned then)."""
     if "\\" not in text and '"' not in text:
-        found = _columnar(text)
+        found = _one_shape(text)
+        if found is None:
+            found = _columnar(text)
         if found is not None:
             return found
     return _by_line(text)
+
+
+def _one_shape(text: str) -> dict[str, Measurement] | None:
+    """The rows of a body whose lines all have the first line's shape (measurement, tag keys, field
+    keys, all with a time or all without), with no blank line, comment or blank at a line's ends,
+    cut into columns by Arrow's string splits; None for any other body (:func:`_columnar` then
+    reads it)."""
+    body = text[:-1] if text.endswith("\n") else text
+    first = body.split("\n", 1)[0].split(" ")
+    if not body or len(first) not in (2, 3):
+        return None
+    name, *tag_items = first[0].split(",")
+    tag_keys = [item.partition("=")[0] for item in tag_items]
+    field_keys = [item.partition("=")[0] for item in first[1].split(",")]
+    if not name or name.startswith("#") or not all(tag_keys) or not all(field_keys) \
+            or len(set(tag_keys)) < len(tag_keys) or len(set(field_keys)) < len(field_keys):
+        return None
+    lines = pc.list_flatten(pc.split_pattern(pa.array([body], pa.string()), "\n"))
+    if not pc.all(pc.equal(pc.utf8_trim_whitespace(lines), lines)).as_py():
+        return None  # a blank line, or blanks at the ends of one
+    parts = _cut(lines, " ", len(first))
+    if parts is None:
+        return None
+    head = _cut(parts[0], ",", 1 + len(tag_keys))
+    fields = _cut(parts[1], ",", len(field_keys))
+    if head is None or fields is None or not pc.all(pc.equal(head[0], name)).as_py():
+        return None
+    tags = _after_keys(head[1:], tag_keys)
+    values = _after_keys(fields, field_keys)
+    if tags is None or values is None:
+        return None
+    count = len(lines)
+    times = parts[2].to_pylist() if len(first) == 3 else [None] * count
+    return {name: Measurement(name, list(range(1, count + 1)), times, tags, values)}
+
+
+def _cut(pieces: pa.Array, separator: str, count: int) -> list[pa.Array] | None:
+    """The ``count`` non-empty parts of every piece split at ``separator``, as one array a part;
+    None when a piece has another number of parts or an empty one."""
+    split = pc.split_pattern(pieces, separator)
+    if not pc.all(pc.equal(pc.list_value_length(split), count)).as_py():
+        return None
+    flat = pc.list_flatten(split)
+    if pc.any(pc.equal(flat, "")).as_py():
+        return None
+    if count == 1:
+        return [flat]
+    every = np.arange(0, len(flat), count)
+    return [pc.take(flat, every + i) for i in range(count)]
+
+
+def _after_keys(items: list[pa.Array], keys: list[str]) -> dict[str, list[str | None]] | None:
+    """The values of ``key=value`` items, the key of each array given; None when one has another key
+    or no value."""
+    out = {}
+    for key, array in zip(keys, items, strict=True):
+        if not pc.all(pc.starts_with(array, key + "=")).as_py():
+            return None
+        values = pc.utf8_slice_codeunits(array, len(key) + 1)
+        if pc.any(pc.equal(values, "")).as_py():
+            return None
+        out[key] = values.to_pylist()
+    return out
 
 
 #: a line without escapes or strings: its measurement and tags, its fields, and its time

@@ -199,7 +199,7 @@ def rows_of(found: dict[str, Measurement], precision: str, now_us: int, name_tag
 
 
 def _width(values: list[str | None]) -> int:
-    return max((len(v) for v in values if v is not None), default=1) or 1
+    return pc.max(pc.utf8_length(pa.array(values, pa.string()))).as_py() or 1
 
 
 def _subtables(measurement: Measurement, tag_columns: list[tuple[str, list[str | None]]],
@@ -207,6 +207,8 @@ def _subtables(measurement: Measurement, tag_columns: list[tuple[str, list[str |
     """Each row's subtable name, and the tag columns to store (the name tag is not one)."""
     named = dict(tag_columns).get(name_tag) if name_tag else None
     kept = [(k, v) for k, v in tag_columns if k != name_tag] if named is not None else tag_columns
+    if named is None and tag_columns and not any(None in values for _, values in tag_columns):
+        return _names_by_tag_set(measurement.name, tag_columns), kept
     cache: dict[tuple, str] = {}
     names = []
     for row in range(measurement.rows):
@@ -220,3 +222,12 @@ def _subtables(measurement: Measurement, tag_columns: list[tuple[str, list[str |
             name = cache[pairs] = child_table_name(measurement.name, pairs)  # type: ignore[arg-type]
         names.append(name)
     return names, kept
+
+
+def _names_by_tag_set(measurement: str, tag_columns: list[tuple[str, list[str | None]]]) -> list[str]:
+    """The subtable name of each row when every row has every tag: one name per distinct tag set."""
+    keys = list(zip(*(values for _, values in tag_columns), strict=True))
+    names: dict[tuple, str] = {}
+    for key in set(keys):
+        names[key] = child_table_name(measurement, list(zip((k for k, _ in tag_columns), key, strict=True)))
+    return [names[key] for key in keys]

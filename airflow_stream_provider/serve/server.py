@@ -72,6 +72,9 @@ class _Handler(BaseHTTPRequestHandler):
     server_version = "airflow-stream"
     #: seconds an idle keep-alive connection (or a slow sender) is kept before it is closed
     timeout = IDLE_TIMEOUT_S
+    #: the headers and the body of an answer go out as two writes: without TCP_NODELAY the body
+    #: would wait for the client's delayed acknowledgement of the headers (some 40 ms a request)
+    disable_nagle_algorithm = True
     server: _Server
 
     def setup(self) -> None:

@@ -12,7 +12,7 @@ the statement's earlier commits when a later one fails.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -36,7 +36,7 @@ from airflow_stream_provider.warehouse.catalog import (
 )
 from airflow_stream_provider.warehouse.resolve import table_source
 from airflow_stream_provider.warehouse.result import Result
-from airflow_stream_provider.warehouse.types import BadValue, TimeContext, coerce
+from airflow_stream_provider.warehouse.types import BadValue, TimeContext, coerce, coercer
 from airflow_stream_provider.warehouse.warehouse import Warehouse
 
 #: a local DELETE matching at most this many rows is done by the kernel, by key (a larger one by Spark)
@@ -276,8 +276,16 @@ def _batches(warehouse: Warehouse, stmt: m.Insert, new_subtables: Subtables,
         batch = batches.setdefault(info.path, _Batch(info))
         batch.labels.add(label)
         ctx = TimeContext(info.precision, now)
+        columns = _insert_columns(info, target, tbname, label)
+        converters = [coercer(c.dtype, ctx) for c in columns]
+        keys = [c for c in info.columns if c.role in ("ts", "key")]
+        is_super = info.is_super
+        rows = batch.rows
         for values in target.rows:
-            batch.rows.append(_row(warehouse.catalog, info, target, values, tbname, label, ctx, new_subtables, known))
+            row = _row(columns, converters, keys, values, label, ctx)
+            if is_super:
+                row[TBNAME] = tbname or _subtable_of_row(warehouse.catalog, info, row, label, new_subtables, known)
+            rows.append(row)
     return batches
 
 
@@ -306,32 +314,35 @@ def _target(catalog: Catalog, target: m.InsertTarget, db: str, label: str, now: 
     return found
 
 
-def _row(catalog: Catalog, info: TableInfo, target: m.InsertTarget, values: tuple[m.Value, ...],
-         tbname: str | None, label: str, ctx: TimeContext, new_subtables: Subtables, known: Subtables) -> dict:
+def _insert_columns(info: TableInfo, target: m.InsertTarget, tbname: str | None, label: str) -> list[Column]:
+    """The columns a target's values go to, in order: those it names, or every data column."""
     if target.columns is None:
-        columns = list(info.data_columns)
-        if len(values) != len(columns):
-            raise WarehouseError(
-                f"{label}: {len(values)} values for {len(columns)} columns "
-                f"({', '.join(c.name for c in columns)})")
-    else:
-        roles = (("ts", "key", "metric", TBNAME, "tag") if tbname is None and info.is_super
-                 else ("ts", "key", "metric"))
-        columns = [_column(info, name, label, roles) for name in target.columns]
-        seen = set()
-        for column in columns:
-            if column.name in seen:
-                raise WarehouseError(f"{label}: column {column.name} is listed twice")
-            seen.add(column.name)
-    row = {c.name: _coerce(v, c, label, ctx) for c, v in zip(columns, values, strict=True)}
-    for column in info.columns:
-        if column.role in ("ts", "key") and row.get(column.name) is None:
+        return list(info.data_columns)
+    roles = (("ts", "key", "metric", TBNAME, "tag") if tbname is None and info.is_super
+             else ("ts", "key", "metric"))
+    columns = [_column(info, name, label, roles) for name in target.columns]
+    seen = set()
+    for column in columns:
+        if column.name in seen:
+            raise WarehouseError(f"{label}: column {column.name} is listed twice")
+        seen.add(column.name)
+    return columns
+
+
+def _row(columns: list[Column], converters: list[Callable[[m.Value], object]], keys: list[Column],
+         values: tuple[m.Value, ...], label: str, ctx: TimeContext) -> dict:
+    if len(values) != len(columns):
+        raise WarehouseError(
+            f"{label}: {len(values)} values for {len(columns)} columns "
+            f"({', '.join(c.name for c in columns)})")
+    try:
+        row = {c.name: convert(v) for c, convert, v in zip(columns, converters, values)}
+    except BadValue:  # the general reading says what is wrong, as it says it for every row
+        row = {c.name: _coerce(v, c, label, ctx) for c, v in zip(columns, values)}
+    for column in keys:
+        if row.get(column.name) is None:
             raise WarehouseError(
                 f"{label}: column {column.name} ({column.dtype}) is part of the key and needs a value")
-    if info.is_super:
-        if tbname is None:
-            tbname = _subtable_of_row(catalog, info, row, label, new_subtables, known)
-        row[TBNAME] = tbname
     return row
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
@@ -12,7 +13,7 @@ import pyarrow as pa
 
 from airflow_stream_provider.model import DataType, TimePoint, Value
 from airflow_stream_provider.sql.grammar.timestamps import parse_timestamp
-from airflow_stream_provider.values import instant
+from airflow_stream_provider.values import FIRST_MICROS, LAST_MICROS, instant
 
 _INT_RANGES = {
     "TINYINT": (-(2**7), 2**7 - 1),
@@ -183,6 +184,37 @@ def coerce(value: Value, dtype: DataType, ctx: TimeContext) -> object:
             raise BadValue(f"{value!r} is not a JSON object")
         return value
     raise BadValue(f"type {dtype} cannot hold values")
+
+
+def coercer(dtype: DataType, ctx: TimeContext) -> Callable[[Value], object]:
+    """:func:`coerce` for the values of one column: the common ones (an integer time, an integer in
+    range, a float) straight away, any other through :func:`coerce` (and its errors)."""
+    name = dtype.name
+
+    def general(value: Value) -> object:
+        return coerce(value, dtype, ctx)
+
+    if name == "TIMESTAMP":
+        unit = 1000 if ctx.precision == "ms" else 1
+
+        def timestamp(value: Value) -> object:
+            if type(value) is int and FIRST_MICROS <= value * unit <= LAST_MICROS:
+                return instant(value * unit)
+            return general(value)
+        return timestamp
+    if name in _INT_RANGES and name != "BIGINT UNSIGNED":
+        low, high = _INT_RANGES[name]
+
+        def integer(value: Value) -> object:
+            return value if type(value) is int and low <= value <= high else general(value)
+        return integer
+    if name in ("FLOAT", "DOUBLE"):
+        largest = 3.4028234663852886e38 if name == "FLOAT" else float("inf")
+
+        def number(value: Value) -> object:
+            return value if type(value) is float and -largest <= value <= largest else general(value)
+        return number
+    return general
 
 
 def _varbinary(value: str) -> bytes:

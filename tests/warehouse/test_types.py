@@ -9,7 +9,7 @@ from decimal import Decimal
 import pytest
 
 from airflow_stream_provider.model import DataType, TimePoint
-from airflow_stream_provider.warehouse.types import BadValue, TimeContext, coerce, parse_type
+from airflow_stream_provider.warehouse.types import BadValue, TimeContext, coerce, coercer, parse_type
 
 NOW = datetime(2025, 3, 1, 12, 0, 0, 123456, tzinfo=UTC)
 MS = TimeContext("ms", NOW)
@@ -99,3 +99,27 @@ def test_decimals_round_to_the_scale_and_varbinary_reads_hex():
 @pytest.mark.parametrize("text", ["INT UNSIGNED", "VARCHAR(24)", "DECIMAL(10, 2)", "TIMESTAMP", "NCHAR(8)"])
 def test_type_text_round_trips(text):
     assert str(parse_type(text)) == text
+
+
+def _answer(convert, value):
+    try:
+        result = convert(value)
+    except BadValue as err:
+        return ("error", str(err))
+    return ("ok", type(result).__name__, result)
+
+
+@pytest.mark.parametrize("type_name", ["TIMESTAMP", "TINYINT", "INT", "BIGINT", "INT UNSIGNED", "BIGINT UNSIGNED",
+                                       "FLOAT", "DOUBLE", "BOOL", "VARCHAR(4)"])
+@pytest.mark.parametrize("ctx", [MS, US])
+def test_a_columns_coercer_answers_as_coerce(type_name, ctx):
+    """TDengine's type table's edges (TINYINT -128..127, INT -2^31..2^31-1, FLOAT's largest
+    3.4028234663852886e38) and the years 1 and 9999, each on both sides, with the wrong kinds."""
+    dtype = parse_type(type_name)
+    values = [None, True, 0, 1, -1, -128, 127, -129, 128, -(2**31), 2**31 - 1, 2**31, 2**63, -(2**63) - 1, 1.5, -0.0,
+              3.4028234663852886e38, -3.4028234663852886e38, 3.5e38, float("inf"), "1", "2025-01-01 00:00:00",
+              "abcde", TimePoint(now_offset_micros=0), 253402300799999, 253402300800000, -62135596800000,
+              -62135596800001, 253402300799999999, 253402300800000000]
+    convert = coercer(dtype, ctx)
+    for value in values:
+        assert _answer(convert, value) == _answer(lambda v: coerce(v, dtype, ctx), value), value

@@ -40,15 +40,21 @@ class Token:
         if self.kind is Kind.QUOTED_IDENT:
             return self.text[1:-1].replace("``", "`")
         if self.kind is Kind.STRING:
-            quote = self.text[0]
-            body = self.text[1:-1].replace(quote * 2, quote)
-            return re.sub(r"\\(.)", r"\1", body)
+            return string_value(self.text)
         return self.text
 
     def describe(self) -> str:
         return "end of input" if self.kind is Kind.EOF else repr(self.text)
 
 
+def string_value(text: str) -> str:
+    """A quoted string's value: without its quotes, doubled quotes and backslash escapes resolved."""
+    quote = text[0]
+    body = text[1:-1].replace(quote * 2, quote)
+    return _ESCAPE.sub(r"\1", body)
+
+
+_ESCAPE = re.compile(r"\\(.)")
 _DIGITS = frozenset("0123456789")
 _NUMBER = re.compile(r"(?:[0-9]+\.[0-9]*|\.[0-9]+|[0-9]+)(?:[eE][+-]?[0-9]+)?", re.ASCII)
 _IDENT = re.compile(r"[A-Za-z_\u0080-\uffff][A-Za-z0-9_$\u0080-\uffff]*")
