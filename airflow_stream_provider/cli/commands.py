@@ -316,17 +316,27 @@ def cmd_node(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_run(args: argparse.Namespace) -> int:
-    from airflow_stream_provider.streams.run import run as run_stream
-    from airflow_stream_provider.streams.run_request import RunRequest
-    from airflow_stream_provider.warehouse import Warehouse
-
+def _stream_of(args: argparse.Namespace) -> tuple[str, str] | None:
+    """The (database, name) of ``args.stream`` (``db.name``, or a name with ``-d DB``, or a continuous
+    query's id); None, said on standard error, when no database is named."""
     db, _, name = args.stream.rpartition(".")
     db = db or args.database or _continuous_query_namespace(name)
     if not db:
         print(f"error: name the stream's database: db.{name} (or -d DB); no continuous query has the id {name}",
               file=sys.stderr)
+        return None
+    return db, name
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from airflow_stream_provider.streams.run import run as run_stream
+    from airflow_stream_provider.streams.run_request import RunRequest
+    from airflow_stream_provider.warehouse import Warehouse
+
+    found = _stream_of(args)
+    if found is None:
         return 2
+    db, name = found
     warehouse = Warehouse(database=db)
 
     progress = Console()
@@ -357,12 +367,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from airflow_stream_provider.streams.verify import verify
     from airflow_stream_provider.warehouse import Warehouse
 
-    db, _, name = args.stream.rpartition(".")
-    db = db or args.database or _continuous_query_namespace(name)
-    if not db:
-        print(f"error: name the stream's database: db.{name} (or -d DB); no continuous query has the id {name}",
-              file=sys.stderr)
+    found = _stream_of(args)
+    if found is None:
         return 2
+    db, name = found
     text = f"VERIFY STREAM `{db}`.`{name}`" + "".join(
         f" {word} {_time_literal(value)}" for word, value in (("FROM", args.start), ("TO", args.end)) if value)
     try:
