@@ -1,12 +1,19 @@
 """Local processes on 127.0.0.1, as the node, the local servers, Airflow's components and a Spark
 cluster are started: a free port, whether a port is free or accepts connections, waiting for a
-process to be ready, and the tail of its log for the message when it is not.
+process to be ready, the tail of its log for the message when it is not, and how a process of
+ours ends.
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+import os
 import socket
+import sys
+import threading
 import time
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -76,3 +83,39 @@ def descendants(root: int) -> list[int]:
     for pid in found:
         found.extend(children.get(pid, []))
     return found
+
+
+def exit_process(main: Callable[[], int | None]) -> None:
+    """Run ``main`` as a process's whole life and end the process with its status.
+
+    Everything Python does at a normal exit is done: the process waits for its non-daemon threads,
+    runs its ``atexit`` handlers (logging's flush, the receivers' close) and flushes its output;
+    then it ends without the interpreter's final teardown. The native thread pools of Arrow and
+    DuckDB are destroyed in that teardown, and one still running then aborts the process
+    ("terminate called without an active exception", status -6) after its work was done.
+    """
+    status: object
+    try:
+        status = main()
+    except SystemExit as stop:
+        status = stop.code
+    except KeyboardInterrupt:
+        status = 130
+    except BaseException:  # printed as Python prints it, then the process ends
+        traceback.print_exc()
+        status = 1
+    if status is None:
+        code = 0
+    elif isinstance(status, int):
+        code = status
+    else:
+        print(status, file=sys.stderr)
+        code = 1
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread() and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe or stream: nothing more to say
+            stream.flush()
+    os._exit(code)

@@ -32,7 +32,7 @@ from airflow_stream_provider import config
 from airflow_stream_provider.files import append_file, held_lock, make_dirs, write_json
 from airflow_stream_provider.hooks import bind
 from airflow_stream_provider.node.logs import log_to_console
-from airflow_stream_provider.processes import accepts, port_free, tail
+from airflow_stream_provider.processes import accepts, exit_process, port_free, tail
 from airflow_stream_provider.spark.endpoint import (
     HOST,
     NODE_MODULE,
@@ -454,4 +454,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_process(main)

@@ -35,6 +35,7 @@ from types import FrameType
 from airflow_stream_provider.files import make_dirs, write_json
 from airflow_stream_provider.hooks import bind
 from airflow_stream_provider.node.logs import log_to_console
+from airflow_stream_provider.processes import exit_process
 from airflow_stream_provider.spark.endpoint import folder
 
 log = logging.getLogger("airflow_stream_provider.node.worker")  # (by name: a worker runs this module as __main__)
@@ -180,4 +181,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_process(main)
