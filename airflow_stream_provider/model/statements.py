@@ -49,6 +49,8 @@ class CreateStream(Statement):
     options: StreamOptions = StreamOptions()
     notify: Notify | None = None
     into: TableName | None = None
+    #: NODELAY_CREATE_SUBTABLE (TDengine 3.4.1): each known group's output subtable is created at CREATE
+    nodelay_create_subtable: bool = False
     output_subtable: SqlExpression | None = None
     columns: tuple[OutputColumn, ...] = ()
     tags: tuple[TagDefinition, ...] = ()

@@ -31,10 +31,11 @@ from airflow_stream_provider.sql.functions import position_in
 from airflow_stream_provider.streams import retention
 from airflow_stream_provider.streams.probes import progress_time
 from airflow_stream_provider.streams.recalculate import recalculate
-from airflow_stream_provider.streams.runtime import StreamRuntime
+from airflow_stream_provider.streams.runtime import StreamRuntime, group_id
 from airflow_stream_provider.streams.store import StoredStream, StreamStore
+from airflow_stream_provider.streams.write import table_names
 from airflow_stream_provider.warehouse import Result, Warehouse, WarehouseError
-from airflow_stream_provider.warehouse.catalog import TableInfo
+from airflow_stream_provider.warehouse.catalog import TBNAME, SubTable, TableInfo
 from airflow_stream_provider.warehouse.metastore import register_table
 
 
@@ -56,12 +57,16 @@ def create(warehouse: Warehouse, stmt: m.CreateStream, store: StreamStore | None
         _check_legacy(runtime, store)
     plan = runtime.output_plan
     target = ""
+    groups = known_groups(runtime) if stmt.nodelay_create_subtable and plan is not None and plan.grouped else None
     if plan is not None:
         output = plan.ensure_table(warehouse.catalog)
         target = f", output {plan.qualified}"
         if register_outputs():
             register_table(warehouse.spark, output.db, output.name, output.path)
             target += " (registered in the catalog)"
+        if groups is not None:
+            made = table_names(runtime, {group_id(runtime, g): g for g in groups})
+            target += f", {len(made)} output subtable{'s' if len(made) != 1 else ''} created"
     now = datetime.now(UTC)
     table = runtime.trigger_table
     store.create(db, stmt, stmt.text, StreamState(created=now, created_version=runtime.table_version(),
@@ -70,6 +75,30 @@ def create(warehouse: Warehouse, stmt: m.CreateStream, store: StreamStore | None
     trigger = f" on {runtime.found.qualified}" if runtime.found is not None else ""
     warnings = "".join(f"; warning: {w}" for w in retention.create_warnings(warehouse, stmt, db, now))
     return Result(stmt, f"created stream {db}.{name}: {stmt.trigger}{trigger}{target}{warnings}")
+
+
+def known_groups(runtime: StreamRuntime) -> list[tuple]:
+    """NODELAY_CREATE_SUBTABLE: the groups the trigger table already has, the distinct PARTITION BY
+    values (subtable names and tags) of its subtables, from the catalog."""
+    columns = runtime.group_columns
+    value_columns = [c.name for c in columns if c.role not in (TBNAME, "tag")]
+    if value_columns:
+        raise StreamDefinitionError(
+            f"NODELAY_CREATE_SUBTABLE needs the groups at CREATE: PARTITION BY {', '.join(value_columns)} is not a "
+            "tag or tbname, so its groups are known only from the rows", clause="NODELAY_CREATE_SUBTABLE",
+            hint="partition by tbname or tags, or leave NODELAY_CREATE_SUBTABLE out")
+    found, info = runtime.found, runtime.info
+    assert info is not None  # PARTITION BY needs a trigger table
+    catalog = runtime.warehouse.catalog
+    if isinstance(found, SubTable):
+        subs = [found]
+    elif info.is_super:
+        subs = [s for s in (catalog.lookup(m.TableName(n), info.db) for n in catalog.subtables(info))
+                if isinstance(s, SubTable)]
+    else:
+        return [(info.name,)] if columns else []
+    groups = {tuple(s.name if c.role == TBNAME else s.tags.get(c.name) for c in columns) for s in subs}
+    return sorted(groups, key=lambda t: tuple(str(v) for v in t))
 
 
 def _check_legacy(runtime: StreamRuntime, store: StreamStore) -> None:

@@ -41,8 +41,7 @@ STREAM_OPTIONS = (
 DETECTOR_ENGINES = ("in-process", "spark", "auto")
 NOTIFY_OPTIONS = ("NOTIFY_HISTORY", "ON_FAILURE_PAUSE")
 #: words of TDengine's stream language after 3.3.7 that this project refuses by name, and their version
-LATER_WORDS = {"FLUSH_ON_OUTER_CLOSE": "3.4.2", "ROLLUP": "3.4.2", "WINDOW": "3.4.2",
-               "NODELAY_CREATE_SUBTABLE": "3.4.1"}
+LATER_WORDS = {"FLUSH_ON_OUTER_CLOSE": "3.4.2", "ROLLUP": "3.4.2", "WINDOW": "3.4.2"}
 #: the events of a group going idle and coming back (IDLE_TIMEOUT, TDengine 3.4.1)
 IDLE_EVENT_TYPES = (m.EventType.IDLE, m.EventType.RESUME)
 NOTIFY_EVENT_TYPES = (m.EventType.WINDOW_OPEN, m.EventType.WINDOW_CLOSE, m.EventType.ON_TIME, *IDLE_EVENT_TYPES)
@@ -85,9 +84,12 @@ class StreamStatements(WindowClauses):
             where["INTO"] = self.advance()
             args["into"] = self.table_name("output table", "INTO")
         if self.at("NODELAY_CREATE_SUBTABLE"):
-            raise self.error("NODELAY_CREATE_SUBTABLE (TDengine 3.4.1) is not supported: a stream's output table and "
-                             "its subtables are created with their first results; leave it out",
-                             clause="NODELAY_CREATE_SUBTABLE")
+            where["NODELAY_CREATE_SUBTABLE"] = tok = self.advance()
+            if "into" not in args:
+                raise self.error("NODELAY_CREATE_SUBTABLE creates the output subtables of INTO's table: it follows "
+                                 "INTO [db.]table", tok, "NODELAY_CREATE_SUBTABLE",
+                                 hint="write INTO out NODELAY_CREATE_SUBTABLE")
+            args["nodelay_create_subtable"] = True
         if self.at("OUTPUT_SUBTABLE"):
             where["OUTPUT_SUBTABLE"] = self.advance()
             self.expect_op("(", "OUTPUT_SUBTABLE")
@@ -105,10 +107,11 @@ class StreamStatements(WindowClauses):
         if not self.at_end():
             tok = self.tok
             if tok.upper in TRIGGER_KEYWORDS + ("FROM", "PARTITION", "STREAM_OPTIONS", "NOTIFY", "INTO",
-                                                "OUTPUT_SUBTABLE", "TAGS"):
+                                                "NODELAY_CREATE_SUBTABLE", "OUTPUT_SUBTABLE", "TAGS"):
                 raise self.error(
                     f"{tok.text.upper()} is out of place: CREATE STREAM clauses go in the order trigger, FROM, "
-                    "PARTITION BY, STREAM_OPTIONS, NOTIFY, INTO, OUTPUT_SUBTABLE, (columns), TAGS, AS", syntax=True)
+                    "PARTITION BY, STREAM_OPTIONS, NOTIFY, INTO, NODELAY_CREATE_SUBTABLE, OUTPUT_SUBTABLE, "
+                    "(columns), TAGS, AS", syntax=True)
             raise self.error(f"unexpected {tok.describe()} in CREATE STREAM", syntax=True)
         stmt = m.CreateStream(name=name, trigger=trigger, if_not_exists=if_not_exists, **args, **pos)
         validate_create_stream(stmt, where)
@@ -205,6 +208,9 @@ class StreamStatements(WindowClauses):
             raise self.error(f"expected a {what}, found {tok.describe()}", clause=clause, syntax=True)
         if tok.upper in LATER_WORDS:
             raise self.later(tok)
+        if tok.upper == "NODELAY_CREATE_SUBTABLE" and clause == "STREAM_OPTIONS":
+            raise self.error("NODELAY_CREATE_SUBTABLE is not a stream option: it follows INTO [db.]table", tok,
+                             "NODELAY_CREATE_SUBTABLE", hint="write INTO out NODELAY_CREATE_SUBTABLE")
         if tok.upper not in choices:
             raise self.error(f"unknown {what} {tok.text}", clause=clause, hint=did_you_mean(tok.text, choices))
         return self.advance()
