@@ -28,6 +28,8 @@ BATCH_MARKS = (*FORWARD_MARKS, "checkpoint_id")
 #: the runs whose committing try a stream keeps, the latest: at PERIOD(10s) the runs of the last 2.8
 #: hours (a try left running longer than that after its retry committed computes its instant again)
 KEPT_TRIES = 1000
+#: the seconds of recent commits (``written``: their time and output rows) a state keeps, for the rates
+RECENT_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -159,9 +161,21 @@ class StreamState:
                 saved[key] = later_instants(before, value)
             elif key == "committed_tries":
                 saved[key] = later_tries(before or {}, value)
+            elif key == "written":
+                saved[key] = recent_writes(before or [], value)
             else:
                 saved[key] = value
         return StreamState.from_json(saved)
+
+
+def recent_writes(saved: list, new: list) -> list:
+    """The commits' ``[ISO time, output rows]`` of ``saved`` and ``new`` taken together, those of the
+    last :data:`RECENT_S` seconds before the latest."""
+    both = sorted([*saved, *new], key=lambda entry: datetime.fromisoformat(entry[0]))
+    if not both:
+        return []
+    latest = datetime.fromisoformat(both[-1][0])
+    return [list(e) for e in both if (latest - datetime.fromisoformat(e[0])).total_seconds() < RECENT_S]
 
 
 def later_tries(saved: Mapping[str, int], new: Mapping[str, int]) -> dict[str, int]:

@@ -150,6 +150,8 @@ def _run(warehouse: Warehouse, stored: StoredStream, state: StreamState, store: 
         update["outputs"] = delete_outputs(runtime, state.replace(**update), report)
     if fired and runtime.compute is not None:
         update["computed"] = len(fired)
+    if report.written and not report.superseded:  # for the output rate of SHOW STREAMS
+        update["written"] = [[datetime.now(UTC).isoformat(), report.written]]
     if report.written and stored.statement.into is not None and not report.superseded:
         update[assets.PROGRESS_KEY] = _asset_entry(stored, state, update, report, plan.kind, at)
     report.progress = {} if report.superseded else update  # (a later try's commit has it all)

@@ -40,6 +40,9 @@ COLUMNS = (
     ("create_time", pa.timestamp("us", tz="UTC")),
     ("progress", pa.timestamp("us", tz="UTC")),  # event time processed up to (PERIOD: last instant fired)
     ("lag_s", pa.float64()),  # the trigger table's latest event time minus progress; for a CQ, how late it runs
+    ("realtime_lag_ms", pa.int64()),  # TDengine 3.4.2.5: the same lag in milliseconds
+    ("output_rows_per_sec_1m", pa.float64()),  # TDengine 3.4.2.5: rows written in the last minute, per second
+    ("history_progress_pct", pa.float64()),  # TDengine 3.4.2.5: FILL_HISTORY done (100) or not (0); NULL without it
     ("next_instant", pa.timestamp("us", tz="UTC")),  # PERIOD and continuous queries: the next run
     ("windows_opened", pa.int64()),
     ("windows_closed", pa.int64()),
@@ -166,6 +169,21 @@ def samples(stored: StoredStream, limit: int = 500) -> list[dict]:
     return out
 
 
+def history_progress_pct(stmt: m.CreateStream, state: StreamState) -> float | None:
+    """How much of a FILL_HISTORY stream's history is computed, in percent: 0 until its detector's
+    first batch (the history) is computed and recorded, 100 after; None for a stream without one."""
+    if stmt.options.fill_history is None or not STREAM_KINDS[stmt.trigger.keyword].detected:
+        return None
+    return 0.0 if state.consumed_batch is None else 100.0
+
+
+def output_rows_per_sec_1m(state: StreamState, now: datetime) -> float:
+    """The rows a stream's runs wrote in the minute before ``now``, per second."""
+    written = state.other.get("written") or []
+    rows = sum(n for at, n in written if 0 <= (now - datetime.fromisoformat(at)).total_seconds() < 60)
+    return rows / 60
+
+
 def stream_status(warehouse: Warehouse, stored: StoredStream, store: StreamStore) -> dict:
     stmt = stored.statement
     state = store.load_state(stored.db, stored.name)
@@ -195,12 +213,12 @@ def stream_status(warehouse: Warehouse, stored: StoredStream, store: StreamStore
         latest = _trigger_latest(warehouse.catalog, stored)
         if latest is not None:
             lag = max(0.0, (latest - progress).total_seconds())
+    history = history_progress_pct(stmt, state)
     if state.stopped:
         status = "stopped"
     elif detector.get("status") == "failed" or state.failed:
         status = "failed"
-    elif stmt.options.fill_history is not None and state.consumed_batch is None and \
-            STREAM_KINDS[stmt.trigger.keyword].detected:
+    elif history == 0.0:
         status = "history"
     else:
         status = "running"
@@ -214,6 +232,8 @@ def stream_status(warehouse: Warehouse, stored: StoredStream, store: StreamStore
         "language": language(stmt), "engine": engine_of(stmt),
         "create_time": state.created,
         "progress": progress, "lag_s": lag, "next_instant": next_instant,
+        "realtime_lag_ms": None if lag is None else round(lag * 1000), "history_progress_pct": history,
+        "output_rows_per_sec_1m": output_rows_per_sec_1m(state, datetime.now(UTC)),
         "windows_opened": counts.get(EventType.WINDOW_OPEN, 0), "windows_closed": counts.get(EventType.WINDOW_CLOSE, 0),
         "computations": computed, "recalculations": state.recalculations + reclosed,
         "recalc_ratio": recalculated / computed if computed else None,

@@ -45,6 +45,8 @@ def test_show_streams_reports_state_progress_windows_and_notifications(wh):
         "running", "INTERVAL(1m) SLIDING(1m)", 3, 2, 2)
     assert s1["progress"] == datetime(2025, 1, 1, 0, 2, tzinfo=UTC)  # the end of the last closed window
     assert s1["lag_s"] == 40.0  # the latest row, 00:02:40, is 40 s past it
+    assert (s1["realtime_lag_ms"], s1["history_progress_pct"]) == (40_000, None)  # no FILL_HISTORY
+    assert s1["output_rows_per_sec_1m"] == 2 / 60  # the run wrote windows [00:00] and [00:01] just now
     (sample,) = samples(StreamStore().get("d", "s1"))  # the run's commit recorded the same, for the chart
     assert (sample["progress"], sample["lag_s"], sample["computed"]) == ("2025-01-01T00:02:00+00:00", 40.0, 2)
     assert (s1["notify_sent"], s1["notify_dropped"], s1["notify_pending"]) == (0, 5, 0)
