@@ -21,7 +21,7 @@ from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import StreamError
 from airflow_stream_provider.files import append_file, write_text
 from airflow_stream_provider.model.events import STREAM_KINDS, EventType, StreamKind
-from airflow_stream_provider.plan.state import StreamState
+from airflow_stream_provider.plan.state import RECENT_S, StreamState
 from airflow_stream_provider.plan.stream import plan_stream
 from airflow_stream_provider.streams.notifications import outbox_of
 from airflow_stream_provider.streams.probes import max_event_time, open_delta, progress_time
@@ -178,10 +178,10 @@ def history_progress_pct(stmt: m.CreateStream, state: StreamState) -> float | No
 
 
 def output_rows_per_sec_1m(state: StreamState, now: datetime) -> float:
-    """The rows a stream's runs wrote in the minute before ``now``, per second."""
+    """The rows a stream's runs wrote in the :data:`RECENT_S` seconds (a minute) before ``now``, per second."""
     written = state.other.get("written") or []
-    rows = sum(n for at, n in written if 0 <= (now - datetime.fromisoformat(at)).total_seconds() < 60)
-    return rows / 60
+    rows = sum(n for at, n in written if 0 <= (now - datetime.fromisoformat(at)).total_seconds() < RECENT_S)
+    return rows / RECENT_S
 
 
 def stream_status(warehouse: Warehouse, stored: StoredStream, store: StreamStore) -> dict:
