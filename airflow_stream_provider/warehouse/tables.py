@@ -47,12 +47,41 @@ Subtables = dict[tuple[str, str], SubTable]
 
 
 @dataclass
+class _Chunk:
+    """The checked rows of one INSERT target, column by column."""
+
+    columns: dict[str, list]
+    size: int
+    #: the subtable of every row; None for a regular table, or when each row names its own (TBNAME)
+    tbname: str | None = None
+
+
+@dataclass
 class _Batch:
     """Rows bound for one Delta table."""
 
     info: TableInfo
-    rows: list[dict] = field(default_factory=list)
+    chunks: list[_Chunk] = field(default_factory=list)
     labels: set[str] = field(default_factory=set)
+
+    def table(self, schema: pa.Schema, tags_of: Callable[[str], dict[str, object]] | None = None) -> pa.Table:
+        """The rows in ``schema``: each column from the values given, a subtable's tags from
+        ``tags_of(tbname)`` first, NULL where neither has one."""
+        tags = {t.name for t in self.info.tags} if tags_of is not None else set()
+        parts = []
+        for chunk in self.chunks:
+            names = [chunk.tbname] * chunk.size if chunk.tbname is not None else chunk.columns.get(TBNAME)
+            arrays = []
+            for f in schema:
+                values = chunk.columns.get(f.name)
+                if f.name == TBNAME and values is None:
+                    values = names
+                elif f.name in tags and names is not None and tags_of is not None:
+                    given = values or [None] * chunk.size
+                    values = [tags_of(n).get(f.name, v) for n, v in zip(names, given, strict=True)]
+                arrays.append(pa.nulls(chunk.size, f.type) if values is None else pa.array(values, type=f.type))
+            parts.append(pa.Table.from_arrays(arrays, schema=schema))
+        return pa.concat_tables(parts) if parts else schema.empty_table()
 
 
 # --- databases -----------------------------------------------------------------------------------
@@ -246,7 +275,7 @@ def insert(warehouse: Warehouse, stmt: m.Insert) -> Result:
     writes: list[listeners.Write] = []
     if listening:  # insert triggers see each row, before anything is registered or committed
         for batch in batches.values():
-            rows = pa.Table.from_pylist(batch.rows, schema=_row_schema(batch.info))
+            rows = batch.table(_row_schema(batch.info))
             writes.extend(listeners.table_writes(batch.info, rows, per_row=True))
         listeners.before(listening, writes)
     for sub in new_subtables.values():
@@ -277,15 +306,13 @@ def _batches(warehouse: Warehouse, stmt: m.Insert, new_subtables: Subtables,
         batch.labels.add(label)
         ctx = TimeContext(info.precision, now)
         columns = _insert_columns(info, target, tbname, label)
-        converters = [coercer(c.dtype, ctx) for c in columns]
-        keys = [c for c in info.columns if c.role in ("ts", "key")]
-        is_super = info.is_super
-        rows = batch.rows
-        for values in target.rows:
-            row = _row(columns, converters, keys, values, label, ctx)
-            if is_super:
-                row[TBNAME] = tbname or _subtable_of_row(warehouse.catalog, info, row, label, new_subtables, known)
-            rows.append(row)
+        chunk = _Chunk(_values(columns, target.rows, info, label, ctx), len(target.rows), tbname)
+        if info.is_super and tbname is None:
+            chunk.columns[TBNAME] = [
+                _subtable_of_row(warehouse.catalog, info, {n: v[i] for n, v in chunk.columns.items()}, label,
+                                 new_subtables, known)
+                for i in range(chunk.size)]
+        batch.chunks.append(chunk)
     return batches
 
 
@@ -329,21 +356,29 @@ def _insert_columns(info: TableInfo, target: m.InsertTarget, tbname: str | None,
     return columns
 
 
-def _row(columns: list[Column], converters: list[Callable[[m.Value], object]], keys: list[Column],
-         values: tuple[m.Value, ...], label: str, ctx: TimeContext) -> dict:
-    if len(values) != len(columns):
-        raise WarehouseError(
-            f"{label}: {len(values)} values for {len(columns)} columns "
-            f"({', '.join(c.name for c in columns)})")
-    try:
-        row = {c.name: convert(v) for c, convert, v in zip(columns, converters, values)}
-    except BadValue:  # the general reading says what is wrong, as it says it for every row
-        row = {c.name: _coerce(v, c, label, ctx) for c, v in zip(columns, values)}
-    for column in keys:
-        if row.get(column.name) is None:
+def _values(columns: list[Column], rows: tuple[tuple[m.Value, ...], ...], info: TableInfo, label: str,
+            ctx: TimeContext) -> dict[str, list]:
+    """The checked values of an INSERT target's rows by column: each converted to its column's
+    type, every key given."""
+    for values in rows:
+        if len(values) != len(columns):
             raise WarehouseError(
-                f"{label}: column {column.name} ({column.dtype}) is part of the key and needs a value")
-    return row
+                f"{label}: {len(values)} values for {len(columns)} columns "
+                f"({', '.join(c.name for c in columns)})")
+    given = list(zip(*rows, strict=True)) if rows else [() for _ in columns]
+    out: dict[str, list] = {}
+    for column, values in zip(columns, given, strict=True):
+        convert = coercer(column.dtype, ctx)
+        try:
+            out[column.name] = [convert(v) for v in values]
+        except BadValue:  # the general reading says what is wrong, as it says it for every value
+            out[column.name] = [_coerce(v, column, label, ctx) for v in values]
+    if rows:
+        for key in (c for c in info.columns if c.role in ("ts", "key")):
+            if key.name not in out or None in out[key.name]:
+                raise WarehouseError(
+                    f"{label}: column {key.name} ({key.dtype}) is part of the key and needs a value")
+    return out
 
 
 def _subtable_of_row(catalog: Catalog, stable: TableInfo, row: dict, label: str, new_subtables: Subtables,
@@ -384,17 +419,14 @@ def _commit(batches: Iterable[_Batch], subtables: Subtables) -> int:
 
 
 def _arrow_rows(batch: _Batch, subtables: Subtables) -> pa.Table:
+    """The batch's rows in its table's schema, each subtable's registered tags on its rows."""
     info = batch.info
-    if info.is_super:
-        tag_cache: dict[str, dict[str, object]] = {}
-        for row in batch.rows:
-            name = row[TBNAME]
-            tags = tag_cache.get(name)
-            if tags is None:
-                sub = subtables.get((info.db, name))
-                tags = tag_cache[name] = (sub.tags if sub else {})
-            row.update(tags)
-    return pa.Table.from_pylist(batch.rows, schema=info.arrow_schema())
+
+    def tags_of(name: str) -> dict[str, object]:
+        sub = subtables.get((info.db, name))
+        return sub.tags if sub else {}
+
+    return batch.table(info.arrow_schema(), tags_of if info.is_super else None)
 
 
 def _undo(commits: list[writer.Commit], failed: _Batch, err: Exception) -> None:
