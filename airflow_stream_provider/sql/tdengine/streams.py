@@ -121,8 +121,8 @@ class StreamStatements(WindowClauses):
                                                 "NODELAY_CREATE_SUBTABLE", "OUTPUT_SUBTABLE", "TAGS"):
                 raise self.error(
                     f"{tok.text.upper()} is out of place: CREATE STREAM clauses go in the order trigger, FROM, "
-                    "PARTITION BY or ROLLUP BY, STREAM_OPTIONS, NOTIFY, INTO, NODELAY_CREATE_SUBTABLE, OUTPUT_SUBTABLE, "
-                    "(columns), TAGS, AS", syntax=True)
+                    "PARTITION BY or ROLLUP BY, STREAM_OPTIONS, NOTIFY, INTO, NODELAY_CREATE_SUBTABLE, "
+                    "OUTPUT_SUBTABLE, (columns), TAGS, AS", syntax=True)
             raise self.error(f"unexpected {tok.describe()} in CREATE STREAM", syntax=True)
         stmt = m.CreateStream(name=name, trigger=trigger, if_not_exists=if_not_exists, **args, **pos)
         validate_create_stream(stmt, where)
