@@ -37,6 +37,7 @@ from airflow_stream_provider.streams.write import table_names
 from airflow_stream_provider.warehouse import Result, Warehouse, WarehouseError
 from airflow_stream_provider.warehouse.catalog import TBNAME, SubTable, TableInfo
 from airflow_stream_provider.warehouse.metastore import register_table
+from airflow_stream_provider.windows import rollup
 
 
 def create(warehouse: Warehouse, stmt: m.CreateStream, store: StreamStore | None = None) -> Result:
@@ -104,8 +105,17 @@ def _check_rollup(warehouse: Warehouse, stmt: m.CreateStream, db: str) -> None:
                    hint=did_you_mean(stmt.rollup_by, [c.name for c in found.tags]))
     if tag.dtype.name not in ROLLUP_TAG_TYPES:
         raise fail(f"ROLLUP BY {tag.name}: the tag is {tag.dtype}; a rollup path is a VARCHAR or NCHAR tag")
-    raise fail(f"ROLLUP BY {tag.name} (TDengine 3.4.2) is checked but not computed yet: a rollup group gathers "
-               "the rows of every subtable under its path, which the window engine does not do",
+    catalog = warehouse.catalog
+    subs = [sub for sub in (catalog.lookup(m.TableName(n), found.db) for n in catalog.subtables(found))
+            if isinstance(sub, SubTable)]
+    try:
+        counts = rollup.table_counts(((sub.name, sub.tags.get(tag.name)) for sub in subs), tag=tag.name)
+    except rollup.RollupPathError as err:
+        raise fail(str(err)) from None
+    groups = f"its {len(subs)} subtable{'s' if len(subs) != 1 else ''} make {len(counts)} rollup group" + \
+        ("s" if len(counts) != 1 else "")
+    raise fail(f"ROLLUP BY {tag.name} (TDengine 3.4.2) is checked but not computed yet ({groups}): a rollup group "
+               "gathers the rows of every subtable under its path, which the window engine does not do",
                hint=f"PARTITION BY {tag.name} computes each full path as its own group")
 
 
