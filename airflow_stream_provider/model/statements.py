@@ -46,6 +46,8 @@ class CreateStream(Statement):
     if_not_exists: bool = False
     trigger_table: TableName | None = None
     partition_by: tuple[str, ...] = ()
+    #: ROLLUP BY tag (TDengine 3.4.2): the groups are the dotted prefixes of this tag's values
+    rollup_by: str | None = None
     options: StreamOptions = StreamOptions()
     notify: Notify | None = None
     into: TableName | None = None
@@ -84,6 +86,16 @@ class CreateStream(Statement):
     def output_naming(self) -> OutputNaming:
         """How its output subtables are named and tagged."""
         return OutputNaming.GROUP if self.legacy is None else OutputNaming.GROUP_ID
+
+    @property
+    def grouped(self) -> bool:
+        """It has trigger groups (PARTITION BY or ROLLUP BY), so one output subtable per group."""
+        return bool(self.partition_by) or self.rollup_by is not None
+
+    @property
+    def group_columns(self) -> tuple[str, ...]:
+        """The columns ``%%1``, ``%%2``... name: PARTITION BY's, or ROLLUP BY's tag (``%%1``, the path)."""
+        return (self.rollup_by,) if self.rollup_by is not None else self.partition_by
 
     @property
     def placeholders(self) -> frozenset[str]:

@@ -29,7 +29,11 @@ PLACEHOLDERS = {
     "_tidleend": {StreamKind.WINDOW},
     "_tgrpid": {StreamKind.PERIOD, StreamKind.SLIDING, StreamKind.WINDOW},
     "_tlocaltime": {StreamKind.PERIOD, StreamKind.SLIDING, StreamKind.WINDOW},
+    # ROLLUP BY (TDengine 3.4.2): the source subtables of the trigger's rollup group
+    "_trollup_tbcount": {StreamKind.PERIOD, StreamKind.SLIDING, StreamKind.WINDOW},
 }
+#: the placeholders of ROLLUP BY streams (TDengine 3.4.2): the group's last path segment, its tables
+ROLLUP_PLACEHOLDERS = ("%%rollup_tag", "_trollup_tbcount")
 #: placeholders only defined when the window has closed
 CLOSE_ONLY_PLACEHOLDERS = {"_twend", "_twduration", "_twrownum"}
 

@@ -22,7 +22,7 @@ from sqlglot import exp
 
 from airflow_stream_provider import model as m
 from airflow_stream_provider.airflow_api import AirflowApi, AirflowApiError
-from airflow_stream_provider.exceptions import StreamDefinitionError, StreamError
+from airflow_stream_provider.exceptions import StreamDefinitionError, StreamError, did_you_mean
 from airflow_stream_provider.plan.ids import stream_dag_ids
 from airflow_stream_provider.plan.state import StreamState
 from airflow_stream_provider.spark.metastore import register_outputs
@@ -37,6 +37,7 @@ from airflow_stream_provider.streams.write import table_names
 from airflow_stream_provider.warehouse import Result, Warehouse, WarehouseError
 from airflow_stream_provider.warehouse.catalog import TBNAME, SubTable, TableInfo
 from airflow_stream_provider.warehouse.metastore import register_table
+from airflow_stream_provider.windows import rollup
 
 
 def create(warehouse: Warehouse, stmt: m.CreateStream, store: StreamStore | None = None) -> Result:
@@ -52,6 +53,8 @@ def create(warehouse: Warehouse, stmt: m.CreateStream, store: StreamStore | None
         raise WarehouseError(f"stream {db}.{name} already exists")
     if stmt.query is not None:
         warehouse.check_path_tables(stmt.query.tree)
+    if stmt.rollup_by is not None:
+        _check_rollup(warehouse, stmt, db)
     runtime = StreamRuntime(warehouse, stmt, db)
     if stmt.legacy is not None:
         _check_legacy(runtime, store)
@@ -75,6 +78,45 @@ def create(warehouse: Warehouse, stmt: m.CreateStream, store: StreamStore | None
     trigger = f" on {runtime.found.qualified}" if runtime.found is not None else ""
     warnings = "".join(f"; warning: {w}" for w in retention.create_warnings(warehouse, stmt, db, now))
     return Result(stmt, f"created stream {db}.{name}: {stmt.trigger}{trigger}{target}{warnings}")
+
+
+#: the tag types whose values ROLLUP BY reads as dotted paths (TDengine 3.4.2)
+ROLLUP_TAG_TYPES = ("VARCHAR", "BINARY", "NCHAR")
+
+
+def _check_rollup(warehouse: Warehouse, stmt: m.CreateStream, db: str) -> None:
+    """ROLLUP BY against the catalog: a string tag of a supertable. The window engine groups rows by
+    their own keys and the computation reads a group's rows by equality, so a rollup group (a path
+    prefix gathering many subtables) is not computed yet; the stream is refused here, its statement
+    checked, rather than run as if ungrouped."""
+    assert stmt.trigger_table is not None and stmt.rollup_by is not None  # the parser's checks
+    line, column = position_in("ROLLUP BY", stmt.text, stmt.position)
+
+    def fail(message: str, hint: str | None = None) -> StreamDefinitionError:
+        return StreamDefinitionError(message, line=line, column=column, clause="ROLLUP BY", hint=hint)
+
+    found = warehouse.catalog.resolve(stmt.trigger_table, (stmt.trigger_table.db or db).lower(), "trigger table")
+    if isinstance(found, SubTable) or not found.is_super:
+        kind = "subtable" if isinstance(found, SubTable) else "regular table"
+        raise fail(f"ROLLUP BY rolls up a tag of a super table; {found.qualified} is a {kind}")
+    tag = found.column(stmt.rollup_by)
+    if tag is None or tag.role != "tag":
+        raise fail(f"ROLLUP BY {stmt.rollup_by}: {found.qualified} has no tag {stmt.rollup_by}",
+                   hint=did_you_mean(stmt.rollup_by, [c.name for c in found.tags]))
+    if tag.dtype.name not in ROLLUP_TAG_TYPES:
+        raise fail(f"ROLLUP BY {tag.name}: the tag is {tag.dtype}; a rollup path is a VARCHAR or NCHAR tag")
+    catalog = warehouse.catalog
+    subs = [sub for sub in (catalog.lookup(m.TableName(n), found.db) for n in catalog.subtables(found))
+            if isinstance(sub, SubTable)]
+    try:
+        counts = rollup.table_counts(((sub.name, sub.tags.get(tag.name)) for sub in subs), tag=tag.name)
+    except rollup.RollupPathError as err:
+        raise fail(str(err)) from None
+    groups = f"its {len(subs)} subtable{'s' if len(subs) != 1 else ''} make {len(counts)} rollup group" + \
+        ("s" if len(counts) != 1 else "")
+    raise fail(f"ROLLUP BY {tag.name} (TDengine 3.4.2) is checked but not computed yet ({groups}): a rollup group "
+               "gathers the rows of every subtable under its path, which the window engine does not do",
+               hint=f"PARTITION BY {tag.name} computes each full path as its own group")
 
 
 def known_groups(runtime: StreamRuntime) -> list[tuple]:

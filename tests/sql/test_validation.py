@@ -39,8 +39,8 @@ RULES = [
      "IDLE_TIMEOUT"),
     (W + " STREAM_OPTIONS(IDLE_TIMEOUT(3s) | IDLE_TIMEOUT(4s) | EVENT_TYPE(IDLE)) INTO o AS SELECT 1",
      "option IDLE_TIMEOUT is given twice", "STREAM_OPTIONS"),
-    ("CREATE STREAM s INTERVAL(1m) SLIDING(1m) FROM meters ROLLUP BY site NOTIFY('ws://h:1') ON (WINDOW_CLOSE)",
-     "ROLLUP (TDengine 3.4.2) is not supported", "ROLLUP"),
+    ("CREATE STREAM s STATE_WINDOW(v) FROM meters ROLLUP BY site NOTIFY('ws://h:1') ON (WINDOW_CLOSE)",
+     "ROLLUP BY groups PERIOD, SLIDING, INTERVAL and SESSION triggers", "ROLLUP BY"),
     ("CREATE STREAM s WINDOW(SESSION(ts, 1m) AS a, COUNT_WINDOW(2)) FROM meters NOTIFY('ws://h:1') ON (WINDOW_CLOSE)",
      "WINDOW (TDengine 3.4.2) is not supported", "WINDOW"),
     ("CREATE STREAM s EVENT_WINDOW(START WITH (a > 1, a > 2) END WITH a < 1) FROM t PARTITION BY tbname "

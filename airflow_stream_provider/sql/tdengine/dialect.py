@@ -34,7 +34,7 @@ from airflow_stream_provider.sql.ast import (
 from airflow_stream_provider.sql.grammar.lexer import Kind, Lexer
 
 _MASK = "__"  # replaces "%%": same length, so sqlglot's positions stay those of the source
-_MASKED = re.compile(r"^__(trows|tbname|\d+)$", re.IGNORECASE)
+_MASKED = re.compile(r"^__(trows|tbname|rollup_tag|\d+)$", re.IGNORECASE)
 
 
 def _window_keyword_tokens() -> dict[str, TokenType]:

@@ -41,7 +41,7 @@ STREAM_OPTIONS = (
 DETECTOR_ENGINES = ("in-process", "spark", "auto")
 NOTIFY_OPTIONS = ("NOTIFY_HISTORY", "ON_FAILURE_PAUSE")
 #: words of TDengine's stream language after 3.3.7 that this project refuses by name, and their version
-LATER_WORDS = {"FLUSH_ON_OUTER_CLOSE": "3.4.2", "ROLLUP": "3.4.2", "WINDOW": "3.4.2"}
+LATER_WORDS = {"FLUSH_ON_OUTER_CLOSE": "3.4.2", "WINDOW": "3.4.2"}
 #: the events of a group going idle and coming back (IDLE_TIMEOUT, TDengine 3.4.1)
 IDLE_EVENT_TYPES = (m.EventType.IDLE, m.EventType.RESUME)
 NOTIFY_EVENT_TYPES = (m.EventType.WINDOW_OPEN, m.EventType.WINDOW_CLOSE, m.EventType.ON_TIME, *IDLE_EVENT_TYPES)
@@ -66,7 +66,15 @@ class StreamStatements(WindowClauses):
             where["FROM"] = self.advance()
             args["trigger_table"] = self.table_name("trigger table", "FROM")
         if self.at("ROLLUP", "BY"):
-            raise self.later(self.tok)
+            where["ROLLUP BY"] = self.tok
+            self.i += 2
+            args["rollup_by"] = self.ident("tag column", "ROLLUP BY")
+            if self.at_op(","):
+                raise self.error("ROLLUP BY takes one tag column, whose dotted values (A.B.C) are the groups",
+                                 clause="ROLLUP BY", hint=f"write ROLLUP BY {args['rollup_by']}")
+            if self.at("PARTITION", "BY"):
+                raise self.error("ROLLUP BY and PARTITION BY exclude each other: a stream groups by one of them",
+                                 clause="ROLLUP BY")
         if self.at("PARTITION", "BY"):
             where["PARTITION BY"] = self.tok
             self.i += 2
@@ -74,6 +82,9 @@ class StreamStatements(WindowClauses):
             while self.accept_op(","):
                 cols.append(self.ident("column", "PARTITION BY"))
             args["partition_by"] = tuple(cols)
+            if self.at("ROLLUP", "BY"):
+                raise self.error("ROLLUP BY and PARTITION BY exclude each other: a stream groups by one of them",
+                                 clause="ROLLUP BY")
         if self.at("STREAM_OPTIONS"):
             where["STREAM_OPTIONS"] = self.tok
             args["options"] = self.stream_options(where)
@@ -106,12 +117,12 @@ class StreamStatements(WindowClauses):
             args["query"] = self.query_to_end("AS")
         if not self.at_end():
             tok = self.tok
-            if tok.upper in TRIGGER_KEYWORDS + ("FROM", "PARTITION", "STREAM_OPTIONS", "NOTIFY", "INTO",
+            if tok.upper in TRIGGER_KEYWORDS + ("FROM", "PARTITION", "ROLLUP", "STREAM_OPTIONS", "NOTIFY", "INTO",
                                                 "NODELAY_CREATE_SUBTABLE", "OUTPUT_SUBTABLE", "TAGS"):
                 raise self.error(
                     f"{tok.text.upper()} is out of place: CREATE STREAM clauses go in the order trigger, FROM, "
-                    "PARTITION BY, STREAM_OPTIONS, NOTIFY, INTO, NODELAY_CREATE_SUBTABLE, OUTPUT_SUBTABLE, "
-                    "(columns), TAGS, AS", syntax=True)
+                    "PARTITION BY or ROLLUP BY, STREAM_OPTIONS, NOTIFY, INTO, NODELAY_CREATE_SUBTABLE, "
+                    "OUTPUT_SUBTABLE, (columns), TAGS, AS", syntax=True)
             raise self.error(f"unexpected {tok.describe()} in CREATE STREAM", syntax=True)
         stmt = m.CreateStream(name=name, trigger=trigger, if_not_exists=if_not_exists, **args, **pos)
         validate_create_stream(stmt, where)

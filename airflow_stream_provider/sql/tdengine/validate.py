@@ -10,6 +10,7 @@ from airflow_stream_provider.sql.ast import (
     CLOSE_ONLY_PLACEHOLDERS,
     PLACEHOLDERS,
     REJECTED_PSEUDO_COLUMNS,
+    ROLLUP_PLACEHOLDERS,
     PlaceholderTable,
     PseudoColumn,
     StreamPlaceholder,
@@ -29,6 +30,8 @@ IDLE_EVENTS = (m.EventType.IDLE, m.EventType.RESUME)
 #: the placeholders of IDLE and RESUME computations, and those of window events they cannot use
 IDLE_PLACEHOLDERS = {"_tidlestart", "_tidleend"}
 WINDOW_BOUND_PLACEHOLDERS = {"_twstart", "_twend", "_twduration", "_twrownum"}
+#: the triggers ROLLUP BY groups (TDengine 3.4.2); state, event and count windows group by subtable only
+ROLLUP_TRIGGERS = (m.PeriodTrigger, m.SlidingTrigger, m.IntervalWindow, m.SessionWindow)
 
 
 class _Checker:
@@ -50,6 +53,7 @@ class _Checker:
 
 def validate_create_stream(stmt: m.CreateStream, where: dict[str, Token]) -> None:
     c = _Checker(stmt, where)
+    _check_rollup(c)  # before the trigger's own rules: ROLLUP BY's need of FROM is the sharper message
     _check_trigger(c)
     _check_options(c)
     _check_notify(c)
@@ -78,6 +82,36 @@ def _check_trigger(c: _Checker) -> None:
             c.fail("INTERVAL", f"offset {trig.offset} must be less than interval {trig.interval}", at="trigger")
 
 
+def _check_rollup(c: _Checker) -> None:
+    """ROLLUP BY tag (TDengine 3.4.2): PERIOD, SLIDING, INTERVAL and SESSION triggers only, always with
+    FROM; its placeholders only with it, and ``_trollup_tbcount`` only in the computation."""
+    stmt = c.stmt
+    if stmt.rollup_by is None:
+        for part, clause in _rollup_parts(stmt):
+            for node in part.tree.find_all(StreamPlaceholder):
+                if node.name in ROLLUP_PLACEHOLDERS:
+                    c.fail_in(part, node.name, clause, f"{node.name}: rollup placeholders require ROLLUP BY tag")
+        return
+    if not isinstance(stmt.trigger, ROLLUP_TRIGGERS):
+        c.fail("ROLLUP BY", f"ROLLUP BY groups PERIOD, SLIDING, INTERVAL and SESSION triggers, not "
+                            f"{stmt.trigger.keyword} (state, event and count windows group by subtable: "
+                            "PARTITION BY tbname)")
+    if stmt.trigger_table is None:
+        c.fail("ROLLUP BY", "ROLLUP BY requires explicit FROM: the supertable whose tag it rolls up, even for "
+                            "PERIOD triggers")
+    for part, clause in _rollup_parts(stmt)[1:]:
+        for node in part.tree.find_all(StreamPlaceholder):
+            if node.name == "_trollup_tbcount":
+                c.fail_in(part, node.name, clause, f"_trollup_tbcount counts the tables of one trigger; it can be "
+                                                   f"used only in the computation (AS), not in {clause}")
+
+
+def _rollup_parts(stmt: m.CreateStream) -> list[tuple[m.SqlExpression, str]]:
+    """The computation, OUTPUT_SUBTABLE and TAGS expressions of ``stmt``, each with its clause."""
+    parts = [(stmt.query, "AS"), (stmt.output_subtable, "OUTPUT_SUBTABLE"), *((t.expr, "TAGS") for t in stmt.tags)]
+    return [(part, clause) for part, clause in parts if part is not None]
+
+
 def _check_options(c: _Checker) -> None:
     opts, trig = c.stmt.options, c.stmt.trigger
     window = m.STREAM_KINDS[trig.keyword] is m.StreamKind.WINDOW
@@ -104,6 +138,9 @@ def _check_options(c: _Checker) -> None:
     if "DELETE_RECALC" in given and not (window and not isinstance(trig, m.CountWindow)):
         c.fail("DELETE_RECALC", "DELETE_RECALC needs a trigger that recalculates: INTERVAL, SESSION, STATE_WINDOW or "
                                 "EVENT_WINDOW")
+    if "DELETE_OUTPUT_TABLE" in given and c.stmt.rollup_by is not None:
+        c.fail("DELETE_OUTPUT_TABLE", "DELETE_OUTPUT_TABLE applies to streams grouped by subtable, not to ROLLUP BY "
+                                      "(a rollup group's output outlives any one source subtable)")
     if "DELETE_OUTPUT_TABLE" in given and "tbname" not in {p.lower() for p in c.stmt.partition_by}:
         c.fail("DELETE_OUTPUT_TABLE", "DELETE_OUTPUT_TABLE needs PARTITION BY tbname (one output subtable per "
                                       "trigger subtable)")
@@ -184,11 +221,12 @@ def _check_output(c: _Checker) -> None:
     stmt = c.stmt
     if stmt.query is None and stmt.notify is None:
         c.fail("CREATE STREAM", "a stream needs a computation (AS subquery), a notification (NOTIFY), or both")
-    if not stmt.partition_by:
+    if not stmt.grouped:
         if stmt.output_subtable is not None:
-            c.fail("OUTPUT_SUBTABLE", "OUTPUT_SUBTABLE needs PARTITION BY: without groups there is one output table")
+            c.fail("OUTPUT_SUBTABLE", "OUTPUT_SUBTABLE needs PARTITION BY or ROLLUP BY: without groups there is one "
+                                      "output table")
         if stmt.tags:
-            c.fail("TAGS", "TAGS needs PARTITION BY: without groups the output is a regular table")
+            c.fail("TAGS", "TAGS needs PARTITION BY or ROLLUP BY: without groups the output is a regular table")
     if stmt.into is not None and stmt.query is None:
         c.fail("INTO", "INTO needs a computation (AS subquery) whose results it stores")
     if (stmt.columns or stmt.tags or stmt.output_subtable) and stmt.into is None:
@@ -219,10 +257,11 @@ def _check_output(c: _Checker) -> None:
 
 def _check_group_refs(c: _Checker, expr: m.SqlExpression, clause: str) -> None:
     """TAGS and OUTPUT_SUBTABLE expressions may use only the grouping columns and constants."""
-    groups = {p.lower() for p in c.stmt.partition_by}
+    groups = {p.lower() for p in c.stmt.group_columns}
+    by = "ROLLUP BY" if c.stmt.rollup_by is not None else "PARTITION BY"
     for col in expr.tree.find_all(exp.Column):
         if col.name.lower() not in groups:
-            c.fail(clause, f"{clause} can use only PARTITION BY columns ({', '.join(c.stmt.partition_by)}), "
+            c.fail(clause, f"{clause} can use only {by} columns ({', '.join(c.stmt.group_columns)}), "
                            f"not {col.name}")
     _reject_in_tree(c, expr, clause, placeholders=False)
 
@@ -249,7 +288,8 @@ def _check_query(c: _Checker) -> None:
             c.fail("AS", f"pseudo-column {node.name} is not supported in stream queries")
     opens = m.EventType.WINDOW_OPEN in stmt.options.event_types and m.STREAM_KINDS[trig.keyword] is m.StreamKind.WINDOW
     idles = bool(set(stmt.options.event_types) & set(IDLE_EVENTS))
-    groups = [p.lower() for p in stmt.partition_by]
+    groups = [p.lower() for p in stmt.group_columns]
+    by = "ROLLUP BY tag" if stmt.rollup_by is not None else "PARTITION BY column"
     for placeholder in tree.find_all(StreamPlaceholder):
         name = placeholder.name
         if name.startswith("%%"):
@@ -259,7 +299,7 @@ def _check_query(c: _Checker) -> None:
             if ref == "tbname" and "tbname" not in groups:
                 c.fail_in(query, name, "AS", "%%tbname needs PARTITION BY tbname")
             if ref.isdigit() and not 1 <= int(ref) <= len(groups):
-                c.fail_in(query, name, "AS", f"%%{ref} refers to PARTITION BY column {ref}, but the stream groups "
+                c.fail_in(query, name, "AS", f"%%{ref} refers to {by} {ref}, but the stream groups "
                                              f"by {len(groups)} column(s)")
             continue
         if name in WINDOW_BOUND_PLACEHOLDERS and idles:
