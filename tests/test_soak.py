@@ -1,9 +1,11 @@
 """The soak with faults (``bench/soak``) for 90 s of feed: twelve streams over our own table fed with
-late rows, updates and deletes, and two over an attached Delta table that a separate delta-rs
-process appends to, MERGEs into and deletes from meanwhile, while the stream node, the scheduler,
-the triggerer, a task process and the WebSocket receiver are each killed with SIGKILL at least once
-and restarted; afterwards every output and notification equals the oracle's (over each table's
-final snapshot), nothing twice, and no stream failed. With start-up and the catch-up, about four
+late rows, updates and deletes (and rows that three concurrent clients write through
+``airflow-stream serve``'s REST endpoint), and two over an attached Delta table that a separate
+delta-rs process appends to, MERGEs into and deletes from meanwhile, while the stream node, the
+scheduler, the triggerer, a task process and the WebSocket receiver are each killed with SIGKILL at
+least once and restarted; afterwards every output and notification equals the oracle's (over each
+table's final snapshot), nothing twice, no stream failed, and VERIFY STREAM of every window stream finds no
+difference but the invalidated results TDengine keeps. With start-up and the catch-up, about four
 minutes.
 
 The seed comes from ``SOAK_SEED`` when set, else at random, and is printed: ``SOAK_SEED=<seed>`` (or
@@ -67,4 +69,7 @@ def test_streams_survive_killed_processes(spark, tmp_path, monkeypatch):
     assert report.foreign["late"] and report.foreign["updates"] and report.foreign["deletes"], report.table()
     assert report.findings.foreign > 20, report.table()  # windows of the attached table, checked
     assert report.findings.windows > 100 and report.findings.notifications > 50, report.table()
+    assert report.rest["rest inserts"] > 50 and report.rest["rest updates"] and not report.rest_errors, report.table()
+    assert report.verified is not None and report.verified.streams == len(STREAMS) - 2, report.table()
+    assert report.verified.triggers > 100 and not report.verified.problems, report.table()
     assert report.ok, report.table()

@@ -82,6 +82,16 @@ def last_event_batch(checkpoint: Location) -> int | None:
     return int(text) if text.lstrip("-").isdigit() else None
 
 
+def batch_version(checkpoint: Location, batch: int) -> int | None:
+    """The trigger table's version a live detector's batch ``batch`` read up to (its offset's
+    ``last``), or None when the checkpoint no longer keeps that offset (or has none)."""
+    try:
+        value = json.loads(storage.read_text(storage.join(checkpoint, "offsets", str(batch)))).get("last")
+    except (FileNotFoundError, NotADirectoryError, ValueError, AttributeError):
+        return None
+    return int(value) if value is not None else None
+
+
 def _engine(checkpoint: Location) -> str | None:
     try:
         return json.loads(storage.read_text(storage.join(checkpoint, "metadata")).splitlines()[0]).get("engine")

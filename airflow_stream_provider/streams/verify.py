@@ -47,7 +47,7 @@ from airflow_stream_provider.plan.stream import plan_stream
 from airflow_stream_provider.streams import retention, verify_cq
 from airflow_stream_provider.streams.fire import schedules, windows
 from airflow_stream_provider.streams.fired import Fired
-from airflow_stream_provider.streams.probes import version_at
+from airflow_stream_provider.streams.probes import batch_version, version_at
 from airflow_stream_provider.streams.run import process
 from airflow_stream_provider.streams.runtime import RunReport, StreamRuntime, in_database
 from airflow_stream_provider.streams.store import StoredStream, StreamStore, run_lock
@@ -139,7 +139,7 @@ def _expected(warehouse: Warehouse, stored: StoredStream, state: StreamState, st
     events = None
     version: int | None
     if plan.kind is StreamKind.WINDOW:
-        version = state.detected_version
+        version = _detected_version(stored, state)
         if version is None:
             fired: list[Fired] = []
         else:
@@ -190,6 +190,15 @@ def _expected(warehouse: Warehouse, stored: StoredStream, state: StreamState, st
     rows = rows.take(keep)
     return _Expected(runtime, fired, events, rows, [by_idx[i] for i in idx.take(keep).to_pylist()], info, horizon,
                      expired), version
+
+
+def _detected_version(stored: StoredStream, state: StreamState) -> int | None:
+    """The trigger table's version the windows the stream computed were found up to: the later of
+    what a run's own detection recorded and what the batches it consumed had read (a detector
+    hosted by the stream node records no version in the stream's state, its runs only consume)."""
+    consumed = batch_version(stored.checkpoint, state.consumed_batch) if state.consumed_batch is not None else None
+    found = [v for v in (state.detected_version, consumed) if v is not None]
+    return max(found) if found else None
 
 
 def _rows(runtime: StreamRuntime, path: str, version: int, start: datetime):

@@ -18,6 +18,11 @@ order, MERGEs of late rows and updates, and deletes by predicate, with the same 
 Its streams (an INTERVAL stream that notifies and a SESSION stream) are checked like the others,
 their oracle reading the table's final snapshot with delta-rs.
 
+Beside them, ``airflow-stream serve`` runs as a process of its own and three client threads
+(:mod:`bench.soak.rest`) write through its TDengine REST endpoint (``POST /rest/sql``), each into a
+subtable of ``m`` of its own (``r0``..``r2``), a row at every tick and now and then an update of its
+previous row; the streams over ``m`` read them with the rest, and a request that fails is a failure.
+
 When the feed stops and everything has caught up, the checks are exact:
 
 - Window streams: every window of the final table, computed in pandas from the table's rows
@@ -45,6 +50,9 @@ When the feed stops and everything has caught up, the checks are exact:
   equal the rows written between the first and the last. The first instant is not checked: its
   start is the stream's creation or the instant before it, whichever is later.
 - No stream is failed in ``information_schema.ins_streams``, and none has notifications pending.
+- Once all of that holds, ``VERIFY STREAM`` of every stream that writes an output, but the PERIOD
+  one (:mod:`bench.soak.verified`), finds no difference, but for the rows of windows taken apart that
+  TDengine keeps and the checks above found invalidated (VERIFY reports them as ``extra``).
 
 The checks run every 10 s after the feed until they all pass or ``--settle`` seconds have passed.
 The exit status is 1 when then anything is lost, duplicated or stale, a stream failed, a message

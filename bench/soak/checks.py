@@ -30,6 +30,8 @@ class Findings:
     duplicated: int = 0
     stale: int = 0  # results of windows that are gone, never invalidated
     invalidated: int = 0  # output rows of windows that are gone, correctly invalidated
+    #: (stream, group, start) of those rows: TDengine keeps them, so VERIFY reports them as extra
+    invalidated_keys: set[tuple] = field(default_factory=set)
     resent: int = 0  # messages received again (same messageId)
     unreadable: int = 0
     failed: list[str] = field(default_factory=list)
@@ -179,6 +181,7 @@ def _check_output(home: Path, spec: Soaked, want: Windows, sent: dict | None, gr
         for key in sorted(extra, key=str):
             if key in gone:
                 findings.invalidated += 1
+                findings.invalidated_keys.add((spec.name, *key))
             else:
                 findings.stale += 1
                 findings.problems.append(f"{spec.name}: output row {_show(key)} {got[key]} is no window of the "

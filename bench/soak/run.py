@@ -18,6 +18,7 @@ from bench.soak.checks import Findings, check, foreign_table, stream_status
 from bench.soak.cluster import Cluster, Receiver
 from bench.soak.faults import Fault, Injector, plan_faults
 from bench.soak.feed import Feed, ForeignWriter
+from bench.soak.rest import RestClients
 from bench.soak.spec import (
     COMPONENTS,
     DB,
@@ -25,10 +26,12 @@ from bench.soak.spec import (
     FOREIGN_DEVICES,
     FOREIGN_MAP,
     FOREIGN_SILENT,
+    REST_SUBTABLES,
     STREAMS,
     SUBTABLES,
     say,
 )
+from bench.soak.verified import Verified, verify_all
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -46,10 +49,16 @@ class Report:
     caught_up: bool  # everything matched the oracle within the time allowed after the feed
     catch_up: float  # seconds from the feed's end until it did (or until the time ran out)
     wall: float
+    #: what the REST clients wrote through ``airflow-stream serve``, and the requests that failed
+    rest: Counter
+    rest_errors: list[str]
+    #: VERIFY STREAM of every stream at the end (None: not run, the oracle's checks having failed)
+    verified: Verified | None
 
     @property
     def ok(self) -> bool:
-        return self.caught_up and self.findings.ok and not any(f.error for f in self.faults)
+        return (self.caught_up and self.findings.ok and not any(f.error for f in self.faults)
+                and not self.rest_errors and self.verified is not None and self.verified.ok)
 
     def table(self) -> str:
         f = self.findings
@@ -62,6 +71,8 @@ class Report:
         lines += [f"{k:<28} {self.rows[k]:>8,}" for k in ("inserts", "late", "updates", "deletes", "statements")]
         lines += [f"{'foreign ' + k:<28} {self.foreign[k]:>8,}" for k in ("inserts", "late", "updates", "deletes",
                                                                          "commits")]
+        lines += [f"{k:<28} {self.rest[k]:>8,}" for k in ("rest requests", "rest inserts", "rest updates")]
+        lines += [f"{'REST requests failed':<28} {len(self.rest_errors):>8,}"]
         lines += [f"{k:<28} {v:>8,}" for k, v in (
             ("windows checked", f.windows), ("of which attached", f.foreign),
             ("notifications checked", f.notifications),
@@ -71,6 +82,17 @@ class Report:
             ("unreadable messages", f.unreadable), ("failed streams", len(f.failed)))]
         lines.append(f"matched the oracle {self.catch_up:.0f} s after the feed stopped" if self.caught_up
                      else f"did NOT match the oracle within {self.catch_up:.0f} s after the feed stopped")
+        v = self.verified
+        if v is None:
+            lines.append("VERIFY not run: the oracle's checks failed")
+        else:
+            lines += [f"{k:<28} {n:>8,}" for k, n in (
+                ("streams verified", v.streams), ("triggers recomputed", v.triggers),
+                ("output rows compared", v.rows), ("invalidated rows kept", v.kept),
+                ("VERIFY differences", len(v.problems)))]
+            lines.append(f"VERIFY of every stream took {v.seconds:.0f} s")
+        lines += self.rest_errors[:10]
+        lines += v.problems[:40] if v is not None else []
         lines += [f"fault on {fault.component} at {fault.at:.0f} s: {fault.error}"
                   for fault in self.faults if fault.error]
         lines += [f"failed: {name}" for name in f.failed]
@@ -107,12 +129,13 @@ def run_soak(home: Path, seconds: float, seed: int, spark: SparkSession, *, tick
     foreign = Feed(random.Random(f"{seed} foreign"), FOREIGN_DEVICES, FOREIGN_DEVICES, FOREIGN_SILENT)
     injector = None
     writer = None
+    rest = RestClients(home, random.Random(f"{seed} rest"), lambda: feed.tick)
     try:
         receiver.start()
         foreign_table(home).parent.mkdir(parents=True, exist_ok=True)
         writer = ForeignWriter(foreign_table(home), home / "owner" / "writer.log")
         tables = f"CREATE DATABASE {DB}; CREATE STABLE {DB}.m (ts TIMESTAMP, v DOUBLE, st INT) TAGS (loc VARCHAR(8));"
-        tables += "".join(f"CREATE TABLE {DB}.{s} USING {DB}.m TAGS ('{s}');" for s in SUBTABLES)
+        tables += "".join(f"CREATE TABLE {DB}.{s} USING {DB}.m TAGS ('{s}');" for s in (*SUBTABLES, *REST_SUBTABLES))
         tables += f"CREATE STABLE {DB}.{FOREIGN} FROM DELTA '{foreign_table(home)}' {FOREIGN_MAP};"
         list(statements.run(wh, tables))
         for spec in STREAMS:
@@ -137,6 +160,7 @@ def run_soak(home: Path, seconds: float, seed: int, spark: SparkSession, *, tick
         started = time.monotonic()
         injector = Injector(cluster, faults, started)
         injector.start()
+        rest.start()
         # a busy machine writes a tick's statements slower than one per ``tick``: the feed goes on
         # past ``seconds`` until two thirds of its ticks are written, so the checks see as many
         # windows, late rows, updates and deletes on any machine
@@ -151,6 +175,7 @@ def run_soak(home: Path, seconds: float, seed: int, spark: SparkSession, *, tick
             writer.write(steps)
             foreign.counts["commits"] += len(steps)
         writer.stop()
+        rest.stop()
         say(f"feed stopped after {feed.tick} ticks: {dict(feed.counts)}; the foreign writer's: {dict(foreign.counts)}")
         fed = time.monotonic()
         injector.finish(300)
@@ -163,14 +188,24 @@ def run_soak(home: Path, seconds: float, seed: int, spark: SparkSession, *, tick
                 break
             say(f"catching up: {findings.lost} lost, {findings.stale} stale, {findings.pending} pending so far")
             time.sleep(10)
+        caught = time.monotonic() - fed
+        verified = verify_all(wh, findings.invalidated_keys, verifiable) if findings.ok else None
         return Report(seed, seconds, faults, feed.counts, foreign.counts, findings, findings.ok,
-                      time.monotonic() - fed, time.monotonic() - began)
+                      caught, time.monotonic() - began, rest.counts, rest.errors, verified)
     finally:
         if injector is not None:
             injector.finish(60)
         if writer is not None:
             writer.stop()
+        rest.stop()
         cluster.stop()
+
+
+def verifiable(spec) -> bool:
+    """Whether the soak's VERIFY judges ``spec``: not the notify-only stream (it writes no output),
+    nor the PERIOD one (which of its instants ran depends on when the scheduler was up, and VERIFY
+    computes every instant up to the last fired; the checks above judge the instants that ran)."""
+    return spec.kind not in ("notify", "period")
 
 
 def main() -> int:

@@ -18,6 +18,8 @@ SUBTABLES = ("d0", "d1", "d2", "d3")
 DISORDERED = ("d0", "d1", "d2")
 #: ticks on which a subtable writes nothing (tick % period in the set): 40 s gaps, so sessions close
 SILENT = {"d0": (11, {5, 6, 7}), "d1": (7, {3, 4, 5})}
+#: subtables of ``m`` that clients write through ``airflow-stream serve``'s REST endpoint, one each
+REST_SUBTABLES = ("r0", "r1", "r2")
 #: the attached supertable: a Delta table outside the warehouse that a writer of the team's own
 #: (:mod:`bench.soak.writer`, delta-rs) appends to, MERGEs into and deletes from; its devices
 FOREIGN = "fm"

@@ -204,3 +204,27 @@ def test_verify_is_clean_then_reports_and_repairs_what_was_altered(wh, kind, cap
     assert repaired.equal and repaired.repaired is not None and len(repaired.repaired) == 3
     assert repaired.removed == 1
     assert output(wh) == before
+
+
+
+def test_verify_reads_the_version_the_consumed_batches_read_when_the_node_detects(wh):
+    """The stream node's detector records no ``detected_version`` in the stream's state: its runs
+    only consume batches (``consumed_batch``), and a version recorded by an earlier run that detected
+    itself stays behind. VERIFY judges the windows those batches found, not none or older ones."""
+    from airflow_stream_provider.streams.store import StreamStore
+
+    case = CASES["interval"]
+    sql(wh, case.create)
+    insert(wh, "t1", T1 + LATER)
+    insert(wh, "t2", T2 + LATER)
+    run(wh, case)
+    store = StreamStore()
+    state = store.load_state("d", "s")
+    assert state.consumed_batch is not None and state.detected_version is not None
+    for recorded in (None, 0):  # none (the node's runs), or one from before (a run that detected once)
+        store.save_state("d", "s", state.replace(detected_version=recorded))
+        report = verify(wh, "d", "s")
+        assert report.equal, report.differences
+        # (the version the run that detected recorded itself: what its batches read up to)
+        assert report.version == state.detected_version
+        assert report.triggers > 0 and report.rows == report.compared == len(output(wh)) > 0
