@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from airflow_stream_provider import config
 from airflow_stream_provider import model as m
-from airflow_stream_provider.exceptions import StreamError
+from airflow_stream_provider.exceptions import StreamDefinitionError, StreamError
 from airflow_stream_provider.files import append_file, write_text
 from airflow_stream_provider.model.events import STREAM_KINDS, EventType, StreamKind
 from airflow_stream_provider.plan.freshness import Freshness, configured
@@ -44,7 +44,7 @@ COLUMNS = (
     ("realtime_lag_ms", pa.int64()),  # TDengine 3.4.2.5: the same lag in milliseconds
     ("output_rows_per_sec_1m", pa.float64()),  # TDengine 3.4.2.5: rows written in the last minute, per second
     ("history_progress_pct", pa.float64()),  # TDengine 3.4.2.5: FILL_HISTORY done (100) or not (0); NULL without it
-    ("freshness", pa.string()),  # ok, late or silent (:func:`freshness`); NULL without a freshness bound
+    ("freshness", pa.string()),  # ok, late or silent (:func:`freshness`), or invalid; NULL without a bound
     ("freshness_bound_s", pa.float64()),  # the bound of the realtime lag, in seconds
     ("next_instant", pa.timestamp("us", tz="UTC")),  # PERIOD and continuous queries: the next run
     ("windows_opened", pa.int64()),
@@ -128,8 +128,8 @@ def _trigger_latest(catalog: Catalog, stored: StoredStream) -> datetime | None:
     return max_event_time(*found) if found is not None else None
 
 
-#: the values of the ``freshness`` column
-FRESH, LATE, SILENT = "ok", "late", "silent"
+#: the values of the ``freshness`` column (``invalid``: its setting cannot be read)
+FRESH, LATE, SILENT, INVALID = "ok", "late", "silent", "invalid"
 
 
 def freshness(bound: Freshness | None, stmt: m.CreateStream, late_by_s: float | None, last_arrival: datetime | None,
@@ -155,7 +155,10 @@ def freshness(bound: Freshness | None, stmt: m.CreateStream, late_by_s: float | 
 
 def _freshness_of(warehouse: Warehouse, stored: StoredStream, state: StreamState, lag: float | None,
                   next_instant: datetime | None) -> tuple[Freshness | None, str | None, str | None]:
-    bound = configured(stored.db, stored.name, state)
+    try:
+        bound = configured(stored.db, stored.name, state)
+    except StreamDefinitionError as err:  # a setting that cannot be read: said, and the stream's other figures stay
+        return None, INVALID, str(err)
     if bound is None or state.stopped:  # a stopped stream is neither late nor silent: it was told to stop
         return bound, None, None
     if isinstance(stored.statement.trigger, m.PeriodTrigger):
