@@ -17,6 +17,7 @@ and idempotent (running it twice changes nothing the second time):
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -104,8 +105,11 @@ def _mark(store: StreamStore, db: str, name: str, project: str, declaration: Str
     """Record the stream as the project's, with its declared freshness."""
     fresh = declaration.freshness.to_json() if declaration.freshness is not None else None
     with store.updating(db, name) as saving:
-        saving.state = saving.state.replace(declared_by=project, refused=None, refused_diff=None,
-                                            **{FRESHNESS_KEY: fresh})
+        state = saving.state.replace(declared_by=project, refused=None, refused_diff=None)
+        if fresh is not None or FRESHNESS_KEY in state.other:
+            other = {k: v for k, v in state.other.items() if k != FRESHNESS_KEY}
+            state = dataclasses.replace(state, other={**other, FRESHNESS_KEY: fresh} if fresh else other)
+        saving.state = state
 
 
 def _keep(warehouse: Warehouse, db: str, name: str, project: str, store: StreamStore, api: AirflowApi | None,
