@@ -34,14 +34,24 @@ def shown(wh) -> dict[str, dict]:
     return {r["stream_name"]: r for r in sql(wh, "SHOW d.STREAMS")[-1].table.to_pylist()}
 
 
+def write_project(folder: Path, bound: str) -> None:
+    (folder / "project.py").write_text(
+        "from airflow_stream_provider import StreamDeclaration, StreamProject\n"
+        f"S1 = StreamDeclaration.of({S1!r}, database='d', freshness={bound!r})\n"
+        "globals().update(StreamProject(name='demo', streams=[S1]).dags())\n")
+
+
 def check(folder: Path, stream: str):
     """The freshness check of ``stream``'s DAG, parsed by Airflow, run as a worker runs it."""
     from airflow.dag_processing.dagbag import DagBag
 
     bag = DagBag(dag_folder=str(folder))
     assert bag.import_errors == {}
+    assert "streams__demo__deploy" not in bag.dag_ids  # the declared freshness is the one recorded
     dag = bag.dags[f"stream__d__{stream}__fresh"]
     assert dag.task_ids == ["check_freshness"] and not dag.is_paused_upon_creation
+    callbacks = dag.on_failure_callback if isinstance(dag.on_failure_callback, list) else [dag.on_failure_callback]
+    assert [type(c).__name__ for c in callbacks if c] == (["WebSocketNotifier"] if stream == "s2" else [])
     return dag.get_task("check_freshness").execute({})
 
 
@@ -51,13 +61,12 @@ def test_a_stream_is_late_over_its_bound_and_silent_when_rows_arrive_and_nothing
     monkeypatch.setenv("AIRFLOW_STREAM_API_URL", "http://127.0.0.1:9")  # nothing listens: Airflow is away
     monkeypatch.setenv("AIRFLOW_HOME", str(tmp_path / "airflow"))
     (tmp_path / "airflow-stream.toml").write_text(
-        f'[streams.d.s2]\nfreshness = "1h"\nsilent_after = "{SILENCE_S:g}s"\n')
+        f'[streams.d.s2]\nfreshness = "1h"\nsilent_after = "{SILENCE_S:g}s"\non_stale = "ops"\n'
+        '[notifiers.ops]\nclass = "airflow_stream_provider.notifications.websocket.WebSocketNotifier"\n'
+        'urls = "ws://127.0.0.1:9/stale"\n')
     folder = tmp_path / "dags"  # the project renders its stream and the streams no project declares
     folder.mkdir()
-    (folder / "project.py").write_text(
-        "from airflow_stream_provider import StreamDeclaration, StreamProject\n"
-        f"S1 = StreamDeclaration.of({S1!r}, database='d', freshness='5m')\n"
-        "globals().update(StreamProject(name='demo', streams=[S1]).dags())\n")
+    write_project(folder, "5m")
     store = StreamStore(tmp_path)
     sql(wh, "CREATE DATABASE d; USE d; CREATE TABLE m (ts TIMESTAMP, v DOUBLE)")
     deploy(wh, "d", "s1", declare(S1, database="d", freshness="5m"), project="demo", store=store)
@@ -89,3 +98,12 @@ def test_a_stream_is_late_over_its_bound_and_silent_when_rows_arrive_and_nothing
     rows = shown(wh)
     assert (rows["s1"]["freshness"], rows["s2"]["freshness"]) == ("ok", "ok")
     assert check(folder, "s2") == {"freshness": "ok", "bound_s": 3600.0, "lag_s": rows["s2"]["lag_s"]}
+
+    # the declared freshness alone changes: the deploy task records it, the stream stays as it is
+    from airflow.dag_processing.dagbag import DagBag
+
+    write_project(folder, "1s")
+    bag = DagBag(dag_folder=str(folder))
+    assert "is as declared (its freshness now" in bag.dags["streams__demo__deploy"].get_task(
+        "deploy__d__s1").execute({})
+    assert shown(wh)["s1"]["freshness_bound_s"] == 1.0 and StreamStore(tmp_path).load_state("d", "s1").computed == 10
