@@ -112,3 +112,13 @@ def detector_engine() -> str:
         raise ValueError(f"detector engine {value!r} (AIRFLOW_STREAM_DETECTOR_ENGINE or [node] detector_engine): "
                          "the stream node hosts the in-process engine only")
     return engine
+
+
+def stream_settings(db: str, name: str) -> dict:
+    """The ``[streams.<db>.<name>]`` table of ``airflow-stream.toml`` (names as the stream's, in lower
+    case), or an empty dict; a stream whose name is not a bare TOML key is written
+    ``[streams.<db>."<name>"]``."""
+    databases = settings().get("streams", {})
+    found = {str(k).lower(): v for k, v in databases.items()}.get(db.lower(), {})
+    table = {str(k).lower(): v for k, v in found.items()}.get(name.lower(), {}) if isinstance(found, dict) else {}
+    return dict(table) if isinstance(table, dict) else {}

@@ -45,6 +45,7 @@ from airflow.sdk import DAG, BaseOperator
 from airflow_stream_provider import config
 from airflow_stream_provider import model as m
 from airflow_stream_provider.model.events import StreamKind
+from airflow_stream_provider.notifications.receivers import notifier
 from airflow_stream_provider.operators import (
     StreamCommitOperator,
     StreamComputeOperator,
@@ -52,10 +53,12 @@ from airflow_stream_provider.operators import (
     StreamNotifyOperator,
     StreamRecalculateOperator,
 )
+from airflow_stream_provider.operators.freshness import StreamFreshnessOperator
 from airflow_stream_provider.operators.retention import StreamRetentionOperator
 from airflow_stream_provider.operators.verify import StreamVerifyOperator
+from airflow_stream_provider.plan import freshness
 from airflow_stream_provider.plan.declaration import StreamDeclaration, read_folder, same_definition
-from airflow_stream_provider.plan.ids import stream_tag, verify_dag_id
+from airflow_stream_provider.plan.ids import CHECK_FRESHNESS_TASK, freshness_dag_id, stream_tag, verify_dag_id
 from airflow_stream_provider.plan.schedule import ResampleSchedule
 from airflow_stream_provider.plan.state import StreamState
 from airflow_stream_provider.plan.stream import StreamPlan, TaskRole, TaskSpec, plan_stream
@@ -168,7 +171,41 @@ def stream_dags(stored: StoredStream, state: StreamState, home: Path) -> list[DA
             StreamVerifyOperator(task_id="verify", stream=f"{stored.db}.{stored.name}", home=str(home),
                                  lookback=config.verify_lookback())
         dags.append(verifying)
+    fresh = _freshness_dag(stored, state, plan, home, retry)
+    if fresh is not None:
+        dags.append(fresh)
     return dags
+
+
+def check_every(bound: freshness.Freshness) -> timedelta:
+    """How often a stream's freshness is checked: every half bound, between 10 seconds and 5 minutes."""
+    return min(max(bound.bound / 2, timedelta(seconds=10)), timedelta(minutes=5))
+
+
+def _freshness_dag(stored: StoredStream, state: StreamState, plan: StreamPlan, home: Path,
+                   retry: dict[str, Any]) -> DAG | None:
+    """The DAG that checks the stream's freshness, when it has a bound: its task fails when the stream
+    is late or silent, and the ``on_stale`` notifier of its ``[streams.<db>.<name>]`` table is its
+    failure callback. A setting that cannot be read leaves this DAG out, never the stream's others."""
+    try:
+        bound = freshness.configured(stored.db, stored.name, state)
+        named = config.stream_settings(stored.db, stored.name).get("on_stale")
+        callback = notifier(str(named)) if named else None
+    except Exception:
+        log.exception("stream %s: its freshness cannot be read; no freshness DAG", stored.qualified)
+        return None
+    if bound is None:
+        return None
+    every = check_every(bound)
+    with DAG(freshness_dag_id(stored.db, stored.name), schedule=every, start_date=plan.created, catchup=False,
+             max_active_runs=1, is_paused_upon_creation=plan.paused, default_args={**retry, "retries": 0},
+             on_failure_callback=callback, tags=[*_tags(stored), "freshness"],
+             doc_md=_doc(stored, "freshness", state) + f"\nEvery {every}: the check fails when the stream is late "
+                    f"(its realtime lag over {bound.bound}) or silent (rows arriving, no window fired for "
+                    f"{bound.silence(stored.statement)}).\n",
+             description=f"freshness of stream {stored.qualified}, bound {bound.bound}") as dag:
+        StreamFreshnessOperator(task_id=CHECK_FRESHNESS_TASK, stream=f"{stored.db}.{stored.name}", home=str(home))
+    return dag
 
 
 def _verifiable(stored: StoredStream, plan: StreamPlan) -> bool:
@@ -319,9 +356,12 @@ class StreamProject:
                                                        {**common, "text": None})
         if stored is not None and state.refused == declaration.fingerprint:
             return None  # refused already, with the diff: the stream's DAG documents it
+        fresh = declaration.freshness.to_json() if declaration.freshness is not None else None
         if stored is not None and same_definition(stored.text, declaration.text) and \
-                state.declared_by == self.name and not state.paused_by_code:
+                state.declared_by == self.name and not state.paused_by_code and \
+                state.other.get(freshness.STATE_KEY) == fresh:
             return None
         return TaskSpec(f"deploy__{db}__{name}", TaskRole.DEPLOY, {
             **common, "text": declaration.text, "source": declaration.source, "recreate": declaration.recreate,
-            "recalculate_from": declaration.recalculate_from.isoformat() if declaration.recalculate_from else None})
+            "recalculate_from": declaration.recalculate_from.isoformat() if declaration.recalculate_from else None,
+            "freshness": fresh})

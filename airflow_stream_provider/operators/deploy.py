@@ -23,6 +23,8 @@ class StreamDeployOperator(StreamTask, BaseOperator):
     :param source: where it is declared.
     :param recreate: recreate the stream when its definition differs; default False.
     :param recalculate_from: with ``recreate``, recalculate from this ISO instant; default None.
+    :param freshness: the declared freshness, as
+        :meth:`~airflow_stream_provider.plan.freshness.Freshness.to_json` writes it; default None.
     :param home: the stream home; default None: ``$AIRFLOW_STREAM_HOME``, else ``~/airflow-stream``.
     :param kwargs: the arguments of Airflow's ``BaseOperator`` (``task_id``, ...).
     """
@@ -31,7 +33,8 @@ class StreamDeployOperator(StreamTask, BaseOperator):
     template_fields: Sequence[str] = ()
 
     def __init__(self, *, stream: str, project: str, text: str | None, source: str = "", recreate: bool = False,
-                 recalculate_from: str | None = None, home: str | None = None, **kwargs: Any) -> None:
+                 recalculate_from: str | None = None, freshness: dict | None = None, home: str | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.init_stream(stream, home)
         self.project = project
@@ -39,9 +42,11 @@ class StreamDeployOperator(StreamTask, BaseOperator):
         self.source = source
         self.recreate = recreate
         self.recalculate_from = recalculate_from
+        self.freshness = freshness
 
     def execute(self, context: Any) -> str:
         from airflow_stream_provider.plan.declaration import declare
+        from airflow_stream_provider.plan.freshness import SILENT_AFTER, Freshness
         from airflow_stream_provider.streams.declared import DeclarationRefused, deploy
         from airflow_stream_provider.warehouse.warehouse import Warehouse
 
@@ -49,8 +54,11 @@ class StreamDeployOperator(StreamTask, BaseOperator):
         db, name = self.stream_names()
         declaration = None
         if self.text is not None:
+            fresh = Freshness.from_json(self.freshness) if self.freshness else None
             declaration = declare(self.text, database=db, source=self.source, recreate=self.recreate,
-                                  recalculate_from=self.recalculate_from)
+                                  recalculate_from=self.recalculate_from,
+                                  freshness=fresh.bound if fresh is not None else None,
+                                  silent_after=fresh.silent_after if fresh is not None else SILENT_AFTER)
         try:
             done = deploy(Warehouse(), db, name, declaration, project=self.project, store=store)
         except DeclarationRefused as err:

@@ -11,6 +11,12 @@ A ``.sql`` file says what to do on a change in a comment line of its own, before
 
     -- on change: recreate
     -- on change: recreate and recalculate from 2025-01-01T00:00:00Z
+
+and how stale its results may be (:mod:`~airflow_stream_provider.plan.freshness`)::
+
+    -- freshness: 5m
+    -- freshness: 5m, silent after 3
+    -- freshness: 5m, silent after 90s
 """
 
 from __future__ import annotations
@@ -19,16 +25,22 @@ import difflib
 import hashlib
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import StreamDefinitionError
 from airflow_stream_provider.model.names import DATABASE, STREAM, check_name
+from airflow_stream_provider.plan.freshness import SILENT_AFTER, Freshness
+from airflow_stream_provider.plan.freshness import of as freshness_of
 from airflow_stream_provider.sql import parse
 
 #: the comment line of a ``.sql`` declaration that says what to do when it differs from the stream
 DIRECTIVE = re.compile(r"^\s*--\s*on\s+change\s*:\s*(?P<what>.*?)\s*$", re.IGNORECASE)
+#: the comment line of a ``.sql`` declaration that says how stale the stream's results may be
+FRESHNESS = re.compile(r"^\s*--\s*freshness\s*:\s*(?P<bound>[^,\s]+)\s*(?:,\s*silent\s+after\s+(?P<after>[^\s]+)"
+                       r"(?:\s+periods?)?\s*)?$", re.IGNORECASE)
+_FRESHNESS_LINE = re.compile(r"^\s*--\s*freshness\s*:", re.IGNORECASE)
 _RECALCULATE = re.compile(r"^recreate\s+and\s+recalculate\s+from\s+(?P<at>\S.*)$", re.IGNORECASE)
 
 
@@ -43,6 +55,7 @@ class StreamDeclaration:
     :param recreate: when the running stream's definition differs, drop it (its output tables are
         kept) and create it anew from this declaration
     :param recalculate_from: with ``recreate``, then recalculate its windows from this instant to now
+    :param freshness: how stale its results may be (None: as ``airflow-stream.toml`` says, if it does)
     """
 
     db: str
@@ -51,6 +64,7 @@ class StreamDeclaration:
     source: str
     recreate: bool = False
     recalculate_from: datetime | None = None
+    freshness: Freshness | None = None
 
     @property
     def qualified(self) -> str:
@@ -58,14 +72,18 @@ class StreamDeclaration:
 
     @classmethod
     def of(cls, text: str, *, database: str | None = None, recreate: bool = False,
-           recalculate_from: datetime | str | None = None, source: str = "<python>") -> StreamDeclaration:
+           recalculate_from: datetime | str | None = None, source: str = "<python>",
+           freshness: timedelta | str | None = None, silent_after: int | timedelta | str = SILENT_AFTER,
+           ) -> StreamDeclaration:
         """The declaration of the stream ``text`` creates, written in Python (:func:`declare`)."""
-        return declare(text, database=database, source=source, recreate=recreate, recalculate_from=recalculate_from)
+        return declare(text, database=database, source=source, recreate=recreate, recalculate_from=recalculate_from,
+                       freshness=freshness, silent_after=silent_after)
 
     @property
     def fingerprint(self) -> str:
         """A short hash of the definition (its spacing aside) and of what to do on a change."""
-        return hashlib.sha256(f"{normalized(self.text)}\n{self.change}".encode()).hexdigest()[:16]
+        fresh = f"\n{sorted(self.freshness.to_json().items())}" if self.freshness is not None else ""
+        return hashlib.sha256(f"{normalized(self.text)}\n{self.change}{fresh}".encode()).hexdigest()[:16]
 
     @property
     def change(self) -> str:
@@ -103,11 +121,15 @@ def instant(value: datetime | str, *, source: str = "") -> datetime:
 
 
 def declare(text: str, *, database: str | None = None, source: str = "<python>", recreate: bool = False,
-            recalculate_from: datetime | str | None = None, language: str | None = None) -> StreamDeclaration:
+            recalculate_from: datetime | str | None = None, language: str | None = None,
+            freshness: timedelta | str | float | None = None,
+            silent_after: int | timedelta | str = SILENT_AFTER) -> StreamDeclaration:
     """The declaration of the one stream ``text`` creates; StreamDefinitionError when it does not
     parse, is not one CREATE STREAM / CREATE CQ, or names no database.
 
     :param database: the stream's database when the statement does not name one.
+    :param freshness: the bound of its realtime lag (``"5m"``, a timedelta); ``silent_after`` the
+        expected periods (or the time) rows may arrive with no window fired.
     """
     statements = parse(text, language)
     if len(statements) != 1 or not isinstance(statements[0], m.CreateStream):
@@ -120,15 +142,35 @@ def declare(text: str, *, database: str | None = None, source: str = "<python>",
                                     "give the declarations a database", clause="CREATE STREAM")
     if recalculate_from is not None and not recreate:
         raise StreamDefinitionError(f"{source}: recalculate from needs recreate", clause="on change")
+    try:
+        bound = freshness_of(freshness, silent_after) if freshness is not None else None
+    except StreamDefinitionError as err:
+        raise StreamDefinitionError(f"{source}: {err}", clause="freshness") from None
     return StreamDeclaration(check_name(db, DATABASE).lower(), check_name(stmt.name.name, STREAM).lower(),
                              stmt.text, source, recreate,
-                             instant(recalculate_from, source=source) if recalculate_from is not None else None)
+                             instant(recalculate_from, source=source) if recalculate_from is not None else None,
+                             bound)
 
 
 def read_file(path: Path, *, database: str | None = None, language: str | None = None) -> StreamDeclaration:
     """The declaration in a ``.sql`` file, with its ``-- on change:`` directive."""
     lines, recreate, start = [], False, None
+    freshness: str | None = None
+    silent_after: int | str = SILENT_AFTER
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if _FRESHNESS_LINE.match(line):
+            bound = FRESHNESS.match(line)
+            if bound is None:
+                raise StreamDefinitionError(f"{path}: {line.strip()!r}: expected -- freshness: <duration>[, silent "
+                                            "after <periods or duration>]", line=number, clause="freshness")
+            freshness, after = bound["bound"], bound["after"]
+            silent_after = SILENT_AFTER if after is None else int(after) if after.isdigit() else after
+            try:
+                freshness_of(freshness, silent_after)
+            except StreamDefinitionError as err:
+                raise StreamDefinitionError(f"{path}: {err.args[0]}", line=number, clause="freshness") from None
+            lines.append("")  # positions in the statement stay those of the file
+            continue
         found = DIRECTIVE.match(line)
         if found is None:
             lines.append(line)
@@ -144,7 +186,8 @@ def read_file(path: Path, *, database: str | None = None, language: str | None =
                                         "recalculate from <instant>", line=number, clause="on change")
         lines.append("")  # positions in the statement stay those of the file
     return declare("\n".join(lines), database=database, source=str(path), recreate=recreate,
-                   recalculate_from=start, language=language)
+                   recalculate_from=start, language=language, freshness=freshness,
+                   silent_after=silent_after)
 
 
 def read_folder(folder: Path, *, database: str | None = None,

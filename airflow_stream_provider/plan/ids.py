@@ -19,6 +19,8 @@ NOTIFY_TASK = "notify"
 COMMIT_TASK = "commit"
 #: the one task of a recalculation DAG's runs
 RECALCULATE_TASK = "recalculate"
+#: the one task of a freshness DAG's runs
+CHECK_FRESHNESS_TASK = "check_freshness"
 
 
 #: Airflow's rule for a DAG id: letters, digits, ``-``, ``.`` and ``_``, at most 250 characters
@@ -79,3 +81,9 @@ def stream_tag(db: str, name: str) -> str:
 def _digest(db: str, name: str) -> str:
     """12 hex digits of the SHA-256 of a stream's exact (lower-case) names: a hashed id's or tag's end."""
     return hashlib.sha256(f"{db}\0{name}".encode()).hexdigest()[:_DIGEST]
+
+
+def freshness_dag_id(db: str, name: str) -> str:
+    """The DAG that checks a stream's freshness: its main DAG's id and ``__fresh`` (shorter than
+    ``__recalc``, so it fits where that one does, and as injective)."""
+    return stream_dag_ids(db, name)[0] + "__fresh"

@@ -7,8 +7,8 @@ state written by an earlier release reads back the same, and keys this release d
 kept as they are (:attr:`StreamState.other`).
 
 The merge rules: the batch and version marks only move forward, so a late or repeated commit never
-rewinds a stream; ``computed`` counts (each run adds its own); ``last_fired`` keeps the later
-instant; the SLIDING marks keep each group's later ``last``; ``committed_tries`` keeps each run's
+rewinds a stream; ``computed`` counts (each run adds its own); ``last_fired`` and ``fired_at`` keep
+the later instant; the SLIDING marks keep each group's later ``last``; ``committed_tries`` keeps each run's
 later try, for the latest :data:`KEPT_TRIES` runs; any other key takes the new value (None clears it).
 """
 
@@ -45,6 +45,7 @@ class StreamState:
     :param last_version: the table version a PERIOD stream read up to at its last instant
     :param checkpoint_id: the identity of the detector's checkpoint the batch marks belong to
     :param last_fired: the last PERIOD instant computed (or the instant a START ... IGNORE UNTREATED was run)
+    :param fired_at: when (wall clock) a run last fired a trigger (a window, an instant, rows), for freshness
     :param resume_at: a continuous query's next instant after TIMEOUT POLICY DISCARD skipped the missed ones
     :param sliding: each SLIDING group's marks: ``{"origin": ..., "last": ...}``
     :param committed_tries: the committing try of each PERIOD run (a superseded try does nothing)
@@ -77,6 +78,7 @@ class StreamState:
     last_version: int | None = None
     checkpoint_id: str | None = None
     last_fired: datetime | None = None
+    fired_at: datetime | None = None
     resume_at: datetime | None = None
     sliding: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     committed_tries: Mapping[str, int] = field(default_factory=dict)
@@ -103,7 +105,7 @@ class StreamState:
         """The state a ``stream.json`` document holds ({} before the stream's first save)."""
         known = {f.name for f in dataclasses.fields(cls)} - {"other"}
         values: dict[str, Any] = {k: v for k, v in payload.items() if k in known and v is not None}
-        for key in ("created", "last_fired", "resume_at", "source_horizon"):
+        for key in ("created", "last_fired", "fired_at", "resume_at", "source_horizon"):
             if key in values:
                 values[key] = datetime.fromisoformat(values[key])
         if "skip_versions" in values:
@@ -155,7 +157,7 @@ class StreamState:
                 saved[key] = max(before, value)
             elif key == "computed":  # a count: each run adds its own
                 saved[key] = int(before or 0) + int(value)
-            elif key == "last_fired" and before:
+            elif key in ("last_fired", "fired_at") and before:
                 saved[key] = max(before, value, key=datetime.fromisoformat)
             elif key == "sliding" and before:
                 saved[key] = later_instants(before, value)

@@ -17,6 +17,7 @@ and idempotent (running it twice changes nothing the second time):
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -26,6 +27,7 @@ from airflow_stream_provider.airflow_api import AirflowApi, AirflowApiError
 from airflow_stream_provider.exceptions import StreamError
 from airflow_stream_provider.files import hold_lock, make_dirs
 from airflow_stream_provider.plan.declaration import StreamDeclaration, definition_diff, same_definition
+from airflow_stream_provider.plan.freshness import STATE_KEY as FRESHNESS_KEY
 from airflow_stream_provider.sql import parse
 from airflow_stream_provider.streams import cq, lifecycle
 from airflow_stream_provider.streams.recalculate import recalculate
@@ -57,14 +59,14 @@ def deploy(warehouse: Warehouse, db: str, name: str, declaration: StreamDeclarat
             return _withdraw(warehouse, db, name, project, store, api)
         if not store.exists(db, name):
             created = _create(warehouse, declaration, store)
-            _mark(store, db, name, project)
+            _mark(store, db, name, project, declaration)
             return created
         stored = store.get(db, name)
         owner = store.load_state(db, name).declared_by
         if owner not in (None, project):
             raise DeclarationRefused(f"stream {stored.qualified} is declared by the project {owner!r}, not {project!r}")
         if same_definition(stored.text, declaration.text):
-            return _keep(warehouse, db, name, project, store, api)
+            return _keep(warehouse, db, name, project, store, api, declaration)
         diff = definition_diff(stored.text, declaration.text, stored.qualified)
         if not declaration.recreate:
             with store.updating(db, name) as saving:
@@ -81,7 +83,7 @@ def deploy(warehouse: Warehouse, db: str, name: str, declaration: StreamDeclarat
         except Exception:  # (an output table of another schema, say): the running definition comes back
             store.create(db, stored.statement, stored.text, before)
             raise
-        _mark(store, db, name, project)
+        _mark(store, db, name, project, declaration)
         if declaration.recalculate_from is not None:
             done += "\n" + _recalculate(warehouse, store, db, name, declaration.recalculate_from, api)
         return done
@@ -99,16 +101,25 @@ def _create(warehouse: Warehouse, declaration: StreamDeclaration, store: StreamS
     return created.message
 
 
-def _mark(store: StreamStore, db: str, name: str, project: str) -> None:
+def _mark(store: StreamStore, db: str, name: str, project: str, declaration: StreamDeclaration) -> None:
+    """Record the stream as the project's, with its declared freshness."""
+    fresh = declaration.freshness.to_json() if declaration.freshness is not None else None
     with store.updating(db, name) as saving:
-        saving.state = saving.state.replace(declared_by=project, refused=None, refused_diff=None)
+        state = saving.state.replace(declared_by=project, refused=None, refused_diff=None)
+        if fresh is not None or FRESHNESS_KEY in state.other:
+            other = {k: v for k, v in state.other.items() if k != FRESHNESS_KEY}
+            state = dataclasses.replace(state, other={**other, FRESHNESS_KEY: fresh} if fresh else other)
+        saving.state = state
 
 
-def _keep(warehouse: Warehouse, db: str, name: str, project: str, store: StreamStore, api: AirflowApi | None) -> str:
+def _keep(warehouse: Warehouse, db: str, name: str, project: str, store: StreamStore, api: AirflowApi | None,
+          declaration: StreamDeclaration) -> str:
     state = store.load_state(db, name)
-    _mark(store, db, name, project)
+    _mark(store, db, name, project, declaration)
     if not state.paused_by_code:
-        return f"stream {db}.{name} is as declared"
+        fresh = declaration.freshness.to_json() if declaration.freshness is not None else None
+        changed = "" if state.other.get(FRESHNESS_KEY) == fresh else f" (its freshness now {fresh})"
+        return f"stream {db}.{name} is as declared{changed}"
     (start,) = parse(f"START STREAM {db}.{name}")
     assert isinstance(start, m.StartStream)
     started = lifecycle.start(warehouse, start, store, api)

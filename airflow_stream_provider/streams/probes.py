@@ -181,6 +181,24 @@ def max_event_time(table: str | Path, ts_column: str) -> datetime | None:
         return None
 
 
+#: the Delta operations that add rows to a table (its creation, deletes, vacuums and the like add none)
+ROW_WRITES = frozenset({"WRITE", "MERGE", "STREAMING UPDATE", "CREATE TABLE AS SELECT", "REPLACE TABLE AS SELECT"})
+#: the commits :func:`last_write_at` looks back over
+_RECENT_COMMITS = 50
+
+
+def last_write_at(table: Location) -> datetime | None:
+    """When (wall clock) rows were last written to a Delta table: the time of its latest commit that
+    added rows, among its last :data:`_RECENT_COMMITS` (None: none of them did)."""
+    dt = open_delta(table)
+    if dt is None:
+        return None
+    for entry in dt.history(_RECENT_COMMITS):  # newest first
+        if str(entry.get("operation", "")).upper() in ROW_WRITES and entry.get("timestamp") is not None:
+            return datetime.fromtimestamp(int(entry["timestamp"]) / 1000, UTC)
+    return None
+
+
 def _max_time(dt: DeltaTable, ts_column: str) -> datetime | None:
     # statistics by logical names, rows by the kernel's scan: a table with column mapping or deletion
     # vectors is not its files as they are (the snapshot reader needs pyspark's types: imported here,

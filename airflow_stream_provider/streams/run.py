@@ -150,6 +150,8 @@ def _run(warehouse: Warehouse, stored: StoredStream, state: StreamState, store: 
         update["outputs"] = delete_outputs(runtime, state.replace(**update), report)
     if fired and runtime.compute is not None:
         update["computed"] = len(fired)
+    if (fired or plan.kind is StreamKind.ROW and report.written) and not report.superseded:  # for freshness
+        update["fired_at"] = datetime.now(UTC).isoformat()
     if report.written and not report.superseded:  # for the output rate of SHOW STREAMS
         update["written"] = [[datetime.now(UTC).isoformat(), report.written]]
     if report.written and stored.statement.into is not None and not report.superseded:

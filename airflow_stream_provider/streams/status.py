@@ -18,13 +18,14 @@ import pyarrow as pa
 
 from airflow_stream_provider import config
 from airflow_stream_provider import model as m
-from airflow_stream_provider.exceptions import StreamError
+from airflow_stream_provider.exceptions import StreamDefinitionError, StreamError
 from airflow_stream_provider.files import append_file, write_text
 from airflow_stream_provider.model.events import STREAM_KINDS, EventType, StreamKind
+from airflow_stream_provider.plan.freshness import Freshness, configured
 from airflow_stream_provider.plan.state import RECENT_S, StreamState
 from airflow_stream_provider.plan.stream import plan_stream
 from airflow_stream_provider.streams.notifications import outbox_of
-from airflow_stream_provider.streams.probes import max_event_time, open_delta, progress_time
+from airflow_stream_provider.streams.probes import last_write_at, max_event_time, open_delta, progress_time
 from airflow_stream_provider.streams.store import StoredStream, StreamStore
 from airflow_stream_provider.warehouse import Catalog, Result, Warehouse, mapping
 from airflow_stream_provider.warehouse.catalog import SubTable
@@ -43,6 +44,8 @@ COLUMNS = (
     ("realtime_lag_ms", pa.int64()),  # TDengine 3.4.2.5: the same lag in milliseconds
     ("output_rows_per_sec_1m", pa.float64()),  # TDengine 3.4.2.5: rows written in the last minute, per second
     ("history_progress_pct", pa.float64()),  # TDengine 3.4.2.5: FILL_HISTORY done (100) or not (0); NULL without it
+    ("freshness", pa.string()),  # ok, late or silent (:func:`freshness`), or invalid; NULL without a bound
+    ("freshness_bound_s", pa.float64()),  # the bound of the realtime lag, in seconds
     ("next_instant", pa.timestamp("us", tz="UTC")),  # PERIOD and continuous queries: the next run
     ("windows_opened", pa.int64()),
     ("windows_closed", pa.int64()),
@@ -108,15 +111,61 @@ SAMPLES_KEPT = 2_000
 SAMPLE_EVERY_S = 15.0
 
 
-def _trigger_latest(catalog: Catalog, stored: StoredStream) -> datetime | None:
-    """The trigger table's latest event time, from Delta's file statistics."""
+def _trigger_table(catalog: Catalog, stored: StoredStream) -> tuple[str, str] | None:
+    """The trigger table's Delta location and timestamp column (None: the stream has none)."""
     stmt = stored.statement
     if stmt.trigger_table is None:
         return None
     info = catalog.resolve(stmt.trigger_table, (stmt.trigger_table.db or stored.db).lower(), "trigger table")
     table = info.stable if isinstance(info, SubTable) else info
     (ts,) = mapping.sources(table.path, [table.timestamp_column])  # an attached table's own column name
-    return max_event_time(table.path, ts)
+    return str(table.path), ts
+
+
+def _trigger_latest(catalog: Catalog, stored: StoredStream) -> datetime | None:
+    """The trigger table's latest event time, from Delta's file statistics."""
+    found = _trigger_table(catalog, stored)
+    return max_event_time(*found) if found is not None else None
+
+
+#: the values of the ``freshness`` column (``invalid``: its setting cannot be read)
+FRESH, LATE, SILENT, INVALID = "ok", "late", "silent", "invalid"
+
+
+def freshness(bound: Freshness | None, stmt: m.CreateStream, late_by_s: float | None, last_arrival: datetime | None,
+              last_fire: datetime | None) -> tuple[str | None, str | None]:
+    """Whether a stream's results are as fresh as its bound says, and why not: ``late`` when
+    ``late_by_s`` (its realtime lag; for a PERIOD stream, how long its next instant has been due) is
+    over the bound; else ``silent`` when rows were still written to its trigger table
+    (``last_arrival``, wall clock) longer than its silence after it last fired (``last_fire``, or
+    its creation); else ``ok``. (None, None) for a stream without a bound."""
+    if bound is None:
+        return None, None
+    limit = bound.bound.total_seconds()
+    if late_by_s is not None and late_by_s > limit:
+        return LATE, f"its realtime lag is {late_by_s:g} s, over its freshness bound of {limit:g} s"
+    silence = bound.silence(stmt)
+    if last_arrival is not None and last_fire is not None and last_arrival - last_fire > silence:
+        quiet = (last_arrival - last_fire).total_seconds()
+        since = last_fire.isoformat(timespec="seconds")
+        return SILENT, (f"rows kept arriving on its trigger table for {quiet:.0f} s after it last fired "
+                        f"(at {since}), longer than its {silence.total_seconds():g} s of silence")
+    return FRESH, None
+
+
+def _freshness_of(warehouse: Warehouse, stored: StoredStream, state: StreamState, lag: float | None,
+                  next_instant: datetime | None) -> tuple[Freshness | None, str | None, str | None]:
+    try:
+        bound = configured(stored.db, stored.name, state)
+    except StreamDefinitionError as err:  # a setting that cannot be read: said, and the stream's other figures stay
+        return None, INVALID, str(err)
+    if bound is None or state.stopped:  # a stopped stream is neither late nor silent: it was told to stop
+        return bound, None, None
+    if isinstance(stored.statement.trigger, m.PeriodTrigger):
+        lag = max(0.0, (datetime.now(UTC) - next_instant).total_seconds()) if next_instant is not None else None
+    found = _trigger_table(warehouse.catalog, stored)
+    arrival = last_write_at(found[0]) if found is not None else None
+    return bound, *freshness(bound, stored.statement, lag, arrival, state.fired_at or state.created)
 
 
 def sample_due(stored: StoredStream) -> bool:
@@ -224,6 +273,7 @@ def stream_status(warehouse: Warehouse, stored: StoredStream, store: StreamStore
         status = "running"
     if stmt.legacy is not None:  # the words of TDengine 3.3.6's SHOW STREAMS
         status = LEGACY_STATUS[status]
+    bound, fresh, why = _freshness_of(warehouse, stored, state, lag, next_instant)
     computed = state.computed
     reclosed = counts.get(RECLOSED, 0)
     recalculated = state.recalculated_triggers + reclosed
@@ -233,6 +283,8 @@ def stream_status(warehouse: Warehouse, stored: StoredStream, store: StreamStore
         "create_time": state.created,
         "progress": progress, "lag_s": lag, "next_instant": next_instant,
         "realtime_lag_ms": None if lag is None else round(lag * 1000), "history_progress_pct": history,
+        "freshness": fresh, "freshness_bound_s": bound.bound.total_seconds() if bound is not None else None,
+        "freshness_detail": why,  # (not a column: what a freshness check says when it fails)
         "output_rows_per_sec_1m": output_rows_per_sec_1m(state, datetime.now(UTC)),
         "windows_opened": counts.get(EventType.WINDOW_OPEN, 0), "windows_closed": counts.get(EventType.WINDOW_CLOSE, 0),
         "computations": computed, "recalculations": state.recalculations + reclosed,

@@ -175,5 +175,6 @@ def test_the_example_project_declares_a_stream_and_a_continuous_query(tmp_path, 
     assert deploy_dag.task_ids == ["deploy__power__max_voltage_1m", "deploy__root__voltage_max"]
     first = deploy_dag.get_task("deploy__power__max_voltage_1m")
     assert first.recreate and first.recalculate_from == "2025-01-01T00:00:00+00:00"
+    assert first.freshness == {"bound_s": 300.0, "silent_after": 3}  # -- freshness: 5m, silent after 3 periods
     assert first.text.startswith("CREATE STREAM max_voltage_1m")
     assert not list(tmp_path.glob("streams/*/*.sql"))  # parsing created nothing

@@ -62,6 +62,7 @@ async function renderList() {
       <td>${esc(s.language)}</td>
       <td>${time(s.progress)}</td>
       <td class="num">${secs(s.lag_s)}</td>
+      <td data-col="freshness">${freshness(s)}</td>
       <td data-col="next-instant">${time(s.next_instant)}</td>
       <td class="num">${num(s.windows_opened)} / ${num(s.windows_closed)}</td>
       <td class="num" data-col="computations">${num(s.computations)}</td>
@@ -87,6 +88,13 @@ async function renderTriggers() {
   $("#no-triggers").hidden = data.triggers.length > 0;
 }
 
+// ok, late or silent against the stream's freshness bound (nothing without one)
+function freshness(s) {
+  if (!s.freshness) return "";
+  const why = s.freshness_detail ? `: ${s.freshness_detail}` : "";
+  return `<span class="freshness ${esc(s.freshness)}" title="${esc(`bound ${secs(s.freshness_bound_s)}${why}`)}">${esc(s.freshness)}</span>`;
+}
+
 function card(key, value) {
   return `<div class="card"><div class="k">${esc(key)}</div><div class="v">${value}</div></div>`;
 }
@@ -102,13 +110,15 @@ async function renderStream(db, name) {
     card("created", time(s.create_time)),
     card("progress", time(s.progress)),
     card("lag", secs(s.lag_s)),
+    ...(s.freshness ? [card("freshness", `${freshness(s)} (bound ${secs(s.freshness_bound_s)})`)] : []),
     card("next instant", time(s.next_instant)),
     card("windows opened / closed", `${num(s.windows_opened)} / ${num(s.windows_closed)}`),
     card("computations", num(s.computations)),
     card("recalculations", num(s.recalculations)),
     card("notifications sent / dropped / pending", `${num(s.notify_sent)} / ${num(s.notify_dropped)} / ${num(s.notify_pending)}`),
     card("DAG", `<a href="../dags/${encodeURIComponent(data.dag_id)}" target="_top">${esc(data.dag_id)}</a>`),
-  ].join("") + (s.last_error ? `<p class="error" data-testid="last-error">${esc(s.last_error)}</p>` : "");
+  ].join("") + (s.last_error ? `<p class="error" data-testid="last-error">${esc(s.last_error)}</p>` : "")
+    + (s.freshness_detail ? `<p class="error" data-testid="freshness-detail">${esc(s.freshness)}: ${esc(s.freshness_detail)}</p>` : "");
   $("#sql").textContent = data.sql;
   renderProgress(data.progress);
   lineChart($("#lag-chart"), data.lag.filter((p) => p.lag_s !== null).map((p) => [Date.parse(p.at), p.lag_s]));
