@@ -22,7 +22,7 @@ from airflow_stream_provider.notify import receiver
 from airflow_stream_provider.progress import Console
 from airflow_stream_provider.spark.session import DeltaJarsMissing, delta_round_trip
 from airflow_stream_provider.sql import parse
-from airflow_stream_provider.sql.tdengine.versions import changes_under_3_4
+from airflow_stream_provider.sql.tdengine.versions import report_3_4
 from airflow_stream_provider.sql.tdengine_legacy.migrate import to_3_3_7
 
 #: the data is written, but an insert trigger failed on it (reference 004's "the insertion itself is completed")
@@ -152,14 +152,7 @@ def _print_migrations(statements: list[m.Statement]) -> int:
 
 def _print_version_changes(statements: list[m.Statement]) -> int:
     """``check --to 3.4``: what each 3.3.7 statement would do differently under TDengine 3.4."""
-    for stmt in statements:
-        changes = changes_under_3_4(stmt)
-        if not changes:
-            print(f"-- {stmt.subject}: the same under TDengine 3.4".replace("--  :", "--"))
-            continue
-        print(f"-- {stmt.subject}: changes under TDengine 3.4 (keep 3.3.7's with SEMANTICS('3.3.7')):")
-        for change in changes:
-            print(f"--   * {change}")
+    print("\n".join(line for stmt in statements for line in report_3_4(stmt)))
     return 0
 
 
@@ -491,9 +484,8 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="parse and validate statements without starting Spark")
     check.add_argument("-f", "--file", help="read statements from FILE ('-' for standard input)")
     check.add_argument("statement", nargs="?", help="statements to check")
-    check.add_argument("--to", choices=("3.3.7", "3.4"), help="3.3.7: print each statement in TDengine 3.3.7's "
-                       "stream syntax, and what a legacy stream does that the 3.3.7 form does not; 3.4: list what "
-                       "a 3.3.7 statement would do differently under TDengine 3.4's semantics")
+    check.add_argument("--to", choices=("3.3.7", "3.4"), help="3.3.7: each statement in 3.3.7's syntax and what it "
+                       "cannot reproduce; 3.4: what a 3.3.7 statement does differently under 3.4's semantics")
     check.set_defaults(func=cmd_check)
     selfcheck = sub.add_parser("selfcheck", help="create, write and read back a Delta table on local Spark")
     selfcheck.set_defaults(func=cmd_selfcheck)

@@ -49,6 +49,12 @@ class Duration:
     def is_calendar(self) -> bool:
         return self.unit in CALENDAR_UNITS
 
+    def shortest(self) -> timedelta:
+        """The least time it can span: itself when fixed; 28 days a month, 365 days a year."""
+        if self.unit == "y":
+            return timedelta(days=365 * self.count)
+        return timedelta(days=28 * self.months) if self.is_calendar else self.to_timedelta()
+
     def to_timedelta(self) -> timedelta:
         return timedelta(microseconds=self.micros)
 

@@ -172,3 +172,14 @@ def test_calendar_timetable_round_trips_and_fires_monthly() -> None:
     assert [at.astimezone(BERLIN).day for at in again.schedule.instants(again.created,
                                                                          datetime(2024, 4, 30, tzinfo=UTC))] == [
         15, 15, 15]
+
+
+def test_check_to_3_4_prints_a_comment_per_statement(capsys: pytest.CaptureFixture[str]) -> None:
+    from airflow_stream_provider.cli.commands import main
+
+    code = main(["check", "--to", "3.4", "CREATE STREAM s PERIOD(1w) INTO o AS SELECT now() AS ts, 1 AS v; "
+                 "CREATE STREAM s2 PERIOD(1h) INTO o2 AS SELECT now() AS ts, 1 AS v"])
+    out = capsys.readouterr().out.splitlines()
+    assert code == 0
+    assert out[0].startswith("-- s: changes under TDengine 3.4") and "on Mondays" in out[1]
+    assert out[2] == "-- s2: the same under TDengine 3.4"

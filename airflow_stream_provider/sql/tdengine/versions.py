@@ -32,3 +32,12 @@ def changes_under_3_4(stmt: m.Statement) -> list[str]:
         weekday = ""
     return [f"{trig}: 3.3.7 fires from midnight of the creation day{offset}, stepping by the period plus the "
             f"offset; 3.4 fires {grid}{weekday}, whatever day the stream was created"]
+
+
+def report_3_4(stmt: m.Statement) -> list[str]:
+    """The lines ``check --to 3.4`` prints for ``stmt``: SQL comments, one per difference."""
+    changes = changes_under_3_4(stmt)
+    if not changes:
+        return [f"-- {stmt.subject}: the same under TDengine 3.4"]
+    head = f"-- {stmt.subject}: changes under TDengine 3.4 (SEMANTICS('3.3.7') keeps 3.3.7's behaviour):"
+    return [head, *(f"--   * {change}" for change in changes)]
