@@ -102,6 +102,23 @@ def verify_lookback() -> timedelta | None:
     return _seconds("AIRFLOW_STREAM_VERIFY_LOOKBACK", "lookback")
 
 
+#: the TDengine versions whose stream behaviour a stream can follow where they differ (PERIOD of a
+#: day or more): 3.3.7 counts from the creation day's midnight, 3.4 from the epoch's whole periods
+TDENGINE_SEMANTICS = ("3.3.7", "3.4")
+
+
+def tdengine_semantics() -> str:
+    """Which TDengine version's semantics a new stream follows when it names none:
+    ``AIRFLOW_STREAM_TDENGINE_SEMANTICS``, else ``[tdengine] semantics`` of ``airflow-stream.toml``;
+    default ``3.3.7``."""
+    value = os.environ.get("AIRFLOW_STREAM_TDENGINE_SEMANTICS") or settings().get("tdengine", {}).get("semantics")
+    semantics = str(value).strip() if value else "3.3.7"
+    if semantics not in TDENGINE_SEMANTICS:
+        raise ValueError(f"TDengine semantics {value!r} (AIRFLOW_STREAM_TDENGINE_SEMANTICS or [tdengine] semantics): "
+                         f"expected one of {', '.join(TDENGINE_SEMANTICS)}")
+    return semantics
+
+
 def detector_engine() -> str:
     """The node's detector engine: ``AIRFLOW_STREAM_DETECTOR_ENGINE``, else ``[node] detector_engine``
     of ``airflow-stream.toml``; ``in-process``, the default and the one engine the node hosts (the

@@ -124,7 +124,9 @@ def _timetable(plan: StreamPlan) -> PeriodTimetable | SlidingTimetable | Resampl
         return ResampleTimetable(schedule.every, schedule.boundary, trig.start_offset.to_timedelta(),
                                  trig.end_offset.to_timedelta(), trig.policy, schedule.created)
     kind = PeriodTimetable if plan.kind is StreamKind.PERIOD else SlidingTimetable
-    return kind(schedule.period, schedule.offset, config.timezone_name(), schedule.created)
+    zone = getattr(schedule.tz, "key", None) or config.timezone_name()
+    return kind(schedule.period, schedule.offset, zone, schedule.created, months=schedule.months,
+                aligned=schedule.aligned)
 
 
 def _start(plan: StreamPlan) -> tuple[datetime, bool]:

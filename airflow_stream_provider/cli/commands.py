@@ -22,6 +22,7 @@ from airflow_stream_provider.notify import receiver
 from airflow_stream_provider.progress import Console
 from airflow_stream_provider.spark.session import DeltaJarsMissing, delta_round_trip
 from airflow_stream_provider.sql import parse
+from airflow_stream_provider.sql.tdengine.versions import report_3_4
 from airflow_stream_provider.sql.tdengine_legacy.migrate import to_3_3_7
 
 #: the data is written, but an insert trigger failed on it (reference 004's "the insertion itself is completed")
@@ -103,6 +104,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     if not statements:
         print("error: no statement found", file=sys.stderr)
         return 2
+    if args.to == "3.4":
+        return _print_version_changes(statements)
     if args.to:
         return _print_migrations(statements)
     failed = _refused_path_tables(statements, text, source)
@@ -146,6 +149,12 @@ def _print_migrations(statements: list[m.Statement]) -> int:
             print(f"-- what {stmt.subject} does that {'it' if found.statement else '3.3.7'} does not:")
             for difference in found.differences:
                 print(f"--   * {difference}")
+    return 0
+
+
+def _print_version_changes(statements: list[m.Statement]) -> int:
+    """``check --to 3.4``: what each 3.3.7 statement would do differently under TDengine 3.4."""
+    print("\n".join(line for stmt in statements for line in report_3_4(stmt)))
     return 0
 
 
@@ -477,8 +486,8 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="parse and validate statements without starting Spark")
     check.add_argument("-f", "--file", help="read statements from FILE ('-' for standard input)")
     check.add_argument("statement", nargs="?", help="statements to check")
-    check.add_argument("--to", choices=("3.3.7",), help="print each statement in TDengine 3.3.7's stream syntax, "
-                       "and what a legacy stream does that the 3.3.7 form does not")
+    check.add_argument("--to", choices=("3.3.7", "3.4"), help="3.3.7: each statement in 3.3.7's syntax and what it "
+                       "cannot reproduce; 3.4: what a 3.3.7 statement does differently under 3.4's semantics")
     check.set_defaults(func=cmd_check)
     selfcheck = sub.add_parser("selfcheck", help="create, write and read back a Delta table on local Spark")
     selfcheck.set_defaults(func=cmd_selfcheck)

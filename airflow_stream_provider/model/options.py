@@ -35,6 +35,9 @@ class StreamOptions:
     event_types: tuple[EventType, ...] = (EventType.WINDOW_CLOSE,)
     ignore_nodata_trigger: bool = False
     engine: str | None = None  # ENGINE('in-process' | 'spark' | 'auto'): which detector finds its windows
+    #: SEMANTICS('3.3.7' | '3.4'): which TDengine version's behaviour the stream follows where they
+    #: differ (None: the home's ``[tdengine] semantics``, recorded at CREATE)
+    semantics: str | None = None
     given: frozenset[str] = frozenset()  # option names written in the statement
 
 

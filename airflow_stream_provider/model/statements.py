@@ -53,6 +53,8 @@ class CreateStream(Statement):
     into: TableName | None = None
     #: NODELAY_CREATE_SUBTABLE (TDengine 3.4.1): each known group's output subtable is created at CREATE
     nodelay_create_subtable: bool = False
+    #: TIMEZONE 'Area/City' (TDengine 3.4.3): the zone of the stream's instants and calendar windows
+    timezone: str | None = None
     output_subtable: SqlExpression | None = None
     columns: tuple[OutputColumn, ...] = ()
     tags: tuple[TagDefinition, ...] = ()

@@ -18,7 +18,9 @@ UNIT_MICROS = {
     "d": 86_400_000_000,
     "w": 604_800_000_000,
 }
-CALENDAR_UNITS = {"n": "MONTH", "y": "YEAR"}
+CALENDAR_UNITS = {"n": "MONTH", "q": "QUARTER", "y": "YEAR"}
+#: calendar months per calendar unit (TDengine 3.4.1: ``n`` month, ``q`` quarter, ``y`` year)
+UNIT_MONTHS = {"n": 1, "q": 3, "y": 12}
 #: the span of the timestamps a table can hold, in microseconds: no longer duration means anything
 TIMESTAMP_SPAN_MICROS = LAST_MICROS - FIRST_MICROS
 ALL_UNITS = set(UNIT_MICROS) | set(CALENDAR_UNITS) | {"b"}
@@ -26,18 +28,32 @@ ALL_UNITS = set(UNIT_MICROS) | set(CALENDAR_UNITS) | {"b"}
 
 @dataclass(frozen=True)
 class Duration:
-    """A duration such as ``5m``: ``unit`` is one of ``u a s m h d w``."""
+    """A duration such as ``5m``: ``unit`` is one of ``u a s m h d w``, or a calendar unit ``n q y``
+    (months, quarters, years), which has no fixed length: :attr:`months` counts it instead."""
 
     count: int
     unit: str
 
     @property
     def micros(self) -> int:
+        if self.unit in CALENDAR_UNITS:
+            raise ValueError(f"{self} is a calendar duration: it has no fixed length in microseconds")
         return self.count * UNIT_MICROS[self.unit]
+
+    @property
+    def months(self) -> int:
+        """The calendar months of a calendar duration (``1q`` is 3), 0 for a fixed one."""
+        return self.count * UNIT_MONTHS.get(self.unit, 0)
 
     @property
     def is_calendar(self) -> bool:
         return self.unit in CALENDAR_UNITS
+
+    def shortest(self) -> timedelta:
+        """The least time it can span: itself when fixed; 28 days a month, 365 days a year."""
+        if self.unit == "y":
+            return timedelta(days=365 * self.count)
+        return timedelta(days=28 * self.months) if self.is_calendar else self.to_timedelta()
 
     def to_timedelta(self) -> timedelta:
         return timedelta(microseconds=self.micros)

@@ -8,6 +8,13 @@
 - Only instants after the creation time fire.
 
 SLIDING follows the same rules over event time. Times are aware datetimes; days are those of ``tz``.
+
+Aligned schedules (TDengine 3.4): calendar periods (``n`` months, ``q`` quarters, ``y`` years, 3.4.1)
+fire at the first of every ``months``-th month counted from January 1970, plus the offset; under
+3.4's semantics a fixed period of a day or more fires at whole multiples of the period from the
+epoch's local midnight, and one of whole weeks from Monday 1970-01-05 (``PERIOD(1w)`` on Mondays,
+``PERIOD(1w, 1d)`` on Tuesdays). Both count on the wall clock of ``tz``, so a day is a local day
+across daylight saving changes.
 """
 
 from __future__ import annotations
@@ -15,26 +22,89 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta, tzinfo
+from zoneinfo import ZoneInfo
 
 from airflow_stream_provider import model as m
 
 DAY = timedelta(days=1)
 
 
+#: Monday 1970-01-05, where the weeks of an aligned schedule begin (1970-01-01 was a Thursday)
+WEEK_ORIGIN = datetime(1970, 1, 5)
+DAY_ORIGIN = datetime(1970, 1, 1)
+WEEK = timedelta(weeks=1)
+#: the shortest month: a calendar schedule's offset stays under this many days a month
+SHORTEST_MONTH = timedelta(days=28)
+
+
 @dataclass(frozen=True)
 class Schedule:
+    """``months``: a calendar period of that many months (``period`` then only stands for its
+    shortest length); ``aligned``: fixed periods of a day or more follow TDengine 3.4."""
+
     period: timedelta
     offset: timedelta
     tz: tzinfo
     created: datetime  # instants at or before it never fire
+    months: int = 0
+    aligned: bool = False
 
     def __post_init__(self) -> None:
         if self.period <= timedelta(0):
             raise ValueError(f"a schedule period must be positive, not {self.period}")
-        if not timedelta(0) <= self.offset < DAY:
-            raise ValueError(f"a schedule offset must be in [0, 1 day), not {self.offset}")
+        if self.months < 0:
+            raise ValueError(f"a calendar schedule counts whole months, not {self.months}")
+        limit = self.period if self.on_grid else DAY
+        if not timedelta(0) <= self.offset < limit:
+            raise ValueError(f"a schedule offset must be in [0, {limit}), not {self.offset}")
         if self.created.tzinfo is None:
             raise ValueError("the creation time of a schedule needs a time zone")
+
+    @classmethod
+    def calendar(cls, months: int, offset: timedelta, tz: tzinfo, created: datetime) -> Schedule:
+        return cls(SHORTEST_MONTH * months, offset, tz, created, months=months, aligned=True)
+
+    @property
+    def on_grid(self) -> bool:
+        """The instants are whole periods from an epoch origin (a calendar or an aligned long period)."""
+        return self.months > 0 or (self.aligned and self.period >= DAY)
+
+    # --- aligned schedules: instant k is a wall-clock time of tz ------------------------------
+
+    def _grid_wall(self, k: int) -> datetime:
+        """The naive wall-clock time of the ``k``-th instant of an aligned schedule."""
+        if self.months:
+            index = k * self.months
+            return datetime(1970 + index // 12, index % 12 + 1, 1) + self.offset
+        origin = WEEK_ORIGIN if self.period % WEEK == timedelta(0) else DAY_ORIGIN
+        return origin + k * self.period + self.offset
+
+    def _grid_at(self, k: int) -> datetime:
+        return self._grid_wall(k).replace(tzinfo=self.tz).astimezone(UTC)
+
+    def _grid_index(self, at: datetime) -> int:
+        """A ``k`` whose instant is at or before ``at`` (one step early at most)."""
+        wall = at.astimezone(self.tz).replace(tzinfo=None) - self.offset
+        if self.months:
+            return ((wall.year - 1970) * 12 + wall.month - 1) // self.months - 1
+        origin = WEEK_ORIGIN if self.period % WEEK == timedelta(0) else DAY_ORIGIN
+        return (wall - origin) // self.period - 1
+
+    def _grid_after(self, start: datetime, until: datetime | None) -> Iterator[datetime]:
+        k = self._grid_index(start)
+        while True:
+            at = self._grid_at(k)
+            if until is not None and at > until:
+                return
+            if at > start:
+                yield at
+            k += 1
+
+    def _grid_before(self, at: datetime) -> datetime:
+        k = self._grid_index(at) + 2
+        while self._grid_at(k) >= at:
+            k -= 1
+        return self._grid_at(k)
 
     def _midnight(self, at: datetime) -> datetime:
         local = at.astimezone(self.tz)
@@ -60,7 +130,9 @@ class Schedule:
     def instants(self, after: datetime, until: datetime | None = None) -> Iterator[datetime]:
         """Instants strictly after ``after`` (and after creation), up to ``until`` inclusive."""
         start = max(after, self.created)
-        if self.period < DAY:
+        if self.on_grid:
+            yield from self._grid_after(start, until)
+        elif self.period < DAY:
             midnight = self._midnight(start) - DAY  # an offset can put a day's last instant after midnight
             midnight = self._midnight(midnight)
             while True:
@@ -87,6 +159,8 @@ class Schedule:
 
     def previous(self, at: datetime) -> datetime | None:
         """The schedule's instant before ``at`` (creation not considered), or None at its origin."""
+        if self.on_grid:
+            return self._grid_before(at)
         if self.period < DAY:
             midnight = self._midnight(at)
             for _ in range(2):
@@ -172,14 +246,22 @@ def recalc_step(stmt: m.CreateStream) -> timedelta:
     if isinstance(trig, m.IntervalWindow):
         return (trig.sliding or trig.interval).to_timedelta()
     if isinstance(trig, m.SlidingTrigger):
-        return trig.sliding.to_timedelta()
+        return SHORTEST_MONTH * trig.sliding.months if trig.sliding.is_calendar else trig.sliding.to_timedelta()
     return timedelta(hours=1)
 
 
-def schedule_of(stmt: m.CreateStream, anchor: datetime, tz: tzinfo) -> Schedule | ResampleSchedule | None:
+def stream_zone(stmt: m.CreateStream, default: tzinfo) -> tzinfo:
+    """The zone of a stream's instants: its TIMEZONE clause (TDengine 3.4.3), else ``default``."""
+    return ZoneInfo(stmt.timezone) if stmt.timezone else default
+
+
+def schedule_of(stmt: m.CreateStream, anchor: datetime, tz: tzinfo, semantics: str = "3.3.7"
+                ) -> Schedule | ResampleSchedule | None:
     """The instants of a PERIOD or SLIDING trigger, none at or before ``anchor`` (the stream's
     creation, or for SLIDING the start of a group's or a recalculation's event time), or of a
-    continuous query's RESAMPLE; None for window triggers, which a detector fires."""
+    continuous query's RESAMPLE; None for window triggers, which a detector fires. ``tz`` is the
+    home's zone, which the stream's TIMEZONE overrides; ``semantics`` the TDengine version the
+    stream follows (its SEMANTICS option overrides it)."""
     trig = stmt.trigger
     if isinstance(trig, m.ResampleTrigger):
         return resample_schedule(trig, anchor)
@@ -189,4 +271,9 @@ def schedule_of(stmt: m.CreateStream, anchor: datetime, tz: tzinfo) -> Schedule 
         step = trig.sliding
     else:
         return None
-    return Schedule(step.to_timedelta(), trig.offset.to_timedelta() if trig.offset else timedelta(0), tz, anchor)
+    zone = stream_zone(stmt, tz)
+    offset = trig.offset.to_timedelta() if trig.offset else timedelta(0)
+    if step.is_calendar:
+        return Schedule.calendar(step.months, offset, zone, anchor)
+    aligned = isinstance(trig, m.PeriodTrigger) and (stmt.options.semantics or semantics) == "3.4"
+    return Schedule(step.to_timedelta(), offset, zone, anchor, aligned=aligned)

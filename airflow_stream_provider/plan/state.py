@@ -66,11 +66,14 @@ class StreamState:
     :param refused: the fingerprint of a declaration refused because it differs from the stream ...
     :param refused_diff: ... and the diff it was refused with
     :param paused_by_code: the stream was stopped because its declaration left the code
+    :param semantics: the TDengine version whose behaviour the stream follows, recorded at CREATE
+        (its SEMANTICS option, else the home's ``[tdengine] semantics``)
     :param other: the keys this release does not know, kept as they were read
     """
 
     created: datetime | None = None
     created_version: int | None = None
+    semantics: str = "3.3.7"
     result_schema: str | None = None
     trigger_table: Mapping[str, Any] | None = None
     consumed_batch: int | None = None

@@ -151,7 +151,7 @@ def plan_stream(stmt: m.CreateStream, db: str, state: StreamState, *, home: str 
     recalculated = kind in (StreamKind.WINDOW, StreamKind.SLIDING) and stmt.rows.recalculated_on_request
     return StreamPlan(
         db=db, name=name, statement=stmt, kind=kind, created=created,
-        schedule=schedule_of(stmt, created, config.timezone()), trigger_table=table,
+        schedule=schedule_of(stmt, created, config.timezone(), state.semantics), trigger_table=table,
         dag_id=main_id, tasks=tuple(tasks),
         recalc_dag_id=recalc_id if recalculated else None,
         recalc_step=recalc_step(stmt) if recalculated else None,

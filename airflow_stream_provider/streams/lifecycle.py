@@ -20,6 +20,7 @@ from datetime import UTC, datetime, timedelta
 
 from sqlglot import exp
 
+from airflow_stream_provider import config
 from airflow_stream_provider import model as m
 from airflow_stream_provider.airflow_api import AirflowApi, AirflowApiError
 from airflow_stream_provider.exceptions import StreamDefinitionError, StreamError, did_you_mean
@@ -73,6 +74,7 @@ def create(warehouse: Warehouse, stmt: m.CreateStream, store: StreamStore | None
     now = datetime.now(UTC)
     table = runtime.trigger_table
     store.create(db, stmt, stmt.text, StreamState(created=now, created_version=runtime.table_version(),
+                                                  semantics=stmt.options.semantics or config.tdengine_semantics(),
                                                   result_schema=runtime.schema_json(),
                                                   trigger_table=table.to_state() if table is not None else None))
     trigger = f" on {runtime.found.qualified}" if runtime.found is not None else ""

@@ -153,9 +153,9 @@ def _window_span(trigger: object) -> timedelta | None:
     if isinstance(trigger, m.IntervalWindow):
         return trigger.interval.to_timedelta()
     if isinstance(trigger, m.PeriodTrigger):
-        return trigger.period.to_timedelta()
+        return trigger.period.shortest()
     if isinstance(trigger, m.SlidingTrigger):
-        return trigger.sliding.to_timedelta()
+        return trigger.sliding.shortest()
     if isinstance(trigger, m.SessionWindow):
         return trigger.gap.to_timedelta()
     return None

@@ -38,6 +38,8 @@ COLUMNS = (
     ("trigger", pa.string()),
     ("language", pa.string()),  # the syntax it was written in: TDengine 3.3.7, TDengine 3.3.6
     ("engine", pa.string()),  # the detector engine of a window stream: in-process or spark (else NULL)
+    ("timezone", pa.string()),  # TDengine 3.4.3: the zone of its instants and calendar windows (TIMEZONE)
+    ("semantics", pa.string()),  # the TDengine version whose behaviour it follows: 3.3.7 or 3.4
     ("create_time", pa.timestamp("us", tz="UTC")),
     ("progress", pa.timestamp("us", tz="UTC")),  # event time processed up to (PERIOD: last instant fired)
     ("lag_s", pa.float64()),  # the trigger table's latest event time minus progress; for a CQ, how late it runs
@@ -280,6 +282,7 @@ def stream_status(warehouse: Warehouse, stored: StoredStream, store: StreamStore
     return {
         "stream_name": stored.name, "db_name": stored.db, "status": status, "trigger": str(stmt.trigger),
         "language": language(stmt), "engine": engine_of(stmt),
+        "timezone": stmt.timezone or config.timezone_name(), "semantics": state.semantics,
         "create_time": state.created,
         "progress": progress, "lag_s": lag, "next_instant": next_instant,
         "realtime_lag_ms": None if lag is None else round(lag * 1000), "history_progress_pct": history,
@@ -385,10 +388,15 @@ def like_pattern(pattern: str) -> re.Pattern[str]:
 
 
 def show_create_stream(warehouse: Warehouse, stmt: m.ShowCreateStream, store: StreamStore | None = None) -> Result:
-    """The CREATE STREAM statement of a stream, as it was written (without its closing ``;``)."""
-    stored = (store or StreamStore()).get(warehouse.database_of(stmt.name), stmt.name.name)
+    """The CREATE STREAM statement of a stream, as it was written (without its closing ``;``), with
+    the zone and the TDengine semantics it follows, as recorded when it was created."""
+    store = store or StreamStore()
+    stored = store.get(warehouse.database_of(stmt.name), stmt.name.name)
     text = stored.text.strip().removesuffix(";").rstrip()
-    table = pa.table({"stream_name": [stored.name], "db_name": [stored.db], "sql": [text]})
+    state = store.load_state(stored.db, stored.name)
+    zone = stored.statement.timezone or config.timezone_name()
+    table = pa.table({"stream_name": [stored.name], "db_name": [stored.db], "sql": [text], "timezone": [zone],
+                      "semantics": [state.semantics]})
     return Result(stmt, f"stream {stored.qualified}", table)
 
 

@@ -19,6 +19,9 @@ class RecalcTimetable(ScheduleTimetable):
     :param timezone: the IANA time zone whose midnight the instants count from; default ``UTC``.
     :param created: the creation time, a time-zone-aware ``datetime`` or ISO 8601 text: only instants
         after it fire; default None, the Unix epoch.
+    :param months: a calendar period of this many months (0: ``period`` is fixed); see
+        :class:`ScheduleTimetable`.
+    :param aligned: a period of a day or more counts from the epoch (TDengine 3.4); default False.
     """
 
     __module__ = CLASSPATH_MODULE

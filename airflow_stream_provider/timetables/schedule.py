@@ -57,6 +57,11 @@ class ScheduleTimetable(Timetable):
     :param timezone: the IANA time zone whose midnight the instants count from; default ``UTC``.
     :param created: the creation time, a time-zone-aware ``datetime`` or ISO 8601 text: only instants
         after it fire; default None, the Unix epoch.
+    :param months: a calendar period of this many months (``PERIOD(1n)``, ``PERIOD(1q)`` is 3,
+        ``PERIOD(1y)`` 12), fired on the first of every ``months``-th month from January 1970 plus the
+        offset (which may then be days); ``period`` is ignored. Default 0: ``period`` is fixed.
+    :param aligned: a period of a day or more fires at whole periods from the epoch, weeks from
+        Monday 1970-01-05 (TDengine 3.4); default False, from the creation day (TDengine 3.3.7).
     """
 
     keyword = ""
@@ -64,18 +69,24 @@ class ScheduleTimetable(Timetable):
     run_ordering = ("data_interval_end", "logical_date")
 
     def __init__(self, period: timedelta | str, offset: timedelta | str = timedelta(0), timezone: str = "UTC",
-                 created: datetime | str | None = None) -> None:
-        self.period = duration(period)
+                 created: datetime | str | None = None, *, months: int = 0, aligned: bool = False) -> None:
         self.offset = duration(offset)
         self.timezone = str(timezone)
         self.created = _aware(created, _EPOCH)
-        self.schedule = Schedule(self.period, self.offset, ZoneInfo(self.timezone), self.created)
+        self.months = int(months)
+        self.aligned = bool(aligned) or self.months > 0
+        if self.months:
+            self.schedule = Schedule.calendar(self.months, self.offset, ZoneInfo(self.timezone), self.created)
+        else:
+            self.schedule = Schedule(duration(period), self.offset, ZoneInfo(self.timezone), self.created,
+                                     aligned=self.aligned)
+        self.period = self.schedule.period
 
     def __eq__(self, other: object) -> bool:
         return type(other) is type(self) and other.serialize() == self.serialize()
 
     def __hash__(self) -> int:
-        return hash((type(self).__name__, self.period, self.offset, self.timezone, self.created))
+        return hash((type(self).__name__, self.period, self.offset, self.timezone, self.created, self.months))
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.summary}, timezone={self.timezone!r}, created={self.created.isoformat()})"
@@ -84,14 +95,22 @@ class ScheduleTimetable(Timetable):
 
     @property
     def summary(self) -> str:
-        inner = format_duration(self.period)
+        inner = f"{self.months}n" if self.months else format_duration(self.period)
         if self.offset:
             inner += f", {format_duration(self.offset)}"
         return f"{self.keyword}({inner})"
 
     @property
     def description(self) -> str:  # type: ignore[override]  # Airflow declares a str attribute, not a property
-        if self.period < timedelta(days=1):
+        if self.months:
+            origin = f"on the first of every {self.months}th month from 1970-01" if self.months > 1 else \
+                "on the first of every month"
+            every = f"{self.months} month{'s' if self.months > 1 else ''}"
+            offset = f" + {format_duration(self.offset)}" if self.offset else ""
+            return f"every {every}, {origin}{offset} ({self.timezone})"
+        if self.aligned and self.period >= timedelta(days=1):
+            origin = "counting whole periods from the epoch (weeks from Monday 1970-01-05)"
+        elif self.period < timedelta(days=1):
             origin = "restarting every day at local midnight"
         else:
             origin = f"counting from {self.created.astimezone(ZoneInfo(self.timezone)):%Y-%m-%d} local midnight"
@@ -101,13 +120,18 @@ class ScheduleTimetable(Timetable):
     # --- (de)serialization --------------------------------------------------------------------
 
     def serialize(self) -> dict[str, Any]:
-        return {"period": self.period.total_seconds(), "offset": self.offset.total_seconds(),
-                "timezone": self.timezone, "created": self.created.isoformat()}
+        out = {"period": self.period.total_seconds(), "offset": self.offset.total_seconds(),
+               "timezone": self.timezone, "created": self.created.isoformat()}
+        if self.months:
+            out["months"] = self.months
+        elif self.aligned:
+            out["aligned"] = True
+        return out
 
     @classmethod
     def deserialize(cls, data: dict[str, Any]) -> Timetable:
         return cls(timedelta(seconds=data["period"]), timedelta(seconds=data["offset"]), data["timezone"],
-                   data["created"])
+                   data["created"], months=data.get("months", 0), aligned=data.get("aligned", False))
 
     def validate(self) -> None:
         from airflow.exceptions import AirflowTimetableInvalid
@@ -182,6 +206,9 @@ class PeriodTimetable(ScheduleTimetable):
     :param timezone: the IANA time zone whose midnight the instants count from; default ``UTC``.
     :param created: the creation time, a time-zone-aware ``datetime`` or ISO 8601 text: only instants
         after it fire; default None, the Unix epoch.
+    :param months: a calendar period of this many months (0: ``period`` is fixed); see
+        :class:`ScheduleTimetable`.
+    :param aligned: a period of a day or more counts from the epoch (TDengine 3.4); default False.
     """
 
     __module__ = CLASSPATH_MODULE
@@ -199,6 +226,9 @@ class SlidingTimetable(ScheduleTimetable):
     :param timezone: the IANA time zone whose midnight the instants count from; default ``UTC``.
     :param created: the creation time, a time-zone-aware ``datetime`` or ISO 8601 text: only instants
         after it fire; default None, the Unix epoch.
+    :param months: a calendar period of this many months (0: ``period`` is fixed); see
+        :class:`ScheduleTimetable`.
+    :param aligned: a period of a day or more counts from the epoch (TDengine 3.4); default False.
     """
 
     __module__ = CLASSPATH_MODULE

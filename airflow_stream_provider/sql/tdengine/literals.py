@@ -42,7 +42,9 @@ UNSIGNED_TYPES = {"TINYINT", "SMALLINT", "INT", "INTEGER", "BIGINT"}
 class ValueParser(TokenCursor):
     """The values statements of the TDengine language are built from."""
 
-    def duration(self, clause: str, what: str = "duration") -> m.Duration:
+    def duration(self, clause: str, what: str = "duration", *, calendar: bool = False) -> m.Duration:
+        """A duration token; ``calendar``: the clause also takes months, quarters and years (``1n``,
+        ``1q``, ``1y``, TDengine 3.4.1), whose length the calendar decides."""
         tok = self.tok
         if tok.kind is Kind.NUMBER:
             raise self.error(f"{what} {tok.text} needs a unit: a, s, m, h, d or w (as in {tok.text}s)", tok, clause)
@@ -54,6 +56,10 @@ class ValueParser(TokenCursor):
             raise self.error(
                 f"{what} {tok.text}: nanosecond durations need PRECISION 'ns', which Spark timestamps "
                 "(microseconds) cannot hold", tok, clause)
+        if unit in CALENDAR_UNITS and calendar:
+            if count <= 0:
+                raise self.error(f"{what} must be positive, found {tok.text}", tok, clause)
+            return m.Duration(count, unit)
         if unit in CALENDAR_UNITS:
             raise self.error(
                 f"{what} {tok.text}: calendar {CALENDAR_UNITS[unit].lower()}s have no fixed length and are not "

@@ -7,10 +7,12 @@ subclasses :class:`StreamStatements` and overrides those only.
 from __future__ import annotations
 
 from urllib.parse import urlsplit
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from sqlglot import exp
 
 from airflow_stream_provider import model as m
+from airflow_stream_provider.config import TDENGINE_SEMANTICS
 from airflow_stream_provider.exceptions import did_you_mean
 from airflow_stream_provider.model import names
 from airflow_stream_provider.sql.grammar.lexer import Kind, Token
@@ -36,6 +38,7 @@ STREAM_OPTIONS = (
     "EVENT_TYPE",
     "IGNORE_NODATA_TRIGGER",
     "ENGINE",
+    "SEMANTICS",
 )
 #: the detector engines ENGINE(...) names (:mod:`airflow_stream_provider.windows.spark_detector`)
 DETECTOR_ENGINES = ("in-process", "spark", "auto")
@@ -85,6 +88,9 @@ class StreamStatements(WindowClauses):
             if self.at("ROLLUP", "BY"):
                 raise self.error("ROLLUP BY and PARTITION BY exclude each other: a stream groups by one of them",
                                  clause="ROLLUP BY")
+        if self.at("TIMEZONE"):
+            where["TIMEZONE"] = self.tok
+            args["timezone"] = self.timezone_name()
         if self.at("STREAM_OPTIONS"):
             where["STREAM_OPTIONS"] = self.tok
             args["options"] = self.stream_options(where)
@@ -117,11 +123,11 @@ class StreamStatements(WindowClauses):
             args["query"] = self.query_to_end("AS")
         if not self.at_end():
             tok = self.tok
-            if tok.upper in TRIGGER_KEYWORDS + ("FROM", "PARTITION", "ROLLUP", "STREAM_OPTIONS", "NOTIFY", "INTO",
-                                                "NODELAY_CREATE_SUBTABLE", "OUTPUT_SUBTABLE", "TAGS"):
+            if tok.upper in TRIGGER_KEYWORDS + ("FROM", "PARTITION", "ROLLUP", "TIMEZONE", "STREAM_OPTIONS", "NOTIFY",
+                                                "INTO", "NODELAY_CREATE_SUBTABLE", "OUTPUT_SUBTABLE", "TAGS"):
                 raise self.error(
                     f"{tok.text.upper()} is out of place: CREATE STREAM clauses go in the order trigger, FROM, "
-                    "PARTITION BY or ROLLUP BY, STREAM_OPTIONS, NOTIFY, INTO, NODELAY_CREATE_SUBTABLE, "
+                    "PARTITION BY or ROLLUP BY, TIMEZONE, STREAM_OPTIONS, NOTIFY, INTO, NODELAY_CREATE_SUBTABLE, "
                     "OUTPUT_SUBTABLE, (columns), TAGS, AS", syntax=True)
             raise self.error(f"unexpected {tok.describe()} in CREATE STREAM", syntax=True)
         stmt = m.CreateStream(name=name, trigger=trigger, if_not_exists=if_not_exists, **args, **pos)
@@ -132,7 +138,7 @@ class StreamStatements(WindowClauses):
         tok = self.tok
         word = tok.upper
         if word == m.TriggerKind.PERIOD:
-            return m.PeriodTrigger(*self.duration_and_offset("PERIOD", "period"))
+            return m.PeriodTrigger(*self.duration_and_offset("PERIOD", "period", calendar=True))
         if word == m.TriggerKind.INTERVAL:
             interval, offset = self.duration_and_offset("INTERVAL", "interval")
             if not self.at("SLIDING"):
@@ -145,7 +151,7 @@ class StreamStatements(WindowClauses):
                                  sliding_tok, "SLIDING")
             return m.IntervalWindow(interval, sliding, offset)
         if word == m.TriggerKind.SLIDING:
-            return m.SlidingTrigger(*self.duration_and_offset("SLIDING", "sliding"))
+            return m.SlidingTrigger(*self.duration_and_offset("SLIDING", "sliding", calendar=True))
         if word == m.TriggerKind.SESSION:
             self.advance()
             self.expect_op("(", "SESSION")
@@ -204,11 +210,13 @@ class StreamStatements(WindowClauses):
             f"expected a trigger ({', '.join(TRIGGER_KEYWORDS)}), found {tok.describe()}", clause="CREATE STREAM",
             hint=hint, syntax=True)
 
-    def duration_and_offset(self, keyword: str, what: str) -> tuple[m.Duration, m.Duration | None]:
-        """``KEYWORD(duration[, offset])``."""
+    def duration_and_offset(self, keyword: str, what: str, *, calendar: bool = False
+                            ) -> tuple[m.Duration, m.Duration | None]:
+        """``KEYWORD(duration[, offset])``; ``calendar``: the duration may be in months, quarters or
+        years (PERIOD and SLIDING, TDengine 3.4.1), never the offset."""
         self.expect(keyword)
         self.expect_op("(", keyword)
-        value = self.duration(keyword, what)
+        value = self.duration(keyword, what, calendar=calendar)
         offset = self.duration(keyword, "offset") if self.accept_op(",") else None
         self.expect_op(")", keyword)
         return value, offset
@@ -282,6 +290,8 @@ class StreamStatements(WindowClauses):
                 self.expect_op(")", name)
             elif name == "ENGINE":
                 values["engine"] = self.engine_name(name)
+            elif name == "SEMANTICS":
+                values["semantics"] = self.semantics_name(name)
             elif name == "EVENT_TYPE":
                 values["event_types"] = self.event_types(name, (m.EventType.WINDOW_OPEN, m.EventType.WINDOW_CLOSE,
                                                                 *IDLE_EVENT_TYPES))
@@ -300,6 +310,36 @@ class StreamStatements(WindowClauses):
             raise self.error("FILL_HISTORY and FILL_HISTORY_FIRST cannot be used together", where["FILL_HISTORY_FIRST"],
                              "STREAM_OPTIONS")
         return m.StreamOptions(**values, given=frozenset(given))
+
+    def semantics_name(self, clause: str) -> str:
+        """SEMANTICS('3.3.7' | '3.4'): the TDengine version whose behaviour the stream follows."""
+        self.expect_op("(", clause)
+        tok = self.tok
+        if tok.kind is not Kind.STRING:
+            raise self.error(f"SEMANTICS takes a quoted TDengine version ({', '.join(map(repr, TDENGINE_SEMANTICS))}), "
+                             f"found {tok.describe()}", clause=clause, syntax=True)
+        if tok.value.strip() not in TDENGINE_SEMANTICS:
+            raise self.error(f"SEMANTICS('{tok.value}') names no TDengine version this project follows; expected "
+                             f"{' or '.join(map(repr, TDENGINE_SEMANTICS))}", tok, clause)
+        self.advance()
+        self.expect_op(")", clause)
+        return tok.value.strip()
+
+    def timezone_name(self) -> str:
+        """``TIMEZONE 'Area/City'`` (TDengine 3.4.3): an IANA zone, checked against the zone database."""
+        self.expect("TIMEZONE")
+        tok = self.tok
+        if tok.kind is not Kind.STRING:
+            raise self.error(f"TIMEZONE takes a quoted IANA zone such as 'Asia/Shanghai', found {tok.describe()}",
+                             clause="TIMEZONE", syntax=True)
+        name = tok.value.strip()
+        try:
+            ZoneInfo(name)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise self.error(f"TIMEZONE '{tok.value}' is not a known IANA time zone", tok, "TIMEZONE",
+                             hint="name a zone as Area/City, such as 'Europe/Berlin' or 'UTC'") from None
+        self.advance()
+        return name
 
     def engine_name(self, clause: str) -> str:
         """ENGINE('in-process' | 'spark' | 'auto'): the detector engine, a quoted name."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from airflow_stream_provider import config
 from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import StreamDefinitionError
 from airflow_stream_provider.sql.ast import (
@@ -39,6 +40,11 @@ class _Checker:
         self.stmt = stmt
         self.where = where
 
+    @property
+    def semantics(self) -> str:
+        """The TDengine version whose behaviour the stream follows: its SEMANTICS option, else the home's."""
+        return self.stmt.options.semantics or config.tdengine_semantics()
+
     def fail(self, clause: str, message: str, hint: str | None = None, at: str | None = None) -> None:
         tok = self.where.get(at or clause) or self.where.get("trigger") or self.where["CREATE STREAM"]
         raise StreamDefinitionError(message, line=tok.line, column=tok.column, clause=clause, hint=hint)
@@ -64,17 +70,21 @@ def validate_create_stream(stmt: m.CreateStream, where: dict[str, Token]) -> Non
 def _check_trigger(c: _Checker) -> None:
     trig, stmt = c.stmt.trigger, c.stmt
     if isinstance(trig, m.PeriodTrigger):
-        if not PERIOD_MIN.micros <= trig.period.micros <= PERIOD_MAX.micros:
+        if trig.period.is_calendar:
+            _check_calendar(c, "PERIOD", trig.period, trig.offset)
+        elif not PERIOD_MIN.micros <= trig.period.micros <= PERIOD_MAX.micros:
             c.fail("PERIOD", f"period {trig.period} is outside the allowed range [10a, 3650d]", at="trigger")
-        if trig.offset and trig.offset.micros >= DAY_MICROS:
-            c.fail("PERIOD", f"offset {trig.offset} must be less than 1 day", at="trigger")
+        elif trig.offset and trig.offset.micros >= DAY_MICROS:
+            _check_long_offset(c, "PERIOD", trig.period, trig.offset)
         if stmt.partition_by and stmt.trigger_table is None:
             c.fail("PARTITION BY", "PARTITION BY needs a trigger table (FROM)")
     elif stmt.trigger_table is None:
         label = trig.keyword
         c.fail(label, f"{label} triggers need a trigger table: add FROM [db.]table", at="trigger")
-    if isinstance(trig, m.SlidingTrigger) and trig.offset and trig.offset.micros >= DAY_MICROS:
-        c.fail("SLIDING", f"offset {trig.offset} must be less than 1 day", at="trigger")
+    if isinstance(trig, m.SlidingTrigger) and trig.sliding.is_calendar:
+        _check_calendar(c, "SLIDING", trig.sliding, trig.offset)
+    elif isinstance(trig, m.SlidingTrigger) and trig.offset and trig.offset.micros >= DAY_MICROS:
+        _check_long_offset(c, "SLIDING", trig.sliding, trig.offset)
     if isinstance(trig, m.IntervalWindow):
         if trig.sliding.micros > trig.interval.micros:
             c.fail("SLIDING", f"sliding {trig.sliding} must not be greater than interval {trig.interval}", at="trigger")
@@ -110,6 +120,42 @@ def _rollup_parts(stmt: m.CreateStream) -> list[tuple[m.SqlExpression, str]]:
     """The computation, OUTPUT_SUBTABLE and TAGS expressions of ``stmt``, each with its clause."""
     parts = [(stmt.query, "AS"), (stmt.output_subtable, "OUTPUT_SUBTABLE"), *((t.expr, "TAGS") for t in stmt.tags)]
     return [(part, clause) for part, clause in parts if part is not None]
+
+
+#: the largest count of each calendar unit (TDengine 3.4.1: 120 months, 10 years)
+CALENDAR_MAX = {"n": 120, "q": 40, "y": 10}
+#: an offset of a calendar period stays within its shortest month: 28 days a month
+SHORTEST_MONTH_MICROS = 28 * DAY_MICROS
+
+
+def _check_calendar(c: _Checker, clause: str, period: m.Duration, offset: m.Duration | None) -> None:
+    """A period in months, quarters or years (TDengine 3.4.1): at most 10 years, and an offset in
+    days or less, shorter than the shortest span the period can have (28 days a month)."""
+    if period.count > CALENDAR_MAX[period.unit]:
+        c.fail(clause, f"{clause.lower()} {period} is longer than the largest of {CALENDAR_MAX[period.unit]}"
+               f"{period.unit} (10 years)", at="trigger")
+    if offset is None:
+        return
+    if offset.unit == "w":
+        c.fail(clause, f"offset {offset} of a calendar {clause.lower()} must be written in days or less (d, h, m, s, "
+               "a)", at="trigger")
+    if offset.micros >= period.months * SHORTEST_MONTH_MICROS:
+        c.fail(clause, f"offset {offset} must be less than {period.months * 28}d, the shortest {period} can be",
+               at="trigger")
+
+
+def _check_long_offset(c: _Checker, clause: str, period: m.Duration, offset: m.Duration) -> None:
+    """An offset of a day or more: TDengine 3.4 takes one shorter than a period of whole weeks
+    (``PERIOD(1w, 1d)``, Tuesdays); 3.3.7 takes none."""
+    weeks = period.unit == "w" and offset.unit != "w"
+    if weeks and c.semantics == "3.4" and offset.micros < period.micros:
+        return
+    if weeks and offset.micros < period.micros:
+        c.fail(clause, f"offset {offset} must be less than 1 day under TDengine 3.3.7's semantics", at="trigger",
+               hint="add SEMANTICS('3.4') to STREAM_OPTIONS: 3.4 aligns weeks to Mondays and takes an offset under "
+                    "the period")
+    limit = "the period" if weeks else "1 day"
+    c.fail(clause, f"offset {offset} must be less than {limit}", at="trigger")
 
 
 def _check_options(c: _Checker) -> None:
