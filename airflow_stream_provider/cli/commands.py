@@ -452,7 +452,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from airflow_stream_provider.serve.server import Settings, serve_until_stopped
 
     try:
-        settings = Settings.read(host=args.host, tdengine_port=args.tdengine_port, iotdb_port=args.iotdb_port)
+        settings = Settings.read(host=args.host, tdengine_port=args.tdengine_port, iotdb_port=args.iotdb_port,
+                                 iotdb_session_port=args.iotdb_session_port)
         return serve_until_stopped(settings)
     except (ValueError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)
@@ -557,6 +558,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", help="address to listen on (default 127.0.0.1, or [serve] host)")
     serve.add_argument("--tdengine-port", type=int, help="TDengine's REST and schemaless port (default 6041; 0: off)")
     serve.add_argument("--iotdb-port", type=int, help="IoTDB's REST API v2 port (default 18080; 0: off)")
+    serve.add_argument("--iotdb-session-port", type=int,
+                       help="IoTDB's session protocol port, for the apache-iotdb Session "
+                            "(IoTDB's is 6667; default 0: off)")
     serve.set_defaults(func=cmd_serve)
 
     receive = sub.add_parser("receive", help="listen for stream notifications on a WebSocket and print them")

@@ -105,7 +105,7 @@ def _nodes(text: str) -> tuple[str, ...]:
     return tuple(nodes)
 
 
-def _device(text: Any) -> m.SeriesPath:
+def device_path(text: Any) -> m.SeriesPath:
     if not isinstance(text, str) or not text:
         raise RequestError("device should not be null")
     nodes = _nodes(text)
@@ -116,6 +116,16 @@ def _device(text: Any) -> m.SeriesPath:
     if problem is not None:
         raise RequestError(f"the device {text!r}: {problem}")
     return device
+
+
+def pattern_path(text: Any) -> m.SeriesPath:
+    """A path or a path pattern (``*``, ``**``) below ``root``, as IoTDB writes it."""
+    if not isinstance(text, str) or not text:
+        raise RequestError("path should not be null")
+    nodes = _nodes(text)
+    if nodes[0].lower() != "root" or len(nodes) < 2 or any(not n for n in nodes):
+        raise RequestError(f"the path {text!r} is not a path root.x.y")
+    return m.SeriesPath(("root", *nodes[1:]))
 
 
 def _times(values: list) -> pa.Array:
@@ -164,7 +174,7 @@ def tablet(payload: dict) -> tuple[DeviceRows, bool]:
     measurements = _list(payload, "measurements")
     types = _list(payload, "data_types", len(measurements))
     values = _list(payload, "values", len(measurements))
-    device = _device(payload.get("device"))
+    device = device_path(payload.get("device"))
     _check_names(measurements)
     columns = {}
     for name, kind, column in zip(measurements, types, values, strict=True):
@@ -190,7 +200,7 @@ def records(payload: dict) -> tuple[list[DeviceRows], bool]:
         rows.setdefault(device if isinstance(device, str) else "", []).append(i)
     out = []
     for device, indices in rows.items():
-        path = _device(device)
+        path = device_path(device)
         kinds: dict[str, pa.DataType] = {}
         columns: dict[str, list] = {}
         for position, i in enumerate(indices):

@@ -1,11 +1,13 @@
 """The HTTP servers of ``airflow-stream serve``: one for TDengine's interfaces (default port 6041),
-one for IoTDB's (default 18080), each a thread per connection (the standard library's
+one for IoTDB's REST API (default 18080), each a thread per connection (the standard library's
 ``ThreadingHTTPServer``, HTTP/1.1 with keep-alive), with a limit on request bodies, an access log in
 ``$AIRFLOW_STREAM_HOME/logs/serve.log``, and a clean stop on SIGTERM or SIGINT: the servers stop
-accepting, the requests in flight finish, then the process exits.
+accepting, the requests in flight finish, then the process exits. IoTDB's session protocol (the
+``apache-iotdb`` ``Session``) is served on ``iotdb_session_port`` when one is set (IoTDB's is
+6667; off by default), by :mod:`.iotdb_rpc_server`.
 
 Settings come from ``[serve]`` of ``airflow-stream.toml`` (``host``, ``tdengine_port``,
-``iotdb_port``, ``max_body_bytes``, and ``[serve.tdengine]``/``[serve.iotdb]`` with ``user`` and
+``iotdb_port``, ``iotdb_session_port``, ``max_body_bytes``, and ``[serve.tdengine]``/``[serve.iotdb]`` with ``user`` and
 ``password``; ``[serve.tdengine]`` also ``child_table_name_tag``); the command's options win.
 """
 
@@ -46,6 +48,7 @@ class Settings:
     host: str = "127.0.0.1"
     tdengine_port: int = 6041
     iotdb_port: int = 18080
+    iotdb_session_port: int = 0
     max_body: int = DEFAULT_MAX_BODY
     tdengine: dict | None = None
     iotdb: dict | None = None
@@ -58,10 +61,11 @@ class Settings:
             raise ValueError("[serve] of airflow-stream.toml must be a table")
         values = {"host": table.get("host", cls.host), "tdengine_port": table.get("tdengine_port", cls.tdengine_port),
                   "iotdb_port": table.get("iotdb_port", cls.iotdb_port),
+                  "iotdb_session_port": table.get("iotdb_session_port", cls.iotdb_session_port),
                   "max_body": table.get("max_body_bytes", cls.max_body),
                   "tdengine": table.get("tdengine", {}), "iotdb": table.get("iotdb", {})}
         values.update({k: v for k, v in overrides.items() if v is not None})
-        for key in ("tdengine_port", "iotdb_port", "max_body"):
+        for key in ("tdengine_port", "iotdb_port", "iotdb_session_port", "max_body"):
             if not isinstance(values[key], int) or isinstance(values[key], bool) or values[key] < 0:
                 raise ValueError(f"[serve] {key} must be a whole number, not {values[key]!r}")
         return cls(**values)
@@ -215,7 +219,7 @@ def _url(server: _Server) -> str:
 class Running:
     """The servers of one :func:`start`, with the URLs they serve."""
 
-    servers: list[_Server]
+    servers: list[Any]  # the HTTP servers and the session protocol's, all socketserver servers
     threads: list[threading.Thread]
     urls: dict[str, str]
 
@@ -242,13 +246,30 @@ def start(settings: Settings, warehouse: Callable[[str | None], Warehouse]) -> R
         iotdb = IoTDBService(lambda: warehouse(None), credentials("iotdb", settings.iotdb or {}, settings.host))
         servers.append(("iotdb", _Server((settings.host, settings.iotdb_port), iotdb.handle, max_body,
                                          lambda message: {"code": 413, "message": message})))
+    sessions = _session_server(settings, warehouse)
     threads = []
-    for name, server in servers:
+    for name, server in servers + sessions:
         thread = threading.Thread(target=server.serve_forever, name=f"serve-{name}", daemon=True)
         thread.start()
         threads.append(thread)
     urls = {name: _url(server) for name, server in servers}
-    return Running([s for _, s in servers], threads, urls)
+    urls.update({name: "{}:{}".format(*server.server_address[:2]) for name, server in sessions})
+    return Running([s for _, s in servers + sessions], threads, urls)
+
+
+def _session_server(settings: Settings, warehouse: Callable[[str | None], Warehouse]) -> list[tuple[str, Any]]:
+    """IoTDB's session protocol, when its port is set (Thrift and the generated service come with
+    the ``apache-iotdb`` package, imported only then)."""
+    if not settings.iotdb_session_port:
+        return []
+    try:
+        from airflow_stream_provider.serve.iotdb_rpc_server import RpcServer
+        from airflow_stream_provider.serve.iotdb_session import SessionService
+    except ImportError as err:
+        raise ValueError(f"serving IoTDB's session protocol needs the apache-iotdb package "
+                         f"(pip install 'airflow-stream-provider[iotdb-session]'): {err}") from None
+    service = SessionService(lambda: warehouse(None), credentials("iotdb", settings.iotdb or {}, settings.host))
+    return [("iotdb-session", RpcServer((settings.host, settings.iotdb_session_port), service, settings.max_body))]
 
 
 def warehouses(spark: Callable[[], Any] | None = None, root: Path | None = None) -> Callable[[str | None], Warehouse]:

@@ -28,12 +28,20 @@ def _command(home: Path, *args: str) -> subprocess.Popen:
 
 
 def test_serves_logs_and_stops_on_sigterm(tmp_path):
-    tdengine, iotdb = _free_port(), _free_port()
-    process = _command(tmp_path, "--tdengine-port", str(tdengine), "--iotdb-port", str(iotdb))
+    tdengine, iotdb, session = _free_port(), _free_port(), _free_port()
+    process = _command(tmp_path, "--tdengine-port", str(tdengine), "--iotdb-port", str(iotdb),
+                       "--iotdb-session-port", str(session))
     try:
-        lines = [process.stdout.readline() for _ in range(2)]
+        lines = [process.stdout.readline() for _ in range(3)]
         assert lines == [f"serving tdengine at http://127.0.0.1:{tdengine}\n",
-                         f"serving iotdb at http://127.0.0.1:{iotdb}\n"]
+                         f"serving iotdb at http://127.0.0.1:{iotdb}\n",
+                         f"serving iotdb-session at 127.0.0.1:{session}\n"]
+        # a session left open: the stop below still ends its connection
+        from iotdb.Session import Session
+
+        idle = Session("127.0.0.1", session, "root", "root")
+        idle.open(False)
+        idle.set_storage_group("root.cmd")
         base = f"http://127.0.0.1:{tdengine}"
         made = requests.post(f"{base}/rest/sql?req_id=42", data="CREATE DATABASE power", auth=("root", "taosdata"),
                              timeout=60)
@@ -50,6 +58,7 @@ def test_serves_logs_and_stops_on_sigterm(tmp_path):
     assert "stopping" in out
     log = (tmp_path / "logs" / "serve.log").read_text()
     assert "POST /rest/sql?req_id=42 200" in log and "GET /rest/login/root/wrong 401" in log
+    assert "RPC openSession" in log and "RPC setStorageGroup" in log
     assert (tmp_path / "warehouse" / "power" / ".database.json").is_file()
 
 

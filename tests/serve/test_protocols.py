@@ -143,7 +143,7 @@ def test_iotdb_requests_are_checked():
     with pytest.raises(iotdb_json.RequestError) as limited:
         iotdb_json.query(pa.table({"devices": ["a", "b"]}), 1)
     assert limited.value.code == iotdb_json.QUERY_ROW_LIMIT
-    assert iotdb_json._device("root.`a.b`.c").nodes == ("root", "a.b", "c")
+    assert iotdb_json.device_path("root.`a.b`.c").nodes == ("root", "a.b", "c")
 
 
 def test_credentials_default_only_on_loopback():

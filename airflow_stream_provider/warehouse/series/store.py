@@ -490,7 +490,8 @@ class SeriesStore:
         info = self.info(db)
         measured = [c.name for c in info.columns if c.role == "metric"]
         devices = sorted({str(s.device) for s in series})
-        table = DeltaTable(str(db.table)).to_pyarrow_table(filters=[(TBNAME, "in", devices)])
+        table = DeltaTable(str(db.table)).to_pyarrow_table()  # (a pushed-down filter meets tbname as string_view)
+        table = table.filter(pc.is_in(table[TBNAME].cast(pa.string()), pa.array(devices, pa.string())))
         if start is not None:
             table = table.filter(pc.greater_equal(table[TS], pa.scalar(start, pa.timestamp("us", tz="UTC"))))
         if end is not None:
