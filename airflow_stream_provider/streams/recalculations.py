@@ -44,8 +44,8 @@ REQUESTED, LATE_ROWS, REPAIR = "RECALCULATE STREAM", "late rows", "REPAIR"
 #: a live recalculation of a DELETE_RECALC stream (late rows, updates and deletes look alike in its events)
 DELETES = "late rows or deletes (DELETE_RECALC)"
 
-#: (column, Arrow type) of an ``information_schema.ins_stream_recalculates`` row: TDengine's, with
-#: ``db_name`` and ``reason`` besides
+#: (column, Arrow type) of an ``information_schema.ins_stream_recalculates`` row: TDengine's but
+#: ``stream_id`` (a stream is known by its database and name), with ``db_name`` and ``reason`` besides
 COLUMNS = (
     ("stream_name", pa.string()),
     ("db_name", pa.string()),
