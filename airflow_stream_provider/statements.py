@@ -17,7 +17,7 @@ from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import StreamDefinitionError
 from airflow_stream_provider.spark import endpoint
 from airflow_stream_provider.sql import parse
-from airflow_stream_provider.streams import cq, insert_triggers, lifecycle, status, verify
+from airflow_stream_provider.streams import cq, insert_triggers, lifecycle, recalculations, status, verify
 from airflow_stream_provider.warehouse import Result, SystemView, Warehouse, WarehouseError, listeners, listing, tables
 from airflow_stream_provider.warehouse.series import attached
 from airflow_stream_provider.warehouse.series import statements as series
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 SYSTEM_VIEWS: Mapping[str, SystemView] = {
     "ins_streams": status.ins_streams,
     "ins_stream_tasks": status.ins_stream_tasks,
+    "ins_stream_recalculates": lambda _warehouse: recalculations.recalculates_table(),
     "ins_stables": listing.ins_stables,
     "ins_tables": listing.ins_tables,
 }

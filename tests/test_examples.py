@@ -339,6 +339,12 @@ def test_power_and_watch_examples(wh):
                                           "sql": written.strip().removesuffix(";")}]
     (tasks,) = sql(wh, section(path, "tasks"))
     assert tasks.table.num_rows >= 4
+    health, recalcs = sql(wh, section(path, "health"))
+    got = {r[0]: r[3:6] for r in rows(health)}
+    # nothing run yet: no rows read or written in the last minute, no commit to time (NULL); the
+    # PERIOD stream has no detector reading its rows (NULL)
+    assert got["avg_current"] == (0.0, 0.0, None) and got["hourly_rows"] == (None, 0.0, None)
+    assert recalcs.table.num_rows == 0
 
 
 @pytest.mark.spark

@@ -33,6 +33,7 @@ from airflow_stream_provider.node.hosted import Batches, Hosted
 from airflow_stream_provider.notify.delivery import DeliveryPaused
 from airflow_stream_provider.plan.stream import computed_live
 from airflow_stream_provider.streams import node_requests
+from airflow_stream_provider.streams.fire.windows import read_entry
 from airflow_stream_provider.streams.notifications import deliver_outbox
 from airflow_stream_provider.streams.probes import check_windows
 from airflow_stream_provider.streams.run import commit_progress, skip_empty_batch
@@ -105,7 +106,8 @@ class Answers:
         ``runtime``: the stream is resolved, and its result typed, once per detector."""
         def after(batch: detector.DetectedBatch) -> None:
             if batch.events is None:  # nothing to compute: the batch is consumed, so no sensor wakes for it
-                commit_progress(stored.db, stored.name, {"consumed_batch": batch.id}, store=self.store)
+                commit_progress(stored.db, stored.name, {"consumed_batch": batch.id, **read_entry(batch.rows)},
+                                store=self.store)
                 return
             try:
                 report = run_stream(runtime.warehouse, stored.db, stored.name, RunRequest.live(batch, runtime),
@@ -125,7 +127,9 @@ class Answers:
             if batches is not None:
                 batches.written(batch)
             if batch.events is None:
-                skip_empty_batch(self.store, stored, batch.id)
+                skip_empty_batch(self.store, stored, batch.id, batch.rows)
+            elif batch.rows:  # (its run records the rest; the rows read, only the detector knows)
+                commit_progress(stored.db, stored.name, read_entry(batch.rows), store=self.store)
 
         return after
 

@@ -12,7 +12,9 @@ from airflow_stream_provider.timetables.time import utc_datetime
 
 
 class StreamRecalculateOperator(StreamLineage, BaseOperator):
-    """Recalculates the windows that start in the run's data interval (a backfill's slice).
+    """Recalculates the windows that start in the run's data interval (a backfill's slice), and
+    records it done in the ``RECALCULATE STREAM`` request the slice belongs to
+    (``information_schema.ins_stream_recalculates``).
 
     :param stream: the stream, written ``db.name``.
     :param home: the stream home its definitions, state and tables live in; default None:
@@ -27,12 +29,26 @@ class StreamRecalculateOperator(StreamLineage, BaseOperator):
         self.init_stream(stream, home)
 
     def execute(self, context: Any) -> dict:
+        from airflow_stream_provider.streams import recalculations
         from airflow_stream_provider.streams.recalculate import recalculate
         from airflow_stream_provider.warehouse.warehouse import Warehouse
 
         store = self.stream_store()
         start, end = utc_datetime(context["data_interval_start"]), utc_datetime(context["data_interval_end"])
-        report = recalculate(Warehouse(), *self.stream_names(), start, end, store=store, progress=self.log.info)
+        stored = store.get(*self.stream_names())
+        # the RECALCULATE STREAM request this backfill run is a part of, whose record follows its runs
+        request = recalculations.covering(stored, start)
+        if request is not None:
+            recalculations.started(stored, request.recalc_id)
+        try:
+            report = recalculate(Warehouse(), *self.stream_names(), start, end, store=store, progress=self.log.info)
+        except Exception as err:
+            if request is not None:  # Failed once no try is left; until then it is retried
+                last = context["ti"].try_number > (self.retries or 0)
+                recalculations.failed(stored, request.recalc_id, f"{type(err).__name__}: {err}", final=last)
+            raise
+        if request is not None:
+            recalculations.part_done(stored, request.recalc_id, start)
         self.log.info("recalculated [%s, %s): %s", start.isoformat(), end.isoformat(), report.summary())
         self.report_trigger_failures(self.log)
         return {"triggers": report.triggers, "written": report.written}

@@ -9,7 +9,8 @@ kept as they are (:attr:`StreamState.other`).
 The merge rules: the batch and version marks only move forward, so a late or repeated commit never
 rewinds a stream; ``computed`` counts (each run adds its own); ``last_fired`` and ``fired_at`` keep
 the later instant; the SLIDING marks keep each group's later ``last``; ``committed_tries`` keeps each run's
-later try, for the latest :data:`KEPT_TRIES` runs; any other key takes the new value (None clears it).
+later try, for the latest :data:`KEPT_TRIES` runs; the recent entries (:data:`RECENT_KEYS`) keep
+those of the last :data:`RECENT_S` seconds; any other key takes the new value (None clears it).
 """
 
 from __future__ import annotations
@@ -28,8 +29,12 @@ BATCH_MARKS = (*FORWARD_MARKS, "checkpoint_id")
 #: the runs whose committing try a stream keeps, the latest: at PERIOD(10s) the runs of the last 2.8
 #: hours (a try left running longer than that after its retry committed computes its instant again)
 KEPT_TRIES = 1000
-#: the seconds of recent commits (``written``: their time and output rows) a state keeps, for the rates
+#: the seconds of recent entries a state keeps, for the rates of SHOW STREAMS: ``written`` (a commit's
+#: time and output rows), ``read`` (a detector batch's time and input rows), ``latency`` (a commit's
+#: time and milliseconds since the detection or instant of what it committed)
 RECENT_S = 60.0
+#: the keys of those entries, ``[ISO time, number]`` each
+RECENT_KEYS = ("written", "read", "latency")
 
 
 @dataclass(frozen=True)
@@ -166,7 +171,7 @@ class StreamState:
                 saved[key] = later_instants(before, value)
             elif key == "committed_tries":
                 saved[key] = later_tries(before or {}, value)
-            elif key == "written":
+            elif key in RECENT_KEYS:
                 saved[key] = recent_writes(before or [], value)
             else:
                 saved[key] = value
@@ -174,8 +179,8 @@ class StreamState:
 
 
 def recent_writes(saved: list, new: list) -> list:
-    """The commits' ``[ISO time, output rows]`` of ``saved`` and ``new`` taken together, those of the
-    last :data:`RECENT_S` seconds before the latest."""
+    """The entries ``[ISO time, number]`` of ``saved`` and ``new`` taken together (one of
+    :data:`RECENT_KEYS`), those of the last :data:`RECENT_S` seconds before the latest."""
     both = sorted([*saved, *new], key=lambda entry: datetime.fromisoformat(entry[0]))
     if not both:
         return []

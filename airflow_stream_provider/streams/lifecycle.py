@@ -26,10 +26,11 @@ from airflow_stream_provider.airflow_api import AirflowApi, AirflowApiError
 from airflow_stream_provider.exceptions import StreamDefinitionError, StreamError, did_you_mean
 from airflow_stream_provider.plan.ids import stream_dag_ids
 from airflow_stream_provider.plan.state import StreamState
+from airflow_stream_provider.plan.stream import plan_stream
 from airflow_stream_provider.spark.metastore import register_outputs
 from airflow_stream_provider.sql.ast import PseudoColumn
 from airflow_stream_provider.sql.functions import position_in
-from airflow_stream_provider.streams import retention
+from airflow_stream_provider.streams import recalculations, retention
 from airflow_stream_provider.streams.probes import progress_time
 from airflow_stream_provider.streams.recalculate import recalculate
 from airflow_stream_provider.streams.runtime import StreamRuntime, group_id
@@ -281,7 +282,8 @@ def recalculate_statement(warehouse: Warehouse, stmt: m.RecalculateStream, store
     except AirflowApiError as err:
         if err.status is not None:
             raise StreamError(f"RECALCULATE STREAM: Airflow refused the backfill: {err}") from None
-        report = recalculate(warehouse, stored.db, stored.name, start_at, end_at, store=store)
+        with recalculations.running(stored, recalculations.REQUESTED, start_at, end_at):
+            report = recalculate(warehouse, stored.db, stored.name, start_at, end_at, store=store)
         return Result(stmt, f"recalculated here, Airflow not being reachable ({err}): {report.summary()}")
 
 
@@ -299,6 +301,9 @@ def create_recalculation(stored: StoredStream, start_at: datetime, end_at: datet
     if end_at <= start_at:
         raise StreamError(f"RECALCULATE STREAM: TO ({end_at.isoformat()}) must be after FROM ({start_at.isoformat()})")
     dag_id = stream_dag_ids(stored.db, stored.name)[1]
+    step = plan_stream(stored.statement, stored.db, StreamState()).recalc_step
+    assert step is not None  # (every stream but PERIOD has a recalculation DAG)
+    slices = recalculations.backfill_slices(step, config.timezone(), start_at, end_at)
     try:
         # a backfill takes the runs whose data interval starts in [from, to]: stop short of TO
         backfill = api.create_backfill(dag_id, start_at, end_at - timedelta(microseconds=1))
@@ -308,4 +313,10 @@ def create_recalculation(stored: StoredStream, start_at: datetime, end_at: datet
                               f"(Airflow runs one backfill of {dag_id} at a time); run it again once that one "
                               "completes") from None
         raise
-    return f"backfill {backfill.get('id')} of {dag_id} created over [{start_at.isoformat()}, {end_at.isoformat()}]"
+    if slices:
+        made = recalculations.request(stored, recalculations.REQUESTED, start_at, end_at, slices=slices,
+                                      backfill=str(backfill.get("id")))
+    else:  # no run of the DAG begins in the range: the request has nothing to do
+        made = recalculations.finished(stored, recalculations.REQUESTED, start_at, end_at)
+    return (f"backfill {backfill.get('id')} of {dag_id} created over [{start_at.isoformat()}, {end_at.isoformat()}] "
+            f"(recalc_id {made.recalc_id}, {slices} run(s))")

@@ -18,12 +18,12 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from airflow_stream_provider import config
-from airflow_stream_provider.model.events import StreamKind
+from airflow_stream_provider.model.events import EventType, StreamKind
 from airflow_stream_provider.notify.delivery import Settings
 from airflow_stream_provider.plan.schedule import Schedule
 from airflow_stream_provider.plan.state import BATCH_MARKS, StreamState
 from airflow_stream_provider.plan.stream import computed_live, plan_stream
-from airflow_stream_provider.streams import assets, cq, notifications, retention, status
+from airflow_stream_provider.streams import assets, cq, notifications, recalculations, retention, status
 from airflow_stream_provider.streams.fire import rows, schedules, windows
 from airflow_stream_provider.streams.fired import Fired
 from airflow_stream_provider.streams.notifications import RunNotifications, outbox_of
@@ -120,6 +120,8 @@ def _run(warehouse: Warehouse, stored: StoredStream, state: StreamState, store: 
         fired, update, events = windows.pending_windows(runtime, stored, state, say, detect=request.detect,
                                                         upto_batch=request.upto_batch, detected=request.detected,
                                                         locked=locked)
+        if request.records_read and request.detected is not None:
+            update.update(windows.read_entry(request.detected.rows))
         fired, events, expired = retention.outside(fired, events, state.source_horizon)
         if expired:  # late rows, updates or deletes in windows whose other rows retention took
             assert state.source_horizon is not None
@@ -154,6 +156,12 @@ def _run(warehouse: Warehouse, stored: StoredStream, state: StreamState, store: 
         update["fired_at"] = datetime.now(UTC).isoformat()
     if report.written and not report.superseded:  # for the output rate of SHOW STREAMS
         update["written"] = [[datetime.now(UTC).isoformat(), report.written]]
+    if fired and runtime.compute is not None and not report.superseded:  # for the result latency, at the commit
+        update[TRIGGERED_KEY] = trigger_times(fired, plan.kind)
+    if events and not report.superseded:  # windows closed again: a recalculation, recorded at the commit
+        reclosed = live_recalculation(events, stored.statement.options.delete_recalc)
+        if reclosed is not None:
+            update[RECLOSED_KEY] = reclosed
     if report.written and stored.statement.into is not None and not report.superseded:
         update[assets.PROGRESS_KEY] = _asset_entry(stored, state, update, report, plan.kind, at)
     report.progress = {} if report.superseded else update  # (a later try's commit has it all)
@@ -163,6 +171,47 @@ def _run(warehouse: Warehouse, stored: StoredStream, state: StreamState, store: 
                 report.delivery = notifications.deliver_outbox(stored, give_up_after=notify_patience(), say=say)
         commit_progress(stored.db, stored.name, report.progress, store=store)
     return report
+
+
+#: the key of a run's progress with the detection times (or instants) of what it computed, which
+#: :func:`commit_progress` turns into ``latency`` entries
+TRIGGERED_KEY = "triggered"
+
+
+def trigger_times(fired: list[Fired], kind: StreamKind) -> list[str]:
+    """When what fired was triggered, each distinct time once (ISO): a window's detection (its
+    event's time: the detector batch that found it), a PERIOD instant; the triggers of SLIDING and
+    row streams have no such time."""
+    times: set[datetime] = set()
+    for f in fired:
+        if f.event is not None and f.event.event_time is not None:
+            times.add(f.event.event_time)
+        elif kind is StreamKind.PERIOD and isinstance(instant := f.values.get("_tlocaltime"), int):
+            times.add(datetime.fromtimestamp(instant / 1e9, UTC))
+    return [t.isoformat() for t in sorted(times)]
+
+
+def result_latencies(triggered: list[str], now: datetime) -> list[list]:
+    """The ``latency`` entries of a commit at ``now`` of what was triggered at ``triggered``: one
+    ``[ISO time, milliseconds from the trigger to the commit]`` per trigger time."""
+    at = now.isoformat()
+    return [[at, max(0, round((now - datetime.fromisoformat(t)).total_seconds() * 1000))] for t in triggered]
+
+
+#: the key of a run's progress with the windows its live detector closed again (late rows, deletes)
+RECLOSED_KEY = "reclosed"
+
+
+def live_recalculation(events: list[WindowEvent], deletes: bool) -> dict | None:
+    """The recalculation a run's ``events`` hold, as its progress records it: the span of the windows
+    invalidated (late rows, updates, or deletes under DELETE_RECALC) and closed again; None if none was."""
+    again = [e for e in events if e.event_type == EventType.WINDOW_INVALIDATION]
+    if not again:
+        return None
+    start = min(e.window_start for e in again)
+    end = max(e.window_end or e.window_start for e in again)
+    reason = recalculations.DELETES if deletes else recalculations.LATE_ROWS
+    return {"reason": reason, "start": start.isoformat(), "end": end.isoformat()}
 
 
 def output_uri(stored: StoredStream) -> str | None:
@@ -263,10 +312,17 @@ def commit_progress(db: str, name: str, update: dict, *, store: StreamStore | No
     store = store or StreamStore()
     update = dict(update)
     written = update.pop(assets.PROGRESS_KEY, None)
+    triggered = update.pop(TRIGGERED_KEY, None)
+    if triggered:
+        update["latency"] = result_latencies(triggered, datetime.now(UTC))
+    reclosed = update.pop(RECLOSED_KEY, None)
     with store.updating(db, name) as saving:
         saving.state = committed = saving.state.merged(update)
     if store.exists(db, name):
         stored = store.get(db, name)
+        if reclosed:
+            recalculations.finished(stored, reclosed["reason"], datetime.fromisoformat(reclosed["start"]),
+                                    datetime.fromisoformat(reclosed["end"]))
         publish_assets(stored, written)
         box = outbox_of(stored)
         if box is not None:  # what every receiver has is not needed to rebuild this progress any more
@@ -279,11 +335,13 @@ def commit_progress(db: str, name: str, update: dict, *, store: StreamStore | No
     return committed
 
 
-def skip_empty_batch(store: StreamStore, stored: StoredStream, batch_id: int) -> bool:
+def skip_empty_batch(store: StreamStore, stored: StoredStream, batch_id: int, rows: int = 0) -> bool:
     """Record detector batch ``batch_id``, which found no events, consumed when every batch before it
     is; True when it did. A batch before it still being computed keeps its place: the run computing
-    it reads this one too."""
+    it reads this one too. The ``rows`` it read are recorded either way (the input rate)."""
     with store.updating(stored.db, stored.name) as saving:
+        if rows:
+            saving.state = saving.state.merged(windows.read_entry(rows))
         consumed = saving.state.consumed_batch
         if (-1 if consumed is None else consumed) != batch_id - 1:
             return False

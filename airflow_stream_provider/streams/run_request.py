@@ -41,6 +41,8 @@ class RunRequest:
         events need not be read back
     :param attempt: the Airflow run id and try number computing a PERIOD run's instant ``at``: it is
         recorded with the progress, and a try of a run whose later try committed does nothing
+    :param records_read: the run records the rows ``detected`` read (the input rate of SHOW STREAMS):
+        the batch is computed inside the detector's, and nothing else records them
     """
 
     now: datetime | None = None
@@ -53,6 +55,7 @@ class RunRequest:
     runtime: StreamRuntime | None = None
     detected: DetectedBatch | None = None
     attempt: tuple[str, int] | None = None
+    records_read: bool = False
 
     @classmethod
     def everything(cls, *, now: datetime | None = None, batched: bool = True,
@@ -64,7 +67,7 @@ class RunRequest:
     def live(cls, batch: DetectedBatch, runtime: StreamRuntime) -> RunRequest:
         """The live detector's batch ``batch``, computed and recorded inside it with the stream the
         detector resolved."""
-        return cls(upto_batch=batch.id, detect=False, runtime=runtime, detected=batch)
+        return cls(upto_batch=batch.id, detect=False, runtime=runtime, detected=batch, records_read=True)
 
     @classmethod
     def served(cls, body: dict[str, Any], runtime: StreamRuntime,

@@ -44,7 +44,9 @@ COLUMNS = (
     ("progress", pa.timestamp("us", tz="UTC")),  # event time processed up to (PERIOD: last instant fired)
     ("lag_s", pa.float64()),  # the trigger table's latest event time minus progress; for a CQ, how late it runs
     ("realtime_lag_ms", pa.int64()),  # TDengine 3.4.2.5: the same lag in milliseconds
+    ("input_rows_per_sec_1m", pa.float64()),  # TDengine 3.4.2.5: rows the detector read in the last minute, per second
     ("output_rows_per_sec_1m", pa.float64()),  # TDengine 3.4.2.5: rows written in the last minute, per second
+    ("runner_result_latency_avg_1m_ms", pa.float64()),  # TDengine 3.4.2.5: mean trigger-to-commit time, last minute
     ("history_progress_pct", pa.float64()),  # TDengine 3.4.2.5: FILL_HISTORY done (100) or not (0); NULL without it
     ("freshness", pa.string()),  # ok, late or silent (:func:`freshness`), or invalid; NULL without a bound
     ("freshness_bound_s", pa.float64()),  # the bound of the realtime lag, in seconds
@@ -228,11 +230,34 @@ def history_progress_pct(stmt: m.CreateStream, state: StreamState) -> float | No
     return 0.0 if state.consumed_batch is None else 100.0
 
 
+def _recent(state: StreamState, key: str, now: datetime) -> list[float]:
+    """The numbers of the entries ``key`` (:data:`~airflow_stream_provider.plan.state.RECENT_KEYS`)
+    of the :data:`RECENT_S` seconds (a minute) before ``now``."""
+    entries = state.other.get(key) or []
+    return [n for at, n in entries if 0 <= (now - datetime.fromisoformat(at)).total_seconds() < RECENT_S]
+
+
 def output_rows_per_sec_1m(state: StreamState, now: datetime) -> float:
     """The rows a stream's runs wrote in the :data:`RECENT_S` seconds (a minute) before ``now``, per second."""
-    written = state.other.get("written") or []
-    rows = sum(n for at, n in written if 0 <= (now - datetime.fromisoformat(at)).total_seconds() < RECENT_S)
-    return rows / RECENT_S
+    return sum(_recent(state, "written", now)) / RECENT_S
+
+
+def input_rows_per_sec_1m(stmt: m.CreateStream, state: StreamState, now: datetime) -> float | None:
+    """The trigger table's rows a window stream's in-process detector read in the minute before
+    ``now``, per second (None: the stream has no such detector: PERIOD, SLIDING, row streams, the
+    spark engine)."""
+    if STREAM_KINDS[stmt.trigger.keyword] is not StreamKind.WINDOW or engine_of(stmt) != "in-process":
+        return None
+    return sum(_recent(state, "read", now)) / RECENT_S
+
+
+def runner_result_latency_avg_1m_ms(state: StreamState, now: datetime) -> float | None:
+    """The mean, over what the stream's commits of the minute before ``now`` recorded, of the time
+    from a trigger to the commit of its results, in milliseconds: per detector batch whose windows a
+    commit wrote, the commit's time minus the batch's (when it detected them); per PERIOD instant,
+    the commit's time minus the instant. None when nothing was committed in that minute."""
+    found = _recent(state, "latency", now)
+    return sum(found) / len(found) if found else None
 
 
 def stream_status(warehouse: Warehouse, stored: StoredStream, store: StreamStore) -> dict:
@@ -265,6 +290,7 @@ def stream_status(warehouse: Warehouse, stored: StoredStream, store: StreamStore
         if latest is not None:
             lag = max(0.0, (latest - progress).total_seconds())
     history = history_progress_pct(stmt, state)
+    now = datetime.now(UTC)
     if state.stopped:
         status = "stopped"
     elif detector.get("status") == "failed" or state.failed:
@@ -288,7 +314,9 @@ def stream_status(warehouse: Warehouse, stored: StoredStream, store: StreamStore
         "realtime_lag_ms": None if lag is None else round(lag * 1000), "history_progress_pct": history,
         "freshness": fresh, "freshness_bound_s": bound.bound.total_seconds() if bound is not None else None,
         "freshness_detail": why,  # (not a column: what a freshness check says when it fails)
-        "output_rows_per_sec_1m": output_rows_per_sec_1m(state, datetime.now(UTC)),
+        "output_rows_per_sec_1m": output_rows_per_sec_1m(state, now),
+        "input_rows_per_sec_1m": input_rows_per_sec_1m(stmt, state, now),
+        "runner_result_latency_avg_1m_ms": runner_result_latency_avg_1m_ms(state, now),
         "windows_opened": counts.get(EventType.WINDOW_OPEN, 0), "windows_closed": counts.get(EventType.WINDOW_CLOSE, 0),
         "computations": computed, "recalculations": state.recalculations + reclosed,
         "recalc_ratio": recalculated / computed if computed else None,

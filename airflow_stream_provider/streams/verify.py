@@ -44,7 +44,7 @@ from airflow_stream_provider.model.events import EventType, StreamKind
 from airflow_stream_provider.plan.schedule import Schedule
 from airflow_stream_provider.plan.state import StreamState
 from airflow_stream_provider.plan.stream import plan_stream
-from airflow_stream_provider.streams import retention, verify_cq
+from airflow_stream_provider.streams import recalculations, retention, verify_cq
 from airflow_stream_provider.streams.fire import schedules, windows
 from airflow_stream_provider.streams.fired import Fired
 from airflow_stream_provider.streams.probes import batch_version, version_at
@@ -87,7 +87,7 @@ def verify(warehouse: Warehouse, db: str, name: str, start: datetime | None = No
             report, expected = _verify(warehouse, stored, store, start, end, say)
             if repair and report.differences:
                 first = report
-                with run_lock(stored):
+                with run_lock(stored), recalculations.running(stored, recalculations.REPAIR, first.start, first.end):
                     removed, recalculated = _repair(stored, store, expected, first, say)
                 report, _ = _verify(warehouse, stored, store, start, end, say)
                 report.repaired, report.removed, report.repair = first.differences, removed, recalculated

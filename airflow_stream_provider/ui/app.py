@@ -144,6 +144,15 @@ def _events(stored: StoredStream) -> tuple[list[dict], list[dict]]:
     return recent, series
 
 
+def _recalculations(stored: StoredStream) -> list[dict]:
+    """The stream's recalculation requests kept (``ins_stream_recalculates``), newest first."""
+    from airflow_stream_provider.streams import recalculations
+
+    return [{"recalc_id": r.recalc_id, "reason": r.reason, "start": _json(r.start), "end": _json(r.end),
+             "request_time": _json(r.request_time), "status": r.status, "progress": r.progress,
+             "message": r.message} for r in reversed(recalculations.records(stored))]
+
+
 class RecalculateBody(BaseModel):
     start: datetime
     end: datetime
@@ -215,6 +224,7 @@ def create_app() -> FastAPI:
             "events": recent,
             "windows": windows,
             "lag": await asyncio.to_thread(samples, stored),
+            "recalculations": await asyncio.to_thread(_recalculations, stored),
             "progress": progress.read(stored.progress_path),
         })
 

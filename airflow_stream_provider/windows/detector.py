@@ -124,12 +124,14 @@ class DetectedBatch:
     """A batch as the detector hands it on: its id, its events as stored in the event table (None:
     it found none), and the trigger table's version it read up to. ``store_events``, when set: the
     events are not in the event table yet, and this puts them there (once, whoever calls it first)
-    for a caller that reads the table."""
+    for a caller that reads the table. ``rows``: the trigger table's rows the batch read (the input
+    rate of SHOW STREAMS)."""
 
     id: int
     events: pa.Table | None
     version: int | None
     store_events: Callable[[], None] | None = None
+    rows: int = 0
 
 
 def _key_text(key: tuple) -> str:
@@ -221,6 +223,7 @@ class Detector:
         self.planned = found.planned
         self.snapshot = found.snapshot
         self.last: BatchReport | None = None
+        self.rows_read = 0  # the rows the batches of :meth:`run_available` read, in all
         # batches since the last one that reported windows, and between the last two that did
         self._quiet, self._period = 0, 1
         self._reported = 0  # the events of the last batch that reported any
@@ -364,6 +367,7 @@ class Detector:
                 return self.run_once()
             self.checkpoint.plan(batch, offset)
             self.planned = offset
+        read = 0 if rows is None else len(rows)
         events, changed, groups = self._scan(rows, int(offset["at_ms"]))
         written = event_table(events, batch, offset["at_ms"])
         count = 0 if written is None else written.num_rows
@@ -378,7 +382,8 @@ class Detector:
 
         if self.results_first:
             assert self.after_batch is not None
-            self.after_batch(DetectedBatch(batch, written, offset["last"], None if stored else store_events))
+            self.after_batch(DetectedBatch(batch, written, offset["last"], None if stored else store_events,
+                                           rows=read))
             if count:
                 step_back()
         store_events()
@@ -393,7 +398,7 @@ class Detector:
         if count:
             self.checkpoint.mark_events(batch)
         if self.after_batch is not None and not self.results_first:
-            self.after_batch(DetectedBatch(batch, written, offset["last"]))
+            self.after_batch(DetectedBatch(batch, written, offset["last"], rows=read))
         self.checkpoint.commit(batch, count)
         self.batch, self.groups, self.planned, self.held = batch, merged, None, None
         for key, value in changed.items():
@@ -410,15 +415,17 @@ class Detector:
         if snapshot:
             self.snapshot = batch
             self.checkpoint.prune(batch - RETAIN)
-        self.last = BatchReport(batch, offset.get("first"), offset["last"], 0 if rows is None else len(rows),
+        self.last = BatchReport(batch, offset.get("first"), offset["last"], read,
                                 groups, count, time.monotonic() - began, time.time())
         return self.last
 
     def run_available(self) -> int:
-        """Run batches until the table as it is now is read (and no timeout is due); how many ran."""
+        """Run batches until the table as it is now is read (and no timeout is due); how many ran
+        (:attr:`rows_read` adds up the rows they read)."""
         ran = 0
-        while self.run_once() is not None:
+        while (report := self.run_once()) is not None:
             ran += 1
+            self.rows_read += report.rows
         return ran
 
     def _rows(self, offset: dict) -> pd.DataFrame | None:

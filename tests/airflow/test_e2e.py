@@ -19,6 +19,7 @@ import os
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -156,6 +157,13 @@ def test_streams_run_as_airflow_dags(spark, tmp_path, monkeypatch):
 
         runs = wait_for(ended, 60, "the recalculation runs to end", every=2)
         assert sorted(runs) == [("backfill", "success")] * 2
+        # the request of RECALCULATE STREAM followed its backfill's one run (one 1 min slice) to its end;
+        # the refused one and `airflow backfill create` asked for none
+        view = list(statements.run(wh, "SELECT stream_name, reason, `start`, `end`, progress, status "
+                                       "FROM information_schema.ins_stream_recalculates"))[-1].table.to_pylist()
+        assert [tuple(r.values()) for r in view if r["stream_name"] == "avg1m"] == [
+            ("avg1m", "RECALCULATE STREAM", datetime(2025, 1, 1, tzinfo=UTC), datetime(2025, 1, 1, 0, 1, tzinfo=UTC),
+             "100%", "Finished")]
         # the legacy window stream recalculated the same late rows live (IGNORE EXPIRED 0), and the
         # stream without a window wrote the one of them passing WHERE
         wait_for(lambda: {r["_wstart"].strftime("%H:%M"): (r["a"], r["n"])

@@ -10,6 +10,7 @@ backfilled from Airflow's own Backfill dialog.
 from __future__ import annotations
 
 import json
+import re
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -134,6 +135,11 @@ def test_streams_page(spark, tmp_path, monkeypatch):
                                                     'tr[data-stream="power.avg1m"] td[data-col="computations"]'))
         assert cell[0].text == "3"
         row_text = driver.find_element(By.CSS_SELECTOR, 'tr[data-stream="power.avg1m"]').text
+        listed = driver.find_element(By.CSS_SELECTOR, 'tr[data-stream="power.avg1m"]')
+        # the minute's rates (0.00 once the run is a minute old) and no FILL_HISTORY
+        for col in ("input-rate", "output-rate"):
+            assert re.fullmatch(r"\d+\.\d\d", listed.find_element(By.CSS_SELECTOR, f'td[data-col="{col}"]').text)
+        assert listed.find_element(By.CSS_SELECTOR, 'td[data-col="history"]').text == "-"
         assert "running" in row_text and "INTERVAL(1m) SLIDING(1m)" in row_text
         # the insert trigger, fired once per row of the INSERT, failed on the value 3
         trigger = driver.find_element(By.CSS_SELECTOR, 'tr[data-trigger="meter_values"]')
@@ -167,6 +173,13 @@ def test_streams_page(spark, tmp_path, monkeypatch):
         result = wait.until(lambda d: d.find_element(By.ID, "recalc-result").text
                             if "creating" not in d.find_element(By.ID, "recalc-result").text else None)
         assert "backfill" in result and "stream__power__avg1m__recalc" in result, result
+        # the request, listed with its state on the next refresh: two slices of 1 min, none done yet or some
+        recalc_id = re.search(r"recalc_id (\d+), 2 run\(s\)", result).group(1)
+        listed = wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, f'tr[data-recalc="{recalc_id}"]'))
+        state = (listed[0].find_element(By.CSS_SELECTOR, 'td[data-col="status"]').text,
+                 listed[0].find_element(By.CSS_SELECTOR, 'td[data-col="progress"]').text)
+        assert state in {("Pending", "0%"), ("Running", "0%"), ("Running", "50%"), ("Finished", "100%")}, state
+        assert "RECALCULATE STREAM" in listed[0].text
         backfills = airflow.api("/api/v2/backfills?dag_id=stream__power__avg1m__recalc")["backfills"]
         assert len(backfills) == 1
         assert backfills[0]["from_date"].startswith("2025-01-01T00:00:00")

@@ -47,6 +47,8 @@ def test_show_streams_reports_state_progress_windows_and_notifications(wh):
     assert s1["lag_s"] == 40.0  # the latest row, 00:02:40, is 40 s past it
     assert (s1["realtime_lag_ms"], s1["history_progress_pct"]) == (40_000, None)  # no FILL_HISTORY
     assert s1["output_rows_per_sec_1m"] == 2 / 60  # the run wrote windows [00:00] and [00:01] just now
+    assert s1["input_rows_per_sec_1m"] == 4 / 60  # its detector read the 4 rows just now
+    assert 0 <= s1["runner_result_latency_avg_1m_ms"] < 60_000  # found and committed by the one run
     (sample,) = samples(StreamStore().get("d", "s1"))  # the run's commit recorded the same, for the chart
     assert (sample["progress"], sample["lag_s"], sample["computed"]) == ("2025-01-01T00:02:00+00:00", 40.0, 2)
     assert (s1["notify_sent"], s1["notify_dropped"], s1["notify_pending"]) == (0, 5, 0)
@@ -60,6 +62,11 @@ def test_show_streams_reports_state_progress_windows_and_notifications(wh):
     list(statements.run(wh, "RECALCULATE STREAM s1 FROM '2025-01-01 00:00:00' TO '2025-01-01 00:02:00'"))
     again = {r["stream_name"]: r for r in list(statements.run(wh, "SHOW STREAMS"))[-1].table.to_pylist()}["s1"]
     assert (again["recalculations"], again["recalc_ratio"]) == (1, 1.0)  # two windows redone of two computed
+    view = "SELECT reason, `start`, `end`, progress, status FROM information_schema.ins_stream_recalculates"
+    (asked,) = list(statements.run(wh, view))[-1].table.to_pylist()  # recalculated here: Airflow is not there
+    assert (asked["reason"], asked["start"], asked["end"], asked["progress"], asked["status"]) == (
+        "RECALCULATE STREAM", datetime(2025, 1, 1, tzinfo=UTC), datetime(2025, 1, 1, 0, 2, tzinfo=UTC), "100%",
+        "Finished")
     assert StreamStore().load_state("d", "s1").computed == 2
     # a late row in the closed window [00:00, 00:01) closes it again, live: one more recalculation,
     # and one more computation; 3 recalculated (2 + 1) of 3 computed
@@ -67,6 +74,9 @@ def test_show_streams_reports_state_progress_windows_and_notifications(wh):
     run_stream(wh, "d", "s1")
     late = {r["stream_name"]: r for r in list(statements.run(wh, "SHOW STREAMS"))[-1].table.to_pylist()}["s1"]
     assert (late["recalculations"], late["computations"], late["recalc_ratio"]) == (2, 3, 1.0)
+    live = list(statements.run(wh, view))[-1].table.to_pylist()[-1]  # the window [00:00, 00:01) closed again
+    assert (live["reason"], live["start"], live["end"], live["status"]) == (
+        "late rows", datetime(2025, 1, 1, tzinfo=UTC), datetime(2025, 1, 1, 0, 1, tzinfo=UTC), "Finished")
     stored = StreamStore().get("d", "s1")
     record_sample(wh.catalog, stored, StreamState())
     count = len(samples(stored))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 import pandas as pd
 import pyarrow as pa
@@ -87,7 +87,8 @@ def pending_windows(runtime: StreamRuntime, stored: StoredStream, state: StreamS
         version = runtime.table_version()  # (before detecting: the detector reads at least this far)
         with contextlib.nullcontext(True) if locked else detector_lock(stored) as mine:
             if mine:
-                detect_windows(runtime, stored, state, say)
+                read = detect_windows(runtime, stored, state, say)
+                update.update(read_entry(read))
                 update["detected_version"] = version
                 update["checkpoint_id"] = checkpoint_id(stored.checkpoint)
                 if state.failed:
@@ -116,15 +117,23 @@ def pending_windows(runtime: StreamRuntime, stored: StoredStream, state: StreamS
 
 
 def detect_windows(runtime: StreamRuntime, stored: StoredStream, state: StreamState,
-                   say: Callable[[str], None]) -> None:
+                   say: Callable[[str], None]) -> int:
     """Run the detector until it has read the trigger table as it is now, and its processing-time
     timeouts that are due have fired (MAX_DELAY, FORCE_WINDOW_CLOSE, CONTINUOUS_WINDOW_CLOSE): a run
-    after the delay writes what the live detector would have, new rows or not."""
+    after the delay writes what the live detector would have, new rows or not. How many rows of the
+    trigger table its batches read."""
     plan = trigger_plan(runtime)
     say(f"detecting windows on {plan.table}")
     found = detector.Detector(plan, detector_options(stored, state), timeouts=True)
     batches = found.run_available()
-    say(f"{batches} detector batch(es) up to version {found.position}")
+    say(f"{batches} detector batch(es) up to version {found.position}, {found.rows_read} row(s) read")
+    return found.rows_read
+
+
+def read_entry(rows: int) -> dict:
+    """The progress that records ``rows`` read by a detector now, for the input rate of SHOW STREAMS
+    (:data:`~airflow_stream_provider.plan.state.RECENT_KEYS`); nothing when it read none."""
+    return {"read": [[datetime.now(UTC).isoformat(), rows]]} if rows else {}
 
 
 def trigger_plan(runtime: StreamRuntime) -> TriggerPlan:

@@ -9,6 +9,9 @@ const $ = (sel) => document.querySelector(sel);
 const esc = (v) => String(v ?? "").replace(/[&<>"']/g, (c) => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}[c]));
 const time = (iso) => (iso ? iso.replace("T", " ").replace(/(\.\d{3})\d*/, "$1").replace("+00:00", "Z") : "-");
 const num = (v) => (v === null || v === undefined ? "-" : Number(v).toLocaleString());
+const rate = (v) => (v === null || v === undefined ? "-" : Number(v).toFixed(2));
+const millis = (v) => (v === null || v === undefined ? "-" : v < 10000 ? `${Math.round(v)} ms` : secs(v / 1000));
+const pct = (v) => (v === null || v === undefined ? "-" : `${Math.round(v)}%`);
 const secs = (v) => (v === null || v === undefined ? "-" : v < 120 ? `${v.toFixed(1)} s` : `${(v / 60).toFixed(1)} min`);
 
 async function getJson(path, options) {
@@ -63,6 +66,10 @@ async function renderList() {
       <td>${time(s.progress)}</td>
       <td class="num">${secs(s.lag_s)}</td>
       <td data-col="freshness">${freshness(s)}</td>
+      <td class="num" data-col="input-rate">${rate(s.input_rows_per_sec_1m)}</td>
+      <td class="num" data-col="output-rate">${rate(s.output_rows_per_sec_1m)}</td>
+      <td class="num" data-col="latency">${millis(s.runner_result_latency_avg_1m_ms)}</td>
+      <td class="num" data-col="history">${pct(s.history_progress_pct)}</td>
       <td data-col="next-instant">${time(s.next_instant)}</td>
       <td class="num">${num(s.windows_opened)} / ${num(s.windows_closed)}</td>
       <td class="num" data-col="computations">${num(s.computations)}</td>
@@ -111,6 +118,9 @@ async function renderStream(db, name) {
     card("progress", time(s.progress)),
     card("lag", secs(s.lag_s)),
     ...(s.freshness ? [card("freshness", `${freshness(s)} (bound ${secs(s.freshness_bound_s)})`)] : []),
+    card("rows in / out per s (1 min)", `${rate(s.input_rows_per_sec_1m)} / ${rate(s.output_rows_per_sec_1m)}`),
+    card("result latency (1 min)", millis(s.runner_result_latency_avg_1m_ms)),
+    card("history", pct(s.history_progress_pct)),
     card("next instant", time(s.next_instant)),
     card("windows opened / closed", `${num(s.windows_opened)} / ${num(s.windows_closed)}`),
     card("computations", num(s.computations)),
@@ -126,6 +136,7 @@ async function renderStream(db, name) {
   $("#events tbody").innerHTML = data.events.map((e) => `
     <tr><td>${esc(e.event_type)}</td><td>${esc(e.group_keys === "{}" ? "-" : e.group_keys)}</td><td>${time(e.window_start)}</td>
         <td>${time(e.window_end)}</td><td class="num">${num(e.row_count)}</td><td>${esc(e.trigger_id)}</td></tr>`).join("");
+  renderRecalculations(data.recalculations);
   const form = $("#recalculate");
   form.hidden = !data.recalc_dag_id;
   $("#recalc-note").textContent = data.recalc_dag_id
@@ -137,6 +148,17 @@ async function renderStream(db, name) {
   form.dataset.name = name;
   $("#verify").dataset.db = db;
   $("#verify").dataset.name = name;
+}
+
+// the stream's recalculation requests (ins_stream_recalculates), newest first
+function renderRecalculations(found) {
+  $("#recalcs tbody").innerHTML = found.map((r) => `
+    <tr data-recalc="${esc(r.recalc_id)}"><td>${esc(r.recalc_id)}</td><td>${esc(r.reason)}</td><td>${time(r.start)}</td>
+        <td>${time(r.end)}</td><td>${time(r.request_time)}</td>
+        <td data-col="status"><span class="status ${esc(String(r.status).toLowerCase())}">${esc(r.status)}</span></td>
+        <td class="num" data-col="progress">${esc(r.progress)}</td><td class="error">${esc(r.message)}</td></tr>`).join("");
+  $("#recalcs").hidden = found.length === 0;
+  $("#no-recalcs").hidden = found.length > 0;
 }
 
 function renderProgress(p) {
