@@ -7,13 +7,12 @@ import json
 import logging
 import os
 import sys
-import unicodedata
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import NoReturn
 
 from airflow_stream_provider import model as m
+from airflow_stream_provider.cli.inputs import format_error, quote_source, read_input
 from airflow_stream_provider.exceptions import StreamDefinitionError, StreamError
 from airflow_stream_provider.hooks import bind
 from airflow_stream_provider.model.names import CQ_NAMESPACE
@@ -29,73 +28,8 @@ from airflow_stream_provider.sql.tdengine_legacy.migrate import to_3_3_7
 EXIT_TRIGGER_FAILED = 3
 
 
-def _read_input(args: argparse.Namespace) -> tuple[str, str]:
-    if args.file and args.statement:
-        raise SystemExit("airflow-stream: give either -f FILE or a STATEMENT, not both")
-    if args.file:
-        if args.file == "-":
-            return sys.stdin.read(), "<stdin>"
-        try:
-            with open(args.file, encoding="utf-8") as handle:
-                return handle.read(), args.file
-        except UnicodeDecodeError as err:
-            _input_error(f"{args.file} is not UTF-8 text (byte {err.start}: {err.reason})")
-        except OSError as err:
-            _input_error(f"{args.file} cannot be read: {err.strerror or err}")
-    if args.statement:
-        return args.statement, "<statement>"
-    if not sys.stdin.isatty():
-        return sys.stdin.read(), "<stdin>"
-    raise SystemExit("airflow-stream: give a STATEMENT, -f FILE, or statements on standard input")
-
-
-def _input_error(message: str) -> NoReturn:
-    """A bad ``-f`` file: nothing ran; exit status 2, as for a statement that does not parse."""
-    print(f"error: {message}\n  nothing was executed", file=sys.stderr)
-    raise SystemExit(2)
-
-
-def printable(text: str) -> str:
-    """``text`` with each control or format character shown as one visible character, so an echoed
-    statement cannot move the terminal's cursor or colour it, and a caret under it stays in its column:
-    C0 controls and DEL as their Unicode control pictures, a tab as a space, other controls and format
-    characters (bidirectional overrides) as the replacement character."""
-    out = []
-    for char in text:
-        if char == "\t":
-            out.append(" ")
-        elif ord(char) < 0x20:
-            out.append(chr(0x2400 + ord(char)))
-        elif char == "\x7f":
-            out.append("\u2421")
-        elif unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp"):
-            out.append("\ufffd")
-        else:
-            out.append(char)
-    return "".join(out)
-
-
-def _quote_source(lines: list[str], text: str, line: int | None, source: str, column: int | None = None) -> str:
-    """``lines``, then line ``line`` of ``text`` (with a caret under ``column``) and the file name, all of it
-    :func:`printable`."""
-    src_lines = text.splitlines() or [""]
-    if line is not None and 1 <= line <= len(src_lines):
-        lines.append(f"  {src_lines[line - 1]}")
-        if column is not None:
-            lines.append("  " + " " * (max(column, 1) - 1) + "^")
-    if source and source not in ("<statement>", "<stdin>"):
-        lines.append(f"  in {source}")
-    return "\n".join(printable(part) for entry in lines for part in entry.split("\n"))
-
-
-def format_error(err: StreamDefinitionError, text: str, source: str = "") -> str:
-    """``error: line L, col C: message``, then the offending line and a caret under the column."""
-    column = (err.column or 1) if err.line is not None else None
-    return _quote_source([f"error: {err}"], text, err.line, source, column)
-
-
 def cmd_check(args: argparse.Namespace) -> int:
-    text, source = _read_input(args)
+    text, source = read_input(args)
     try:
         statements = parse(text)
     except StreamDefinitionError as err:
@@ -181,7 +115,7 @@ def _statement_error(index: int, stmt: m.Statement, err: Exception, text: str, s
         message += f" ({err.hint})"
     first_line = str(message).strip().splitlines()[0] if str(message).strip() else type(err).__name__
     label = f"{stmt.kind} {stmt.subject}".rstrip()
-    return _quote_source([f"error: statement {index} ({label}) at {where}: {first_line}"], text,
+    return quote_source([f"error: statement {index} ({label}) at {where}: {first_line}"], text,
                          stmt.position.line, source)
 
 
@@ -190,7 +124,7 @@ def cmd_sql(args: argparse.Namespace) -> int:
     from airflow_stream_provider.cli.render import render
     from airflow_stream_provider.warehouse import Warehouse
 
-    text, source = _read_input(args)
+    text, source = read_input(args)
     try:
         statements = parse(text)
     except StreamDefinitionError as err:
