@@ -34,6 +34,9 @@ class StreamOptions:
     idle_timeout: Duration | None = None
     event_types: tuple[EventType, ...] = (EventType.WINDOW_CLOSE,)
     ignore_nodata_trigger: bool = False
+    #: FLUSH_ON_OUTER_CLOSE (TDengine 3.4.2): when an outer window of a nested WINDOW(...) closes, the
+    #: leaf windows still open inside it close with it
+    flush_on_outer_close: bool = False
     engine: str | None = None  # ENGINE('in-process' | 'spark' | 'auto'): which detector finds its windows
     #: SEMANTICS('3.3.7' | '3.4'): which TDengine version's behaviour the stream follows where they
     #: differ (None: the home's ``[tdengine] semantics``, recorded at CREATE)

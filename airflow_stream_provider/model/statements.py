@@ -8,7 +8,7 @@ from airflow_stream_provider.model.options import LegacyOptions, Notify, StreamO
 from airflow_stream_provider.model.policies import EmitPolicy, OutputNaming, RowAcceptance
 from airflow_stream_provider.model.series import SeriesCompute
 from airflow_stream_provider.model.time import Duration, TimePoint
-from airflow_stream_provider.model.triggers import RowTrigger, Trigger
+from airflow_stream_provider.model.triggers import OuterWindow, RowTrigger, Trigger
 from airflow_stream_provider.model.types import DataType, Position, SqlExpression, TableName, Value
 
 
@@ -63,6 +63,15 @@ class CreateStream(Statement):
     legacy: LegacyOptions | None = None
     #: an IoTDB continuous query: what it computes and writes at each instant
     series: SeriesCompute | None = None
+    #: a nested WINDOW(...) (TDengine 3.4.2): its outer layers, outermost first; ``trigger`` is the leaf
+    outer_windows: tuple[OuterWindow, ...] = ()
+    #: the leaf layer's name, when the leaf is written ``<trigger> AS name``
+    leaf_name: str | None = None
+
+    @property
+    def nested(self) -> bool:
+        """Its trigger is the leaf of a nested WINDOW(...)."""
+        return bool(self.outer_windows)
 
     @property
     def kind(self) -> str:  # type: ignore[override]  # a continuous query names itself as IoTDB does

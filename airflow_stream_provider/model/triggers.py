@@ -7,11 +7,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from airflow_stream_provider.model.events import TriggerKind
 from airflow_stream_provider.model.time import Duration
-from airflow_stream_provider.model.types import SqlExpression, Value
+from airflow_stream_provider.model.types import Position, SqlExpression, Value
 
 
 @dataclass(frozen=True)
@@ -190,6 +190,28 @@ class ResampleTrigger:
     def __str__(self) -> str:
         return (f"RESAMPLE EVERY {self.every} BOUNDARY {self.boundary}u RANGE {self.start_offset}, "
                 f"{self.end_offset} TIMEOUT POLICY {self.policy}")
+
+
+#: the window types a layer of a nested ``WINDOW(...)`` may be (TDengine 3.4.2); PERIOD is none
+NESTABLE = (TriggerKind.INTERVAL, TriggerKind.SLIDING, TriggerKind.SESSION, TriggerKind.STATE_WINDOW,
+            TriggerKind.EVENT_WINDOW, TriggerKind.COUNT_WINDOW)
+#: at most this many layers, the outer ones and the leaf (TDengine's STREAM_WINDOW_MAX_LAYERS)
+NESTED_MAX_LAYERS = 8
+
+
+@dataclass(frozen=True)
+class OuterWindow:
+    """An enclosing layer of a nested ``WINDOW(<trigger> AS w_outer, ..., <leaf>)`` (TDengine 3.4.2):
+    the windows of the next layer open and close inside each window of this one, and the query
+    reads this one's bounds as ``name._twstart``, ``name._twend``, ``name._twduration``,
+    ``name._twrownum``. Its windows never overlap (the validator refuses overlapping ones)."""
+
+    trigger: IntervalWindow | SlidingTrigger | SessionWindow | StateWindow | EventWindow | CountWindow
+    name: str
+    position: Position | None = field(default=None, compare=False)
+
+    def __str__(self) -> str:
+        return f"{self.trigger} AS {self.name}"
 
 
 Trigger = (PeriodTrigger | SlidingTrigger | IntervalWindow | SessionWindow | StateWindow | EventWindow | CountWindow

@@ -81,18 +81,19 @@ def window_columns(wstart, wend, rows, closed, opened, **extra) -> Windows:
     return Windows([np.asarray(data[c]) for c in WINDOW_COLUMNS])
 
 
-def _frame(arrays: list[np.ndarray], n: int) -> pd.DataFrame:
+def _frame(arrays: list[np.ndarray], n: int, columns: pd.Index | None = None) -> pd.DataFrame:
     """Windows from their columns, as they are. A live batch builds one such frame for each group
     with a window: pandas' constructor checks and copies every column and then merges columns of a
     type into blocks, which for a window or two costs several times what reading it back does, so
     the frame is made of the columns unmerged (merged later, if ever, by an operation that needs
     it). Through pandas' own constructor where its internals differ."""
     try:
-        manager = arrays_to_mgr(arrays, _COLUMNS, pd.RangeIndex(n), verify_integrity=False, typ="block",
-                                consolidate=False)
+        manager = arrays_to_mgr(arrays, _COLUMNS if columns is None else columns, pd.RangeIndex(n),
+                                verify_integrity=False, typ="block", consolidate=False)
         return pd.DataFrame._from_mgr(manager, axes=manager.axes)
     except (TypeError, AttributeError):
-        return pd.DataFrame._from_arrays(arrays, columns=_COLUMNS, index=pd.RangeIndex(n), verify_integrity=False)
+        return pd.DataFrame._from_arrays(arrays, columns=_COLUMNS if columns is None else columns,
+                                         index=pd.RangeIndex(n), verify_integrity=False)
 
 
 _COLUMNS = pd.Index(WINDOW_COLUMNS)
@@ -109,9 +110,10 @@ for _empty in NO_WINDOWS.arrays:
     _empty.flags.writeable = False
 
 
-def concat_windows(parts: Sequence[pd.DataFrame | Windows]) -> pd.DataFrame:
+def concat_windows(parts: Sequence[pd.DataFrame | Windows], extra: dict[str, np.ndarray] | None = None) -> pd.DataFrame:
     """Windows of several scans in one frame, column by column (``pd.concat`` would check every value
-    of the all-NULL object columns)."""
+    of the all-NULL object columns); ``extra``: more columns after the window columns, one value
+    per window of the parts."""
     columns: list[list[np.ndarray]] = [[] for _ in WINDOW_COLUMNS]
     for part in parts:
         if not len(part):
@@ -125,7 +127,12 @@ def concat_windows(parts: Sequence[pd.DataFrame | Windows]) -> pd.DataFrame:
         for column, values in zip(columns, arrays, strict=True):
             column.append(values)
     if not columns[0]:
-        return empty_windows()
+        out = empty_windows()
+        for name, values in (extra or {}).items():
+            out[name] = values
+        return out
     merged = [np.concatenate(column) if len(column) > 1 else column[0] for column in columns]
-    return _frame([values.astype(kind, copy=False) for values, kind in zip(merged, _KINDS, strict=True)],
-                  len(merged[0]))
+    arrays = [values.astype(kind, copy=False) for values, kind in zip(merged, _KINDS, strict=True)]
+    if not extra:
+        return _frame(arrays, len(merged[0]))
+    return _frame([*arrays, *extra.values()], len(merged[0]), pd.Index([*WINDOW_COLUMNS, *extra]))

@@ -41,8 +41,6 @@ RULES = [
      "option IDLE_TIMEOUT is given twice", "STREAM_OPTIONS"),
     ("CREATE STREAM s STATE_WINDOW(v) FROM meters ROLLUP BY site NOTIFY('ws://h:1') ON (WINDOW_CLOSE)",
      "ROLLUP BY groups PERIOD, SLIDING, INTERVAL and SESSION triggers", "ROLLUP BY"),
-    ("CREATE STREAM s WINDOW(SESSION(ts, 1m) AS a, COUNT_WINDOW(2)) FROM meters NOTIFY('ws://h:1') ON (WINDOW_CLOSE)",
-     "WINDOW (TDengine 3.4.2) is not supported", "WINDOW"),
     ("CREATE STREAM s EVENT_WINDOW(START WITH (a > 1, a > 2) END WITH a < 1) FROM t PARTITION BY tbname "
      "NOTIFY('ws://h:1') ON (WINDOW_CLOSE)", "sub-event windows (TDengine 3.4.0)", "EVENT_WINDOW"),
     ("CREATE STREAM s STATE_WINDOW(a) TRUE_FOR(start(COUNT 2)) FROM t PARTITION BY tbname NOTIFY('ws://h:1') "

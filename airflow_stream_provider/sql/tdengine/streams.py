@@ -16,6 +16,7 @@ from airflow_stream_provider.config import TDENGINE_SEMANTICS
 from airflow_stream_provider.exceptions import did_you_mean
 from airflow_stream_provider.model import names
 from airflow_stream_provider.sql.grammar.lexer import Kind, Token
+from airflow_stream_provider.sql.tdengine import nested
 from airflow_stream_provider.sql.tdengine.validate import validate_create_stream
 from airflow_stream_provider.sql.tdengine.window_clauses import WindowClauses
 
@@ -37,6 +38,7 @@ STREAM_OPTIONS = (
     "IDLE_TIMEOUT",
     "EVENT_TYPE",
     "IGNORE_NODATA_TRIGGER",
+    "FLUSH_ON_OUTER_CLOSE",
     "ENGINE",
     "SEMANTICS",
 )
@@ -44,7 +46,7 @@ STREAM_OPTIONS = (
 DETECTOR_ENGINES = ("in-process", "spark", "auto")
 NOTIFY_OPTIONS = ("NOTIFY_HISTORY", "ON_FAILURE_PAUSE")
 #: words of TDengine's stream language after 3.3.7 that this project refuses by name, and their version
-LATER_WORDS = {"FLUSH_ON_OUTER_CLOSE": "3.4.2", "WINDOW": "3.4.2"}
+LATER_WORDS: dict[str, str] = {}
 #: the events of a group going idle and coming back (IDLE_TIMEOUT, TDengine 3.4.1)
 IDLE_EVENT_TYPES = (m.EventType.IDLE, m.EventType.RESUME)
 NOTIFY_EVENT_TYPES = (m.EventType.WINDOW_OPEN, m.EventType.WINDOW_CLOSE, m.EventType.ON_TIME, *IDLE_EVENT_TYPES)
@@ -63,8 +65,13 @@ class StreamStatements(WindowClauses):
         name = self.table_name("stream name", "CREATE STREAM", names.STREAM)
         where: dict[str, Token] = {"CREATE STREAM": self.toks[self.i - 1]}
         where["trigger"] = self.tok
-        trigger = self.trigger()
         args: dict = {}
+        if self.at("WINDOW") and self.peek().text == "(":
+            where["WINDOW"] = self.tok
+            outer, trigger, args["leaf_name"] = self.nested_window(where)
+            args["outer_windows"] = outer
+        else:
+            trigger = self.trigger()
         if self.at("FROM"):
             where["FROM"] = self.advance()
             args["trigger_table"] = self.table_name("trigger table", "FROM")
@@ -198,7 +205,8 @@ class StreamStatements(WindowClauses):
             self.expect_op(")", "COUNT_WINDOW")
             return m.CountWindow(count, count_sliding, tuple(columns))
         if tok.upper == "WINDOW" and self.peek().text == "(":
-            raise self.later(tok)
+            raise self.error("a layer of WINDOW(...) is a window trigger, not another WINDOW(...): list every layer "
+                             "in the one WINDOW(...), outermost first", tok, "WINDOW")
         if tok.upper in LEGACY_STREAM_WORDS:
             raise self.error(
                 f"{tok.text} belongs to TDengine's older stream syntax (3.0 to 3.3.6), which is not supported: "
@@ -209,6 +217,40 @@ class StreamStatements(WindowClauses):
         raise self.error(
             f"expected a trigger ({', '.join(TRIGGER_KEYWORDS)}), found {tok.describe()}", clause="CREATE STREAM",
             hint=hint, syntax=True)
+
+    def nested_window(self, where: dict[str, Token]) -> tuple[tuple[m.OuterWindow, ...], m.Trigger, str | None]:
+        """``WINDOW(<trigger> AS name, ..., <leaf> [AS name])`` (TDengine 3.4.2): the outer layers,
+        outermost first, the leaf and the leaf's name."""
+        start = self.advance()
+        self.expect_op("(", "WINDOW")
+        layers: list[tuple[m.Trigger, str | None, Token]] = []
+        names: list[str] = []
+        while True:
+            tok = self.tok
+            trigger = self.trigger()
+            name = None
+            if self.accept("AS"):
+                name_tok = self.tok
+                name = self.ident("window name", "WINDOW")
+                nested.check_name(name, name_tok, names)
+                names.append(name)
+            layers.append((trigger, name, tok))
+            if not self.accept_op(","):
+                break
+        end = self.expect_op(")", "WINDOW")
+        nested.check_layers(len(layers), start if len(layers) < 2 else end)
+        outer: list[m.OuterWindow] = []
+        for i, (trigger, name, tok) in enumerate(layers):
+            leaf = i == len(layers) - 1
+            nested.check_layer(trigger, tok, leaf=leaf)
+            if leaf:
+                break
+            if name is None:
+                raise self.error(f"the outer window {trigger} needs a name: write {trigger} AS w{i + 1}", tok, "WINDOW")
+            if isinstance(trigger, nested.OUTER_TYPES):  # (check_layer refused every other type)
+                outer.append(m.OuterWindow(trigger, name, self.position(tok)))
+        where["leaf"] = layers[-1][2]
+        return tuple(outer), layers[-1][0], layers[-1][1]
 
     def duration_and_offset(self, keyword: str, what: str, *, calendar: bool = False
                             ) -> tuple[m.Duration, m.Duration | None]:

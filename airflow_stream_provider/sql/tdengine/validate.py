@@ -65,6 +65,7 @@ def validate_create_stream(stmt: m.CreateStream, where: dict[str, Token]) -> Non
     _check_notify(c)
     _check_output(c)
     _check_query(c)
+    _check_nested(c)
 
 
 def _check_trigger(c: _Checker) -> None:
@@ -381,3 +382,37 @@ def _check_query(c: _Checker) -> None:
                 c.fail("AS", "%%trows cannot be joined")
         if table.find_ancestor(exp.Join) is not None:
             c.fail("AS", "%%trows cannot be joined")
+
+
+def _check_nested(c: _Checker) -> None:
+    """FLUSH_ON_OUTER_CLOSE, DELETE_RECALC and the query's ``layer._tw...`` references of a nested
+    WINDOW(...) (TDengine 3.4.2)."""
+    stmt = c.stmt
+    if not stmt.nested:
+        if stmt.options.flush_on_outer_close:
+            c.fail("FLUSH_ON_OUTER_CLOSE", "FLUSH_ON_OUTER_CLOSE closes the leaf windows of a nested WINDOW(...) with "
+                                           "their outer window; this stream has no nested windows")
+        return
+    layers = [(o.trigger, o.name) for o in stmt.outer_windows] + [(stmt.trigger, stmt.leaf_name)]
+    if "DELETE_RECALC" in stmt.options.given:
+        for trig, _ in layers:
+            if isinstance(trig, m.CountWindow) and (trig.sliding or trig.count) != 1:
+                c.fail("DELETE_RECALC", f"DELETE_RECALC with nested windows needs every COUNT_WINDOW to slide by 1, "
+                                        f"found {trig}")
+    query = stmt.query
+    if query is None:
+        return
+    names = {name.lower(): trig for trig, name in layers if name}
+    for alias in query.tree.find_all(exp.TableAlias):
+        if alias.name.lower() in names:
+            c.fail_in(query, alias.name, "WINDOW", f"{alias.name} names a window layer of WINDOW(...) and a table of "
+                                                   "the query: give one of them another name")
+    for col in query.tree.find_all(exp.Column):
+        layer = names.get(col.table.lower()) if col.table else None
+        if layer is None:
+            continue
+        kinds = PLACEHOLDERS.get(col.name.lower())
+        if kinds != {m.STREAM_KINDS[layer.keyword]} or col.name.lower() in IDLE_PLACEHOLDERS:
+            c.fail_in(query, f"{col.table}.{col.name}", "AS", f"{col.table}.{col.name}: a window layer gives the "
+                                                              f"placeholders of its {layer.keyword} trigger, as "
+                                                              f"{col.table}._twstart")
