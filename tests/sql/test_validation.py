@@ -43,8 +43,12 @@ RULES = [
      "ROLLUP (TDengine 3.4.2) is not supported", "ROLLUP"),
     ("CREATE STREAM s WINDOW(SESSION(ts, 1m) AS a, COUNT_WINDOW(2)) FROM meters NOTIFY('ws://h:1') ON (WINDOW_CLOSE)",
      "WINDOW (TDengine 3.4.2) is not supported", "WINDOW"),
-    ("CREATE STREAM s EVENT_WINDOW(START WITH (a > 1, a > 2) END WITH a < 1) FROM t PARTITION BY tbname "
-     "NOTIFY('ws://h:1') ON (WINDOW_CLOSE)", "sub-event windows (TDengine 3.4.0)", "EVENT_WINDOW"),
+    ("CREATE STREAM s EVENT_WINDOW(START WITH ((a > 2, a > 1), b < 1) END WITH a < 1) FROM t PARTITION BY tbname "
+     "NOTIFY('ws://h:1') ON (WINDOW_CLOSE)", "nests conditions (a condition tree, TDengine 3.4.2)", "EVENT_WINDOW"),
+    ("CREATE STREAM s EVENT_WINDOW(START WITH (a > 2, a > 1) END WITH a < 1) TRUE_FOR(start(COUNT 2)) FROM t "
+     "PARTITION BY tbname NOTIFY('ws://h:1') ON (WINDOW_CLOSE)", "not to sub-event windows", "TRUE_FOR"),
+    ("CREATE STREAM s EVENT_WINDOW(START WITH a > 1) FROM t PARTITION BY tbname NOTIFY('ws://h:1') ON (WINDOW_CLOSE)",
+     "expected END WITH", "EVENT_WINDOW"),
     ("CREATE STREAM s STATE_WINDOW(a) TRUE_FOR(start(COUNT 2)) FROM t PARTITION BY tbname NOTIFY('ws://h:1') "
      "ON (WINDOW_CLOSE)", "belong to EVENT_WINDOW", "TRUE_FOR"),
     ("CREATE STREAM s EVENT_WINDOW(START WITH a > 1 END WITH a < 1) TRUE_FOR(end(1s), end(2s)) FROM t "
