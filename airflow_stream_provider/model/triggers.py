@@ -138,14 +138,36 @@ def _literal(value: Value) -> str:
 
 @dataclass(frozen=True)
 class EventWindow:
+    """``EVENT_WINDOW(START WITH start END WITH end)``; with ``more_starts``, the sub-event window of
+    TDengine 3.4.0, ``START WITH (start, c2, ...) [END WITH end]``: the first condition that holds on
+    a row is the window's effective condition, each change of it closes a sub-window and opens the
+    next, and END WITH is optional (``end`` None: the window closes once no condition holds)."""
+
     start: SqlExpression
-    end: SqlExpression
+    end: SqlExpression | None
     true_for: TrueFor | None = None
+    more_starts: tuple[SqlExpression, ...] = ()
     keyword = TriggerKind.EVENT_WINDOW
+
+    def __post_init__(self) -> None:
+        if self.end is None and not self.more_starts:
+            raise ValueError("EVENT_WINDOW needs END WITH unless START WITH gives several conditions")
+
+    @property
+    def starts(self) -> tuple[SqlExpression, ...]:
+        """The START WITH conditions, in order (their index is a notification's ``conditionIndex``)."""
+        return (self.start, *self.more_starts)
+
+    @property
+    def sub_events(self) -> bool:
+        """START WITH gives several conditions: a sub-event window (TDengine 3.4.0)."""
+        return bool(self.more_starts)
 
     def __str__(self) -> str:
         tf = f" {self.true_for}" if self.true_for else ""
-        return f"EVENT_WINDOW(START WITH {self.start} END WITH {self.end}){tf}"
+        start = f"({', '.join(map(str, self.starts))})" if self.more_starts else str(self.start)
+        end = f" END WITH {self.end}" if self.end is not None else ""
+        return f"EVENT_WINDOW(START WITH {start}{end}){tf}"
 
 
 @dataclass(frozen=True)

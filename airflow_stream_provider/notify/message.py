@@ -192,8 +192,13 @@ def validate(body: dict | str, style: str = "3.3.7") -> None:
 # --- events from the detector and from scheduled triggers -----------------------------------
 
 
-def window_fields(trigger_type: str, event_type: str, row: dict, precision: str) -> dict:
-    """The per-type fields of a window event, from an event-table row (see ``windows.events``)."""
+def window_fields(trigger_type: str, event_type: str, row: dict, precision: str, *, sub_events: bool = False) -> dict:
+    """The per-type fields of a window event, from an event-table row (see ``windows.events``).
+
+    :param sub_events: the stream's trigger is a sub-event window (TDengine 3.4.0): its events say
+        ``windowIndex``, the sub-window's place in its parent (the window's ordinal less one), -1
+        for a plain window or a parent.
+    """
     if event_type in (EventType.IDLE, EventType.RESUME):
         return idle_fields(row)
     out: dict = {"windowStart": epoch(row["window_start"], precision)}
@@ -210,6 +215,8 @@ def window_fields(trigger_type: str, event_type: str, row: dict, precision: str)
             out["nextState"] = _state(row.get("next_state"))
     elif trigger_type == "Event" and row.get("condition_index") is not None:
         values = row.get("field_values")
+        if sub_events:
+            out["windowIndex"] = int(row.get("window_ordinal") or 0) - 1
         out["triggerCondition"] = {"conditionIndex": int(row["condition_index"]),
                                    "fieldValue": json.loads(values) if values else {}}
     return out

@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 
 import pyarrow as pa
 
+from airflow_stream_provider import model as m
 from airflow_stream_provider.model.events import TRIGGER_TYPES, EventType, TriggerKind
 from airflow_stream_provider.notify import delivery
 from airflow_stream_provider.notify.message import (
@@ -125,6 +126,8 @@ class RunNotifications:
         if EventType.WINDOW_CLOSE in wanted:
             wanted.add(EventType.WINDOW_INVALIDATION)
         fired_by = {f.event: f.idx for f in fired if f.event is not None}
+        trigger = self.runtime.stmt.trigger
+        sub_events = isinstance(trigger, m.EventWindow) and trigger.sub_events
         for event in events:
             kind = event.event_type
             if kind not in wanted:
@@ -132,7 +135,7 @@ class RunNotifications:
             start, end = event.window_start, event.window_end
             if not self.notify.history and self._history(end if kind != EventType.WINDOW_OPEN else None, start):
                 continue
-            fields = window_fields(event.trigger_type, kind, event.fields(), self.precision)
+            fields = window_fields(event.trigger_type, kind, event.fields(), self.precision, sub_events=sub_events)
             batch = event.batch_id
             key = f"{batch}:{event.seq}" if batch is not None else f"recalc:{event.trigger_id}:{kind}"
             when = epoch(event.event_time, "ms") if event.event_time is not None else _now_ms()

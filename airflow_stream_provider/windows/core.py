@@ -16,7 +16,8 @@ type       columns
 interval   ``ts``
 session    ``ts``
 state      ``ts``, ``_state`` (NULL rows are skipped: they neither open nor split a window)
-event      ``ts``, ``_start``, ``_end`` (booleans), the condition columns ``_f_<name>``
+event      ``ts``, ``_start``, ``_end`` (booleans), the condition columns ``_f_<name>``; sub-event
+           windows also ``_cond`` (the first START WITH condition holding, -1 for none)
 count      ``ts``, ``_valid`` (boolean: the row counts)
 =========  ===================================================================================
 
@@ -50,6 +51,7 @@ from airflow_stream_provider.windows.state_keys import (
     state_rows,
 )
 from airflow_stream_provider.windows.streaks import event_streaks
+from airflow_stream_provider.windows.subevents import event_subwindows
 
 
 def _json_texts(values: np.ndarray) -> list[str]:
@@ -399,6 +401,8 @@ def _event(spec: WindowSpec, rows: Rows, carry: dict | None, watermark: int | No
     out: dict[str, list] = {k: [] for k in ("s", "e", "c", "closed", "opened", "of", "cf")}
     start_fields = {name: _values(rows, f"_f_{name}") for name in spec.start_fields}
     end_fields = {name: _values(rows, f"_f_{name}") for name in spec.end_fields}
+    if spec.conditions > 1:
+        return _subevents(spec, rows, carry, final, ts, {**start_fields, **end_fields})
     if spec.start_limit is not None or spec.end_limit is not None:
         flags = (_flags(rows, "_start"), _flags(rows, "_end")) if n else (np.empty(0, bool), np.empty(0, bool))
         out, carry = event_streaks(spec, ts, *flags, carry, final)
@@ -450,6 +454,25 @@ def _event(spec: WindowSpec, rows: Rows, carry: dict | None, watermark: int | No
             add(o["start"], o["last"], o["count"], False, True, o["fields"], None)
     carry["open"] = o
     return _event_frame(out, start_fields, end_fields), carry
+
+
+def _subevents(spec: WindowSpec, rows: Rows, carry: dict, final: bool, ts: np.ndarray,
+               fields: dict[str, np.ndarray]) -> tuple[Windows, dict]:
+    """:mod:`.subevents`: the windows, with their ordinal and condition indices."""
+    n = len(ts)
+    effective = _values(rows, "_cond", np.int64) if n else np.empty(0, np.int64)
+    end_at = _flags(rows, "_end") if n else np.empty(0, bool)
+    out, carry = event_subwindows(spec, ts, effective, end_at, carry, final)
+    for held in (carry["open"], carry["sub"]):
+        if held is not None and isinstance(held["fields"], int):  # a row of this call: its fields as JSON
+            held["fields"] = _fields_json(fields, held["fields"])
+    if not out["s"]:
+        return NO_WINDOWS, carry
+    return window_columns(out["s"], out["e"], out["c"], out["closed"], out["opened"], ordinal=out["o"],
+                          open_index=np.asarray(out["oi"], np.int64),
+                          open_fields=np.array(_fields_texts(fields, out["of"]), dtype=object),
+                          close_index=np.asarray(out["ci"], np.int64),
+                          close_fields=np.array(_fields_texts(fields, out["cf"]), dtype=object)), carry
 
 
 def _event_frame(out: dict[str, list], start_fields: dict[str, np.ndarray],

@@ -200,7 +200,8 @@ def _events(plan, keys: list[dict], windows: pd.DataFrame, group: np.ndarray | N
     at = cols["_group"]
     if len(parts) > 1 or len(keys) > 1 or np.any(cols["_start"][1:] < cols["_start"][:-1]):
         # a group's idle events first (their span is processing time, not the windows' event time)
-        order = np.lexsort((cols["_rank"], cols["window_ordinal"], cols["_start"], cols["_rank"] >= 0, at))
+        ordinal = window_order(cols["window_ordinal"], plan.spec.conditions > 1)
+        order = np.lexsort((cols["_rank"], ordinal, cols["_start"], cols["_rank"] >= 0, at))
         cols = {name: values[order] for name, values in cols.items()}
         at = cols["_group"]
     group_ids = [plan.group_id(k) for k in keys]
@@ -230,6 +231,14 @@ def _events(plan, keys: list[dict], windows: pd.DataFrame, group: np.ndarray | N
         "table_version": pd.array([None] * n, dtype="Int64"),
         "adjust": np.full(n, None, dtype=object),
     }, columns=list(EVENT_COLUMNS))
+
+
+def window_order(ordinals: np.ndarray, sub_events: bool) -> np.ndarray:
+    """The order of windows that start together: by ordinal, except that the parent of sub-event
+    windows (ordinal 0) comes after its sub-windows, as it closes after them: its result, not its
+    first sub-window's, is what its output row keeps."""
+    ordinals = np.asarray(ordinals, np.int64)
+    return np.where(ordinals == 0, np.iinfo(np.int64).max, ordinals) if sub_events else ordinals
 
 
 def _part(plan, w: pd.DataFrame, kind: EventType, group: np.ndarray | None) -> dict[str, np.ndarray]:

@@ -43,6 +43,7 @@ from airflow_stream_provider.windows.events import (
     batch_event_rows,
     commit_events,
     event_table,
+    window_order,
 )
 from airflow_stream_provider.windows.late import DATA_CHANGES
 from airflow_stream_provider.windows.step import Step
@@ -206,7 +207,7 @@ class SparkTableDetector:
             return
         for stream, rows in found.groupby("stream", sort=True):
             member = self.members[str(stream)]
-            rows = _in_order(rows)
+            rows = _in_order(rows, member.plan.spec.conditions > 1)
             written = event_table([rows], batch_id, at_ms)
             if written is not None:
                 commit_events(written, member.events_path, member.app_id, batch_id)
@@ -245,9 +246,9 @@ class SparkTableDetector:
 _RANK = {"WINDOW_OPEN": 0, "MAX_DELAY": 1, "WINDOW_UPDATE": 1, "WINDOW_INVALIDATION": 2, "WINDOW_CLOSE": 3}
 
 
-def _in_order(rows: pd.DataFrame) -> pd.DataFrame:
+def _in_order(rows: pd.DataFrame, sub_events: bool = False) -> pd.DataFrame:
     """A stream's events of one batch by group, then window, then event kind, as a group's are."""
     rows = rows.assign(_rank=rows["event_type"].map(_RANK).fillna(4),
-                       _ordinal=rows["window_ordinal"].fillna(-1))
+                       _ordinal=window_order(rows["window_ordinal"].fillna(-1).to_numpy(np.int64), sub_events))
     rows = rows.sort_values(["group_id", "window_start", "_ordinal", "_rank"], kind="stable")
     return rows.drop(columns=["_rank", "_ordinal"]).reset_index(drop=True)[list(EVENT_COLUMNS)]

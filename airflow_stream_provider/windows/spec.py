@@ -42,6 +42,7 @@ class WindowSpec:
     zeroth: tuple[Any, ...] | None = None  # STATE_WINDOW ZEROTH_STATE, None where a key takes no part
     start_limit: Limit | None = None  # EVENT_WINDOW TRUE_FOR(start(...)): how long START WITH must hold
     end_limit: Limit | None = None  # EVENT_WINDOW TRUE_FOR(end(...)): how long END WITH must hold
+    conditions: int = 1  # EVENT_WINDOW: how many START WITH conditions (more than one: sub-event windows)
     tick: int = 1  # the trigger table's time unit in microseconds (1000 in a database of PRECISION 'ms')
     trigger_type: str = field(default="", compare=False)
 
@@ -82,7 +83,8 @@ class WindowSpec:
             return cls(m.TriggerKind.STATE_WINDOW, state_keys=len(trigger.keys), extend=trigger.extend,
                        zeroth=trigger.zeroth, tick=tick, **common)
         if isinstance(trigger, m.EventWindow):
-            return cls(m.TriggerKind.EVENT_WINDOW, start_fields=start_fields, end_fields=end_fields, **common)
+            return cls(m.TriggerKind.EVENT_WINDOW, start_fields=start_fields, end_fields=end_fields,
+                       conditions=len(trigger.starts), **common)
         if isinstance(trigger, m.CountWindow):
             return cls(m.TriggerKind.COUNT_WINDOW, count=trigger.count, count_sliding=trigger.sliding or trigger.count,
                        **common)

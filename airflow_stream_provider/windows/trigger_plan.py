@@ -73,6 +73,7 @@ class TriggerPlan:
     state: str | None = None  # STATE_WINDOW expression (its first key)
     more_states: tuple[str, ...] = ()  # the further keys of a STATE_WINDOW of several
     start: str | None = None  # EVENT_WINDOW START WITH
+    more_starts: tuple[str, ...] = ()  # the further START WITH conditions of a sub-event window
     end: str | None = None  # EVENT_WINDOW END WITH
     pre_filter: str | None = None
     count_columns: tuple[str, ...] = ()
@@ -128,6 +129,7 @@ class TriggerPlan:
         keys = tuple(real(k, "PARTITION BY") for k in stmt.partition_by)
         texts: dict[str, str | None] = {"state": None, "start": None, "end": None}
         more_states: tuple[str, ...] = ()
+        more_starts: tuple[str, ...] = ()
         reads: list[str] = []
 
         def use(sql: m.SqlExpression, clause: str) -> str:
@@ -145,9 +147,12 @@ class TriggerPlan:
             more_states = tuple(use(key, "STATE_WINDOW") for key in trigger.keys[1:])
         if isinstance(trigger, m.EventWindow):
             texts["start"] = use(trigger.start, "EVENT_WINDOW START WITH")
-            texts["end"] = use(trigger.end, "EVENT_WINDOW END WITH")
-            start_fields = tuple(real(n, "EVENT_WINDOW") for n in expr.columns_of(trigger.start.tree, ts_column))
-            end_fields = tuple(real(n, "EVENT_WINDOW") for n in expr.columns_of(trigger.end.tree, ts_column))
+            more_starts = tuple(use(c, "EVENT_WINDOW START WITH") for c in trigger.more_starts)
+            texts["end"] = use(trigger.end, "EVENT_WINDOW END WITH") if trigger.end is not None else None
+            start_fields = tuple(dict.fromkeys(real(n, "EVENT_WINDOW") for c in trigger.starts
+                                               for n in expr.columns_of(c.tree, ts_column)))
+            end_fields = tuple(real(n, "EVENT_WINDOW") for n in expr.columns_of(trigger.end.tree, ts_column)) \
+                if trigger.end is not None else ()
         count_columns: tuple[str, ...] = ()
         if isinstance(trigger, m.CountWindow):
             count_columns = tuple(real(c, "COUNT_WINDOW") for c in trigger.columns)
@@ -181,7 +186,8 @@ class TriggerPlan:
             expired_time=rows.expired_time.micros if rows.expired_time else None,
             max_delay=opts.max_delay.micros if opts.max_delay else None,
             idle_timeout=opts.idle_timeout.micros if opts.idle_timeout else None,
-            history=fill is not None, since=since, incremental=incremental, more_states=more_states, **texts,
+            history=fill is not None, since=since, incremental=incremental, more_states=more_states,
+            more_starts=more_starts, **texts,
         )
 
     # --- rows -------------------------------------------------------------------------------
@@ -197,7 +203,8 @@ class TriggerPlan:
     @functools.cached_property
     def _trees(self) -> dict[str, exp.Expr]:
         more = tuple((f"state{i}", text) for i, text in enumerate(self.more_states, 1))
-        texts = (("state", self.state), *more, ("start", self.start), ("end", self.end),
+        starts = tuple((f"start{i}", text) for i, text in enumerate(self.more_starts, 1))
+        texts = (("state", self.state), *more, ("start", self.start), *starts, ("end", self.end),
                  ("pre_filter", self.pre_filter))
         return {name: parse_fragment(text, clause=name) for name, text in texts if text}
 
@@ -227,8 +234,16 @@ class TriggerPlan:
             columns[state_column(index)] = value.to_numpy()
         if "start" in trees:
             for name in ("start", "end"):
-                columns[f"_{name}"] = expr.holds(trees[name], view, self.ts_column) if len(frame) \
-                    else np.empty(0, bool)
+                columns[f"_{name}"] = expr.holds(trees[name], view, self.ts_column) if len(frame) and name in trees \
+                    else np.zeros(len(frame), bool)
+            if self.more_starts:  # a sub-event window: the first condition that holds on each row (-1: none)
+                first = np.asarray(columns["_start"], bool)
+                effective = np.where(first, 0, -1).astype(np.int64)
+                for i in range(len(self.more_starts), 0, -1):
+                    held = expr.holds(trees[f"start{i}"], view, self.ts_column) if len(frame) else np.empty(0, bool)
+                    effective = np.where(held & (effective != 0), i, effective)
+                columns["_cond"] = effective
+                columns["_start"] = effective >= 0
             for name in dict.fromkeys(self.spec.start_fields + self.spec.end_fields):
                 column = frame[name]  # numbers as they are, anything else as Python objects
                 columns[f"_f_{name}"] = column.to_numpy() if column.dtype.kind in "biuf" else column.to_numpy(object)

@@ -363,3 +363,39 @@ def test_a_late_commit_of_older_sliding_marks_does_not_send_their_instants_again
     run_stream(wh, "d", "sl")  # 00:05 only
     # event time reached 00:05: each instant 00:01 .. 00:05 notified once
     assert [e["eventTime"] for e in received(rec)] == [MS0 + k * MIN for k in range(1, 6)]
+
+
+def test_sub_event_windows_notify_window_index_and_keep_the_parent_s_result(wh, receivers):
+    # TDengine 3.4.0's sub-event windows (its test_event_new.py, s9_1) on our rows: level 0 is
+    # amps >= 90, level 1 amps >= 60, one row a minute
+    rec = receivers()
+    sql(wh, "CREATE TABLE amp (ts TIMESTAMP, amps INT)")
+    sql(wh, f"""CREATE STREAM lv EVENT_WINDOW(START WITH (amps >= 90, amps >= 60)) FROM amp
+               NOTIFY('{rec.url}') ON (WINDOW_OPEN|WINDOW_CLOSE) INTO lv_out AS
+               SELECT _twstart, count(*) AS n, max(amps) AS top FROM %%trows""")
+    values = [40, 65, 70, 95, 92, 61, 30, 91, 20]
+    sql(wh, "INSERT INTO amp VALUES " + " ".join(
+        f"('2025-01-01 00:0{i}:00', {v})" for i, v in enumerate(values)))
+    run_stream(wh, "d", "lv")
+    events = received(rec)
+    shape = sorted((e["windowStart"], e["windowIndex"], e["eventType"], e["triggerCondition"]["conditionIndex"])
+                   for e in events)
+    # 01-02 level 1, 03-04 level 0, 05 level 1, 06 none: sub-windows 0, 1, 2 in the parent [01, 06]
+    # (-1); 07-08 keeps level 0: a plain window (-1). A change closes a sub-window with the new
+    # level's index; a row where no level holds, with the level that stopped holding.
+    assert shape == [
+        (MS0 + MIN, -1, "WINDOW_CLOSE", 1), (MS0 + MIN, -1, "WINDOW_OPEN", 1),
+        (MS0 + MIN, 0, "WINDOW_CLOSE", 0), (MS0 + MIN, 0, "WINDOW_OPEN", 1),
+        (MS0 + 3 * MIN, 1, "WINDOW_CLOSE", 1), (MS0 + 3 * MIN, 1, "WINDOW_OPEN", 0),
+        (MS0 + 5 * MIN, 2, "WINDOW_CLOSE", 1), (MS0 + 5 * MIN, 2, "WINDOW_OPEN", 1),
+        (MS0 + 7 * MIN, -1, "WINDOW_CLOSE", 0), (MS0 + 7 * MIN, -1, "WINDOW_OPEN", 0),
+    ]
+    closes = {(e["windowStart"], e["windowIndex"]): (e["windowEnd"], e["result"]["n"]) for e in events
+              if e["eventType"] == "WINDOW_CLOSE"}
+    assert closes == {(MS0 + MIN, 0): (MS0 + 2 * MIN, 2), (MS0 + MIN, -1): (MS0 + 6 * MIN, 6),
+                      (MS0 + 3 * MIN, 1): (MS0 + 4 * MIN, 2), (MS0 + 5 * MIN, 2): (MS0 + 6 * MIN, 2),
+                      (MS0 + 7 * MIN, -1): (MS0 + 8 * MIN, 2)}
+    # the output keeps a row per window start: at 01 the parent's, which closes after its first
+    # sub-window (as TDengine's s9_1 keeps it)
+    rows = select(wh, "SELECT * FROM lv_out ORDER BY 1")
+    assert [(r["n"], r["top"]) for r in rows] == [(6, 95), (2, 95), (2, 61), (2, 91)]

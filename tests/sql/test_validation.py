@@ -41,8 +41,10 @@ RULES = [
      "option IDLE_TIMEOUT is given twice", "STREAM_OPTIONS"),
     ("CREATE STREAM s STATE_WINDOW(v) FROM meters ROLLUP BY site NOTIFY('ws://h:1') ON (WINDOW_CLOSE)",
      "ROLLUP BY groups PERIOD, SLIDING, INTERVAL and SESSION triggers", "ROLLUP BY"),
-    ("CREATE STREAM s EVENT_WINDOW(START WITH (a > 1, a > 2) END WITH a < 1) FROM t PARTITION BY tbname "
-     "NOTIFY('ws://h:1') ON (WINDOW_CLOSE)", "sub-event windows (TDengine 3.4.0)", "EVENT_WINDOW"),
+    ("CREATE STREAM s EVENT_WINDOW(START WITH (a > 2, a > 1) END WITH a < 1) TRUE_FOR(start(COUNT 2)) FROM t "
+     "PARTITION BY tbname NOTIFY('ws://h:1') ON (WINDOW_CLOSE)", "not to sub-event windows", "TRUE_FOR"),
+    ("CREATE STREAM s EVENT_WINDOW(START WITH a > 1) FROM t PARTITION BY tbname NOTIFY('ws://h:1') ON (WINDOW_CLOSE)",
+     "expected END WITH", "EVENT_WINDOW"),
     ("CREATE STREAM s STATE_WINDOW(a) TRUE_FOR(start(COUNT 2)) FROM t PARTITION BY tbname NOTIFY('ws://h:1') "
      "ON (WINDOW_CLOSE)", "belong to EVENT_WINDOW", "TRUE_FOR"),
     ("CREATE STREAM s EVENT_WINDOW(START WITH a > 1 END WITH a < 1) TRUE_FOR(end(1s), end(2s)) FROM t "

@@ -96,6 +96,25 @@ def test_late_rows_and_updates_converge_to_batch_windows(spark, tmp_path_factory
     assert fold(streamed) == closes(batch)
 
 
+@pytest.mark.parametrize("seed", [7, 2026])
+def test_sub_event_windows_converge_to_batch_windows_after_late_rows_and_updates(spark, tmp_path, seed):
+    """Sub-event windows (TDengine 3.4.0): a parent and its sub-windows, recalculated as any window."""
+    trigger = "EVENT_WINDOW(START WITH (current > 15, current > 8) END WITH current < 3)"
+    wh, info, plan, opts = setup(spark, tmp_path, "l", trigger, "STREAM_OPTIONS(WATERMARK(2s))")
+    rows = make_rows(seed, n=60)
+    rng = np.random.default_rng(seed)
+    rows = rows.iloc[rng.permutation(len(rows))].reset_index(drop=True)
+    for part in np.array_split(np.arange(len(rows)), 4):
+        write(info, rows.iloc[part])
+    changed = rows.iloc[rng.choice(len(rows), size=6, replace=False)].copy()
+    changed["current"] = rng.uniform(0, 20, len(changed)).round(1).astype("float32")
+    write(info, changed)
+    streamed = run(spark, plan, opts)
+    batch = detect(spark.read.format("delta").load(plan.path), plan).toPandas()
+    assert (batch["window_ordinal"] > 0).any()  # the rows make sub-windows, not only plain windows
+    assert fold(streamed) == closes(batch)
+
+
 def test_late_row_invalidates_and_recloses_with_the_same_trigger_id(spark, tmp_path):
     """INTERVAL(10s) SLIDING(10s): rows at 1 s and 25 s close [0, 10) with one row; a row at 5 s arriving after
     that is a recalculation: the old window is invalidated and closes again with two rows."""

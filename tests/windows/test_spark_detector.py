@@ -38,6 +38,7 @@ STREAMS = {
     "state": f"STATE_WINDOW(voltage) TRUE_FOR(COUNT 2) FROM power.m PARTITION BY tbname {OPTIONS}",
     "event": f"EVENT_WINDOW(START WITH current > 12 END WITH current < 6) FROM power.m PARTITION BY tbname {OPTIONS}",
     "count": "COUNT_WINDOW(4, 2) FROM power.m PARTITION BY tbname",
+    "subevent": f"EVENT_WINDOW(START WITH (current > 15, current > 8)) FROM power.m PARTITION BY tbname {OPTIONS}",
     "ignore": "INTERVAL(10s) SLIDING(5s) FROM power.m STREAM_OPTIONS(IGNORE_DISORDER)",
 }
 COMPARED = ["stream", "trigger_id", "event_type", "trigger_type", "group_id", "group_keys", "window_start",

@@ -9,8 +9,6 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from sqlglot import exp
-
 from airflow_stream_provider import model as m
 from airflow_stream_provider.config import TDENGINE_SEMANTICS
 from airflow_stream_provider.exceptions import did_you_mean
@@ -170,18 +168,7 @@ class StreamStatements(WindowClauses):
         if word == m.TriggerKind.STATE_WINDOW:
             return self.state_window()
         if word == m.TriggerKind.EVENT_WINDOW:
-            self.advance()
-            self.expect_op("(", "EVENT_WINDOW")
-            self.expect("START", "WITH", clause="EVENT_WINDOW")
-            start_tok = self.tok
-            start = self.row_expression("EVENT_WINDOW START WITH", lambda: self.at("END", "WITH"))
-            if isinstance(start.tree, exp.Tuple):
-                raise self.error("EVENT_WINDOW(START WITH (c1, c2, ...)), sub-event windows (TDengine 3.4.0), is not "
-                                 "supported: give one START WITH condition", start_tok, "EVENT_WINDOW")
-            self.expect("END", "WITH", clause="EVENT_WINDOW")
-            end = self.row_expression("EVENT_WINDOW END WITH")
-            self.expect_op(")", "EVENT_WINDOW")
-            return m.EventWindow(start, end, self.true_for())
+            return self.event_window()
         if word == m.TriggerKind.COUNT_WINDOW:
             self.advance()
             self.expect_op("(", "COUNT_WINDOW")

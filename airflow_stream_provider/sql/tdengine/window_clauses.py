@@ -106,6 +106,46 @@ class WindowClauses(ValueParser):
             raise self.error("ZEROTH_STATE gives NO_ZEROTH for every key: leave it out", at, "ZEROTH_STATE")
         return tuple(values)
 
+    def event_window(self) -> m.EventWindow:
+        """``EVENT_WINDOW(START WITH c END WITH e) [TRUE_FOR(...)]``, and the sub-event window of
+        TDengine 3.4.0, ``EVENT_WINDOW(START WITH (c1, c2[, ...]) [END WITH e]) [TRUE_FOR(...)]``."""
+        self.advance()
+        self.expect_op("(", "EVENT_WINDOW")
+        self.expect("START", "WITH", clause="EVENT_WINDOW")
+        start_index = self.i
+        start = self.row_expression("EVENT_WINDOW START WITH", lambda: self.at("END", "WITH"))
+        starts = [start]
+        if isinstance(start.tree, exp.Tuple):  # (c1, c2, ...): read each condition with its own position
+            self.i = start_index
+            self.expect_op("(", "EVENT_WINDOW")
+            starts = []
+            while True:
+                tok = self.tok
+                condition = self.row_expression("EVENT_WINDOW START WITH")
+                if isinstance(condition.tree, exp.Tuple) or condition.tree.find(exp.Tuple) is not None:
+                    raise self.error("EVENT_WINDOW START WITH nests conditions (a condition tree, TDengine 3.4.2), "
+                                     "which is not supported: list the conditions in one level, "
+                                     "START WITH (c1, c2, ...)", tok, "EVENT_WINDOW")
+                starts.append(condition)
+                if not self.accept_op(","):
+                    break
+            self.expect_op(")", "EVENT_WINDOW START WITH")
+            if not (self.at("END", "WITH") or self.at_op(")")):
+                raise self.error(f"expected END WITH or ) after the START WITH conditions, found {self.tok.describe()}",
+                                 clause="EVENT_WINDOW", syntax=True)
+        end: m.SqlExpression | None = None
+        if len(starts) == 1 or self.at("END", "WITH"):
+            self.expect("END", "WITH", clause="EVENT_WINDOW")
+            end = self.row_expression("EVENT_WINDOW END WITH")
+        self.expect_op(")", "EVENT_WINDOW")
+        true_for_tok = self.tok
+        true_for = self.true_for()
+        if len(starts) > 1 and true_for is not None and (true_for.start or true_for.end):
+            raise self.error("TRUE_FOR start(...) and end(...) apply to an EVENT_WINDOW of one START WITH "
+                             "condition only, not to sub-event windows (START WITH (c1, c2, ...))", true_for_tok,
+                             "TRUE_FOR")
+        return m.EventWindow(starts[0], end, true_for, tuple(starts[1:]))
+
     def true_for(self) -> m.TrueFor | None:
         """``TRUE_FOR(limit[, start(limit)][, end(limit)])``, the three in any order, each at most once
         (``start``/``end`` since TDengine 3.4.2)."""
