@@ -335,8 +335,10 @@ def test_power_and_watch_examples(wh):
     assert like.table.column("stream_name").to_pylist() == ["modes"]
     text = (EXAMPLES / "tdengine" / "power.sql").read_text()
     written = text[text.index("CREATE STREAM IF NOT EXISTS power.modes"):text.index("-- [END state_keys]")]
+    # the zone is the home's (the tests' AIRFLOW_STREAM_TIMEZONE), the semantics the default, 3.3.7
     assert created.table.to_pylist() == [{"stream_name": "modes", "db_name": "power",
-                                          "sql": written.strip().removesuffix(";")}]
+                                          "sql": written.strip().removesuffix(";"),
+                                          "timezone": "UTC", "semantics": "3.3.7"}]
     (tasks,) = sql(wh, section(path, "tasks"))
     assert tasks.table.num_rows >= 4
     health, recalcs = sql(wh, section(path, "health"))

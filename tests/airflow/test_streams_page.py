@@ -97,6 +97,9 @@ def test_streams_page(spark, tmp_path, monkeypatch):
     report = run_stream(wh, "power", "avg1m")
     assert report.triggers == 3  # [00:00, 00:01), [00:01, 00:02), [00:02, 00:03) closed; [00:03, 00:04) open
 
+    # avg1m's results may be an hour stale: its lag (under 4 minutes of event time) is within that,
+    # and no row came after its run fired, so the page marks it ok; max1m declares no bound
+    (stream_home / "airflow-stream.toml").write_text('[streams.power.avg1m]\nfreshness = "1h"\n')
     airflow = LocalAirflow(tmp_path / "airflow", stream_home,
                            users={"admin": ("admin", "admin-pw"), "viewer": ("viewer", "viewer-pw")})
     driver = None
@@ -140,6 +143,9 @@ def test_streams_page(spark, tmp_path, monkeypatch):
         for col in ("input-rate", "output-rate"):
             assert re.fullmatch(r"\d+\.\d\d", listed.find_element(By.CSS_SELECTOR, f'td[data-col="{col}"]').text)
         assert listed.find_element(By.CSS_SELECTOR, 'td[data-col="history"]').text == "-"
+        assert listed.find_element(By.CSS_SELECTOR, 'td[data-col="freshness"]').text == "ok"
+        other = driver.find_element(By.CSS_SELECTOR, 'tr[data-stream="power.max1m"]')
+        assert other.find_element(By.CSS_SELECTOR, 'td[data-col="freshness"]').text == ""
         assert "running" in row_text and "INTERVAL(1m) SLIDING(1m)" in row_text
         # the insert trigger, fired once per row of the INSERT, failed on the value 3
         trigger = driver.find_element(By.CSS_SELECTOR, 'tr[data-trigger="meter_values"]')

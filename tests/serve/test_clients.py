@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import importlib.util
-import socket
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 import requests
 
+from airflow_stream_provider.processes import free_port
 from airflow_stream_provider.serve.server import Settings, start, warehouses
 from airflow_stream_provider.streams.run import run
 from airflow_stream_provider.streams.run_request import RunRequest
@@ -25,6 +24,7 @@ from airflow_stream_provider.streams.store import StreamStore
 from airflow_stream_provider.warehouse import Warehouse
 from tests.conftest import sql
 from tests.iotdb.test_triggers import FILES, rows_seen
+from tests.serve.examples import client_example
 
 pytestmark = pytest.mark.spark
 
@@ -38,26 +38,12 @@ INSERT = ("INSERT INTO power.d1 USING power.meters TAGS ('north') VALUES (1000, 
           "(27000, 1.0, 100)")
 
 
-def _example(name: str):
-    path = Path(__file__).resolve().parents[2] / "examples" / "clients" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"examples_clients_{name}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def served(spark, tmp_path_factory):
     home = tmp_path_factory.mktemp("serve")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("AIRFLOW_STREAM_HOME", str(home))
-        running = start(Settings(tdengine_port=_free_port(), iotdb_port=_free_port()),
+        running = start(Settings(tdengine_port=free_port(), iotdb_port=free_port()),
                         warehouses(spark=lambda: spark, root=home / "warehouse"))
         try:
             yield running.urls, Warehouse(home / "warehouse", spark=spark), home
@@ -72,7 +58,7 @@ def _trigger(home: Path, name: str, pattern: str) -> str:
 
 def test_taosrest_runs_ddl_inserts_queries_and_streams(served):
     urls, wh, home = served
-    example = _example("tdengine_rest")
+    example = client_example("tdengine_rest")
     epoch = datetime(1970, 1, 1)
     second = datetime(1970, 1, 1, 0, 0, 1)
     assert example.write_and_read(urls["tdengine"]) == [
@@ -108,7 +94,7 @@ def test_taosrest_runs_ddl_inserts_queries_and_streams(served):
 def test_line_protocol_creates_tables_by_tdengine_rules_and_fires_streams_and_triggers(served):
     urls, wh, home = served
     base = urls["tdengine"]
-    example = _example("line_protocol")
+    example = client_example("line_protocol")
     requests.post(f"{base}/rest/sql", data="CREATE DATABASE farm PRECISION 'ms'", auth=("root", "taosdata"))
     example.as_telegraf(base)  # 20.5 at 1 s
     sql(wh, "CREATE STREAM farm.w INTERVAL(10s) SLIDING(10s) FROM farm.weather PARTITION BY tbname INTO farm.wout "
@@ -150,7 +136,7 @@ def test_iotdb_rest_v2_documented_requests_fire_triggers_and_cqs(served):
         return requests.post(f"{base}/rest/v2/{path}", json=payload, auth=auth).json()
 
     assert post("nonQuery", {"sql": _trigger(home, "tablet", "root.sg27.**")})["code"] == 200
-    assert _example("iotdb_rest").write_and_query(base) == {
+    assert client_example("iotdb_rest").write_and_query(base) == {
         "expressions": ["root.sg27.s3", "root.sg27.s4"], "column_names": None,
         "timestamps": [1635232143960, 1635232153960], "values": [[11, None], [False, True]]}
     tablet = {"timestamps": [1635232143960, 1635232153960], "measurements": ["s3", "s4"],

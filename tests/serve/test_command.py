@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,11 +13,7 @@ from pathlib import Path
 
 import requests
 
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+from airflow_stream_provider.processes import free_port
 
 
 def _command(home: Path, *args: str) -> subprocess.Popen:
@@ -28,7 +23,7 @@ def _command(home: Path, *args: str) -> subprocess.Popen:
 
 
 def test_serves_logs_and_stops_on_sigterm(tmp_path):
-    tdengine, iotdb, session = _free_port(), _free_port(), _free_port()
+    tdengine, iotdb, session = free_port(), free_port(), free_port()
     process = _command(tmp_path, "--tdengine-port", str(tdengine), "--iotdb-port", str(iotdb),
                        "--iotdb-session-port", str(session))
     try:
@@ -64,13 +59,13 @@ def test_serves_logs_and_stops_on_sigterm(tmp_path):
 
 def test_refuses_other_addresses_without_credentials(tmp_path):
     started = time.monotonic()
-    process = _command(tmp_path, "--host", "0.0.0.0", "--tdengine-port", str(_free_port()))
+    process = _command(tmp_path, "--host", "0.0.0.0", "--tdengine-port", str(free_port()))
     out, err = process.communicate(timeout=60)
     assert process.returncode == 2 and "needs credentials" in err and "serving" not in out
     assert time.monotonic() - started < 60
     (tmp_path / "airflow-stream.toml").write_text('[serve.tdengine]\nuser = "w"\npassword = "secret"\n'
                                                   '[serve.iotdb]\nuser = "w"\npassword = "other"\n')
-    port = _free_port()
+    port = free_port()
     process = _command(tmp_path, "--host", "0.0.0.0", "--tdengine-port", str(port), "--iotdb-port", "0")
     try:
         assert process.stdout.readline().startswith("serving tdengine at http://0.0.0.0:")

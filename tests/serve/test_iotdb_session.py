@@ -11,15 +11,21 @@ of IoTDB's client (``tsfile/utils/tsblock_serde.py``); status codes are IoTDB 2.
 
 from __future__ import annotations
 
-import importlib.util
-import socket
 import struct
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 from deltalake import DeltaTable
+from iotdb.Session import Session
+from iotdb.thrift.rpc import ttypes as tt
+from iotdb.thrift.rpc.IClientRPCService import Client
+from iotdb.utils.IoTDBConnectionException import IoTDBConnectionException
+from iotdb.utils.IoTDBConstants import TSDataType
+from iotdb.utils.Tablet import Tablet
+from thrift.protocol import TCompactProtocol
+from thrift.transport import TSocket, TTransport
 
+from airflow_stream_provider.processes import free_port
 from airflow_stream_provider.serve.server import Settings, start, warehouses
 from airflow_stream_provider.streams.run import run
 from airflow_stream_provider.streams.run_request import RunRequest
@@ -27,31 +33,9 @@ from airflow_stream_provider.streams.store import StreamStore
 from airflow_stream_provider.warehouse import Warehouse
 from tests.conftest import sql
 from tests.iotdb.test_triggers import FILES, rows_seen
+from tests.serve.examples import client_example
 
 pytestmark = pytest.mark.spark
-
-Session = pytest.importorskip("iotdb.Session").Session
-from iotdb.thrift.rpc import ttypes as tt  # noqa: E402
-from iotdb.thrift.rpc.IClientRPCService import Client  # noqa: E402
-from iotdb.utils.IoTDBConnectionException import IoTDBConnectionException  # noqa: E402
-from iotdb.utils.IoTDBConstants import TSDataType  # noqa: E402
-from iotdb.utils.Tablet import Tablet  # noqa: E402
-from thrift.protocol import TCompactProtocol  # noqa: E402
-from thrift.transport import TSocket, TTransport  # noqa: E402
-
-
-def _example(name: str):
-    path = Path(__file__).resolve().parents[2] / "examples" / "clients" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"examples_clients_{name}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +43,7 @@ def served(spark, tmp_path_factory):
     home = tmp_path_factory.mktemp("session")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("AIRFLOW_STREAM_HOME", str(home))
-        running = start(Settings(tdengine_port=0, iotdb_port=0, iotdb_session_port=_free_port()),
+        running = start(Settings(tdengine_port=0, iotdb_port=0, iotdb_session_port=free_port()),
                         warehouses(spark=lambda: spark, root=home / "warehouse"))
         try:
             host, port = running.urls["iotdb-session"].rsplit(":", 1)
@@ -163,5 +147,5 @@ def test_raw_calls_v2_tsblock_malformed_tablet_and_unsupported(served):
 
 def test_the_documented_example(served):
     host, port, _, _ = served
-    example = _example("iotdb_session")
+    example = client_example("iotdb_session")
     assert example.write_and_query(host, port) == [(1000, 71.5, True), (2000, None, False), (3000, 72.0, None)]
