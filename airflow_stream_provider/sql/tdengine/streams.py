@@ -340,19 +340,26 @@ class StreamStatements(WindowClauses):
                              "STREAM_OPTIONS")
         return m.StreamOptions(**values, given=frozenset(given))
 
-    def semantics_name(self, clause: str) -> str:
-        """SEMANTICS('3.3.7' | '3.4'): the TDengine version whose behaviour the stream follows."""
+    def quoted_choice(self, clause: str, what: str, *, fold: bool = False) -> tuple[str, Token]:
+        """The quoted value of ``CLAUSE('value')``, stripped (lower case with ``fold``), and its token,
+        the closing parenthesis read; ``what`` says what the clause takes when no quoted value is there."""
         self.expect_op("(", clause)
         tok = self.tok
         if tok.kind is not Kind.STRING:
-            raise self.error(f"SEMANTICS takes a quoted TDengine version ({', '.join(map(repr, TDENGINE_SEMANTICS))}), "
-                             f"found {tok.describe()}", clause=clause, syntax=True)
-        if tok.value.strip() not in TDENGINE_SEMANTICS:
-            raise self.error(f"SEMANTICS('{tok.value}') names no TDengine version this project follows; expected "
-                             f"{' or '.join(map(repr, TDENGINE_SEMANTICS))}", tok, clause)
+            raise self.error(f"{clause} takes {what}, found {tok.describe()}", clause=clause, syntax=True)
         self.advance()
         self.expect_op(")", clause)
-        return tok.value.strip()
+        value = tok.value.strip()
+        return (value.lower() if fold else value), tok
+
+    def semantics_name(self, clause: str) -> str:
+        """SEMANTICS('3.3.7' | '3.4'): the TDengine version whose behaviour the stream follows."""
+        versions = ", ".join(map(repr, TDENGINE_SEMANTICS))
+        value, tok = self.quoted_choice(clause, f"a quoted TDengine version ({versions})")
+        if value not in TDENGINE_SEMANTICS:
+            raise self.error(f"SEMANTICS('{tok.value}') names no TDengine version this project follows; expected "
+                             f"{' or '.join(map(repr, TDENGINE_SEMANTICS))}", tok, clause)
+        return value
 
     def timezone_name(self) -> str:
         """``TIMEZONE 'Area/City'`` (TDengine 3.4.3): an IANA zone, checked against the zone database."""
@@ -372,17 +379,10 @@ class StreamStatements(WindowClauses):
 
     def engine_name(self, clause: str) -> str:
         """ENGINE('in-process' | 'spark' | 'auto'): the detector engine, a quoted name."""
-        self.expect_op("(", clause)
-        tok = self.tok
-        if tok.kind is not Kind.STRING:
-            raise self.error(f"ENGINE takes a quoted engine name ('in-process', 'spark' or 'auto'), found "
-                             f"{tok.describe()}", clause=clause, syntax=True)
-        value = tok.value.strip().lower()
+        value, tok = self.quoted_choice(clause, "a quoted engine name ('in-process', 'spark' or 'auto')", fold=True)
         if value not in DETECTOR_ENGINES:
             raise self.error(f"unknown detector engine {value!r}: ENGINE takes 'in-process', 'spark' or 'auto'",
                              tok, clause, hint=did_you_mean(value, DETECTOR_ENGINES))
-        self.advance()
-        self.expect_op(")", clause)
         return value
 
     def notify(self, where: dict[str, Token]) -> m.Notify:
