@@ -46,8 +46,6 @@ from airflow_stream_provider.windows.turns import Turns
 
 log = logging.getLogger(__name__)
 
-log = logging.getLogger(__name__)
-
 #: requests of the streams' tasks the node works on at once
 REQUEST_WORKERS = 4
 #: how long a notify request delivers to an ON_FAILURE_PAUSE receiver that fails before it answers
@@ -148,7 +146,7 @@ class Answers:
         taken = 0
         now = time.monotonic()
         for hosted in hosted_streams:
-            if hosted.runtime is None or computed_live(hosted.stored.statement):  # (its own batches compute it)
+            if hosted.runtime is None:
                 continue
             # a folder whose time has not changed holds no new request (looked into anyway every
             # second: two requests within one tick of the file system's clock share a time)
@@ -156,8 +154,9 @@ class Answers:
             if changed == hosted.requests_seen and now - hosted.requests_read < 1.0:
                 continue
             hosted.requests_seen, hosted.requests_read = changed, now
+            live = computed_live(hosted.stored.statement)
             for request, body in node_requests.waiting(hosted.stored.state_dir):
-                if body.get("role") == "compute" and body.get("keep_for_s"):
+                if body.get("role") == "compute" and body.get("keep_for_s") and not live:
                     self.keeping = [thread for thread in self.keeping if thread.is_alive()]
                     thread = threading.Thread(target=self._keep_computing, args=(hosted, request, body),
                                               name=f"keep-computing:{hosted.stored.qualified}", daemon=True)
@@ -286,6 +285,11 @@ class Answers:
         stored, runtime = hosted.stored, hosted.runtime
         assert runtime is not None
         role = body.get("role")
+        if role == "compute" and computed_live(stored.statement):
+            # its detector's batches compute it; what a run on a worker computed while the node was
+            # down is recorded already, and what it queued goes with the run's notify request
+            return {"status": "done", "progress": {}, "summary": "computed in its live detector's batches",
+                    "per_trigger": None, "skipped": 0, "triggers": 0}
         if role == "compute":
             # in turn with the detectors' batches, before those waiting: its windows are closed already
             with self.turns.turn(first=True):

@@ -273,6 +273,26 @@ def test_low_latency_calc_computes_and_notifies_inside_the_node_detector(running
             time.sleep(0.2)
         assert [e["result"]["total"] for e in events_of(receiver.messages())] == [4.0, 8.0, 2.0]
         assert trigger.check() is None
+
+        # while the node was down, a run on a worker computed a window and queued its notification;
+        # the run's notify task, started in the triggerer, has the node deliver it (no batch follows)
+        from airflow.triggers.base import TaskSuccessEvent
+
+        from airflow_stream_provider.notify.message import NotifyEvent
+        from airflow_stream_provider.streams.notifications import outbox_of
+        from airflow_stream_provider.streams.store import StreamStore
+        from airflow_stream_provider.triggers import StreamNotifyTrigger
+
+        stored = StreamStore().get("fast", "s")
+        box = outbox_of(stored)
+        assert box is not None
+        box.enqueue([NotifyEvent(stream="fast.s", key="worker:0", table_name="s_out", event_type="WINDOW_CLOSE",
+                                 event_time=1_735_689_840_000, trigger_id="worker:0", trigger_type="Interval",
+                                 group_id="0", fields={}, result={"total": 6.0})])
+        delivered = _first_event(StreamNotifyTrigger(state_dir=str(stored.state_dir)))
+        assert isinstance(delivered, TaskSuccessEvent), delivered
+        assert [e["result"]["total"] for e in events_of(receiver.messages())] == [4.0, 8.0, 2.0, 6.0]
+        assert not box.pending(receiver.url)
     finally:
         receiver.stop()
 
