@@ -149,7 +149,7 @@ def serve_rows(home: Path, data: pa.Table, parquet: Path, windows: int) -> bool:
 
     from airflow_stream_provider.processes import free_port
 
-    results = sv.throughput(home, free_port(), free_port()) + sv.baselines(home, data, parquet)
+    results = sv.throughput(home, free_port(), free_port(), free_port()) + sv.baselines(home, data, parquet)
     print(f"\n{'airflow-stream serve':<62} {'rows':>8} {'seconds':>8} {'rows/s':>10}")
     for label, rows, seconds in results:
         print(f"{label:<62} {rows:>8,} {seconds:>8.2f} {rows / seconds:>10,.0f}")
