@@ -175,3 +175,24 @@ def test_a_request_sent_twice_at_once_and_again_writes_its_rows_once(power):
     rows = DeltaTable(path).to_pyarrow_table()
     assert rows.num_rows == 2 * ROWS
     assert sum(rows["v"].to_pylist()) == ROWS * 1 + ROWS * 2
+
+
+@pytest.mark.spark
+def test_a_stream_over_a_shared_commit_counts_each_row_once(wh):
+    from airflow_stream_provider.streams.run import run
+    from airflow_stream_provider.streams.run_request import RunRequest
+    from tests.conftest import sql
+
+    sql(wh, "CREATE DATABASE power PRECISION 'ms'; CREATE STABLE power.meters (ts TIMESTAMP, v BIGINT) "
+            "TAGS (site INT); CREATE STREAM power.w INTERVAL(10s) SLIDING(10s) FROM power.meters "
+            "INTO power.wout AS SELECT _twstart ts, count(*) n, sum(v) total FROM %%trows")
+    path = _path(wh)
+    start = DeltaTable(path).version()
+    with first_commit_held(path, joiners=3):
+        assert _concurrently(wh, [_insert(r) for r in range(1, 5)]) == [None] * 4
+    assert len(_data_commits(path, start)) == 2
+    sql(wh, f"INSERT INTO power.s1_0 VALUES ({BASE_MS + 15_000}, 0)")  # closes the window [0 s, 10 s)
+    run(wh, "power", "w", RunRequest.everything())
+    (out,) = sql(wh, "SELECT n, total FROM power.wout ORDER BY ts LIMIT 1")
+    # 4 requests of 50 rows in the first window, v = 1, 2, 3, 4: 200 rows, 50 * 10 = 500
+    assert out.table.to_pylist() == [{"n": 200, "total": 500}]
