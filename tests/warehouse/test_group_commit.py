@@ -77,7 +77,7 @@ def _concurrently(warehouse: Warehouse, texts: list[str]) -> list[BaseException 
     def run(i: int) -> None:
         try:
             list(statements.run(Warehouse(warehouse.catalog.root), texts[i]))
-        except BaseException as err:  # noqa: BLE001 (reported to the test)
+        except BaseException as err:  # reported to the test
             outcomes[i] = err
 
     threads = [threading.Thread(target=run, args=(i,)) for i in range(len(texts))]
