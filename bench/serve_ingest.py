@@ -94,8 +94,18 @@ def _tablet(client: int, rows: int, start_ms: int) -> dict:
                        [0.5] * rows], "is_aligned": False, "device": f"root.sv.c{client}"}
 
 
+def _iotdb_client() -> None:
+    """Make ``import iotdb`` find the ``apache-iotdb`` package, not ``bench/iotdb.py`` beside this file."""
+    here = Path(__file__).resolve().parent
+    found = sys.modules.get("iotdb")
+    if found is not None and not hasattr(found, "__path__"):
+        del sys.modules["iotdb"]
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != here] + [str(here)]
+
+
 def _session_tablet(client: int, rows: int, start_ms: int) -> object:
     """The same rows as :func:`_tablet`, as the ``apache-iotdb`` ``Session`` sends a tablet."""
+    _iotdb_client()
     from iotdb.utils.IoTDBConstants import TSDataType
     from iotdb.utils.Tablet import Tablet
 
@@ -109,6 +119,7 @@ class _SessionClient:
     """An ``apache-iotdb`` ``Session`` for one client thread (a session is not shared between threads)."""
 
     def __init__(self, port: int) -> None:
+        _iotdb_client()
         from iotdb.Session import Session
 
         self.session = Session("127.0.0.1", port, *IOTDB)
