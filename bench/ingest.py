@@ -8,8 +8,8 @@ groupid), writes them once as Parquet and CSV, and measures in one process:
 - INSERT VALUES: statements of 1,000 rows through the warehouse (parse, type checks, MERGE);
 - bulk load of the Parquet and CSV files with ``airflow-stream load``'s code path;
 - the baseline: ``spark.read.parquet(...).write.format("delta").save(...)`` of the same rows;
-- ``airflow-stream serve`` (``bench/serve_ingest.py``): TDengine REST INSERT, line protocol and IoTDB
-  insertTablet in batches of 1,000 and 10,000 rows from 1 and 4 clients, against ``load`` and a
+- ``airflow-stream serve`` (``bench/serve_ingest.py``): TDengine REST INSERT, line protocol, IoTDB
+  insertTablet and the IoTDB session protocol's insertTablet in batches of 1,000 and 10,000 rows from 1 and 4 clients, against ``load`` and a
   direct kernel write of the same rows, and the latency of a REST INSERT to a stream's output row.
 
 Targets: bulk load at 300,000 rows/s or more on a 2-core machine; through ``serve``, 200,000 rows/s
