@@ -9,8 +9,9 @@ groupid), writes them once as Parquet and CSV, and measures in one process:
 - bulk load of the Parquet and CSV files with ``airflow-stream load``'s code path;
 - the baseline: ``spark.read.parquet(...).write.format("delta").save(...)`` of the same rows;
 - ``airflow-stream serve`` (``bench/serve_ingest.py``): TDengine REST INSERT, line protocol, IoTDB
-  insertTablet and the IoTDB session protocol's insertTablet in batches of 1,000 and 10,000 rows from 1 and 4 clients, against ``load`` and a
-  direct kernel write of the same rows, and the latency of a REST INSERT to a stream's output row.
+  insertTablet and the IoTDB session protocol's insertTablet in batches of 1,000 and 10,000 rows
+  from 1 and 4 clients, against ``load`` and a direct kernel write of the same rows, and the latency
+  of a REST INSERT to a stream's output row.
 
 Targets: bulk load at 300,000 rows/s or more on a 2-core machine; through ``serve``, 200,000 rows/s
 for line protocol and insertTablet with 10,000-row batches, and REST INSERT 5x the SQL INSERT.
