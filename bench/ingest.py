@@ -8,9 +8,10 @@ groupid), writes them once as Parquet and CSV, and measures in one process:
 - INSERT VALUES: statements of 1,000 rows through the warehouse (parse, type checks, MERGE);
 - bulk load of the Parquet and CSV files with ``airflow-stream load``'s code path;
 - the baseline: ``spark.read.parquet(...).write.format("delta").save(...)`` of the same rows;
-- ``airflow-stream serve`` (``bench/serve_ingest.py``): TDengine REST INSERT, line protocol and IoTDB
-  insertTablet in batches of 1,000 and 10,000 rows from 1 and 4 clients, against ``load`` and a
-  direct kernel write of the same rows, and the latency of a REST INSERT to a stream's output row.
+- ``airflow-stream serve`` (``bench/serve_ingest.py``): TDengine REST INSERT, line protocol, IoTDB
+  insertTablet and the IoTDB session protocol's insertTablet in batches of 1,000 and 10,000 rows
+  from 1 and 4 clients, against ``load`` and a direct kernel write of the same rows, and the latency
+  of a REST INSERT to a stream's output row.
 
 Targets: bulk load at 300,000 rows/s or more on a 2-core machine; through ``serve``, 200,000 rows/s
 for line protocol and insertTablet with 10,000-row batches, and REST INSERT 5x the SQL INSERT.
@@ -149,7 +150,7 @@ def serve_rows(home: Path, data: pa.Table, parquet: Path, windows: int) -> bool:
 
     from airflow_stream_provider.processes import free_port
 
-    results = sv.throughput(home, free_port(), free_port()) + sv.baselines(home, data, parquet)
+    results = sv.throughput(home, free_port(), free_port(), free_port()) + sv.baselines(home, data, parquet)
     print(f"\n{'airflow-stream serve':<62} {'rows':>8} {'seconds':>8} {'rows/s':>10}")
     for label, rows, seconds in results:
         print(f"{label:<62} {rows:>8,} {seconds:>8.2f} {rows / seconds:>10,.0f}")

@@ -4,7 +4,12 @@ and 4 concurrent clients, against ``load`` and a direct kernel write of the same
 run; and the latency from a REST INSERT to the stream's output row (LOW_LATENCY_CALC on the node).
 
 The server runs as its own process (``airflow-stream serve``), the clients are threads of this one
-sending bodies made before the clock starts.
+sending bodies made before the clock starts; the session protocol's clients are ``apache-iotdb``
+``Session`` objects (``serve --iotdb-session-port``), one a thread, opened before the clock starts.
+
+Run alone, it compares another checkout with this one, taking turns in one run::
+
+    .venv/bin/python bench/serve_ingest.py --before ../main [--endpoints "TDengine REST INSERT"] [--rounds 2]
 
 Targets on 2 cores: >= 200,000 rows/s through line protocol and insertTablet with 10,000-row
 batches; REST INSERT of 1,000-row statements at least 5x today's SQL INSERT (15,300 rows/s).
@@ -36,19 +41,23 @@ IOTDB = ("root", "root")
 
 
 class Server:
-    """``airflow-stream serve`` in a process of its own, with this checkout on its path."""
+    """``airflow-stream serve`` in a process of its own, with this checkout (or ``checkout``) on its path."""
 
-    def __init__(self, home: Path, tdengine: int, iotdb: int) -> None:
+    def __init__(self, home: Path, tdengine: int, iotdb: int, session: int = 0, checkout: Path = ROOT) -> None:
         env = os.environ | {"AIRFLOW_STREAM_HOME": str(home),
-                            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+                            "PYTHONPATH": os.pathsep.join(filter(None, [str(checkout), os.environ.get("PYTHONPATH")]))}
+        ports = ["--tdengine-port", str(tdengine), "--iotdb-port", str(iotdb)]
+        if session:
+            ports += ["--iotdb-session-port", str(session)]
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "airflow_stream_provider.cli", "serve", "--tdengine-port", str(tdengine),
-             "--iotdb-port", str(iotdb)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            [sys.executable, "-m", "airflow_stream_provider.cli", "serve", *ports], env=env,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         assert self.process.stdout is not None
-        self.process.stdout.readline()
-        self.process.stdout.readline()
+        for _ in range(2 + bool(session)):  # a line a URL served
+            self.process.stdout.readline()
         self.tdengine = f"http://127.0.0.1:{tdengine}"
         self.iotdb = f"http://127.0.0.1:{iotdb}"
+        self.session = session
 
     def sql(self, text: str) -> dict:
         answer = requests.post(f"{self.tdengine}/rest/sql", data=text.encode(), auth=TDENGINE, timeout=600).json()
@@ -85,19 +94,59 @@ def _tablet(client: int, rows: int, start_ms: int) -> dict:
                        [0.5] * rows], "is_aligned": False, "device": f"root.sv.c{client}"}
 
 
-def _timed(sends: list[list[Callable[[requests.Session], None]]]) -> float:
-    """Seconds for every client (a thread each) to send its requests one after the other."""
-    errors: list[BaseException] = []
+def _iotdb_client() -> None:
+    """Make ``import iotdb`` find the ``apache-iotdb`` package, not ``bench/iotdb.py`` beside this file."""
+    here = Path(__file__).resolve().parent
+    found = sys.modules.get("iotdb")
+    if found is not None and not hasattr(found, "__path__"):
+        del sys.modules["iotdb"]
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != here] + [str(here)]
 
-    def client(mine: list[Callable[[requests.Session], None]]) -> None:
-        with requests.Session() as session:
+
+def _session_tablet(client: int, rows: int, start_ms: int) -> object:
+    """The same rows as :func:`_tablet`, as the ``apache-iotdb`` ``Session`` sends a tablet."""
+    _iotdb_client()
+    from iotdb.utils.IoTDBConstants import TSDataType
+    from iotdb.utils.Tablet import Tablet
+
+    return Tablet(f"root.svs.c{client}", ["current", "voltage", "phase"],
+                  [TSDataType.FLOAT, TSDataType.INT32, TSDataType.FLOAT],
+                  [[10 + (i % 7) * 0.5, 200 + i % 40, 0.5] for i in range(rows)],
+                  [start_ms + i for i in range(rows)])
+
+
+class _SessionClient:
+    """An ``apache-iotdb`` ``Session`` for one client thread (a session is not shared between threads)."""
+
+    def __init__(self, port: int) -> None:
+        _iotdb_client()
+        from iotdb.Session import Session
+
+        self.session = Session("127.0.0.1", port, *IOTDB)
+        self.session.open(False)
+
+    def __enter__(self) -> _SessionClient:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.session.close()
+
+
+def _timed(sends: list[list[Callable]], session_port: int = 0) -> float:
+    """Seconds for every client (a thread each) to send its requests one after the other; each
+    client has an HTTP session, or with ``session_port`` an IoTDB ``Session`` opened before the clock."""
+    errors: list[BaseException] = []
+    opened = [_SessionClient(session_port) if session_port else requests.Session() for _ in sends]
+
+    def client(mine: list[Callable], connection: object) -> None:
+        with connection:  # type: ignore[attr-defined]
             try:
                 for send in mine:
-                    send(session)
+                    send(connection)
             except BaseException as err:  # reported below, after every client ends
                 errors.append(err)
 
-    threads = [threading.Thread(target=client, args=(mine,)) for mine in sends]
+    threads = [threading.Thread(target=client, args=(mine, connection)) for mine, connection in zip(sends, opened)]
     started = time.perf_counter()
     for thread in threads:
         thread.start()
@@ -117,16 +166,29 @@ def _post(url: str, body: bytes | dict, auth: tuple[str, str], expect: int) -> C
     return send
 
 
-def throughput(home: Path, tdengine: int, iotdb: int) -> list[tuple[str, int, float]]:
-    server = Server(home, tdengine, iotdb)
+def _session_send(tablet: object) -> Callable[[_SessionClient], None]:
+    def send(client: _SessionClient) -> None:
+        client.session.insert_tablet(tablet)
+    return send
+
+
+ENDPOINTS = ("TDengine REST INSERT", "line protocol", "IoTDB insertTablet", "IoTDB session insertTablet")
+
+
+def throughput(home: Path, tdengine: int, iotdb: int, session: int = 0, *, endpoints: tuple[str, ...] = ENDPOINTS,
+               checkout: Path = ROOT) -> list[tuple[str, int, float]]:
+    """Rows/s of each endpoint (the session's when ``session`` is a port), by batch size and clients."""
+    server = Server(home, tdengine, iotdb, session, checkout)
     results = []
     try:
-        server.sql("CREATE DATABASE sv_rest PRECISION 'ms'")
-        server.sql("CREATE STABLE sv_rest.meters (ts TIMESTAMP, current FLOAT, voltage INT, phase FLOAT) "
-                   "TAGS (location VARCHAR(64), groupid INT)")
-        server.sql("CREATE DATABASE sv_lp PRECISION 'ms'")
+        server.sql("CREATE DATABASE IF NOT EXISTS sv_rest PRECISION 'ms'")
+        server.sql("CREATE STABLE IF NOT EXISTS sv_rest.meters (ts TIMESTAMP, current FLOAT, voltage INT, "
+                   "phase FLOAT) TAGS (location VARCHAR(64), groupid INT)")
+        server.sql("CREATE DATABASE IF NOT EXISTS sv_lp PRECISION 'ms'")
         case = 0
-        for endpoint in ("TDengine REST INSERT", "line protocol", "IoTDB insertTablet"):
+        for endpoint in endpoints:
+            if endpoint.startswith("IoTDB session") and not session:
+                continue
             for batch in (1_000, 10_000):
                 for clients in (1, 4):
                     case += 1
@@ -142,11 +204,13 @@ def throughput(home: Path, tdengine: int, iotdb: int) -> list[tuple[str, int, fl
                             elif endpoint == "line protocol":
                                 mine.append(_post(f"{server.tdengine}/influxdb/v1/write?db=sv_lp&precision=ns",
                                                   _lines(c, batch, start), TDENGINE, 204))
-                            else:
+                            elif endpoint == "IoTDB insertTablet":
                                 mine.append(_post(f"{server.iotdb}/rest/v2/insertTablet", _tablet(c, batch, start),
                                                   IOTDB, 200))
+                            else:
+                                mine.append(_session_send(_session_tablet(c, batch, start)))
                         sends.append(mine)
-                    seconds = _timed(sends)
+                    seconds = _timed(sends, session if endpoint.startswith("IoTDB session") else 0)
                     rows = requests_each * batch * clients
                     results.append((f"{endpoint}, {batch:,}-row batches, {clients} client{'s' * (clients > 1)}",
                                     rows, seconds))
@@ -223,3 +287,46 @@ def latency(home: Path, tdengine: int, windows: int) -> list[float]:
         server.stop()
         node.stop()
     return samples
+
+
+def compare(before: Path, endpoints: tuple[str, ...], rounds: int) -> list[tuple[str, float, float]]:
+    """(case, rows/s of the ``before`` checkout, rows/s of this one), the best of ``rounds`` runs
+    each, the two taking turns in one run of this program, each on a home of its own."""
+    import tempfile
+
+    from airflow_stream_provider.processes import free_port
+
+    best: dict[str, list[float]] = {}
+    for turn in range(rounds):
+        for side, checkout in enumerate((before, ROOT)):
+            with tempfile.TemporaryDirectory(prefix="serve-bench-") as home:
+                print(f"round {turn + 1}: {'before' if side == 0 else 'after'} ({checkout})", file=sys.stderr)
+                found = throughput(Path(home), free_port(), free_port(), free_port(), endpoints=endpoints,
+                                   checkout=checkout)
+            for label, rows, seconds in found:
+                rates = best.setdefault(label, [0.0, 0.0])
+                rates[side] = max(rates[side], rows / seconds)
+    return [(label, rates[0], rates[1]) for label, rates in best.items()]
+
+
+def main() -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--before", type=Path, required=True, help="the checkout to measure against this one")
+    parser.add_argument("--endpoints", default="TDengine REST INSERT,IoTDB session insertTablet",
+                        help=f"comma-separated, of: {', '.join(ENDPOINTS)}")
+    parser.add_argument("--rounds", type=int, default=1)
+    args = parser.parse_args()
+    endpoints = tuple(e.strip() for e in args.endpoints.split(","))
+    unknown = set(endpoints) - set(ENDPOINTS)
+    if unknown:
+        parser.error(f"unknown endpoints: {', '.join(sorted(unknown))}")
+    print("\n| case (rows/s) | before | after |\n|---|---:|---:|")
+    for label, old, new in compare(args.before, endpoints, args.rounds):
+        print(f"| {label} | {old:,.0f} | {new:,.0f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -12,6 +12,15 @@ Layout under the warehouse root (DESIGN §2):
   attached under ``name`` with a column mapping (:mod:`.mapping`). Its schema is read and the
   mapping checked on every lookup; the table itself is never rewritten by the catalog.
 
+Lookups are kept between requests (a server looks up the same tables on every INSERT): a kept
+lookup of a database's table or subtable is used while the modification times of the root, the
+database's folder and its ``.subtables`` and ``.attached`` folders are those it was kept with, so a
+table or subtable created or dropped by another process is seen on the next lookup. A folder
+changed in the last :data:`RECENT_S` seconds is not trusted (a file system's clock may not move
+between two quick changes): lookups under it are not kept. This process's own changes forget the
+kept lookups at once. An attached table is looked up afresh every time, and so is every table on an
+object store (its tables' folders are not on this disk).
+
 Names are case-insensitive, as in TDengine: they are stored in lower case. Every name that becomes
 a path obeys the name rule (:mod:`airflow_stream_provider.model.names`), checked on every lookup,
 creation and removal, and every path must resolve to a place inside the warehouse root.
@@ -19,10 +28,14 @@ creation and removal, and every path must resolve to a place inside the warehous
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shutil
+import threading
+import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -40,15 +53,18 @@ from airflow_stream_provider.model.names import (
     InvalidName,
     NameKind,
     check_name,
+    name_problem,
     path_under,
 )
-from airflow_stream_provider.storage import Location, table_store
+from airflow_stream_provider.storage import Location, is_remote, table_store
 from airflow_stream_provider.warehouse import mapping, writer
 from airflow_stream_provider.warehouse.types import arrow_type, from_json_value, parse_type, to_json_value
 
 ROLE = "tdengine.role"
 TYPE = "tdengine.type"
 CDF = {"delta.enableChangeDataFeed": "true"}
+#: a folder changed this recently may change again without its modification time moving
+RECENT_S = 2.0
 
 
 class WarehouseError(StreamError):
@@ -156,6 +172,27 @@ def table_columns(columns: Sequence[ColumnDefinition], tags: Sequence[ColumnDefi
     return tuple(out)
 
 
+@dataclass
+class _Kept:
+    """Lookups kept for the catalogs of one root: by (database, name), and database folders by
+    name, each with the stamp of the folders it depends on (:meth:`Catalog._stamp`)."""
+
+    found: dict[tuple[str, str], tuple[tuple, TableInfo | SubTable]] = field(default_factory=dict)
+    folders: dict[str, tuple[tuple, Path]] = field(default_factory=dict)
+
+    @staticmethod
+    def keep(kept: dict, key: object, value: tuple) -> None:
+        if len(kept) >= KEPT_LOOKUPS:
+            kept.clear()
+        kept[key] = value
+
+
+#: at most this many lookups kept for a root (then they start again)
+KEPT_LOOKUPS = 100_000
+_kept: dict[Path, _Kept] = {}
+_kept_lock = threading.Lock()
+
+
 def _check_name(name: str, kind: NameKind) -> str:
     """``name`` in lower case, once it obeys the name rule (:mod:`~airflow_stream_provider.model.names`)."""
     try:
@@ -187,6 +224,31 @@ class Catalog:
         self.store = table_store(self.root)
         self._tables: dict[Location, TableInfo] = {}
         self._precisions: dict[str, str] = {}
+        with _kept_lock:  # the lookups kept for every catalog of this root (a server makes one a request)
+            self._kept = _kept.setdefault(self.root, _Kept())
+
+    def _stamp(self, *folders: Path) -> tuple | None:
+        """The modification times (and inodes) of ``folders`` (0 for one that is absent); None when
+        one changed in the last :data:`RECENT_S` seconds, or the tables are on an object store."""
+        if self.store.remote:
+            return None
+        recent = time.time_ns() - int(RECENT_S * 1e9)
+        out = []
+        for folder in folders:
+            try:
+                found = os.stat(folder)
+            except FileNotFoundError:
+                out.append((0, 0))
+                continue
+            if found.st_mtime_ns > recent:
+                return None
+            out.append((found.st_mtime_ns, found.st_ino))
+        return tuple(out)
+
+    def changed(self) -> None:
+        """Forget the kept lookups (this process changed the catalog)."""
+        self._kept.found.clear()
+        self._kept.folders.clear()
 
     # databases ---------------------------------------------------------------------------------
 
@@ -204,7 +266,15 @@ class Catalog:
             raise WarehouseError(str(err)) from None
 
     def database_path(self, db: str) -> Path:
-        return self.path(_check_name(db, DATABASE))
+        name = _check_name(db, DATABASE)
+        kept = self._kept.folders.get(name)
+        stamp = self._stamp(self.root)
+        if kept is not None and stamp is not None and kept[0] == stamp:
+            return kept[1]
+        folder = self.path(name)
+        if stamp is not None:
+            self._kept.keep(self._kept.folders, name, (stamp, folder))
+        return folder
 
     def _attachment(self, db: str, name: str) -> Path:
         """The file recording the attached table ``name`` of ``db``."""
@@ -242,6 +312,7 @@ class Catalog:
                              {**(extra or {}), "precision": precision, "created": datetime.now(UTC).isoformat()})
         if not created and not if_not_exists:
             raise WarehouseError(f"database {name} already exists")
+        self.changed()
         return created
 
     def drop_database(self, name: str, if_exists: bool) -> bool:
@@ -253,6 +324,7 @@ class Catalog:
         if self.store.remote:
             self.store.remove(self.store.join(name.lower()))
         shutil.rmtree(folder)
+        self.changed()
         self._tables.clear()
         self._precisions.pop(name.lower(), None)
         return True
@@ -274,6 +346,21 @@ class Catalog:
 
     def lookup(self, name: TableName, db: str) -> TableInfo | SubTable | None:
         """The table ``name`` in ``db``, or None when there is none."""
+        folder = self.database_path(db)
+        lowered = name.name.lower()
+        if name_problem(lowered, TABLE) is not None:
+            return self._lookup(name, db)  # (which says what is wrong, the database's absence first)
+        key = (folder.name, lowered)
+        stamp = self._stamp(self.root, folder, folder / ".subtables", folder / ".attached")
+        kept = self._kept.found.get(key)
+        if kept is not None and stamp is not None and kept[0] == stamp:
+            return kept[1]
+        found = self._lookup(name, db)
+        if stamp is not None and found is not None and (isinstance(found, SubTable) or found.attached is None):
+            self._kept.keep(self._kept.found, key, (stamp, found))
+        return found
+
+    def _lookup(self, name: TableName, db: str) -> TableInfo | SubTable | None:
         self.precision(db)
         lowered = name.name.lower()
         path = self.table_path(db, lowered)
@@ -354,6 +441,7 @@ class Catalog:
         entry = {"location": location, "writable": writable, "created": datetime.now(UTC).isoformat(),
                  "columns": [{"name": c.name, "source": c.source, "role": c.role, "type": c.delta_type}
                              for c in columns]}
+        self.changed()
         if not _write_new(self._attachment(db, name), entry):
             if if_not_exists:
                 return None
@@ -363,11 +451,17 @@ class Catalog:
     def detach(self, info: TableInfo) -> None:
         """Forget the attached table ``info``; its data stays where its owner keeps it."""
         self._attachment(info.db, info.name).unlink(missing_ok=True)
+        self.changed()
         mapping.unregister(info.path)
 
     def forget(self, path: Location) -> None:
-        """Read the table at ``path`` again on its next lookup (its schema changed)."""
+        """Read the table at ``path`` again on its next lookup (its schema changed), in this process
+        and, through its database folder's modification time, in the others."""
         self._tables.pop(path, None)
+        self.changed()
+        if not is_remote(path):
+            with contextlib.suppress(OSError):
+                os.utime(Path(path).parent)
 
     def create_table(self, db: str, name: str, columns: tuple[Column, ...], if_not_exists: bool) -> bool:
         from deltalake import DeltaTable
@@ -378,6 +472,7 @@ class Catalog:
                 return False
             raise WarehouseError(f"table {db.lower()}.{name} already exists")
         info = TableInfo(db.lower(), name, self.table_path(db, name), columns, self.precision(db))
+        self.changed()
         try:
             DeltaTable.create(str(info.path), info.arrow_schema(), mode="error", name=name,
                               description=f"TDengine {info.kind} {info.qualified}", configuration=CDF)
@@ -411,6 +506,7 @@ class Catalog:
         label = f"{stable.db}.{name}"
         existing = self.existing_subtable(stable, name, label)
         if existing is None:
+            self.changed()
             entry = {"stable": stable.name, "tags": {k: to_json_value(v) for k, v in tags.items()},
                      "created": datetime.now(UTC).isoformat()}
             if _write_new(self._registry(stable.db, name), entry):
@@ -431,6 +527,7 @@ class Catalog:
 
     def drop_subtable_entry(self, sub: SubTable) -> None:
         self._registry(sub.db, sub.name).unlink(missing_ok=True)
+        self.changed()
 
     def drop_table_files(self, info: TableInfo) -> None:
         folder = self.table_path(info.db, info.name)  # the names checked, the path inside the root
@@ -439,4 +536,5 @@ class Catalog:
         for sub in subtables:
             self._registry(info.db, sub).unlink(missing_ok=True)
         self._tables.pop(info.path, None)
+        self.changed()
 

@@ -6,8 +6,9 @@ created with the tags of its first row, and an existing one keeps its registered
 Everything is checked before anything changes: a field whose type differs from its column's, a
 name that breaks the name rule or a supertable that is a table of another kind refuses the whole
 request. Then each supertable gets one commit (a MERGE by key, so a request sent twice writes its
-rows once), the earlier ones undone when a later one fails; insert listeners see the rows before
-and after the commits, as an SQL INSERT's.
+rows once), the earlier ones undone when a later one fails; a request writing one supertable joins
+its group commit (:mod:`.group_commit`), so its rows may share the commit with concurrent requests.
+Insert listeners see the rows before and after the commits, as an SQL INSERT's.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import pyarrow.compute as pc
 
 from airflow_stream_provider import model as m
 from airflow_stream_provider.model.names import COLUMN, TAG, InvalidName, check_name
-from airflow_stream_provider.warehouse import listeners, writer
+from airflow_stream_provider.warehouse import group_commit, listeners, writer
 from airflow_stream_provider.warehouse.catalog import (
     ROLE,
     TBNAME,
@@ -99,9 +100,10 @@ def write(warehouse: Warehouse, db: str, parts: Sequence[StableRows]) -> int:
               ] if listening else []
     listeners.before(listening, writes)
     commits: list[writer.Commit] = []
+    upsert = group_commit.upsert if len(tables) == 1 else writer.upsert  # (see tables._commit)
     for info, rows in tables:
         try:
-            commits.append(writer.upsert(info.path, rows, info.key_columns))
+            commits.append(upsert(info.path, rows, info.key_columns))
         except Exception as err:
             kept = [str(c.path) for c in commits if not writer.undo(c)]
             raise WarehouseError(f"writing {info.qualified} failed ({type(err).__name__}: {err}); the request's "

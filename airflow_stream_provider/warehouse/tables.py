@@ -12,7 +12,7 @@ the statement's earlier commits when a later one fails.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,7 +24,7 @@ from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import did_you_mean
 from airflow_stream_provider.sql import to_spark
 from airflow_stream_provider.storage import Location, export_credentials, is_remote
-from airflow_stream_provider.warehouse import features, listeners, mapping, metastore, retention, writer
+from airflow_stream_provider.warehouse import features, group_commit, listeners, mapping, metastore, retention, writer
 from airflow_stream_provider.warehouse.catalog import (
     TBNAME,
     Catalog,
@@ -76,6 +76,9 @@ class _Batch:
                 values = chunk.columns.get(f.name)
                 if f.name == TBNAME and values is None:
                     values = names
+                elif f.name in tags and chunk.tbname is not None and values is None and tags_of is not None:
+                    arrays.append(pa.repeat(pa.scalar(tags_of(chunk.tbname).get(f.name), f.type), chunk.size))
+                    continue  # (a subtable's rows: its tags on each)
                 elif f.name in tags and names is not None and tags_of is not None:
                     given = values or [None] * chunk.size
                     values = [tags_of(n).get(f.name, v) for n, v in zip(names, given, strict=True)]
@@ -281,7 +284,7 @@ def insert(warehouse: Warehouse, stmt: m.Insert) -> Result:
     for sub in new_subtables.values():
         registered = warehouse.catalog.create_subtable(sub.stable, sub.name, sub.tags, if_not_exists=True)
         known[(sub.db, sub.name)] = registered
-    total = _commit(batches.values(), known)
+    total = _commit(list(batches.values()), known)
     if listening:
         listeners.after(listening, writes)
     targets = ", ".join(sorted(set().union(*(b.labels for b in batches.values()))))
@@ -402,16 +405,21 @@ def _subtable_of_row(catalog: Catalog, stable: TableInfo, row: dict, label: str,
     return name
 
 
-def _commit(batches: Iterable[_Batch], subtables: Subtables) -> int:
-    """One commit per batch, the earlier ones undone when a later one fails; the rows written."""
+def _commit(batches: Sequence[_Batch], subtables: Subtables) -> int:
+    """One commit per batch, the earlier ones undone when a later one fails; the rows written.
+
+    A statement writing one Delta table joins that table's group commit (:mod:`.group_commit`): its
+    rows land in one commit, possibly shared with concurrent statements. A statement writing several
+    commits alone to each, since undoing a shared commit would undo the other statements' rows."""
     commits: list[writer.Commit] = []
     total = 0
+    upsert = group_commit.upsert if len(batches) == 1 else writer.upsert
     for batch in batches:
         rows = _arrow_rows(batch, subtables)
         try:
             path = batch.info.path
             keys = mapping.sources(path, batch.info.key_columns)
-            commits.append(writer.upsert(path, mapping.to_sources(path, rows), keys))
+            commits.append(upsert(path, mapping.to_sources(path, rows), keys))
         except Exception as err:
             _undo(commits, batch, err)
         total += rows.num_rows
@@ -433,9 +441,12 @@ def _undo(commits: list[writer.Commit], failed: _Batch, err: Exception) -> None:
     kept = [str(c.path) for c in commits if not writer.undo(c)]
     detail = (f"; other writers committed after this statement's changes to {', '.join(kept)}, which stay"
               if kept else "")
+    undone = "the statement's earlier writes were undone" if commits else "nothing was written"
+    if isinstance(err, group_commit.SharedCommitFailed):
+        raise WarehouseError(f"writing {', '.join(sorted(failed.labels))} failed: {err}") from err
     raise WarehouseError(
         f"writing {', '.join(sorted(failed.labels))} failed ({type(err).__name__}: {err}); "
-        f"the statement's earlier writes were undone{detail}") from err
+        f"{undone}{detail}") from err
 
 
 def _row_schema(info: TableInfo) -> pa.Schema:

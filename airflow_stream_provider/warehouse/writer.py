@@ -193,40 +193,49 @@ def _within_sql(ranges: list[KeyRange], alias: str = "") -> list[str]:
             for key, low, high in ranges]
 
 
-def _holds_none_within(table: DeltaTable, rows: pa.Table, ranges: list[KeyRange]) -> bool:
-    """Whether the table's file statistics show that none of its rows lies within ``ranges`` (and
-    ``rows`` have the table's columns): then every key of ``rows`` is new. A file without statistics
-    for a key might hold any."""
-    if not ranges or pa.schema(table.schema().to_arrow()) != rows.schema:
+def _holds_none_within(table: DeltaTable, rows: pa.Table, groups: Sequence[list[KeyRange]]) -> bool:
+    """Whether the table's file statistics show that none of its rows lies within the ranges of any
+    of ``groups`` (and ``rows`` have the table's columns): then every key of ``rows`` is new, when
+    each row lies within all the ranges of one group. A file without statistics for a key might
+    hold any."""
+    if not groups or not all(groups) or pa.schema(table.schema().to_arrow()) != rows.schema:
         return False
     files = pa.table(table.get_add_actions(flatten=True))
     columns = set(files.column_names)
-    bounds = []
-    for key, low, high in ranges:
-        if f"min.{key}" not in columns or f"max.{key}" not in columns:
-            return False
-        slack = _STATS_TRUNCATION if isinstance(high, datetime) else 0
-        bounds.append((files[f"min.{key}"].to_pylist(), files[f"max.{key}"].to_pylist(), low, high, slack))
+    stats: dict[str, tuple[list, list]] = {}
+    for ranges in groups:
+        for key, _, _ in ranges:
+            if f"min.{key}" not in columns or f"max.{key}" not in columns:
+                return False
+            if key not in stats:
+                stats[key] = (files[f"min.{key}"].to_pylist(), files[f"max.{key}"].to_pylist())
 
-    def may_hold(i: int) -> bool:  # file i: whether its statistics leave room for a row within every range
-        return all(lows[i] is None or highs[i] is None or (lows[i] <= high and highs[i] + slack >= low)
-                   for lows, highs, low, high, slack in bounds)
+    def may_hold(i: int, ranges: list[KeyRange]) -> bool:  # file i: room for a row within every range
+        for key, low, high in ranges:
+            lows, highs = stats[key]
+            slack = _STATS_TRUNCATION if isinstance(high, datetime) else 0
+            if lows[i] is not None and highs[i] is not None and (lows[i] > high or highs[i] + slack < low):
+                return False
+        return True
 
     try:
-        return not any(may_hold(i) for i in range(files.num_rows))
+        return not any(may_hold(i, ranges) for ranges in groups for i in range(files.num_rows))
     except TypeError:  # a time without a zone against one with a zone
         return False
 
 
-def append_if_new(table: DeltaTable, rows: pa.Table, keys: Sequence[str]) -> bool:
+def append_if_new(table: DeltaTable, rows: pa.Table, keys: Sequence[str],
+                  pieces: Sequence[pa.Table] = ()) -> bool:
     """Append ``rows`` to ``table`` and return True when its file statistics show that no row lies
     within the ranges of ``rows``' keys (every key is new: an append is what a MERGE would do);
-    False, writing nothing, otherwise. ``rows`` are first put in the table's own schema (a column
-    they lack is NULL). The append commits only as the next version, so a concurrent commit makes
-    it fail and its retry look again."""
+    False, writing nothing, otherwise. ``pieces`` (whose rows together hold every row of ``rows``:
+    the writes of a group commit) are looked at one by one, each within its own ranges, so that
+    writes of far apart keys are not taken for one wide range. ``rows`` are first put in the
+    table's own schema (a column they lack is NULL). The append commits only as the next version,
+    so a concurrent commit makes it fail and its retry look again."""
     from deltalake import CommitProperties, write_deltalake
 
-    ranges = _key_ranges(rows, keys)
+    groups = [_key_ranges(piece, keys) for piece in pieces] if pieces else [_key_ranges(rows, keys)]
     schema = pa.schema(table.schema().to_arrow())
     if rows.schema != schema:
         if not set(rows.column_names) <= set(schema.names):
@@ -237,13 +246,13 @@ def append_if_new(table: DeltaTable, rows: pa.Table, keys: Sequence[str]) -> boo
                  for f in schema], schema=schema)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
             return False
-    if not _holds_none_within(table, rows, ranges):
+    if not _holds_none_within(table, rows, groups):
         return False
     write_deltalake(table, rows, mode="append", commit_properties=CommitProperties(max_commit_retries=0))
     return True
 
 
-def upsert(path: Location, rows: pa.Table, keys: Sequence[str]) -> Commit:
+def upsert(path: Location, rows: pa.Table, keys: Sequence[str], pieces: Sequence[pa.Table] = ()) -> Commit:
     """MERGE ``rows`` into the table: an existing key is replaced, a new key inserted, atomically.
 
     When the table's file statistics show that no row lies within the range of ``rows``' keys (a
@@ -251,13 +260,14 @@ def upsert(path: Location, rows: pa.Table, keys: Sequence[str]) -> Commit:
     MERGE's cost, and two thirds of a write replacing the (empty) range. The append commits only as
     the version after the one whose statistics were read, so nothing can have been committed in
     between: a concurrent commit makes it fail, and its retry looks again (and MERGEs when that
-    commit added a row within the range). A batch written again finds its rows there, and MERGEs."""
+    commit added a row within the range). A batch written again finds its rows there, and MERGEs.
+    ``pieces``: the writes ``rows`` joins (:func:`append_if_new`)."""
     rows = dedupe_last(rows, keys)
     ranges = _key_ranges(rows, keys)
     predicate = " AND ".join([f"t.{_quote(k)} = s.{_quote(k)}" for k in keys] + _within_sql(ranges, "t."))
 
     def merge(table: DeltaTable) -> None:
-        if append_if_new(table, rows, keys):
+        if append_if_new(table, rows, keys, pieces):
             return
         (
             table.merge(rows, predicate, source_alias="s", target_alias="t")
