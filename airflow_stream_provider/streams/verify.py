@@ -42,10 +42,11 @@ from airflow_stream_provider import model as m
 from airflow_stream_provider.airflow_api import AirflowApi
 from airflow_stream_provider.exceptions import StreamError
 from airflow_stream_provider.model.events import EventType, StreamKind
+from airflow_stream_provider.notify.message import NotifyEvent
 from airflow_stream_provider.plan.schedule import Schedule
 from airflow_stream_provider.plan.state import StreamState
 from airflow_stream_provider.plan.stream import plan_stream
-from airflow_stream_provider.streams import recalculations, retention, verify_cq, verify_repair
+from airflow_stream_provider.streams import recalculations, retention, verify_cq, verify_notify, verify_repair
 from airflow_stream_provider.streams.fire import schedules, windows
 from airflow_stream_provider.streams.fired import Fired
 from airflow_stream_provider.streams.probes import batch_version, version_at
@@ -90,7 +91,11 @@ def verify(warehouse: Warehouse, db: str, name: str, start: datetime | None = No
             report, expected = _verify(warehouse, stored, store, start, end, say)
             if repair and report.differences:
                 first = report
-                removed, recalculated = _repair(stored, store, expected, first, api, say)
+                if isinstance(expected, _Notified):
+                    removed, recalculated = 0, verify_notify.repair(expected.runtime, stored, expected.events, first,
+                                                                    say)
+                else:
+                    removed, recalculated = _repair(stored, store, expected, first, api, say)
                 report, _ = _verify(warehouse, stored, store, start, end, say)
                 report.repaired, report.removed, report.repair = first.differences, removed, recalculated
     report.seconds = time.monotonic() - began
@@ -114,10 +119,15 @@ class _Expected:
 
 
 def _verify(warehouse: Warehouse, stored: StoredStream, store: StreamStore, start: datetime, end: datetime,
-            say: Callable[[str], None]) -> tuple[VerifyReport, _Expected]:
-    expected, version = _expected(warehouse, stored, store.load_state(stored.db, stored.name), start, end, say)
-    report = VerifyReport(stored.qualified, start, end, triggers=len(expected.fired), version=version,
-                          expired=expected.expired, horizon=expected.horizon)
+            say: Callable[[str], None]) -> tuple[VerifyReport, _Expected | _Notified]:
+    state = store.load_state(stored.db, stored.name)
+    runtime, fired, events, version, horizon, expired = _triggers(warehouse, stored, state, start, end, say)
+    report = VerifyReport(stored.qualified, start, end, triggers=len(fired), version=version, expired=expired,
+                          horizon=horizon)
+    if verify_notify.notify_only(runtime):
+        say(f"computing {len(fired)} trigger(s) of {stored.qualified} in batch")
+        return report, _Notified(runtime, verify_notify.verify(runtime, stored, state, fired, events, report, say))
+    expected = _expected(warehouse, stored, (runtime, fired, events, version, horizon, expired), say)
     report.rows = expected.rows.num_rows if expected.rows is not None else 0
     actual = _output_in_range(expected, start, end)
     report.compared = actual.num_rows
@@ -127,18 +137,25 @@ def _verify(warehouse: Warehouse, stored: StoredStream, store: StreamStore, star
     return report, expected
 
 
-def _expected(warehouse: Warehouse, stored: StoredStream, state: StreamState, start: datetime, end: datetime,
-              say: Callable[[str], None]) -> tuple[_Expected, int | None]:
-    runtime, fired, events, version, horizon, expired = _triggers(warehouse, stored, state, start, end, say)
+@dataclass
+class _Notified:
+    """What the batch gives a notify-only stream: the notifications carrying results."""
+
+    runtime: StreamRuntime
+    events: list[NotifyEvent]
+
+
+def _expected(warehouse: Warehouse, stored: StoredStream, found: tuple, say: Callable[[str], None]) -> _Expected:
+    runtime, fired, events, version, horizon, expired = found
     assert runtime.output_plan is not None
     say(f"computing {len(fired)} trigger(s) of {stored.qualified} in batch")
     info = runtime.output_plan.ensure_table(warehouse.catalog)
     if not fired:
-        return _Expected(runtime, fired, events, None, [], info, horizon, expired), version
+        return _Expected(runtime, fired, events, None, [], info, horizon, expired)
     results, computed = compute_results(runtime, fired, RunReport(stored.qualified))
     written = output_rows(runtime, computed, results)
     if written is None:
-        return _Expected(runtime, fired, events, None, [], info, horizon, expired), version
+        return _Expected(runtime, fired, events, None, [], info, horizon, expired)
     _, rows, idx = written
     by_idx = {f.idx: f for f in computed}
     valid = pc.is_valid(rows[info.columns[0].name])  # a NULL first column is discarded by a run too
@@ -148,7 +165,7 @@ def _expected(warehouse: Warehouse, stored: StoredStream, state: StreamState, st
     keep = _last_of_each_key(rows, info.key_columns)
     rows = rows.take(keep)
     return _Expected(runtime, fired, events, rows, [by_idx[i] for i in idx.take(keep).to_pylist()], info, horizon,
-                     expired), version
+                     expired)
 
 
 def _triggers(warehouse: Warehouse, stored: StoredStream, state: StreamState, start: datetime, end: datetime,
@@ -160,9 +177,9 @@ def _triggers(warehouse: Warehouse, stored: StoredStream, state: StreamState, st
     stmt = stored.statement
     runtime = StreamRuntime(warehouse, stmt, stored.db, state.skip_versions, text=stored.text,
                             schema=state.result_schema)
-    if runtime.compute is None or runtime.output_plan is None:
-        raise StreamError(f"VERIFY STREAM: {stored.qualified} writes no output table (its results are only "
-                          "notified, or it computes nothing), so there is nothing to compare")
+    if runtime.compute is None or (runtime.output_plan is None and stmt.notify is None):
+        raise StreamError(f"VERIFY STREAM: {stored.qualified} computes nothing it writes or notifies, so there "
+                          "is nothing to compare")
     plan = plan_stream(stmt, stored.db, state)
     assert runtime.info is not None  # a stream with a computation reads a trigger table
     path = str(runtime.info.path)

@@ -53,6 +53,7 @@ class VerifyReport:
     expired: int = 0  # triggers not judged: their source rows are partly gone (retention)
     horizon: datetime | None = None  # ... before this time
     seconds: float = 0.0
+    notified: bool = False  # a notify-only stream: its rows are the results its notifications carried
 
     @property
     def equal(self) -> bool:
@@ -63,8 +64,9 @@ class VerifyReport:
         return ", ".join(f"{n} {k}" for k, n in kinds if n)
 
     def summary(self) -> str:
+        against = _n(self.compared, "sent result") if self.notified else _n(self.compared, "output row")
         what = (f"{self.stream}: {_n(self.triggers, 'trigger')} in [{self.start.isoformat()}, "
-                f"{self.end.isoformat()}), {_n(self.rows, 'result row')} against {_n(self.compared, 'output row')}")
+                f"{self.end.isoformat()}), {_n(self.rows, 'result row')} against {against}")
         if self.version is not None:
             what += f" at version {self.version}"
         if self.expired and self.horizon is not None:
