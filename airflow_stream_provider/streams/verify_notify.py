@@ -79,8 +79,8 @@ def verify(runtime: StreamRuntime, stored: StoredStream, state: StreamState, fir
     theirs = {k: body for k, body in theirs.items()
               if judged(_event_moment(body)) and (k[:2] + (0,) in in_range or _within(body, range_start, range_end))}
     report.rows, report.compared = len(mine), len(theirs)
-    report.expired += len(skipped)
-    if forgotten is not None and skipped:
+    report.forgotten = len(skipped)
+    if skipped:
         say(f"{len(skipped)} window(s) notified before the oldest sent message the outbox keeps are not judged")
     found = []
     for key in mine.keys() | theirs.keys():
@@ -117,7 +117,7 @@ def _expected(runtime: StreamRuntime, stored: StoredStream, state: StreamState, 
     notes = RunNotifications(runtime, state)
     results, computed = compute_results(runtime, fired, RunReport(stored.qualified))
     notes.collect(computed, results)
-    _queue(runtime, notes, computed, events)
+    _queue(runtime, notes, fired, events)
     return [ev for ev in notes.events if ev.event_type in WITH_RESULT]
 
 
