@@ -42,22 +42,25 @@ def test_a_notify_only_stream_verifies_what_it_sent_and_repair_sends_it_again(wh
         insert(wh, "t1", T1 + LATER)
         insert(wh, "t2", T2 + LATER)
         run_stream(wh, "d", "s")
-        # closed 5-minute windows (the rows at 00:40 close [00:30, 00:35)), by hand:
-        # t1: [0,5) 1,3,5; [5,10) 10,20; [10,15) 7,9; [20,25) 4; [25,30) 2; [30,35) 5
-        # t2: [0,5) 2,4; [5,10) 6,8; [20,25) 1; [25,30) 2; [30,35) 5
+        # closed 5-minute windows (the rows at 00:40 close [00:35, 00:40)), by hand; a window between
+        # two rows fires without rows too (avg NULL, count 0), as in the output-table cases:
+        # t1: [0,5) 1,3,5; [5,10) 10,20; [10,15) 7,9; [15,20) -; [20,25) 4; [25,30) 2; [30,35) 5; [35,40) -
+        # t2: [0,5) 2,4; [5,10) 6,8; [10,15) -; [15,20) -; [20,25) 1; [25,30) 2; [30,35) 5; [35,40) -
         sent = {(e["tableName"], (e["windowStart"] - ms(0)) // MS): (e["result"]["a"], e["result"]["mx"],
                                                                       e["result"]["n"])
                 for e in events_of(receiver.messages())}
-        t1 = next(t for t, minute in sent if minute == 10)  # (t2 has no row in [00:10, 00:15))
+        t1 = next(t for (t, minute), result in sent.items() if minute == 10 and result[2] == 2)
         (t2,) = {t for t, _ in sent} - {t1}
-        assert sent == {(t1, 0): (3.0, 5, 3), (t1, 5): (15.0, 20, 2), (t1, 10): (8.0, 9, 2), (t1, 20): (4.0, 4, 1),
-                        (t1, 25): (2.0, 2, 1), (t1, 30): (5.0, 5, 1), (t2, 0): (3.0, 4, 2), (t2, 5): (7.0, 8, 2),
-                        (t2, 20): (1.0, 1, 1), (t2, 25): (2.0, 2, 1), (t2, 30): (5.0, 5, 1)}
+        empty = (None, None, 0)
+        assert sent == {(t1, 0): (3.0, 5, 3), (t1, 5): (15.0, 20, 2), (t1, 10): (8.0, 9, 2), (t1, 15): empty,
+                        (t1, 20): (4.0, 4, 1), (t1, 25): (2.0, 2, 1), (t1, 30): (5.0, 5, 1), (t1, 35): empty,
+                        (t2, 0): (3.0, 4, 2), (t2, 5): (7.0, 8, 2), (t2, 10): empty, (t2, 15): empty,
+                        (t2, 20): (1.0, 1, 1), (t2, 25): (2.0, 2, 1), (t2, 30): (5.0, 5, 1), (t2, 35): empty}
 
         clean = verify(wh, "d", "s")
         assert clean.equal, clean.differences
-        assert (clean.rows, clean.compared) == (11, 11)
-        assert "11 result rows against 11 sent results" in clean.summary()
+        assert (clean.rows, clean.compared) == (16, 16)
+        assert "16 result rows against 16 sent results" in clean.summary()
 
         # alter the record of what was sent: t1's [0,5) average, t2's [5,10) event gone, an event
         # of a window [00:50, 00:55) of t1 that no trigger gives
