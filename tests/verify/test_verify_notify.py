@@ -81,7 +81,8 @@ def test_a_notify_only_stream_verifies_what_it_sent_and_repair_sends_it_again(wh
                     continue
                 keep.append(ev)
                 keys.append(key)
-            body["streams"][0]["events"], line["keys"], line["text"] = keep, keys, json.dumps(body)
+            body["streams"][0]["events"] = keep
+            line["keys"], line["text"] = keys, json.dumps(body)
         assert template is not None
         fake = {**template, "triggerId": "fake", "windowStart": ms(50), "windowEnd": ms(55),
                 "result": {"ws": ms(50), "a": 1.5, "mx": 2, "n": 2}}
