@@ -142,3 +142,29 @@ class AirflowApi:
                     raise
             time.sleep(2 ** (attempt - 1))
             attempt += 1
+
+    def dag(self, dag_id: str) -> dict | None:
+        """The DAG ``dag_id`` as Airflow's API describes it (``is_paused``, ...); None when Airflow
+        does not know it (not parsed yet)."""
+        try:
+            return self._send("GET", f"/api/v2/dags/{urllib.parse.quote(dag_id)}")
+        except AirflowApiError as err:
+            if err.status == 404:
+                return None
+            raise
+
+    def trigger_dag_run(self, dag_id: str, run_id: str, conf: dict, note: str | None = None) -> dict:
+        """A run of ``dag_id`` named ``run_id``, without a logical date, its task reading ``conf``;
+        sent again while Airflow does not answer in time, a run of that name having been created
+        once at most (Airflow answers 409 to the second)."""
+        body = {"dag_run_id": run_id, "logical_date": None, "conf": conf, "note": note}
+        try:
+            return self._send("POST", f"/api/v2/dags/{urllib.parse.quote(dag_id)}/dagRuns", body, repeatable=True)
+        except AirflowApiError as err:
+            if err.status != 409:
+                raise
+        return self.dag_run(dag_id, run_id)
+
+    def dag_run(self, dag_id: str, run_id: str) -> dict:
+        """The run ``run_id`` of ``dag_id`` (``state``: queued, running, success or failed)."""
+        return self._send("GET", f"/api/v2/dags/{urllib.parse.quote(dag_id)}/dagRuns/{urllib.parse.quote(run_id)}")

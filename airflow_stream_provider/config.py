@@ -102,6 +102,17 @@ def verify_lookback() -> timedelta | None:
     return _seconds("AIRFLOW_STREAM_VERIFY_LOOKBACK", "lookback")
 
 
+#: how long VERIFY ... REPAIR waits for the recalculation DAG's run of its windows, by default
+VERIFY_REPAIR_TIMEOUT = timedelta(minutes=10)
+
+
+def verify_repair_timeout() -> timedelta:
+    """How long VERIFY ... REPAIR waits for the run of the recalculation DAG that recalculates its
+    windows (``AIRFLOW_STREAM_VERIFY_REPAIR_TIMEOUT`` or ``[verify] repair_timeout``, in seconds;
+    default 600)."""
+    return _seconds("AIRFLOW_STREAM_VERIFY_REPAIR_TIMEOUT", "repair_timeout") or VERIFY_REPAIR_TIMEOUT
+
+
 #: the TDengine versions whose stream behaviour a stream can follow where they differ (PERIOD of a
 #: day or more): 3.3.7 counts from the creation day's midnight, 3.4 from the epoch's whole periods
 TDENGINE_SEMANTICS = ("3.3.7", "3.4")

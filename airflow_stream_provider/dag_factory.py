@@ -212,11 +212,12 @@ def _freshness_dag(stored: StoredStream, state: StreamState, plan: StreamPlan, h
 
 def _verifiable(stored: StoredStream, plan: StreamPlan) -> bool:
     """Whether VERIFY STREAM judges the stream: a continuous query, or a window, SLIDING or PERIOD
-    stream that writes an output table."""
+    stream that writes an output table or notifies its results."""
     stmt = stored.statement
     if stmt.series is not None:
         return True
-    return stmt.query is not None and stmt.into is not None and not stmt.options.calc_notify_only \
+    writes = stmt.into is not None and not stmt.options.calc_notify_only
+    return stmt.query is not None and (writes or stmt.notify is not None) \
         and plan.kind in (StreamKind.WINDOW, StreamKind.SLIDING, StreamKind.PERIOD)
 
 

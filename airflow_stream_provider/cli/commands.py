@@ -311,6 +311,7 @@ EXIT_DIFFERENCES = 3
 
 def cmd_verify(args: argparse.Namespace) -> int:
     """``airflow-stream verify``: VERIFY STREAM from the command line; 0 equal, 3 differences, 2 bad input."""
+    from airflow_stream_provider.airflow_api import AirflowApi
     from airflow_stream_provider.cli.render import render
     from airflow_stream_provider.streams.verify import verify
     from airflow_stream_provider.warehouse import Warehouse
@@ -331,7 +332,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
     progress = Console() if args.format == "table" else None
     try:
         report = verify(Warehouse(database=db), db, name, stmt.start.resolve(now) if stmt.start else None,
-                        stmt.end.resolve(now) if stmt.end else None, repair=args.repair, progress=progress)
+                        stmt.end.resolve(now) if stmt.end else None, repair=args.repair, progress=progress,
+                        api=AirflowApi() if args.repair else None)
     except StreamError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

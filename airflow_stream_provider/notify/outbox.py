@@ -14,6 +14,13 @@ consumed are never queued again. So a run that commits less than another one alr
 (an Airflow task attempt left running after its supervisor died, pushing its progress after the
 retry's) and a run that queues after a later run committed (that same attempt) add nothing.
 
+The messages given to a receiver are kept besides, for VERIFY STREAM to compare the results a
+notify-only stream sent with the batch's: ``sent.jsonl`` holds one line per message sent (its
+sequence number, when it was sent, its events' keys and its text), the latest
+``[notify] keep_sent_messages`` (default 10000) sent within ``[notify] keep_sent_days`` (default
+7); ``outbox.json`` records the latest window start (or instant) among the events of the lines
+dropped (``sent_forgotten``), before which VERIFY cannot judge what was sent.
+
 A message file that cannot be read back is moved to ``quarantine/``, logged, and reported as every
 receiver's last error, so later runs proceed without it; an unreadable ``outbox.json`` stops
 delivery with a :class:`~airflow_stream_provider.exceptions.CorruptStateError` naming it.
@@ -27,9 +34,10 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from airflow_stream_provider import config
 from airflow_stream_provider.exceptions import CorruptStateError, read_json_object
 from airflow_stream_provider.files import hold_lock, make_dirs, write_text
 from airflow_stream_provider.notify.message import MAX_MESSAGE_BYTES, NotifyEvent, pack
@@ -38,6 +46,36 @@ log = logging.getLogger(__name__)
 
 #: the keys every message file holds
 MESSAGE_KEYS = ("seq", "messageId", "keys", "events", "text")
+#: the sent messages kept for VERIFY: at most this many ...
+KEEP_SENT_MESSAGES = 10_000
+#: ... sent within this many days
+KEEP_SENT_DAYS = 7.0
+
+
+def keep_sent() -> tuple[int, timedelta]:
+    """How many sent messages an outbox keeps, and for how long (``[notify] keep_sent_messages`` and
+    ``keep_sent_days``, or ``AIRFLOW_STREAM_NOTIFY_KEEP_SENT_MESSAGES`` and ``..._DAYS``)."""
+    section = config.settings().get("notify", {})
+    count = os.environ.get("AIRFLOW_STREAM_NOTIFY_KEEP_SENT_MESSAGES") or section.get("keep_sent_messages")
+    days = os.environ.get("AIRFLOW_STREAM_NOTIFY_KEEP_SENT_DAYS") or section.get("keep_sent_days")
+    try:
+        kept = (int(count) if count not in (None, "") else KEEP_SENT_MESSAGES,
+                float(days) if days not in (None, "") else KEEP_SENT_DAYS)
+    except (TypeError, ValueError):
+        raise ValueError(f"[notify] keep_sent_messages = {count!r} and keep_sent_days = {days!r} must be numbers") \
+            from None
+    if kept[0] < 0 or kept[1] < 0:
+        raise ValueError(f"[notify] keep_sent_messages = {count!r} and keep_sent_days = {days!r} must not be negative")
+    return kept[0], timedelta(days=kept[1])
+
+
+@dataclass(frozen=True)
+class SentEvent:
+    """One event of a message sent, as VERIFY reads it back."""
+
+    seq: int  # the message's
+    key: str  # the event's key (``<stream>/<key>``, ``#<row>`` for a trigger's later result rows)
+    body: dict  # the event's JSON
 
 
 @dataclass(frozen=True)
@@ -171,6 +209,8 @@ class Outbox:
             state = self._state()
             target = state["targets"][url]
             if messages:
+                if delivered:
+                    self._keep_sent(state, messages)
                 target["through"] = max(target["through"], messages[-1].seq)
                 kind = "sent" if delivered else "dropped"
                 target[f"{kind}_messages"] += len(messages)
@@ -216,3 +256,66 @@ class Outbox:
             return {"sent": sum(t["sent_events"] for t in targets),
                     "dropped": sum(t["dropped_events"] for t in targets), "pending": pending,
                     "last_error": errors[-1]["last_error"] if errors else None}
+
+    # --- what was sent, for VERIFY ----------------------------------------------------------------
+
+    def _keep_sent(self, state: dict, messages: Sequence[Queued]) -> None:
+        """Add ``messages`` (sent) to ``sent.jsonl``, once each, then drop what is kept no longer
+        (under the outbox lock)."""
+        kept_through = state.get("sent_through", 0)
+        fresh = [m for m in messages if m.seq > kept_through]
+        if not fresh:
+            return
+        keys = {rec["seq"]: rec["keys"] for rec in self._messages()}
+        now = datetime.now(UTC)
+        path = self.directory / "sent.jsonl"
+        with path.open("a", encoding="utf-8") as out:
+            for m in fresh:
+                out.write(json.dumps({"seq": m.seq, "sent_at": now.isoformat(), "keys": keys.get(m.seq, []),
+                                      "text": m.text}) + "\n")
+        state["sent_through"] = fresh[-1].seq
+        state["sent_lines"] = state.get("sent_lines", 0) + len(fresh)
+        count, days = keep_sent()
+        oldest = state.setdefault("sent_oldest", now.isoformat())
+        if state["sent_lines"] > count + max(1, count // 10) or datetime.fromisoformat(oldest) < now - days:
+            self._trim_sent(state, count, now - days)
+
+    def _trim_sent(self, state: dict, count: int, since: datetime) -> None:
+        path = self.directory / "sent.jsonl"
+        lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        keep = [rec for rec in lines if datetime.fromisoformat(rec["sent_at"]) >= since][-count:] if count else []
+        kept = {rec["seq"] for rec in keep}
+        forgotten = [e.body for rec in lines if rec["seq"] not in kept for e in _events(rec)]
+        moments: list[int] = [m for m in (ev.get("windowStart", ev.get("eventTime")) for ev in forgotten)
+                              if isinstance(m, int)]
+        if moments:
+            before = state.get("sent_forgotten")
+            state["sent_forgotten"] = max(moments) if before is None else max(*moments, int(before))
+        write_text(path, "".join(json.dumps(rec) + "\n" for rec in keep), durable=True)
+        state["sent_lines"] = len(keep)
+        state["sent_oldest"] = keep[0]["sent_at"] if keep else datetime.now(UTC).isoformat()
+
+    def sent(self) -> tuple[list[SentEvent], int | None]:
+        """The events of the messages kept as sent and of those still waiting (which will be sent),
+        in order; and ``sent_forgotten``: the latest window start (in the stream's precision) or
+        instant (ms) among the events no longer kept (None: none was dropped)."""
+        if not self.directory.exists():
+            return [], None
+        with self._locked():
+            path = self.directory / "sent.jsonl"
+            lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()
+                     if line.strip()] if path.exists() else []
+            seen = {rec["seq"] for rec in lines}
+            lines += [rec for rec in self._messages() if rec["seq"] not in seen]
+            forgotten = self._state().get("sent_forgotten")
+        lines.sort(key=lambda rec: rec["seq"])
+        return [e for rec in lines for e in _events(rec)], forgotten
+
+
+def _events(record: dict) -> list[SentEvent]:
+    """The events of a kept message (or a message file), with their keys."""
+    body = json.loads(record["text"])
+    events = [ev for stream in body.get("streams", []) for ev in stream.get("events", [])]
+    keys = list(record.get("keys") or [])
+    keys += [""] * (len(events) - len(keys))
+    return [SentEvent(record["seq"], key, ev) for key, ev in zip(keys, events)]

@@ -39,12 +39,14 @@ from deltalake import DeltaTable
 from pyspark.sql import functions as F
 
 from airflow_stream_provider import model as m
+from airflow_stream_provider.airflow_api import AirflowApi
 from airflow_stream_provider.exceptions import StreamError
 from airflow_stream_provider.model.events import EventType, StreamKind
+from airflow_stream_provider.notify.message import NotifyEvent
 from airflow_stream_provider.plan.schedule import Schedule
 from airflow_stream_provider.plan.state import StreamState
 from airflow_stream_provider.plan.stream import plan_stream
-from airflow_stream_provider.streams import recalculations, retention, verify_cq
+from airflow_stream_provider.streams import recalculations, retention, verify_cq, verify_notify, verify_repair
 from airflow_stream_provider.streams.fire import schedules, windows
 from airflow_stream_provider.streams.fired import Fired
 from airflow_stream_provider.streams.probes import batch_version, version_at
@@ -63,10 +65,12 @@ EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
 LATEST = datetime(2200, 1, 1, tzinfo=UTC)
 def verify(warehouse: Warehouse, db: str, name: str, start: datetime | None = None, end: datetime | None = None, *,
            repair: bool = False, store: StreamStore | None = None,
-           progress: Callable[[str], None] | None = None) -> VerifyReport:
+           progress: Callable[[str], None] | None = None, api: AirflowApi | None = None) -> VerifyReport:
     """Verify stream ``db.name`` over ``[start, end)`` (None: from its first row, as far as it has
     processed); with ``repair``, recalculate the windows that differ, remove the extra rows, and
-    verify again. StreamError when the stream or the range cannot be verified."""
+    verify again. The windows are recalculated by a run of the stream's recalculation DAG through
+    Airflow's API ``api`` when it runs there (None: here, in this process). StreamError when the
+    stream or the range cannot be verified, or the recalculation failed or did not end in time."""
     began = time.monotonic()
     store = store or StreamStore()
     stored = store.get(db, name)
@@ -87,8 +91,11 @@ def verify(warehouse: Warehouse, db: str, name: str, start: datetime | None = No
             report, expected = _verify(warehouse, stored, store, start, end, say)
             if repair and report.differences:
                 first = report
-                with run_lock(stored), recalculations.running(stored, recalculations.REPAIR, first.start, first.end):
-                    removed, recalculated = _repair(stored, store, expected, first, say)
+                if isinstance(expected, _Notified):
+                    removed, recalculated = 0, verify_notify.repair(expected.runtime, stored, expected.events, first,
+                                                                    say)
+                else:
+                    removed, recalculated = _repair(stored, store, expected, first, api, say)
                 report, _ = _verify(warehouse, stored, store, start, end, say)
                 report.repaired, report.removed, report.repair = first.differences, removed, recalculated
     report.seconds = time.monotonic() - began
@@ -112,10 +119,15 @@ class _Expected:
 
 
 def _verify(warehouse: Warehouse, stored: StoredStream, store: StreamStore, start: datetime, end: datetime,
-            say: Callable[[str], None]) -> tuple[VerifyReport, _Expected]:
-    expected, version = _expected(warehouse, stored, store.load_state(stored.db, stored.name), start, end, say)
-    report = VerifyReport(stored.qualified, start, end, triggers=len(expected.fired), version=version,
-                          expired=expected.expired, horizon=expected.horizon)
+            say: Callable[[str], None]) -> tuple[VerifyReport, _Expected | _Notified]:
+    state = store.load_state(stored.db, stored.name)
+    runtime, fired, events, version, horizon, expired = _triggers(warehouse, stored, state, start, end, say)
+    report = VerifyReport(stored.qualified, start, end, triggers=len(fired), version=version, expired=expired,
+                          horizon=horizon)
+    if verify_notify.notify_only(runtime):
+        say(f"computing {len(fired)} trigger(s) of {stored.qualified} in batch")
+        return report, _Notified(runtime, verify_notify.verify(runtime, stored, state, fired, events, report, say))
+    expected = _expected(warehouse, stored, (runtime, fired, events, version, horizon, expired), say)
     report.rows = expected.rows.num_rows if expected.rows is not None else 0
     actual = _output_in_range(expected, start, end)
     report.compared = actual.num_rows
@@ -125,14 +137,49 @@ def _verify(warehouse: Warehouse, stored: StoredStream, store: StreamStore, star
     return report, expected
 
 
-def _expected(warehouse: Warehouse, stored: StoredStream, state: StreamState, start: datetime, end: datetime,
-              say: Callable[[str], None]) -> tuple[_Expected, int | None]:
+@dataclass
+class _Notified:
+    """What the batch gives a notify-only stream: the notifications carrying results."""
+
+    runtime: StreamRuntime
+    events: list[NotifyEvent]
+
+
+def _expected(warehouse: Warehouse, stored: StoredStream, found: tuple, say: Callable[[str], None]) -> _Expected:
+    runtime, fired, events, version, horizon, expired = found
+    assert runtime.output_plan is not None
+    say(f"computing {len(fired)} trigger(s) of {stored.qualified} in batch")
+    info = runtime.output_plan.ensure_table(warehouse.catalog)
+    if not fired:
+        return _Expected(runtime, fired, events, None, [], info, horizon, expired)
+    results, computed = compute_results(runtime, fired, RunReport(stored.qualified))
+    written = output_rows(runtime, computed, results)
+    if written is None:
+        return _Expected(runtime, fired, events, None, [], info, horizon, expired)
+    _, rows, idx = written
+    by_idx = {f.idx: f for f in computed}
+    valid = pc.is_valid(rows[info.columns[0].name])  # a NULL first column is discarded by a run too
+    rows, idx = rows.filter(valid), idx.filter(valid)
+    schema = info.arrow_schema()  # (the types the output table stores them in, as a run writes them)
+    rows = pa.table([rows[f.name].cast(f.type) for f in schema], schema=schema)
+    keep = _last_of_each_key(rows, info.key_columns)
+    rows = rows.take(keep)
+    return _Expected(runtime, fired, events, rows, [by_idx[i] for i in idx.take(keep).to_pylist()], info, horizon,
+                     expired)
+
+
+def _triggers(warehouse: Warehouse, stored: StoredStream, state: StreamState, start: datetime, end: datetime,
+              say: Callable[[str], None]) -> tuple[StreamRuntime, list[Fired], list[WindowEvent] | None, int | None,
+                                                   datetime | None, int]:
+    """The triggers of ``[start, end)`` the stream fired, found again in batch: (its runtime, the
+    triggers, their window events, the trigger table's version, the retention horizon, how many
+    triggers it left out)."""
     stmt = stored.statement
     runtime = StreamRuntime(warehouse, stmt, stored.db, state.skip_versions, text=stored.text,
                             schema=state.result_schema)
-    if runtime.compute is None or runtime.output_plan is None:
-        raise StreamError(f"VERIFY STREAM: {stored.qualified} writes no output table (its results are only "
-                          "notified, or it computes nothing), so there is nothing to compare")
+    if runtime.compute is None or (runtime.output_plan is None and stmt.notify is None):
+        raise StreamError(f"VERIFY STREAM: {stored.qualified} computes nothing it writes or notifies, so there "
+                          "is nothing to compare")
     plan = plan_stream(stmt, stored.db, state)
     assert runtime.info is not None  # a stream with a computation reads a trigger table
     path = str(runtime.info.path)
@@ -172,24 +219,7 @@ def _expected(warehouse: Warehouse, stored: StoredStream, state: StreamState, st
     if expired:
         assert horizon is not None
         say(retention.skipped_message(stored.qualified, expired, horizon))
-    say(f"computing {len(fired)} trigger(s) of {stored.qualified} in batch")
-    info = runtime.output_plan.ensure_table(warehouse.catalog)
-    if not fired:
-        return _Expected(runtime, fired, events, None, [], info, horizon, expired), version
-    results, computed = compute_results(runtime, fired, RunReport(stored.qualified))
-    written = output_rows(runtime, computed, results)
-    if written is None:
-        return _Expected(runtime, fired, events, None, [], info, horizon, expired), version
-    _, rows, idx = written
-    by_idx = {f.idx: f for f in computed}
-    valid = pc.is_valid(rows[info.columns[0].name])  # a NULL first column is discarded by a run too
-    rows, idx = rows.filter(valid), idx.filter(valid)
-    schema = info.arrow_schema()  # (the types the output table stores them in, as a run writes them)
-    rows = pa.table([rows[f.name].cast(f.type) for f in schema], schema=schema)
-    keep = _last_of_each_key(rows, info.key_columns)
-    rows = rows.take(keep)
-    return _Expected(runtime, fired, events, rows, [by_idx[i] for i in idx.take(keep).to_pylist()], info, horizon,
-                     expired), version
+    return runtime, fired, events, version, horizon, expired
 
 
 def _detected_version(stored: StoredStream, state: StreamState) -> int | None:
@@ -359,10 +389,26 @@ def _table_of(runtime: StreamRuntime, fired: Fired) -> str:
 
 
 def _repair(stored: StoredStream, store: StreamStore, expected: _Expected, found: VerifyReport,
-            say: Callable[[str], None]) -> tuple[int, RunReport]:
+            api: AirflowApi | None, say: Callable[[str], None]) -> tuple[int, RunReport]:
     """Delete the extra rows and recalculate the windows of the missing and different ones, each at
-    the version it was verified at, by the recalculation's pipeline; (rows removed, its report)."""
-    info = expected.info
+    the version it was verified at, by the recalculation's pipeline: through a run of the stream's
+    recalculation DAG when Airflow runs it (:mod:`.verify_repair`), else here; (rows removed, what
+    the recalculation did)."""
+    wanted = {(d.group_id, d.trigger_id) for d in found.differences if d.status != EXTRA and d.trigger_id}
+    dag_id = verify_repair.recalculation_dag(stored, api, say) if api is not None and wanted else None
+    if dag_id is None:
+        with run_lock(stored), recalculations.running(stored, recalculations.REPAIR, found.start, found.end):
+            removed = _remove_extra(expected.info, found, say)
+            say(f"recalculating {len(wanted)} window(s) that differ")
+            report = _recalculate(stored, store, expected.runtime, expected.fired, expected.events, wanted, say)
+        return removed, report
+    with run_lock(stored):  # (a row no trigger gives: nothing to recalculate, only to delete)
+        removed = _remove_extra(expected.info, found, say)
+    assert api is not None
+    return removed, verify_repair.through_airflow(stored, api, dag_id, found.start, found.end, wanted, say)
+
+
+def _remove_extra(info: TableInfo, found: VerifyReport, say: Callable[[str], None]) -> int:
     extra = [d.key for d in found.differences if d.status == EXTRA]
     if extra:
         schema = info.arrow_schema()
@@ -371,27 +417,55 @@ def _repair(stored: StoredStream, store: StreamStore, expected: _Expected, found
                                      schema=pa.schema([schema.field(k) for k in keys]))
         writer.delete_matching(info.path, table)
         say(f"removed {len(extra)} extra row(s)")
-    wrong = {(d.group_id, d.trigger_id) for d in found.differences if d.status != EXTRA and d.trigger_id}
-    again = [dataclasses.replace(f, idx=i)
-             for i, f in enumerate(f for f in expected.fired if (f.group_id, f.trigger_id) in wrong)]
-    events = [f.event for f in again if f.event is not None] if expected.events is not None else None
+    return len(extra)
+
+
+def _recalculate(stored: StoredStream, store: StreamStore, runtime: StreamRuntime, fired: list[Fired],
+                 events: list[WindowEvent] | None, wanted: set[tuple[str, str]],
+                 say: Callable[[str], None]) -> RunReport:
+    """Run the triggers of ``fired`` whose (group id, trigger id) is in ``wanted`` through the
+    recalculation's pipeline (the caller holds the stream's run lock)."""
+    chosen = (f for f in fired if (f.group_id, f.trigger_id) in wanted)
+    again = [dataclasses.replace(f, idx=i) for i, f in enumerate(chosen)]
+    window_events = [f.event for f in again if f.event is not None] if events is not None else None
     report = RunReport(stored.qualified)
-    say(f"recalculating {len(again)} window(s) that differ")
-    process(expected.runtime, stored, again, events, report, None, batched=True, say=say,
+    process(runtime, stored, again, window_events, report, None, batched=True, say=say,
             what=f"repair of {stored.qualified}")
     with store.updating(stored.db, stored.name) as saving:
         before = saving.state
         saving.state = before.replace(recalculations=before.recalculations + 1,
                                       recalculated_triggers=before.recalculated_triggers + report.triggers)
-    return len(extra), report
+    return report
 
 
-def verify_statement(warehouse: Warehouse, stmt: m.VerifyStream, store: StreamStore | None = None) -> Result:
+def repair_windows(warehouse: Warehouse, db: str, name: str, start: datetime, end: datetime,
+                   wanted: set[tuple[str, str]], *, store: StreamStore | None = None,
+                   progress: Callable[[str], None] | None = None) -> RunReport:
+    """Recalculate the windows ``wanted`` (group id, trigger id) of VERIFY's range ``[start, end)``,
+    found again as VERIFY finds them: what a run of the recalculation DAG does for REPAIR."""
+    store = store or StreamStore()
+    stored = store.get(db, name)
+    say = progress or (lambda _msg: None)
+    with in_database(warehouse, stored.db):
+        runtime, fired, events, *_ = _triggers(warehouse, stored, store.load_state(db, name), start, end, say)
+        found = {(f.group_id, f.trigger_id) for f in fired}
+        if wanted - found:
+            say(f"{len(wanted - found)} of the {len(wanted)} window(s) to repair are no longer among the triggers "
+                "of the range (the trigger table changed since VERIFY): VERIFY again tells what remains")
+        say(f"recalculating {len(wanted & found)} window(s) that differ")
+        with run_lock(stored):
+            return _recalculate(stored, store, runtime, fired, events, wanted, say)
+
+
+def verify_statement(warehouse: Warehouse, stmt: m.VerifyStream, store: StreamStore | None = None,
+                     api: AirflowApi | None = None) -> Result:
     """VERIFY STREAM (VERIFY CQ): the differences as its rows, the summary as its message; a notice
-    (exit status 3 from the CLI) when there are differences."""
+    (exit status 3 from the CLI) when there are differences. REPAIR goes through Airflow's API
+    ``api`` (None: the configured one) when it can be reached."""
     now = datetime.now(UTC)
     db = warehouse.database_of(stmt.name)
     report = verify(warehouse, db, stmt.name.name, stmt.start.resolve(now) if stmt.start else None,
-                    stmt.end.resolve(now) if stmt.end else None, repair=stmt.repair, store=store)
+                    stmt.end.resolve(now) if stmt.end else None, repair=stmt.repair, store=store,
+                    api=(api or AirflowApi()) if stmt.repair else None)
     notices = () if report.equal else (f"VERIFY found {report.counts(report.differences)}",)
     return Result(stmt, report.summary(), table=report.table(), notices=notices)

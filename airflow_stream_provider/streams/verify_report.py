@@ -53,6 +53,8 @@ class VerifyReport:
     expired: int = 0  # triggers not judged: their source rows are partly gone (retention)
     horizon: datetime | None = None  # ... before this time
     seconds: float = 0.0
+    notified: bool = False  # a notify-only stream: its rows are the results its notifications carried
+    forgotten: int = 0  # ... windows not judged: notified before the sent messages its outbox keeps
 
     @property
     def equal(self) -> bool:
@@ -63,13 +65,17 @@ class VerifyReport:
         return ", ".join(f"{n} {k}" for k, n in kinds if n)
 
     def summary(self) -> str:
+        against = _n(self.compared, "sent result") if self.notified else _n(self.compared, "output row")
         what = (f"{self.stream}: {_n(self.triggers, 'trigger')} in [{self.start.isoformat()}, "
-                f"{self.end.isoformat()}), {_n(self.rows, 'result row')} against {_n(self.compared, 'output row')}")
+                f"{self.end.isoformat()}), {_n(self.rows, 'result row')} against {against}")
         if self.version is not None:
             what += f" at version {self.version}"
         if self.expired and self.horizon is not None:
             what += (f"; {_n(self.expired, 'window')} before {self.horizon.isoformat()} not judged: their source rows "
                      "are partly gone (retention)")
+        if self.forgotten:
+            what += (f"; {_n(self.forgotten, 'window')} not judged: notified before the oldest sent message the "
+                     "outbox keeps")
         if self.repaired is not None:
             fixed = len({(d.group_id, d.trigger_id) for d in self.repaired if d.trigger_id})
             what += (f"; repaired {len(self.repaired)} difference{'s' if len(self.repaired) != 1 else ''} "
@@ -99,7 +105,7 @@ class VerifyReport:
     def to_json(self) -> dict:
         return {"stream": self.stream, "from": self.start.isoformat(), "to": self.end.isoformat(),
                 "equal": self.equal, "triggers": self.triggers, "rows": self.rows, "compared": self.compared,
-                "version": self.version, "expired": self.expired,
+                "version": self.version, "expired": self.expired, "forgotten": self.forgotten,
                 "horizon": self.horizon.isoformat() if self.horizon else None, "summary": self.summary(),
                 "differences": [_difference_json(d) for d in self.differences],
                 "repaired": None if self.repaired is None else [_difference_json(d) for d in self.repaired]}

@@ -247,7 +247,7 @@ def create_app() -> FastAPI:
         return JSONResponse({"message": message})
 
     @app.post("/api/streams/{db}/{name}/verify")
-    async def verify(db: str, name: str, body: VerifyBody, user: User) -> JSONResponse:
+    async def verify(db: str, name: str, body: VerifyBody, request: Request, user: User) -> JSONResponse:
         """VERIFY STREAM, here: reading the stream's DAG is enough to verify it; a repair writes, and
         needs the right to run its recalculation DAG (or its own DAG, for a continuous query)."""
         from airflow_stream_provider.streams.verify import verify as verify_stream
@@ -260,8 +260,9 @@ def create_app() -> FastAPI:
         _stream(db, name)
         start, end = (t if t is None or t.tzinfo else t.replace(tzinfo=UTC) for t in (body.start, body.end))
         try:
+            api = AirflowApi(url=_api_url(), token=_token(request)) if body.repair else None
             report = await asyncio.to_thread(verify_stream, Warehouse(database=db), db, name, start, end,
-                                             repair=body.repair)
+                                             repair=body.repair, api=api)
         except StreamError as err:
             raise HTTPException(400, str(err)) from None
         return JSONResponse(report.to_json())

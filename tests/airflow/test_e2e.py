@@ -25,11 +25,13 @@ from pathlib import Path
 import pytest
 
 from airflow_stream_provider import statements
+from airflow_stream_provider.airflow_api import AirflowApi
 from airflow_stream_provider.exceptions import StreamError
 from airflow_stream_provider.local_airflow import LocalAirflow
 from airflow_stream_provider.notify.message import validate
 from airflow_stream_provider.processes import wait_for
 from airflow_stream_provider.streams.store import StreamStore
+from airflow_stream_provider.streams.verify import verify
 from airflow_stream_provider.warehouse import Warehouse
 from tests.iotdb.test_triggers import FILES as TRIGGER_FILES
 from tests.notify.conftest import ReceiverProcess, events_of
@@ -164,6 +166,28 @@ def test_streams_run_as_airflow_dags(spark, tmp_path, monkeypatch):
         assert [tuple(r.values()) for r in view if r["stream_name"] == "avg1m"] == [
             ("avg1m", "RECALCULATE STREAM", datetime(2025, 1, 1, tzinfo=UTC), datetime(2025, 1, 1, 0, 1, tzinfo=UTC),
              "100%", "Finished")]
+        # VERIFY ... REPAIR recalculates exactly the windows that differ through a run of the
+        # recalculation DAG: the output altered by hand (00:00 deleted, 00:01's average changed, a row
+        # no window gives added at 00:30) is reported so, repaired, and verified again
+        list(statements.run(wh, "DELETE FROM avg1m_out WHERE ts = '2025-01-01 00:00:00'; INSERT INTO avg1m_out "
+                                "VALUES ('2025-01-01 00:01:00', 7.5, 2) ('2025-01-01 00:30:00', 1.5, 1)"))
+        said: list[str] = []
+        report = verify(wh, "power", "avg1m", repair=True, api=AirflowApi(), progress=said.append)
+        assert report.equal and report.removed == 1, report.summary()
+        assert sorted((d.status, d.ts.strftime("%H:%M"), d.columns, d.old, d.new) for d in report.repaired) == [
+            ("different", "00:01", ("a",), (7.5,), (5.0,)), ("extra", "00:30", ("a", "n"), (1.5, 1), None),
+            ("missing", "00:00", ("a", "n"), None, (5.0, 3))]
+        assert {r["ts"].strftime("%H:%M"): (r["a"], r["n"]) for r in table_rows(wh, "power", "avg1m_out")} == expected
+        (through,) = [line for line in said if line.startswith("recalculating 2 window(s) that differ through run")]
+        run_id = through.split()[7]
+        assert any(line.startswith(f"run {run_id}: success") for line in said)
+        run = airflow.api(f"/api/v2/dags/stream__power__avg1m__recalc/dagRuns/{run_id}")
+        assert (run["run_type"], run["state"], run["logical_date"]) == ("manual", "success", None)
+        assert sorted(map(tuple, run["conf"]["repair"]["windows"])) == sorted(
+            {(d.group_id, d.trigger_id) for d in report.repaired if d.status != "extra"})
+        view = rows(wh, "SELECT reason, progress, status FROM information_schema.ins_stream_recalculates "
+                        "WHERE stream_name = 'avg1m' AND reason = 'REPAIR'")
+        assert view == [{"reason": "REPAIR", "progress": "100%", "status": "Finished"}]
         # the legacy window stream recalculated the same late rows live (IGNORE EXPIRED 0), and the
         # stream without a window wrote the one of them passing WHERE
         wait_for(lambda: {r["_wstart"].strftime("%H:%M"): (r["a"], r["n"])

@@ -140,18 +140,22 @@ def test_dags_render_from_the_streams_folder_alone(tmp_path):
 
 def test_a_verification_dag_is_rendered_only_when_asked_for(tmp_path, monkeypatch):
     """``[verify] every`` (here its variable) adds ``stream__<db>__<name>__verify`` to each stream that
-    writes an output; a notify-only stream gets none, and nothing is rendered without the setting."""
+    writes an output or notifies its results; a stream that computes nothing gets none, and nothing is
+    rendered without the setting."""
     from airflow_stream_provider.dag_factory import render_streams
 
     texts = {"s": "CREATE STREAM s SLIDING(1m) FROM d.meters INTO o AS SELECT _tcurrent_ts ts, count(*) n FROM %%trows",
-             "p": "CREATE STREAM p PERIOD(10s) NOTIFY('ws://127.0.0.1:9/')"}
+             "p": "CREATE STREAM p PERIOD(10s) NOTIFY('ws://127.0.0.1:9/')",
+             "n": "CREATE STREAM n PERIOD(10s) NOTIFY('ws://127.0.0.1:9/') AS SELECT "
+                  "cast(_tlocaltime / 1000000 AS timestamp) ts, count(*) c FROM d.meters"}
     for text in texts.values():
         StreamStore(tmp_path).create("d", stream(text), text, STATE)
-    assert sorted(render_streams(tmp_path)) == ["stream__d__p", "stream__d__s", "stream__d__s__recalc"]
+    assert sorted(render_streams(tmp_path)) == ["stream__d__n", "stream__d__p", "stream__d__s", "stream__d__s__recalc"]
     monkeypatch.setenv("AIRFLOW_STREAM_VERIFY_EVERY", "3600")
     monkeypatch.setenv("AIRFLOW_STREAM_VERIFY_LOOKBACK", "86400")
     dags = render_streams(tmp_path)
-    assert sorted(dags) == ["stream__d__p", "stream__d__s", "stream__d__s__recalc", "stream__d__s__verify"]
+    assert sorted(dags) == ["stream__d__n", "stream__d__n__verify", "stream__d__p", "stream__d__s",
+                            "stream__d__s__recalc", "stream__d__s__verify"]
     verifying = dags["stream__d__s__verify"]
     assert "delta=datetime.timedelta(seconds=3600)" in repr(verifying.timetable)
     task = verifying.get_task("verify")
