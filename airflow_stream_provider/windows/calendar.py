@@ -20,6 +20,7 @@ since the epoch (UTC), as the window core does.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
@@ -185,10 +186,7 @@ def _add_months(wall: datetime, months: int) -> datetime:
 def _start_wall(grid: CalendarGrid, k: int) -> datetime:
     """The wall-clock start of window ``k`` of a grid stepping in months or local days."""
     count, unit = grid.step
-    if unit == MONTH:
-        wall = _add_months(_EPOCH, k * count)
-    else:
-        wall = _day_origin(count) + timedelta(days=k * count)
+    wall = _add_months(_EPOCH, k * count) if unit == MONTH else _day_origin(count) + timedelta(days=k * count)
     return wall + timedelta(microseconds=grid.offset)
 
 
@@ -212,7 +210,7 @@ def _end(grid: CalendarGrid, k: int) -> int:
     return _micros(wall, grid.tz)
 
 
-def _each(fn, grid: CalendarGrid, ks: np.ndarray) -> np.ndarray:  # type: ignore[no-untyped-def]
+def _each(fn: Callable[[CalendarGrid, int], int], grid: CalendarGrid, ks: np.ndarray) -> np.ndarray:
     ks = np.asarray(ks, dtype=np.int64)
     if not len(ks):
         return np.empty(0, np.int64)

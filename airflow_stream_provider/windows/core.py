@@ -522,7 +522,8 @@ def open_windows(spec: WindowSpec, carry: dict | None) -> pd.DataFrame:
     if spec.kind is TriggerKind.INTERVAL:
         ks = np.array(sorted(int(k) for k in carry["counts"]), dtype=np.int64)
         rows = [carry["counts"][str(k)] for k in ks.tolist()]
-        return window_frame(spec.window_starts(ks), spec.window_ends(ks), rows, np.zeros(len(ks), bool), np.zeros(len(ks), bool))
+        none = np.zeros(len(ks), bool)
+        return window_frame(spec.window_starts(ks), spec.window_ends(ks), rows, none, none.copy())
     if spec.kind is TriggerKind.COUNT_WINDOW:
         js = np.array([j for j, _ in carry["open"]], dtype=np.int64)
         rows = np.minimum(js * spec.count_sliding + spec.count, carry["total"]) - js * spec.count_sliding

@@ -14,8 +14,8 @@ import pandas as pd
 import pytest
 
 from airflow_stream_provider.sql import parse
-from airflow_stream_provider.windows.batch import detect
 from airflow_stream_provider.windows import select as window_select
+from airflow_stream_provider.windows.batch import detect
 from tests.windows.test_detector import setup, write
 from tests.windows.test_recalc import closes, fold, run, utc
 
