@@ -66,3 +66,10 @@ def test_month_windows_of_a_zone_in_batch_live_and_query(spark, tmp_path):
                                                                      "2024-04-01"]
     assert got["count(*)"].tolist() == [17, 29, 31, 14]
     assert (pd.Timestamp(got["_wend"].iloc[1]) - pd.Timestamp(got["_wstart"].iloc[1])).days == 29
+    # FILL covers the empty months between the rows: February and March left out, filled with 0
+    (stmt,) = parse("SELECT _wstart, count(*) FROM power.cal WHERE tbname = 'd1' AND (ts < '2024-02-01' OR "
+                    "ts >= '2024-04-01') INTERVAL(1n) FILL(VALUE, 0)")
+    got = window_select.table(wh, stmt.query).to_pandas()
+    assert [str(pd.Timestamp(v).date()) for v in got["_wstart"]] == ["2024-01-01", "2024-02-01", "2024-03-01",
+                                                                     "2024-04-01"]
+    assert got["count(*)"].tolist() == [17, 0, 0, 14]
