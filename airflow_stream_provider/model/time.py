@@ -55,6 +55,12 @@ class Duration:
             return timedelta(days=365 * self.count)
         return timedelta(days=28 * self.months) if self.is_calendar else self.to_timedelta()
 
+    def longest(self) -> timedelta:
+        """The most time it can span: itself when fixed; 31 days a month, 366 days a year."""
+        if self.unit == "y":
+            return timedelta(days=366 * self.count)
+        return timedelta(days=31 * self.months) if self.is_calendar else self.to_timedelta()
+
     def to_timedelta(self) -> timedelta:
         return timedelta(microseconds=self.micros)
 

@@ -80,12 +80,10 @@ def expected_period(stmt: m.CreateStream) -> timedelta | None:
     """How often the stream is expected to fire while rows arrive: its window's step, its PERIOD or
     its EVERY; None when no period is implied (session, state, event, count windows, row streams)."""
     trig = stmt.trigger
-    if isinstance(trig, m.IntervalWindow):
-        return trig.sliding.to_timedelta()
-    if isinstance(trig, m.SlidingTrigger):
-        return trig.sliding.to_timedelta()
+    if isinstance(trig, (m.IntervalWindow, m.SlidingTrigger)):
+        return trig.sliding.longest()  # a calendar step at its longest (31 days a month)
     if isinstance(trig, m.PeriodTrigger):
-        return trig.period.to_timedelta()
+        return trig.period.longest()
     if isinstance(trig, m.ResampleTrigger):
         return trig.every.to_timedelta()
     return None

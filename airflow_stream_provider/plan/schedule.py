@@ -243,9 +243,7 @@ def recalc_step(stmt: m.CreateStream) -> timedelta:
     """The event-time slice of one recalculation run: the window's step for INTERVAL and
     SLIDING, an hour for the data-driven windows."""
     trig = stmt.trigger
-    if isinstance(trig, m.IntervalWindow):
-        return (trig.sliding or trig.interval).to_timedelta()
-    if isinstance(trig, m.SlidingTrigger):
+    if isinstance(trig, (m.IntervalWindow, m.SlidingTrigger)):
         return SHORTEST_MONTH * trig.sliding.months if trig.sliding.is_calendar else trig.sliding.to_timedelta()
     return timedelta(hours=1)
 

@@ -151,7 +151,7 @@ def create_warnings(warehouse: Warehouse, stmt: m.CreateStream, db: str, now: da
 def _window_span(trigger: object) -> timedelta | None:
     """How much event time one trigger of ``trigger`` spans, where its definition says."""
     if isinstance(trigger, m.IntervalWindow):
-        return trigger.interval.to_timedelta()
+        return trigger.interval.shortest()
     if isinstance(trigger, m.PeriodTrigger):
         return trigger.period.shortest()
     if isinstance(trigger, m.SlidingTrigger):

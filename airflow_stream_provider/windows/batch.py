@@ -4,7 +4,7 @@ Used for history (FILL_HISTORY), recalculation and checks. Each group's rows go 
 call that scans them in time order, exactly as the streaming detector would have, and returns the
 group's events.
 
-INTERVAL windows over finished data (``final``, no PRE_FILTER) take a shorter road: Spark counts
+INTERVAL windows of fixed lengths over finished data (``final``, no PRE_FILTER) take a shorter road: Spark counts
 the rows of every pane natively and only the counts go to Python, where they are added up into
 windows and the same core code (:func:`.core.interval_windows`) turns them into windows, one
 Python call per partition for all of its groups.
@@ -46,7 +46,7 @@ def detect(df: DataFrame, plan: TriggerPlan, *, final: bool = False) -> DataFram
         df = df.where(F.col("tbname") == plan.subtable)
     if plan.since is not None:
         df = df.where(F.col(plan.ts_column) >= F.timestamp_micros(F.lit(plan.since)))
-    if final and plan.spec.kind is TriggerKind.INTERVAL and plan.pre_filter is None:
+    if final and plan.spec.kind is TriggerKind.INTERVAL and plan.pre_filter is None and plan.spec.grid is None:
         return _interval_counts(df, plan)
     return scan_groups(df, plan, final=final)
 

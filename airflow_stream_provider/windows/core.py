@@ -158,19 +158,12 @@ def scan_columns(spec: WindowSpec, rows: Rows, carry: dict | None, *, watermark:
 
 def _interval(spec: WindowSpec, rows: Rows, carry: dict | None, watermark: int | None,
               final: bool, reported_only: bool = False) -> tuple[Windows, dict | None]:
-    size, step, offset = spec.interval, spec.sliding, spec.offset
     carry = dict(carry) if carry else {"lo": None, "counts": {}}
     counts: dict[int, int] = {int(k): v for k, v in carry["counts"].items()}
     before = set(counts)
     ts = _values(rows, "ts", np.int64)
     if len(ts):
-        last_k = (ts - offset) // step
-        ks = []
-        for j in range(-(-size // step)):
-            k = last_k - j
-            inside = k * step + offset + size > ts
-            ks.append(k[inside])
-        uniq, cnt = np.unique(np.concatenate(ks), return_counts=True)
+        uniq, cnt = np.unique(spec.memberships(ts), return_counts=True)
         for k, c in zip(uniq.tolist(), cnt.tolist()):
             counts[k] = counts.get(k, 0) + c
         first_k = first_window(spec, int(ts[0]))
@@ -181,14 +174,13 @@ def _interval(spec: WindowSpec, rows: Rows, carry: dict | None, watermark: int |
 
 def first_window(spec: WindowSpec, ts: int) -> int:
     """The index of the first INTERVAL window holding time ``ts``."""
-    return (ts - spec.offset - spec.interval) // spec.sliding + 1
+    return spec.first_window(ts)
 
 
 def _interval_windows(spec: WindowSpec, counts: dict[int, int], before: set[int], carry: dict,
                       watermark: int | None, final: bool) -> tuple[Windows, dict]:
     """INTERVAL windows from row counts per window index (``before``: the indices already reported
     open). Batch mode calls this directly with counts Spark aggregated."""
-    size, step, offset = spec.interval, spec.sliding, spec.offset
     lo = carry["lo"]
     if lo is None:
         return NO_WINDOWS, carry
@@ -198,7 +190,7 @@ def _interval_windows(spec: WindowSpec, counts: dict[int, int], before: set[int]
     elif watermark is None:
         close_hi = lo
     else:
-        close_hi = max(lo, (watermark - offset - size) // step + 1)
+        close_hi = max(lo, spec.first_window(watermark))
     if spec.keep_empty:
         closed_k = np.arange(lo, close_hi, dtype=np.int64)
     else:
@@ -207,7 +199,7 @@ def _interval_windows(spec: WindowSpec, counts: dict[int, int], before: set[int]
     all_k = np.concatenate([closed_k, open_k])
     if not len(all_k):  # nothing opened or closed (most calls of a live group): no frame to build
         return NO_WINDOWS, {**carry, "lo": int(close_hi), "counts": {str(k): v for k, v in counts.items()}}
-    starts = all_k * step + offset
+    starts, ends = spec.window_starts(all_k), spec.window_ends(all_k)
     rows_out = np.fromiter((counts.get(k, 0) for k in all_k.tolist()), dtype=np.int64, count=len(all_k))
     closed = np.concatenate([np.ones(len(closed_k), bool), np.zeros(len(open_k), bool)])
     # a window is reported open once: when it first has rows, or (empty) together with its close
@@ -215,7 +207,7 @@ def _interval_windows(spec: WindowSpec, counts: dict[int, int], before: set[int]
     for k in closed_k.tolist():
         counts.pop(k, None)
     carry = {**carry, "lo": int(close_hi), "counts": {str(k): v for k, v in counts.items()}}
-    return window_columns(starts, starts + size, rows_out, closed, opened), carry
+    return window_columns(starts, ends, rows_out, closed, opened), carry
 
 
 def interval_windows(spec: WindowSpec, counts: dict[int, int], before: set[int], carry: dict,
@@ -529,9 +521,9 @@ def open_windows(spec: WindowSpec, carry: dict | None) -> pd.DataFrame:
         return empty_windows()
     if spec.kind is TriggerKind.INTERVAL:
         ks = np.array(sorted(int(k) for k in carry["counts"]), dtype=np.int64)
-        starts = ks * spec.sliding + spec.offset
         rows = [carry["counts"][str(k)] for k in ks.tolist()]
-        return window_frame(starts, starts + spec.interval, rows, np.zeros(len(ks), bool), np.zeros(len(ks), bool))
+        none = np.zeros(len(ks), bool)
+        return window_frame(spec.window_starts(ks), spec.window_ends(ks), rows, none, none.copy())
     if spec.kind is TriggerKind.COUNT_WINDOW:
         js = np.array([j for j, _ in carry["open"]], dtype=np.int64)
         rows = np.minimum(js * spec.count_sliding + spec.count, carry["total"]) - js * spec.count_sliding

@@ -327,8 +327,7 @@ class Detector:
             return False
         if spec.kind is TriggerKind.INTERVAL:
             # the first window end after what each group decided: a window closes when its end is reached
-            reach = spec.offset + spec.interval  # window k ends at k * sliding + reach
-            return bool(np.all(high < ((decided - reach) // spec.sliding + 1) * spec.sliding + reach))
+            return bool(np.all(high < spec.window_ends(spec.first_windows(decided))))
         # window j holds rows j * sliding ... j * sliding + count - 1 of its group: it closes at the last
         last = spec.count - 1
         closes_at = last + np.maximum(0, -(-(total - last) // spec.count_sliding)) * spec.count_sliding

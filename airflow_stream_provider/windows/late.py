@@ -137,8 +137,8 @@ def safe_point(plan: TriggerPlan, key_values: tuple, version: int, earliest: int
     """
     spec = plan.spec
     if spec.kind is TriggerKind.INTERVAL:
-        k0 = (earliest - spec.offset - spec.interval) // spec.sliding + 1
-        return k0 * spec.sliding + spec.offset, {"lo": int(k0), "counts": {}}
+        k0 = spec.first_window(earliest)
+        return int(spec.window_starts(np.array([k0]))[0]), {"lo": int(k0), "counts": {}}
     if read is None:
         def read(at: int, lo: int, hi: int) -> pd.DataFrame:
             return read_group(plan, key_values, at, lo, hi)
@@ -218,9 +218,9 @@ def rescan(plan: TriggerPlan, then_raw: pd.DataFrame, now_raw: pd.DataFrame, *, 
         old_carry = {"lo": None, "counts": {}}
     elif spec.kind is TriggerKind.INTERVAL and first_ts is not None and earliest < first_ts:
         # the group's windows used to begin at its first row; empty windows before it were never due
-        k_first = (first_ts - spec.offset - spec.interval) // spec.sliding + 1
+        k_first = spec.first_window(first_ts)
         old_carry = {"lo": int(k_first), "counts": {}}
-        then_raw = then_raw[micros(then_raw[plan.ts_column]) >= k_first * spec.sliding + spec.offset]
+        then_raw = then_raw[micros(then_raw[plan.ts_column]) >= int(spec.window_starts(np.array([k_first]))[0])]
     then_rows, now_rows = plan.prepare(then_raw), plan.prepare(now_raw)
     old, _ = scan(spec, then_rows, old_carry, watermark=decided)
     new, new_carry = scan(spec, now_rows, carry, watermark=decided)

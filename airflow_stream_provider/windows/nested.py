@@ -86,14 +86,13 @@ class _Scan:
         """An outer INTERVAL's windows that hold rows (an empty one holds no leaf), straight from the
         rows' window indices, which never overlap: (wstart, wend, rows, closed, first row, end row).
         A window closes as :mod:`.core` closes it: once the watermark reaches its end."""
-        k = (self.ts[lo:hi] - spec.offset) // spec.sliding
+        k = spec.window_indices(self.ts[lo:hi])
         if not len(k):
             return tuple(np.empty(0, np.int64) for _ in range(6))
         cuts = np.flatnonzero(np.diff(k)) + 1
         first = np.concatenate([[0], cuts]).astype(np.int64)
         end = np.concatenate([cuts, [len(k)]]).astype(np.int64)
-        wstart = k[first] * spec.sliding + spec.offset
-        wend = wstart + spec.interval
+        wstart, wend = spec.window_starts(k[first]), spec.window_ends(k[first])
         if final or self.watermark is None:
             closed = np.full(len(first), final)
         else:

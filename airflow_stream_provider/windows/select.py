@@ -26,6 +26,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from sqlglot import exp
 
+from airflow_stream_provider import config
 from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import StreamDefinitionError
 from airflow_stream_provider.model.events import TriggerKind
@@ -34,6 +35,7 @@ from airflow_stream_provider.sql.functions import AGGREGATES
 from airflow_stream_provider.sql.tdengine.dialect import TDengine
 from airflow_stream_provider.warehouse import SystemView, TableInfo, Warehouse, WarehouseError
 from airflow_stream_provider.windows import expr
+from airflow_stream_provider.windows.calendar import CalendarGrid
 from airflow_stream_provider.windows.core import scan
 from airflow_stream_provider.windows.spec import WindowSpec
 from airflow_stream_provider.windows.trigger_plan import TriggerPlan
@@ -106,6 +108,35 @@ def _literal_micros(node: exp.Expr, clause: str, *, positive: bool = True) -> in
     return duration.micros
 
 
+def _calendar(*nodes: exp.Expr | None) -> bool:
+    return any(isinstance(n, DurationLiteral) and n.unit in m.CALENDAR_UNITS for n in nodes)
+
+
+def _calendar_spec(args: list[exp.Expr], sliding_node: exp.Expr | None, *, keep_empty: bool) -> WindowSpec:
+    """``INTERVAL(1n[, offset]) [SLIDING(...)]``: calendar months, quarters or years of the home's
+    zone (TDengine 3.4.1), from January 1970; a fixed offset or sliding step as TDengine takes them."""
+
+    def part(node: exp.Expr, clause: str) -> m.Duration:
+        if isinstance(node, DurationLiteral) and node.unit in m.CALENDAR_UNITS:
+            if node.count <= 0:
+                raise _reject(f"{clause} must be positive, found {node.count}{node.unit}", clause)
+            return m.Duration(node.count, node.unit)
+        return m.Duration(_literal_micros(node, clause), "u")
+
+    interval = part(args[0], "INTERVAL")
+    sliding = part(sliding_node, "SLIDING") if sliding_node is not None else interval
+    offset = m.Duration(_literal_micros(args[1], "INTERVAL offset", positive=False), "u") if len(args) > 1 else None
+    if sliding.is_calendar and not interval.is_calendar:
+        raise _reject(f"SLIDING({sliding}) is longer than INTERVAL({interval})", "SLIDING")
+    shortest = interval.shortest() if interval.is_calendar else interval.to_timedelta()
+    if offset is not None and offset.to_timedelta() >= shortest:
+        raise _reject(f"the INTERVAL offset must be shorter than the interval ({shortest.days}d at least)", "INTERVAL")
+    grid = CalendarGrid.of(interval, sliding, offset, config.timezone_name(), False)
+    if grid is None or not grid.step_fits():
+        raise _reject(f"SLIDING({sliding}) is longer than INTERVAL({interval})", "SLIDING")
+    return WindowSpec.calendar(grid, keep_empty=keep_empty)
+
+
 def _int(node: exp.Expr, clause: str) -> int:
     if not (isinstance(node, exp.Literal) and not node.is_string and node.this.isdigit()):
         raise _reject(f"{clause} needs a positive whole number, not {node.sql(dialect=TDengine)}", clause)
@@ -151,7 +182,9 @@ def plan_of(select: exp.Select, *, columns: list[str], ts_column: str) -> tuple[
         reads.extend(column(exp.column(c), kind) for c in expr.columns_of(tree, ts_column))
         texts[name] = tree.sql(dialect=TDengine)
 
-    if kind == TriggerKind.INTERVAL:
+    if kind == TriggerKind.INTERVAL and _calendar(args[0], clause.args.get("sliding")):
+        spec = _calendar_spec(args, clause.args.get("sliding"), keep_empty=fill_mode != "NONE")
+    elif kind == TriggerKind.INTERVAL:
         interval = _literal_micros(args[0], "INTERVAL")
         offset = _literal_micros(args[1], "INTERVAL offset", positive=False) if len(args) > 1 else 0
         sliding = _literal_micros(clause.args["sliding"], "SLIDING") if clause.args.get("sliding") else interval

@@ -11,6 +11,7 @@ import numpy as np
 
 from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import StreamDefinitionError
+from airflow_stream_provider.windows.calendar import CalendarGrid
 
 #: a TRUE_FOR limit: (duration in microseconds or None, count or None, "AND" | "OR" | None)
 Limit = tuple[int | None, int | None, str | None]
@@ -44,6 +45,9 @@ class WindowSpec:
     end_limit: Limit | None = None  # EVENT_WINDOW TRUE_FOR(end(...)): how long END WITH must hold
     conditions: int = 1  # EVENT_WINDOW: how many START WITH conditions (more than one: sub-event windows)
     tick: int = 1  # the trigger table's time unit in microseconds (1000 in a database of PRECISION 'ms')
+    #: INTERVAL windows in calendar units or local days (``interval``/``sliding`` then hold their
+    #: shortest lengths): where window k starts and ends
+    grid: CalendarGrid | None = None
     trigger_type: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
@@ -52,7 +56,11 @@ class WindowSpec:
 
     @classmethod
     def from_trigger(cls, trigger: m.Trigger, emit: m.EmitPolicy | None = None, *,
-                     start_fields: tuple[str, ...] = (), end_fields: tuple[str, ...] = (), tick: int = 1) -> WindowSpec:
+                     start_fields: tuple[str, ...] = (), end_fields: tuple[str, ...] = (), tick: int = 1,
+                     zone: str | None = None, local_days: bool = False) -> WindowSpec:
+        """``zone``: where calendar INTERVAL windows are counted (the stream's TIMEZONE, else the
+        home's); ``local_days``: ``d`` and ``w`` windows are days and weeks of ``zone`` (a stream
+        with a TIMEZONE clause, TDengine 3.4.3), not fixed 24-hour spans from the epoch."""
         policy = emit or m.EmitPolicy()
         common: dict[str, Any] = {
             "watermark": fixed_micros(policy.watermark, "WATERMARK") if policy.watermark else 0,
@@ -70,6 +78,9 @@ class WindowSpec:
                     common[name] = (fixed_micros(limit.duration, "TRUE_FOR") if limit.duration else None,
                                     limit.count, limit.op)
         if isinstance(trigger, m.IntervalWindow):
+            grid = CalendarGrid.of(trigger.interval, trigger.sliding, trigger.offset, zone, local_days)
+            if grid is not None:
+                return cls.calendar(grid, keep_empty=policy.empty_windows, **common)
             interval = fixed_micros(trigger.interval, "INTERVAL")
             sliding = fixed_micros(trigger.sliding, "SLIDING")
             if sliding > interval:
@@ -89,6 +100,56 @@ class WindowSpec:
             return cls(m.TriggerKind.COUNT_WINDOW, count=trigger.count, count_sliding=trigger.sliding or trigger.count,
                        **common)
         raise StreamDefinitionError(f"{trigger.keyword} is not a window trigger")
+
+    @classmethod
+    def calendar(cls, grid: CalendarGrid, **more: Any) -> WindowSpec:
+        """INTERVAL windows on a calendar grid."""
+        if not grid.step_fits():
+            raise StreamDefinitionError("SLIDING is longer than INTERVAL", clause="SLIDING")
+        return cls(m.TriggerKind.INTERVAL, interval=grid.shortest(grid.size), sliding=grid.shortest(grid.step),
+                   offset=grid.offset, grid=grid, **more)
+
+    # --- INTERVAL windows: window k spans [start(k), end(k)) -----------------------------------
+
+    def window_starts(self, ks: np.ndarray) -> np.ndarray:
+        if self.grid is not None:
+            return self.grid.starts(ks)
+        return np.asarray(ks, dtype=np.int64) * self.sliding + self.offset
+
+    def window_ends(self, ks: np.ndarray) -> np.ndarray:
+        if self.grid is not None:
+            return self.grid.ends(ks)
+        return np.asarray(ks, dtype=np.int64) * self.sliding + self.offset + self.interval
+
+    def first_window(self, ts: int) -> int:
+        """The first INTERVAL window ending after ``ts``: the first that holds it, or the next to open."""
+        if self.grid is not None:
+            return self.grid.first(ts)
+        return (ts - self.offset - self.interval) // self.sliding + 1
+
+    def first_windows(self, ts: np.ndarray) -> np.ndarray:
+        """:meth:`first_window` of every time of an array."""
+        if self.grid is not None:
+            return np.fromiter((self.grid.first(t) for t in ts.tolist()), dtype=np.int64, count=len(ts))
+        return (ts - self.offset - self.interval) // self.sliding + 1
+
+    def window_indices(self, ts: np.ndarray) -> np.ndarray:
+        """The last INTERVAL window starting at or before each time."""
+        if self.grid is not None:
+            return self.grid.indices(ts)
+        return (ts - self.offset) // self.sliding
+
+    def memberships(self, ts: np.ndarray) -> np.ndarray:
+        """The window of every (row, window) pair where an INTERVAL window holds the row's time."""
+        if self.grid is not None:
+            return self.grid.memberships(ts)
+        size, step, offset = self.interval, self.sliding, self.offset
+        last_k = (ts - offset) // step
+        ks = []
+        for j in range(-(-size // step)):
+            k = last_k - j
+            ks.append(k[k * step + offset + size > ts])
+        return np.concatenate(ks) if ks else np.empty(0, np.int64)
 
     def zeroth_of(self, state: object) -> bool:
         """A STATE_WINDOW window of this state is a zero-state window (ZEROTH_STATE), which is dropped:

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 from sqlglot import exp
 
+from airflow_stream_provider import config
 from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import StreamDefinitionError, did_you_mean
 from airflow_stream_provider.model.events import STREAM_KINDS, EventType, StreamKind, TriggerKind
@@ -172,7 +173,8 @@ class TriggerPlan:
                     reads.append(c)
             incremental = IncrementalPolicy.of(stmt.emit, rows, "tbname" if "tbname" in by_lower else None)
         spec = WindowSpec.from_trigger(trigger, stmt.emit, start_fields=start_fields, end_fields=end_fields,
-                                       tick=1000 if precision == "ms" else 1)
+                                       tick=1000 if precision == "ms" else 1,
+                                       zone=stmt.timezone or config.timezone_name(), local_days=bool(stmt.timezone))
         opts = stmt.options
         fill = opts.fill_history
         since = None

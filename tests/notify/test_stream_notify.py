@@ -399,3 +399,26 @@ def test_sub_event_windows_notify_window_index_and_keep_the_parent_s_result(wh, 
     # sub-window (as TDengine's s9_1 keeps it)
     rows = select(wh, "SELECT * FROM lv_out ORDER BY 1")
     assert [(r["n"], r["top"]) for r in rows] == [(6, 95), (2, 95), (2, 61), (2, 91)]
+
+
+def test_calendar_month_windows_of_a_zone_notify_and_compute_their_bounds(wh, receivers):
+    rec = receivers()
+    sql(wh, METERS)
+    sql(wh, f"""CREATE STREAM monthly INTERVAL(1n) SLIDING(1n) FROM t1 TIMEZONE 'Europe/Berlin'
+               NOTIFY('{rec.url}') ON (WINDOW_CLOSE)
+               INTO m_out AS SELECT _twstart ts, _twend te, count(*) n FROM %%trows""")
+    # Berlin's February 2024 (CET, +01:00) is [2024-01-31 23:00 UTC, 2024-02-29 23:00 UTC): 29 days
+    feb, mar = datetime(2024, 1, 31, 23, tzinfo=UTC), datetime(2024, 2, 29, 23, tzinfo=UTC)
+    ms = lambda at: int(at.timestamp() * 1000)  # noqa: E731
+    sql(wh, "INSERT INTO t1 VALUES ('2024-02-01 00:30:00+01:00', 1) ('2024-02-29 23:30:00+01:00', 2) "
+            "('2024-03-01 00:00:00+01:00', 3)")
+    run_stream(wh, "d", "monthly")
+    assert [brief(e) for e in received(rec)] == [("WINDOW_CLOSE", ms(feb), ms(mar))]
+    out = select(wh, "SELECT * FROM m_out")
+    assert [(r["ts"], r["te"], r["n"]) for r in out] == [(feb, mar, 2)]
+    # a late row on the leap day recalculates February: invalidated, then closed again with 3 rows
+    sql(wh, "INSERT INTO t1 VALUES ('2024-02-29 12:00:00+01:00', 4)")
+    run_stream(wh, "d", "monthly")
+    later = [brief(e) for e in received(rec)[1:]]
+    assert later == [("WINDOW_INVALIDATION", ms(feb), ms(mar)), ("WINDOW_CLOSE", ms(feb), ms(mar))]
+    assert [(r["ts"], r["n"]) for r in select(wh, "SELECT * FROM m_out")] == [(feb, 3)]

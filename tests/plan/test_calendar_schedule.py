@@ -141,7 +141,7 @@ def test_sliding_takes_calendar_units_over_event_time() -> None:
     ("CREATE STREAM s PERIOD(1d) TIMEZONE UTC INTO o AS SELECT now() AS ts, 1 AS v", "TIMEZONE", "quoted"),
     ("CREATE STREAM s PERIOD(1d) STREAM_OPTIONS(SEMANTICS('3.5')) INTO o AS SELECT now() AS ts, 1 AS v",
      "SEMANTICS", "names no TDengine version"),
-    ("CREATE STREAM s INTERVAL(1n) SLIDING(1n) FROM t INTO o AS SELECT _twstart AS ts, count(*) AS c FROM t",
+    ("CREATE STREAM s INTERVAL(1y, 1n) SLIDING(1y) FROM t INTO o AS SELECT _twstart AS ts, count(*) AS c FROM t",
      "INTERVAL", "calendar"),
 ])
 def test_misuse_is_refused_at_its_clause(statement: str, clause: str, needle: str) -> None:

@@ -158,10 +158,12 @@ def test_true_for_reports_the_open_window_once_it_qualifies():
         (0, 10 * S, False, True, 2)]
 
 
-def test_spec_from_trigger_rejects_calendar_intervals():
+def test_spec_from_trigger_counts_calendar_intervals_in_months():
     trigger = m.IntervalWindow(m.Duration(1, "n"), m.Duration(1, "n"))
-    with pytest.raises(Exception, match="calendar unit"):
-        WindowSpec.from_trigger(trigger)
+    spec = WindowSpec.from_trigger(trigger)  # no zone given: months of UTC
+    # window 0 is January 1970, window 1 February (31 days later), window 2 March (28 more)
+    day = 86_400 * S
+    assert spec.window_starts(np.array([0, 1, 2])).tolist() == [0, 31 * day, 59 * day]
 
 
 # --- chunked scans give the windows of one scan ----------------------------------------------

@@ -40,6 +40,8 @@ STREAMS = {
     "count": "COUNT_WINDOW(4, 2) FROM power.m PARTITION BY tbname",
     "subevent": f"EVENT_WINDOW(START WITH (current > 15, current > 8)) FROM power.m PARTITION BY tbname {OPTIONS}",
     "ignore": "INTERVAL(10s) SLIDING(5s) FROM power.m STREAM_OPTIONS(IGNORE_DISORDER)",
+    # calendar windows: months of Kolkata (January 1970 from 1969-12-31 18:30 UTC), the same grid in Spark
+    "calendar": f"INTERVAL(1n) SLIDING(1n) FROM power.m PARTITION BY tbname TIMEZONE 'Asia/Kolkata' {OPTIONS}",
 }
 COMPARED = ["stream", "trigger_id", "event_type", "trigger_type", "group_id", "group_keys", "window_start",
             "window_end", "row_count", "window_ordinal", "prev_state", "cur_state", "next_state",

@@ -32,7 +32,7 @@ def check_layer(trigger: m.Trigger, tok: Token, *, leaf: bool) -> None:
     if leaf:
         return
     what = f"the outer window {trigger}"
-    if isinstance(trigger, m.IntervalWindow) and trigger.sliding.micros != trigger.interval.micros:
+    if isinstance(trigger, m.IntervalWindow) and not _same_length(trigger.sliding, trigger.interval):
         raise _fail(f"{what} overlaps: an outer INTERVAL slides by its interval", tok,
                     hint=f"write INTERVAL({trigger.interval}) SLIDING({trigger.interval})")
     if isinstance(trigger, m.CountWindow) and trigger.sliding is not None and trigger.sliding < trigger.count:
@@ -63,3 +63,10 @@ def check_layers(count: int, tok: Token) -> None:
                     "WINDOW(INTERVAL(1h) SLIDING(1h) AS w_outer, COUNT_WINDOW(10))", tok)
     if count > m.NESTED_MAX_LAYERS:
         raise _fail(f"WINDOW(...) has {count} layers; at most {m.NESTED_MAX_LAYERS} (the leaf included)", tok)
+
+
+def _same_length(a: m.Duration, b: m.Duration) -> bool:
+    """Two durations of one length: as many months, or as many microseconds."""
+    if a.is_calendar or b.is_calendar:
+        return a.is_calendar and b.is_calendar and a.months == b.months
+    return a.micros == b.micros

@@ -145,12 +145,12 @@ class StreamStatements(WindowClauses):
         if word == m.TriggerKind.PERIOD:
             return m.PeriodTrigger(*self.duration_and_offset("PERIOD", "period", calendar=True))
         if word == m.TriggerKind.INTERVAL:
-            interval, offset = self.duration_and_offset("INTERVAL", "interval")
+            interval, offset = self.duration_and_offset("INTERVAL", "interval", calendar=True)
             if not self.at("SLIDING"):
                 raise self.error("INTERVAL needs SLIDING(sliding_val), as in INTERVAL(5m) SLIDING(5m)",
                                  clause="INTERVAL", syntax=True)
             sliding_tok = self.tok
-            sliding, sliding_offset = self.duration_and_offset("SLIDING", "sliding")
+            sliding, sliding_offset = self.duration_and_offset("SLIDING", "sliding", calendar=True)
             if sliding_offset is not None:
                 raise self.error("SLIDING takes no offset after INTERVAL: put the offset in INTERVAL(interval, offset)",
                                  sliding_tok, "SLIDING")
@@ -242,7 +242,7 @@ class StreamStatements(WindowClauses):
     def duration_and_offset(self, keyword: str, what: str, *, calendar: bool = False
                             ) -> tuple[m.Duration, m.Duration | None]:
         """``KEYWORD(duration[, offset])``; ``calendar``: the duration may be in months, quarters or
-        years (PERIOD and SLIDING, TDengine 3.4.1), never the offset."""
+        years (PERIOD, SLIDING and INTERVAL, TDengine 3.4.1), never the offset."""
         self.expect(keyword)
         self.expect_op("(", keyword)
         value = self.duration(keyword, what, calendar=calendar)

@@ -86,7 +86,9 @@ def _check_trigger(c: _Checker) -> None:
         _check_calendar(c, "SLIDING", trig.sliding, trig.offset)
     elif isinstance(trig, m.SlidingTrigger) and trig.offset and trig.offset.micros >= DAY_MICROS:
         _check_long_offset(c, "SLIDING", trig.sliding, trig.offset)
-    if isinstance(trig, m.IntervalWindow):
+    if isinstance(trig, m.IntervalWindow) and (trig.interval.is_calendar or trig.sliding.is_calendar):
+        _check_calendar_interval(c, trig)
+    elif isinstance(trig, m.IntervalWindow):
         if trig.sliding.micros > trig.interval.micros:
             c.fail("SLIDING", f"sliding {trig.sliding} must not be greater than interval {trig.interval}", at="trigger")
         if trig.offset and trig.offset.micros >= trig.interval.micros:
@@ -143,6 +145,26 @@ def _check_calendar(c: _Checker, clause: str, period: m.Duration, offset: m.Dura
     if offset.micros >= period.months * SHORTEST_MONTH_MICROS:
         c.fail(clause, f"offset {offset} must be less than {period.months * 28}d, the shortest {period} can be",
                at="trigger")
+
+
+def _check_calendar_interval(c: _Checker, trig: m.IntervalWindow) -> None:
+    """INTERVAL windows with months, quarters or years (TDengine 3.4.1): the calendar limits of
+    each part, a SLIDING no longer than the interval (both in months, or a fixed step under the
+    shortest month), and an offset under the shortest the interval can be."""
+    if trig.interval.is_calendar:
+        _check_calendar(c, "INTERVAL", trig.interval, trig.offset)
+    elif trig.offset and trig.offset.micros >= trig.interval.micros:
+        c.fail("INTERVAL", f"offset {trig.offset} must be less than interval {trig.interval}", at="trigger")
+    if trig.sliding.is_calendar:
+        _check_calendar(c, "SLIDING", trig.sliding, None)
+    if trig.sliding.is_calendar and not trig.interval.is_calendar:
+        c.fail("SLIDING", f"sliding {trig.sliding} must not be greater than interval {trig.interval}: a calendar "
+               "sliding needs an interval in months, quarters or years", at="trigger")
+    if trig.sliding.is_calendar and trig.sliding.months > trig.interval.months:
+        c.fail("SLIDING", f"sliding {trig.sliding} must not be greater than interval {trig.interval}", at="trigger")
+    if not trig.sliding.is_calendar and trig.sliding.micros > trig.interval.months * SHORTEST_MONTH_MICROS:
+        c.fail("SLIDING", f"sliding {trig.sliding} must not be greater than interval {trig.interval} (at least "
+               f"{trig.interval.months * 28}d)", at="trigger")
 
 
 def _check_long_offset(c: _Checker, clause: str, period: m.Duration, offset: m.Duration) -> None:
