@@ -44,8 +44,6 @@ from airflow_stream_provider.windows import rollup
 
 def create(warehouse: Warehouse, stmt: m.CreateStream, store: StreamStore | None = None) -> Result:
     """CREATE STREAM: check everything, create the output table, then record the stream."""
-    if stmt.nested:
-        _check_nested(stmt)
     store = store or StreamStore()
     db = warehouse.database_of(stmt.name)
     warehouse.catalog.precision(db)  # the database must exist
@@ -122,21 +120,6 @@ def _check_rollup(warehouse: Warehouse, stmt: m.CreateStream, db: str) -> None:
     raise fail(f"ROLLUP BY {tag.name} (TDengine 3.4.2) is checked but not computed yet ({groups}): a rollup group "
                "gathers the rows of every subtable under its path, which the window engine does not do",
                hint=f"PARTITION BY {tag.name} computes each full path as its own group")
-
-
-def _check_nested(stmt: m.CreateStream) -> None:
-    """What a stream of nested windows (WINDOW(...), TDengine 3.4.2) cannot combine: the live
-    detector rescans a group's open outer windows each batch (:mod:`..windows.nested_step`), which
-    has no processing-time timeout, so MAX_DELAY and IDLE_TIMEOUT are refused where the WINDOW
-    clause is. The spark detector engine refuses them too (:func:`..windows.spark_detector.spark_refusal`)."""
-    where = stmt.outer_windows[0].position or stmt.position
-    given = [name for name, on in (("MAX_DELAY", stmt.options.max_delay is not None),
-                                   ("IDLE_TIMEOUT", stmt.options.idle_timeout is not None)) if on]
-    if given:
-        raise StreamDefinitionError(f"{given[0]} with nested windows (WINDOW(...), TDengine 3.4.2) is not run: "
-                                    "their leaf windows are reported as the outer windows' rows arrive, without "
-                                    "processing-time timeouts", line=where.line, column=where.column, clause="WINDOW",
-                                    hint=f"leave {given[0]} out, or create the leaf alone, {stmt.trigger}")
 
 
 def known_groups(runtime: StreamRuntime) -> list[tuple]:

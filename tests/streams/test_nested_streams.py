@@ -10,7 +10,6 @@ from datetime import UTC, datetime
 
 import pytest
 
-from airflow_stream_provider.exceptions import StreamDefinitionError
 from airflow_stream_provider.streams.run import run as run_stream
 from airflow_stream_provider.streams.run_request import RunRequest
 from airflow_stream_provider.streams.verify import verify
@@ -82,11 +81,3 @@ def test_a_leaf_never_crosses_its_outer_window_and_a_late_row_recomputes_it(wh):
     expected[0] = (at("00:00:50"), at("00:00:55"), 3, 19, at("00:00:00"), at("00:01:00"))
     assert rows_of(wh, "SELECT * FROM r ORDER BY ts") == expected
     verify(wh, "d", "s")
-
-
-def test_nested_windows_refuse_max_delay_where_the_window_clause_is(wh):
-    sql(wh, "CREATE DATABASE d; USE d; CREATE TABLE src (ts TIMESTAMP, st INT, v INT)")
-    with pytest.raises(StreamDefinitionError, match="MAX_DELAY with nested windows") as err:
-        sql(wh, "CREATE STREAM s WINDOW(INTERVAL(1m) SLIDING(1m) AS w, COUNT_WINDOW(2)) FROM src "
-                "STREAM_OPTIONS(MAX_DELAY(5s)) INTO r AS SELECT _twstart, count(*) FROM %%trows")
-    assert (err.value.line, err.value.column, err.value.clause) == (1, 24, "WINDOW")

@@ -180,6 +180,8 @@ def fired_windows(runtime: StreamRuntime, events: list[WindowEvent], version: in
                   "_twrownum": ev.row_count,
                   "_tlocaltime": nanos(ev.event_time) if ev.event_time is not None else None,
                   TROWS_FROM: start, TROWS_TO: end, **group, **_outer_values(ev.outer_windows, unit)}
+        if ev.outer_windows and end is not None:
+            values[TROWS_FROM], values[TROWS_TO] = _inside_outer(runtime, ev.outer_windows, start, end)
         decided_at = ev.table_version if incremental else None
         fired.append(Fired(i, values, version=version if decided_at is None else decided_at,
                            group=runtime.group_key(group), group_id=ev.group_id, trigger_id=ev.trigger_id,
@@ -197,6 +199,19 @@ def _outer_values(text: str | None, unit: int) -> dict:
                        instant(end), layer_placeholder("_twduration", depth): (end - start) // unit,
                        layer_placeholder("_twrownum", depth): rows})
     return values
+
+
+def _inside_outer(runtime: StreamRuntime, text: str, start: datetime, end: datetime) -> tuple[datetime, datetime]:
+    """The bounds of a leaf window's ``%%trows``: its own, cut at its outer windows' (an INTERVAL leaf
+    in a state window holds only the state window's rows), each outer end taken as the leaf's
+    convention takes its own (exclusive for INTERVAL, the last row's time for the others)."""
+    tick = timedelta(microseconds=1)
+    exclusive = isinstance(runtime.stmt.trigger, (m.IntervalWindow, m.SlidingTrigger))
+    for layer, (lo, hi, _, _) in zip(runtime.stmt.outer_windows, outer_bounds(text), strict=True):
+        outer_exclusive = isinstance(layer.trigger, (m.IntervalWindow, m.SlidingTrigger))
+        last = instant(hi) - (tick if outer_exclusive else timedelta(0))  # the outer window's last instant
+        start, end = max(start, instant(lo)), min(end, last + tick if exclusive else last)
+    return start, end
 
 
 def _idle_span(start: datetime, end: datetime | None) -> dict[str, int | None]:
