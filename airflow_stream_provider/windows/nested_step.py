@@ -93,7 +93,7 @@ class NestedStep:
             saved["dropped"] = saved.get("dropped", 0) + int((drop & data).sum())
         if rescan_from is not None:  # the table at this batch's version holds every change
             rows = read_group(plan, tuple(key) if plan.keys else (), int(raw["_commit_version"].max()),
-                              rescan_from, int(max_ts))[list(plan.columns)]
+                              rescan_from, int(times.max()) if max_ts is None else max_ts)[list(plan.columns)]
             saved["recalculations"] = saved.get("recalculations", 0) + 1
         else:
             rows = _merge(plan, rows, raw[~drop])
@@ -113,12 +113,12 @@ class NestedStep:
         first_ts = prepared["ts"].to_numpy(np.int64)
         keep_from = None
         if tops:
-            top = next((t for t in tops if not t[1]), tops[-1])
-            keep_from = int(first_ts[top[2]])
+            first_open = next((t for t in tops if not t[1]), tops[-1])
+            keep_from = int(first_ts[first_open[2]])
             for wstart, closed, first in tops:
-                if closed and int(first_ts[first]) < keep_from and plan.recalculates:
-                    if not history or history[-1][0] < wstart:
-                        history.append([wstart, int(first_ts[first])])
+                if closed and int(first_ts[first]) < keep_from and plan.recalculates and \
+                        (not history or history[-1][0] < wstart):
+                    history.append([wstart, int(first_ts[first])])
         if len(history) > HISTORY:
             history = history[-HISTORY:]
             saved["trimmed"] = True
