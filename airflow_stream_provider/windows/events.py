@@ -48,7 +48,7 @@ EVENT_FIELDS = (
     ("table_version", "bigint"),
     ("adjust", "string"),
     # nested windows (TDengine 3.4.2): (JSON) the windows around the leaf window, outermost first,
-    # each [start, end, rows, closed] in microseconds (:func:`.nested.lineage`)
+    # each [start, end, rows, closed] in microseconds (:mod:`.nested`)
     ("outer_windows", "string"),
 )
 EVENT_SCHEMA = ", ".join(f"{name} {kind}" for name, kind in EVENT_FIELDS)

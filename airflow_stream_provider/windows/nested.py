@@ -14,7 +14,7 @@ The rows carry the columns every layer needs (:mod:`.core`); where two layers ne
 windows in :data:`.columns.WINDOW_COLUMNS` and, for each outer layer ``i``, ``outer<i>_wstart``,
 ``outer<i>_wend``, ``outer<i>_rows`` and ``outer<i>_closed``: the bounds the query reads as
 ``w_outer._twstart``, ``_twend`` and ``_twrownum``; column ``outer`` holds the same as JSON text
-(:func:`lineage`), which the window events carry.
+(``[[wstart, wend, rows, closed], ...]``), which the window events carry.
 """
 
 from __future__ import annotations
@@ -66,24 +66,16 @@ def scan_nested(outer: list[WindowSpec], leaf: WindowSpec, rows: pd.DataFrame, *
             values = [np.full(len(part), bounds[depth][j], kind) for part, bounds in zip(scan.parts, scan.bounds,
                                                                                          strict=True)]
             extra[f"outer{depth}_{name}"] = np.concatenate(values) if values else np.empty(n, kind)
+    # (JSON) the outer windows, written once per part: every window of a part has the same ones
+    texts = [np.full(len(part), json.dumps([list(b) for b in bounds]), object)
+             for part, bounds in zip(scan.parts, scan.bounds, strict=True)]
     found = concat_windows(scan.parts, extra)
-    found["outer"] = lineage(found, len(outer))
+    found["outer"] = np.concatenate(texts) if texts else np.empty(0, object)
     return found
 
 
-def lineage(found: pd.DataFrame, depth: int) -> np.ndarray:
-    """(JSON) the outer windows of each leaf window of ``found`` (:func:`scan_nested`'s columns),
-    outermost first: ``[[wstart, wend, rows, closed], ...]``."""
-    if not len(found):
-        return np.empty(0, object)
-    columns = [found[f"outer{i}_{name}"].tolist() for i in range(depth) for name in OUTER_FIELDS]
-    out = np.empty(len(found), object)
-    out[:] = [json.dumps([list(row[4 * i:4 * i + 4]) for i in range(depth)]) for row in zip(*columns, strict=True)]
-    return out
-
-
 def outer_bounds(text: str | None) -> list[tuple[int, int, int, bool]]:
-    """The outer windows of a leaf window from its JSON (:func:`lineage`); none for a direct window."""
+    """The outer windows of a leaf window from its JSON (column ``outer``); none for a direct window."""
     return [(int(a), int(b), int(c), bool(d)) for a, b, c, d in json.loads(text)] if text else []
 
 

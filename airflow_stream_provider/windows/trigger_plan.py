@@ -305,7 +305,9 @@ class TriggerPlan:
         gids = [group_id] * len(starts) if isinstance(group_id, str) else group_id.tolist()
         prefixes: dict[str, hashlib.blake2b] = {}
         out = []
-        lineages = [None] * len(starts) if outer is None else [lineage_key(text) for text in outer.tolist()]
+        keys: dict[str, str | None] = {}  # the windows of an outer window share its text
+        lineages = [None] * len(starts) if outer is None else \
+            [keys[text] if text in keys else keys.setdefault(text, lineage_key(text)) for text in outer.tolist()]
         for gid, s, o, line in zip(gids, starts.tolist(), ordinals.tolist(), lineages, strict=True):
             prefix = prefixes.get(gid)
             if prefix is None:
