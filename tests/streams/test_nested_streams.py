@@ -84,3 +84,8 @@ def test_a_leaf_never_crosses_its_outer_window_and_a_late_row_recomputes_it(wh, 
     expected[0] = (at("00:00:50"), at("00:00:55"), 3, 19, at("00:00:00"), at("00:01:00"))
     assert rows_of(wh, "SELECT * FROM r ORDER BY ts") == expected
     verify(wh, "d", "s")
+    # RECALCULATE finds the leaf windows of the range in batch and writes them again: the same two
+    sql(wh, "DELETE FROM r WHERE ts < '2025-03-01 00:02:00'")
+    assert rows_of(wh, "SELECT * FROM r") == []
+    sql(wh, "RECALCULATE STREAM d.s FROM '2025-03-01 00:00:00' TO '2025-03-01 00:02:00'")
+    assert rows_of(wh, "SELECT * FROM r ORDER BY ts") == expected
