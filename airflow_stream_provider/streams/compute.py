@@ -57,6 +57,7 @@ from airflow_stream_provider.streams.fired import (
     TROWS_TO,
     Fired,
     TriggerSource,
+    base_name,
     column_of,
 )
 from airflow_stream_provider.streams.lateral import Unbatchable, is_star, named, reads_data, split, trigger_column
@@ -412,9 +413,9 @@ class Compute:
         return frame, schema
 
     def type_of(self, name: str) -> str:
-        if name in TIMESTAMPS:
+        if base_name(name) in TIMESTAMPS:
             return "timestamp"
-        if name in INTEGERS:
+        if base_name(name) in INTEGERS:
             return "bigint"
         if name in self.group_types:
             return self.group_types[name]

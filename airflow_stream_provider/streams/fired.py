@@ -23,8 +23,17 @@ INTEGERS = ("_twduration", "_twrownum", "_tgrpid", "_tlocaltime", "_tprev_localt
             "_tidlestart", "_tidleend")
 
 
+def base_name(name: str) -> str:
+    """The placeholder ``name`` stands for: ``_twstart`` for an outer layer's ``_twstart@0`` (nested
+    windows), else itself."""
+    return name.split("@", 1)[0]
+
+
 def column_of(name: str) -> str:
     """The trigger-table column holding placeholder ``name``."""
+    if "@" in name:  # an outer layer's, ``_twstart@0``
+        base, depth = name.split("@", 1)
+        return f"__o{depth}{base}"
     if name == "%%tbname":
         return "__tbname"
     if name.startswith("%%") and name[2:].isdigit():

@@ -44,8 +44,6 @@ from airflow_stream_provider.windows import rollup
 
 def create(warehouse: Warehouse, stmt: m.CreateStream, store: StreamStore | None = None) -> Result:
     """CREATE STREAM: check everything, create the output table, then record the stream."""
-    if stmt.nested:
-        _refuse_nested(stmt)
     store = store or StreamStore()
     db = warehouse.database_of(stmt.name)
     warehouse.catalog.precision(db)  # the database must exist
@@ -122,18 +120,6 @@ def _check_rollup(warehouse: Warehouse, stmt: m.CreateStream, db: str) -> None:
     raise fail(f"ROLLUP BY {tag.name} (TDengine 3.4.2) is checked but not computed yet ({groups}): a rollup group "
                "gathers the rows of every subtable under its path, which the window engine does not do",
                hint=f"PARTITION BY {tag.name} computes each full path as its own group")
-
-
-def _refuse_nested(stmt: m.CreateStream) -> None:
-    """A nested WINDOW(...) is parsed, checked and its windows found by :mod:`..windows.nested`; the
-    stream runtime (live detection, the layers' placeholders in the query, recalculation and
-    notification) does not run one yet, so CREATE says so where the WINDOW clause is."""
-    where = stmt.outer_windows[0].position or stmt.position
-    raise StreamDefinitionError("a stream with nested windows (WINDOW(...), TDengine 3.4.2) cannot be created yet: "
-                                "its statement is checked (airflow-stream check), but the stream runtime does not "
-                                "run nested windows", line=where.line, column=where.column, clause="WINDOW",
-                                hint=f"create the leaf alone, {stmt.trigger}, when its windows need not stay "
-                                     "inside the outer ones")
 
 
 def known_groups(runtime: StreamRuntime) -> list[tuple]:

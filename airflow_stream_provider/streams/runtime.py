@@ -27,10 +27,11 @@ from airflow_stream_provider.exceptions import StreamDefinitionError, StreamErro
 from airflow_stream_provider.notify.delivery import DeliveryReport
 from airflow_stream_provider.plan.stream import TriggerTable
 from airflow_stream_provider.sql import to_spark
+from airflow_stream_provider.sql.tdengine.nested import bind_layers
 from airflow_stream_provider.streams import output as out
 from airflow_stream_provider.streams.compute import Compute
 from airflow_stream_provider.streams.duckdb import DuckDBCompute
-from airflow_stream_provider.streams.fired import TIMESTAMPS, TROWS_FROM, TROWS_TO, Fired, TriggerSource
+from airflow_stream_provider.streams.fired import TIMESTAMPS, TROWS_FROM, TROWS_TO, Fired, TriggerSource, base_name
 from airflow_stream_provider.values import epoch_micros
 from airflow_stream_provider.warehouse import Warehouse, mapping
 from airflow_stream_provider.warehouse.catalog import TBNAME, Column, SubTable, TableInfo
@@ -130,8 +131,9 @@ class StreamRuntime:
         if any(c.name == TBNAME for c in self.group_columns):
             self.group_types["%%tbname"] = "string"
         self.source = self._source()
-        self.compute = (Compute(warehouse, stmt.query.tree, self.source, group_types=self.group_types,
-                                also=(self.info,) if self.info else ()) if stmt.query is not None else None)
+        self.compute = (Compute(warehouse, bind_layers(stmt.query.tree, stmt), self.source,
+                                group_types=self.group_types, also=(self.info,) if self.info else ())
+                        if stmt.query is not None else None)
         self.duckdb_compute = DuckDBCompute(self.compute) if self.compute is not None else None
         self._output: out.OutputPlan | None = None
         # the result's types as CREATE STREAM found them (recorded in the stream's state): a run of few
@@ -206,7 +208,7 @@ class StreamRuntime:
         assert self.compute is not None
         names = set(self.compute.used) | set(self.group_types) | {TROWS_FROM, TROWS_TO}
         for name in names:
-            kind = "timestamp" if name in TIMESTAMPS else "bigint" if not name.startswith("%%") else \
+            kind = "timestamp" if base_name(name) in TIMESTAMPS else "bigint" if not name.startswith("%%") else \
                 self.group_types.get(name, "string")
             values[name] = _SAMPLE.get(kind, 0)
         return Fired(0, values, version=self.table_version(), since_version=self.table_version())

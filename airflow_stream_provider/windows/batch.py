@@ -8,6 +8,8 @@ INTERVAL windows of fixed lengths over finished data (``final``, no PRE_FILTER) 
 the rows of every pane natively and only the counts go to Python, where they are added up into
 windows and the same core code (:func:`.core.interval_windows`) turns them into windows, one
 Python call per partition for all of its groups.
+
+Nested windows (TDengine 3.4.2) scan each group's rows layer by layer (:mod:`.nested`).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from airflow_stream_provider.windows.events import (
     event_rows,
     groups_event_rows,
 )
+from airflow_stream_provider.windows.nested import scan_nested
 from airflow_stream_provider.windows.spec import WindowSpec
 from airflow_stream_provider.windows.trigger_plan import TriggerPlan
 
@@ -46,7 +49,8 @@ def detect(df: DataFrame, plan: TriggerPlan, *, final: bool = False) -> DataFram
         df = df.where(F.col("tbname") == plan.subtable)
     if plan.since is not None:
         df = df.where(F.col(plan.ts_column) >= F.timestamp_micros(F.lit(plan.since)))
-    if final and plan.spec.kind is TriggerKind.INTERVAL and plan.pre_filter is None and plan.spec.grid is None:
+    if final and plan.spec.kind is TriggerKind.INTERVAL and plan.pre_filter is None and plan.spec.grid is None \
+            and not plan.nested:
         return _interval_counts(df, plan)
     return scan_groups(df, plan, final=final)
 
@@ -69,11 +73,16 @@ def group_events(plan: TriggerPlan, raw: pd.DataFrame, *, final: bool = False,
         return empty_events()
     keys = plan.group_keys(key if key is not None else tuple(raw[k].iat[0] for k in plan.keys))
     rows = plan.prepare(raw)
-    watermark = None
+    watermark = latest = None
     if not final and len(rows):
-        watermark = int(rows["ts"].iat[-1]) - plan.spec.watermark
+        latest = int(rows["ts"].iat[-1])
+        watermark = latest - plan.spec.watermark
         rows = rows[rows["ts"] <= watermark].reset_index(drop=True)
-    windows, _ = scan(plan.spec, rows, None, watermark=watermark, final=final)
+    if plan.nested:
+        windows = scan_nested([layer.spec for layer in plan.outer], plan.spec, rows, final=final, flush=plan.flush,
+                              watermark=latest)
+    else:
+        windows, _ = scan(plan.spec, rows, None, watermark=watermark, final=final)
     return event_rows(plan, keys, windows)
 
 

@@ -4,7 +4,8 @@ scanners return them, and frames of them, made without pandas' checks where a li
 ``wend`` is the exclusive end (start + interval) for INTERVAL windows, as in TDengine's
 notifications, and the timestamp of the last row for the others. ``opened`` marks windows whose
 opening is reported by the scan (with TRUE_FOR: the moment the window qualifies), ``closed``
-windows that closed in it.
+windows that closed in it. ``outer`` is, for the leaf windows of nested windows, (JSON) the windows
+of the layers around each one, outermost first (:mod:`.nested`); None for the others.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pandas.core.internals.construction import arrays_to_mgr
 WINDOW_COLUMNS = (
     "wstart", "wend", "rows", "closed", "opened", "ordinal",
     "prev_state", "cur_state", "next_state",
-    "open_index", "open_fields", "close_index", "close_fields",
+    "open_index", "open_fields", "close_index", "close_fields", "outer",
 )
 
 
@@ -75,6 +76,7 @@ def window_columns(wstart, wend, rows, closed, opened, **extra) -> Windows:
         "open_fields": extra.pop("open_fields", none),
         "close_index": extra.pop("close_index", minus),
         "close_fields": extra.pop("close_fields", none),
+        "outer": extra.pop("outer", none),
     }
     if extra:
         raise TypeError(f"unknown window columns {sorted(extra)}")
@@ -101,7 +103,7 @@ _COLUMNS = pd.Index(WINDOW_COLUMNS)
 
 #: the type of each of :data:`WINDOW_COLUMNS`
 _KINDS = (np.int64, np.int64, np.int64, bool, bool, np.int64, object, object, object, np.int64, object, np.int64,
-          object)
+          object, object)
 _NO_WINDOWS = pd.DataFrame({name: np.empty(0, kind) for name, kind in zip(WINDOW_COLUMNS, _KINDS, strict=True)},
                            columns=list(WINDOW_COLUMNS))
 #: no windows (its arrays are read-only: it is shared)

@@ -59,6 +59,7 @@ from airflow_stream_provider.windows.columns import Windows, concat_windows
 from airflow_stream_provider.windows.core import Chunk, json_safe
 from airflow_stream_provider.windows.events import batch_event_rows, commit_events, event_table
 from airflow_stream_provider.windows.late import DATA_CHANGES, stamp
+from airflow_stream_provider.windows.nested_step import NestedStep
 from airflow_stream_provider.windows.step import GroupState, LegacyStep, Step
 from airflow_stream_provider.windows.trigger_plan import TriggerPlan, micros
 from airflow_stream_provider.windows.turns import step_back
@@ -201,7 +202,8 @@ class Detector:
         self.options = options
         self.feed = feed or ChangeFeed(plan.path)
         self.timeouts = timeouts and waits(plan)
-        self.step = (LegacyStep if plan.incremental is not None else Step)(plan, timeouts=self.timeouts)
+        self.step = (LegacyStep if plan.incremental is not None else NestedStep if plan.nested else Step)(
+            plan, timeouts=self.timeouts)
         self.after_batch = after_batch
         self.results_first = results_first and after_batch is not None
         place = options.checkpoint if is_remote(options.checkpoint) else Path(options.checkpoint).resolve()
@@ -487,7 +489,7 @@ class Detector:
                 changed[text] = state.saved(now_ms)
             return [e for e in events if len(e)], changed, len(changed)
         lanes = self._fast_lane(rows, codes, [text for text, _, group in work if group is not None]) \
-            if rows is not None else {}
+            if rows is not None and not self.plan.nested else {}
         group_keys: list[dict] = []
         found: dict[str, list[pd.DataFrame | Windows]] = {}
         at: dict[str, list[np.ndarray]] = {}

@@ -47,6 +47,9 @@ EVENT_FIELDS = (
     # where they differ from the table's: written for streams of TDengine's engine before 3.3.7
     ("table_version", "bigint"),
     ("adjust", "string"),
+    # nested windows (TDengine 3.4.2): (JSON) the windows around the leaf window, outermost first,
+    # each [start, end, rows, closed] in microseconds (:mod:`.nested`)
+    ("outer_windows", "string"),
 )
 EVENT_SCHEMA = ", ".join(f"{name} {kind}" for name, kind in EVENT_FIELDS)
 EVENT_COLUMNS = tuple(name for name, _ in EVENT_FIELDS)
@@ -79,6 +82,7 @@ class WindowEvent:
     field_values: str | None = None  # ... and (JSON) the values it saw
     table_version: int | None = None
     adjust: str | None = None
+    outer_windows: str | None = None
     stream: str | None = None
     batch_id: int | None = None
     seq: int | None = None
@@ -214,7 +218,8 @@ def _events(plan, keys: list[dict], windows: pd.DataFrame, group: np.ndarray | N
     null = cols["_null"]
     return pd.DataFrame({
         "stream": np.full(n, plan.stream, dtype=object),
-        "trigger_id": plan.trigger_ids(gid, cols["_start"], cols["window_ordinal"]),
+        "trigger_id": plan.trigger_ids(gid, cols["_start"], cols["window_ordinal"],
+                                       cols["outer_windows"] if plan.nested else None),
         "event_type": cols["event_type"],
         "trigger_type": np.full(n, plan.spec.trigger_type, dtype=object),
         "group_id": group_id,
@@ -230,6 +235,7 @@ def _events(plan, keys: list[dict], windows: pd.DataFrame, group: np.ndarray | N
         "field_values": cols["field_values"],
         "table_version": pd.array([None] * n, dtype="Int64"),
         "adjust": np.full(n, None, dtype=object),
+        "outer_windows": cols["outer_windows"],
     }, columns=list(EVENT_COLUMNS))
 
 
@@ -269,6 +275,7 @@ def _part(plan, w: pd.DataFrame, kind: EventType, group: np.ndarray | None) -> d
         if condition else np.zeros(n, np.int32),
         "_no_condition": np.full(n, not condition, bool),
         "field_values": (w["open_fields"] if as_open else w["close_fields"]).to_numpy(object) if condition else none,
+        "outer_windows": w["outer"].to_numpy(object) if "outer" in w and not idle else none,
     }
 
 

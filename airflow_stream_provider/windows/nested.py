@@ -13,10 +13,13 @@ The rows carry the columns every layer needs (:mod:`.core`); where two layers ne
 (two STATE_WINDOW layers, ``_state``), layer ``i``'s is ``<column>@<i>``. The result holds the leaf
 windows in :data:`.columns.WINDOW_COLUMNS` and, for each outer layer ``i``, ``outer<i>_wstart``,
 ``outer<i>_wend``, ``outer<i>_rows`` and ``outer<i>_closed``: the bounds the query reads as
-``w_outer._twstart``, ``_twend`` and ``_twrownum``.
+``w_outer._twstart``, ``_twend`` and ``_twrownum``; column ``outer`` holds the same as JSON text
+(``[[wstart, wend, rows, closed], ...]``), which the window events carry.
 """
 
 from __future__ import annotations
+
+import json
 
 import numpy as np
 import pandas as pd
@@ -39,18 +42,21 @@ def layer_rows(rows: pd.DataFrame, layer: int) -> dict[str, np.ndarray]:
 
 
 def scan_nested(outer: list[WindowSpec], leaf: WindowSpec, rows: pd.DataFrame, *, final: bool = False,
-                flush: bool = False, watermark: int | None = None) -> pd.DataFrame:
+                flush: bool = False, watermark: int | None = None, tops: list | None = None) -> pd.DataFrame:
     """The leaf windows of one group's ``rows`` (sorted by ``ts``) inside the windows of the
     ``outer`` layers, outermost first.
 
     :param final: the table is complete: every window of every layer closes at its end.
     :param flush: FLUSH_ON_OUTER_CLOSE: a closed outer window closes the leaf windows open in it.
     :param watermark: event time up to which the group is complete (default: its last row's time).
+    :param tops: when given, the outermost layer's windows that hold rows are appended to it, as
+        (wstart, closed, index of the first row).
     """
     ts = rows["ts"].to_numpy(np.int64)
     if watermark is None and len(ts):
         watermark = int(ts[-1])
     scan = _Scan(outer, leaf, [layer_rows(rows, i) for i in range(len(outer) + 1)], ts, flush, watermark)
+    scan.tops = tops
     scan.layer(0, 0, len(ts), final, ())
     n = sum(len(part) for part in scan.parts)
     extra: dict[str, np.ndarray] = {}
@@ -60,7 +66,23 @@ def scan_nested(outer: list[WindowSpec], leaf: WindowSpec, rows: pd.DataFrame, *
             values = [np.full(len(part), bounds[depth][j], kind) for part, bounds in zip(scan.parts, scan.bounds,
                                                                                          strict=True)]
             extra[f"outer{depth}_{name}"] = np.concatenate(values) if values else np.empty(n, kind)
-    return concat_windows(scan.parts, extra)
+    # (JSON) the outer windows, written once per part: every window of a part has the same ones
+    texts = [np.full(len(part), json.dumps([list(b) for b in bounds]), object)
+             for part, bounds in zip(scan.parts, scan.bounds, strict=True)]
+    found = concat_windows(scan.parts, extra)
+    found["outer"] = np.concatenate(texts) if texts else np.empty(0, object)
+    return found
+
+
+def outer_bounds(text: str | None) -> list[tuple[int, int, int, bool]]:
+    """The outer windows of a leaf window from its JSON (column ``outer``); none for a direct window."""
+    return [(int(a), int(b), int(c), bool(d)) for a, b, c, d in json.loads(text)] if text else []
+
+
+def lineage_key(text: str | None) -> str | None:
+    """What tells apart leaf windows that start together in different outer windows: the outer
+    windows' starts (None: a direct window)."""
+    return ",".join(str(bounds[0]) for bounds in outer_bounds(text)) if text else None
 
 
 class _Scan:
@@ -74,6 +96,7 @@ class _Scan:
         self.flush = flush
         self.watermark = watermark
         self.parts: list[Windows] = []
+        self.tops: list | None = None
         self.bounds: list[tuple] = []  # for each part: (wstart, wend, rows, closed) of each outer layer
 
     def windows(self, depth: int, lo: int, hi: int, final: bool) -> Windows:
@@ -121,6 +144,8 @@ class _Scan:
             if ends[i] <= starts[i]:
                 continue
             shut = bool(closed[i])
+            if depth == 0 and self.tops is not None:
+                self.tops.append((int(wstart[i]), shut, int(starts[i])))
             mark = len(self.parts)
             bounds = (*around, (int(wstart[i]), int(wend[i]), int(count[i]), shut))
             self.layer(depth + 1, int(starts[i]), int(ends[i]), final or (shut and self.flush), bounds)

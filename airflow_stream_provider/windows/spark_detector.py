@@ -73,6 +73,8 @@ def spark_refusal(plan: TriggerPlan) -> str | None:
         return "IDLE_TIMEOUT"
     if plan.history:
         return "FILL_HISTORY"
+    if plan.nested:
+        return "nested windows (WINDOW(...)): the in-process engine detects them"
     return None
 
 

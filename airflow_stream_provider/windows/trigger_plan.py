@@ -8,6 +8,7 @@ all go through it.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -27,6 +28,7 @@ from airflow_stream_provider.values import epoch_micros
 from airflow_stream_provider.warehouse.catalog import Catalog, SubTable
 from airflow_stream_provider.windows import expr
 from airflow_stream_provider.windows.core import json_safe, state_column
+from airflow_stream_provider.windows.nested import lineage_key
 from airflow_stream_provider.windows.spec import WindowSpec
 
 
@@ -92,6 +94,14 @@ class TriggerPlan:
     history: bool = False  # FILL_HISTORY / FILL_HISTORY_FIRST: rows written before the stream count too
     since: int | None = None  # ... from this event time on; earlier rows are never read
     incremental: IncrementalPolicy | None = None  # incremental windows (RowAcceptance.incremental)
+    # nested windows (TDengine 3.4.2): the plans of the layers around the leaf (``spec``), outermost
+    # first, and FLUSH_ON_OUTER_CLOSE
+    outer: tuple[TriggerPlan, ...] = ()
+    flush: bool = False
+
+    @property
+    def nested(self) -> bool:
+        return bool(self.outer)
 
     @property
     def recalculates(self) -> bool:
@@ -116,6 +126,9 @@ class TriggerPlan:
         :param precision: the trigger table's database precision (``ms`` or ``us``): EXTEND's tick.
         """
         trigger = stmt.trigger
+        outer = tuple(cls.build(dataclasses.replace(stmt, trigger=o.trigger, outer_windows=()), f"{table} ({o.name})",
+                                path=path, columns=columns, ts_column=ts_column, subtable=subtable,
+                                row_key=row_key, now=now, precision=precision) for o in stmt.outer_windows)
         if STREAM_KINDS[trigger.keyword] is not StreamKind.WINDOW:
             raise StreamDefinitionError(f"{trigger.keyword} is not a window trigger; it needs no detector")
         by_lower = {c.lower(): c for c in columns}
@@ -189,7 +202,7 @@ class TriggerPlan:
             max_delay=opts.max_delay.micros if opts.max_delay else None,
             idle_timeout=opts.idle_timeout.micros if opts.idle_timeout else None,
             history=fill is not None, since=since, incremental=incremental, more_states=more_states,
-            more_starts=more_starts, **texts,
+            more_starts=more_starts, outer=outer, flush=stmt.options.flush_on_outer_close, **texts,
         )
 
     # --- rows -------------------------------------------------------------------------------
@@ -198,6 +211,8 @@ class TriggerPlan:
     def columns(self) -> tuple[str, ...]:
         """The trigger-table columns to read: timestamp, keys, then what the expressions use."""
         out = [self.ts_column, *self.keys, *self.reads, *self.row_key]
+        for layer in self.outer:
+            out += layer.reads
         if self.subtable:
             out.append("tbname")
         return tuple(dict.fromkeys(out))
@@ -216,7 +231,16 @@ class TriggerPlan:
         :param ordered: the caller has put the rows in order already (many groups' rows, each group's
             in time order): they stay as they are.
         :param keep: raw columns carried along unchanged (the caller's group of each row).
+
+        Nested windows: the columns of outer layer ``i`` follow as ``<column>@<i>``
+        (:func:`.nested.layer_rows` reads them back).
         """
+        if self.outer:
+            out = dataclasses.replace(self, outer=()).prepare(raw, ordered=ordered, keep=keep)
+            for i, layer in enumerate(self.outer):
+                mine = layer.prepare(raw, ordered=ordered)
+                out = out.assign(**{f"{c}@{i}": mine[c].to_numpy() for c in mine.columns if c != "ts"})
+            return out
         index = raw.index
         plain = isinstance(index, pd.RangeIndex) and index.start == 0 and index.step == 1
         frame = raw if plain else raw.reset_index(drop=True)
@@ -274,18 +298,24 @@ class TriggerPlan:
         digest = hashlib.blake2b(json.dumps(keys, sort_keys=True, default=str).encode(), digest_size=8).digest()
         return str(int.from_bytes(digest, "big") >> 1)
 
-    def trigger_ids(self, group_id: str | np.ndarray, starts: np.ndarray, ordinals: np.ndarray) -> list[str]:
+    def trigger_ids(self, group_id: str | np.ndarray, starts: np.ndarray, ordinals: np.ndarray,
+                    outer: np.ndarray | None = None) -> list[str]:
         """One id per window, the same across restarts and reruns: stream, group, window start (and
-        ordinal for COUNT_WINDOW). ``group_id`` is the group of every window, or one per window."""
+        ordinal for COUNT_WINDOW). ``group_id`` is the group of every window, or one per window.
+        ``outer``: nested windows, (JSON) the outer windows of each; leaf windows that start together
+        in different outer windows get different ids."""
         gids = [group_id] * len(starts) if isinstance(group_id, str) else group_id.tolist()
         prefixes: dict[str, hashlib.blake2b] = {}
         out = []
-        for gid, s, o in zip(gids, starts.tolist(), ordinals.tolist(), strict=True):
+        keys: dict[str, str | None] = {}  # the windows of an outer window share its text
+        lineages = [None] * len(starts) if outer is None else \
+            [keys[text] if text in keys else keys.setdefault(text, lineage_key(text)) for text in outer.tolist()]
+        for gid, s, o, line in zip(gids, starts.tolist(), ordinals.tolist(), lineages, strict=True):
             prefix = prefixes.get(gid)
             if prefix is None:
                 prefix = prefixes[gid] = hashlib.blake2b(f"{self.stream.lower()}\x1f{gid}\x1f".encode(), digest_size=12)
             h = prefix.copy()  # the same digest as hashing prefix + suffix in one go
-            h.update(f"{s}\x1f{o}".encode())
+            h.update(f"{s}\x1f{o}".encode() if line is None else f"{s}\x1f{o}\x1f{line}".encode())
             out.append(h.hexdigest())
         return out
 

@@ -1,7 +1,6 @@
 -- Charging orders (TDengine 3.4.2): every reading of a charging order, with the two before it, as
 -- a leaf window inside the order's window; when an order ends, its last short windows close with it.
--- `airflow-stream check -f examples/tdengine/nested.sql` checks it; CREATE STREAM does not run
--- nested windows yet.
+-- `airflow-stream check -f examples/tdengine/nested.sql` checks it.
 -- [START nested]
 CREATE STREAM IF NOT EXISTS power.charge
     WINDOW(STATE_WINDOW(trade_no) EXTEND(1) AS w_order, COUNT_WINDOW(3, 1))

@@ -9,7 +9,6 @@ import pytest
 from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import StreamDefinitionError
 from airflow_stream_provider.sql import parse
-from airflow_stream_provider.streams import lifecycle
 
 FLUSH = ("CREATE STREAM s WINDOW(STATE_WINDOW(scope) EXTEND(1) AS w_scope, COUNT_WINDOW(3, 1)) FROM src "
          "STREAM_OPTIONS(EVENT_TYPE(WINDOW_CLOSE) | FLUSH_ON_OUTER_CLOSE) INTO r (ts, leaf_rows, outer_rows, "
@@ -113,9 +112,9 @@ def test_the_statement_reads_back():
     assert [str(o) for o in stmt.outer_windows] == ["STATE_WINDOW(scope) EXTEND(1) AS w_scope"]
 
 
-def test_create_refuses_to_run_nested_windows_where_the_window_clause_is():
-    stmt = one("CREATE STREAM s\n  WINDOW(COUNT_WINDOW(4) AS w, COUNT_WINDOW(2)) FROM t INTO r AS SELECT _twstart "
-               "FROM %%trows")
-    with pytest.raises(StreamDefinitionError, match="cannot be created yet") as err:
-        lifecycle.create(None, stmt)  # refused before the warehouse is read
-    assert (err.value.line, err.value.column, err.value.clause) == (2, 10, "WINDOW")
+def test_idle_timeout_and_max_delay_are_refused_with_nested_windows_where_the_window_clause_is():
+    for option in ("IDLE_TIMEOUT(10s) | EVENT_TYPE(IDLE)", "MAX_DELAY(5s)"):
+        with pytest.raises(StreamDefinitionError, match="with nested windows") as err:
+            one("CREATE STREAM s\n  WINDOW(COUNT_WINDOW(4) AS w, COUNT_WINDOW(2)) FROM t "
+                f"STREAM_OPTIONS({option}) INTO r AS SELECT count(*) FROM %%trows")
+        assert (err.value.line, err.value.column, err.value.clause) == (2, 3, "WINDOW")

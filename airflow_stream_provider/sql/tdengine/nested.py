@@ -10,8 +10,11 @@ a layer.
 
 from __future__ import annotations
 
+from sqlglot import exp
+
 from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import StreamDefinitionError
+from airflow_stream_provider.sql.ast import StreamPlaceholder
 from airflow_stream_provider.sql.grammar.lexer import Token
 
 #: the types of :data:`~.model.NESTABLE`, which an :class:`~.model.OuterWindow` holds
@@ -70,3 +73,30 @@ def _same_length(a: m.Duration, b: m.Duration) -> bool:
     if a.is_calendar or b.is_calendar:
         return a.is_calendar and b.is_calendar and a.months == b.months
     return a.micros == b.micros
+
+
+def layer_placeholder(name: str, depth: int) -> str:
+    """The placeholder an outer layer's ``name._twstart`` binds as: ``_twstart@<depth>``, the layer's
+    depth counted from the outermost (0)."""
+    return f"{name}@{depth}"
+
+
+def bind_layers(tree: exp.Expr, stmt: m.CreateStream) -> exp.Expr:
+    """The query of a stream of nested windows with its layers' placeholders as placeholders: an
+    outer layer's ``w_outer._twstart`` becomes :func:`layer_placeholder`, the leaf's ``w_leaf._twstart``
+    plain ``_twstart`` (a copy; the validator checked every such reference)."""
+    if not stmt.nested:
+        return tree
+    depths = {o.name.lower(): i for i, o in enumerate(stmt.outer_windows)}
+    leaf = stmt.leaf_name.lower() if stmt.leaf_name else None
+
+    def convert(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.Column) and node.table and not node.args.get("db"):
+            layer, name = node.table.lower(), node.name.lower()
+            if layer == leaf:
+                return StreamPlaceholder(this=name)
+            if layer in depths:
+                return StreamPlaceholder(this=layer_placeholder(name, depths[layer]))
+        return node
+
+    return tree.copy().transform(convert)

@@ -415,6 +415,14 @@ def _check_nested(c: _Checker) -> None:
             c.fail("FLUSH_ON_OUTER_CLOSE", "FLUSH_ON_OUTER_CLOSE closes the leaf windows of a nested WINDOW(...) with "
                                            "their outer window; this stream has no nested windows")
         return
+    # the live detector rescans a group's open outer windows as rows arrive, with no processing-time
+    # timeout (windows.nested_step)
+    for name, given in (("MAX_DELAY", stmt.options.max_delay), ("IDLE_TIMEOUT", stmt.options.idle_timeout)):
+        if given is not None:
+            c.fail("WINDOW", f"{name} with nested windows (WINDOW(...), TDengine 3.4.2) is not run: their leaf "
+                             "windows are reported as the rows of their outer windows arrive, without "
+                             f"processing-time timeouts", hint=f"leave {name} out, or create the leaf alone, "
+                                                               f"{stmt.trigger}", at="trigger")
     layers = [(o.trigger, o.name) for o in stmt.outer_windows] + [(stmt.trigger, stmt.leaf_name)]
     if "DELETE_RECALC" in stmt.options.given:
         for trig, _ in layers:

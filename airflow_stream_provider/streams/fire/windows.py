@@ -18,12 +18,13 @@ from airflow_stream_provider import model as m
 from airflow_stream_provider.exceptions import StreamError
 from airflow_stream_provider.model.events import EventType, TriggerKind
 from airflow_stream_provider.plan.state import StreamState
+from airflow_stream_provider.sql.tdengine.nested import layer_placeholder
 from airflow_stream_provider.streams import duckdb
 from airflow_stream_provider.streams.fired import TROWS_FROM, TROWS_TO, Fired
 from airflow_stream_provider.streams.probes import checkpoint_id, read_events
 from airflow_stream_provider.streams.runtime import StreamRuntime, nanos
 from airflow_stream_provider.streams.store import StoredStream, detector_lock
-from airflow_stream_provider.values import epoch_micros
+from airflow_stream_provider.values import epoch_micros, instant
 from airflow_stream_provider.windows import batch, detector
 from airflow_stream_provider.windows.events import (
     EVENT_ARROW_SCHEMA,
@@ -33,6 +34,7 @@ from airflow_stream_provider.windows.events import (
     empty_events,
     window_events,
 )
+from airflow_stream_provider.windows.nested import outer_bounds
 from airflow_stream_provider.windows.trigger_plan import TriggerPlan, plan_trigger
 
 
@@ -177,12 +179,39 @@ def fired_windows(runtime: StreamRuntime, events: list[WindowEvent], version: in
                   "_twduration": None if end is None else (epoch_micros(end) - epoch_micros(start)) // unit,
                   "_twrownum": ev.row_count,
                   "_tlocaltime": nanos(ev.event_time) if ev.event_time is not None else None,
-                  TROWS_FROM: start, TROWS_TO: end, **group}
+                  TROWS_FROM: start, TROWS_TO: end, **group, **_outer_values(ev.outer_windows, unit)}
+        if ev.outer_windows and end is not None:
+            values[TROWS_FROM], values[TROWS_TO] = _inside_outer(runtime, ev.outer_windows, start, end)
         decided_at = ev.table_version if incremental else None
         fired.append(Fired(i, values, version=version if decided_at is None else decided_at,
                            group=runtime.group_key(group), group_id=ev.group_id, trigger_id=ev.trigger_id,
                            event=ev, adjust=ev.adjust if incremental else None))
     return fired
+
+
+def _outer_values(text: str | None, unit: int) -> dict:
+    """Nested windows: the placeholders of the leaf window's outer layers (``w_outer._twstart`` as
+    ``_twstart@0``...), from the event's outer windows; the outer window's row count is its rows so
+    far while it is open."""
+    values: dict = {}
+    for depth, (start, end, rows, _) in enumerate(outer_bounds(text)):
+        values.update({layer_placeholder("_twstart", depth): instant(start), layer_placeholder("_twend", depth):
+                       instant(end), layer_placeholder("_twduration", depth): (end - start) // unit,
+                       layer_placeholder("_twrownum", depth): rows})
+    return values
+
+
+def _inside_outer(runtime: StreamRuntime, text: str, start: datetime, end: datetime) -> tuple[datetime, datetime]:
+    """The bounds of a leaf window's ``%%trows``: its own, cut at its outer windows' (an INTERVAL leaf
+    in a state window holds only the state window's rows), each outer end taken as the leaf's
+    convention takes its own (exclusive for INTERVAL, the last row's time for the others)."""
+    tick = timedelta(microseconds=1)
+    exclusive = isinstance(runtime.stmt.trigger, (m.IntervalWindow, m.SlidingTrigger))
+    for layer, (lo, hi, _, _) in zip(runtime.stmt.outer_windows, outer_bounds(text), strict=True):
+        outer_exclusive = isinstance(layer.trigger, (m.IntervalWindow, m.SlidingTrigger))
+        last = instant(hi) - (tick if outer_exclusive else timedelta(0))  # the outer window's last instant
+        start, end = max(start, instant(lo)), min(end, last + tick if exclusive else last)
+    return start, end
 
 
 def _idle_span(start: datetime, end: datetime | None) -> dict[str, int | None]:
