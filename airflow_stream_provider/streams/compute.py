@@ -296,9 +296,7 @@ class Compute:
             view = view_of()
             assert view is not None  # the query reads %%trows, so its caller made the view
             inner = exp.select("*").from_(exp.to_identifier(view, quoted=True))
-            conditions: list[exp.Expr] = [
-                exp.NullSafeEQ(this=exp.column(k, quoted=True), expression=StreamPlaceholder(this=f"%%{i}"))
-                for i, k in enumerate(src.keys, start=1)]
+            conditions: list[exp.Expr] = [_in_group(src, k, i) for i, k in enumerate(src.keys, start=1)]
             if not src.changes:
                 ts = exp.column(src.ts_column, quoted=True)
                 conditions.append(exp.GTE(this=ts.copy(), expression=StreamPlaceholder(this=TROWS_FROM)))
@@ -439,6 +437,16 @@ class Compute:
             bound = body.copy().transform(trigger_column)
             columns.append(F.expr(translate(bound)).cast(fld.dataType).alias(fld.name))
         return df.select(*columns)
+
+
+def _in_group(src: TriggerSource, key: str, index: int) -> exp.Expr:
+    """The %%trows condition of group key ``key`` (%%``index``): equal to the trigger's value (NULL
+    to NULL); ROLLUP BY: the row's path is the group's or lies below it."""
+    column, value = exp.column(key, quoted=True), StreamPlaceholder(this=f"%%{index}")
+    if not src.rollup:
+        return exp.NullSafeEQ(this=column, expression=value)
+    below = exp.StartsWith(this=column.copy(), expression=exp.func("concat", value.copy(), exp.Literal.string(".")))
+    return exp.paren(exp.or_(exp.EQ(this=column, expression=value), below))
 
 
 def _local_frame(spark: SparkSession, records: list[dict], schema: T.StructType) -> DataFrame:

@@ -20,7 +20,7 @@ TROWS_FROM, TROWS_TO = "__trows_from", "__trows_to"
 #: Spark types of the placeholder columns; %%n and %%tbname take the grouping columns' types
 TIMESTAMPS = ("_twstart", "_twend", "_tprev_ts", "_tcurrent_ts", "_tnext_ts", TROWS_FROM, TROWS_TO)
 INTEGERS = ("_twduration", "_twrownum", "_tgrpid", "_tlocaltime", "_tprev_localtime", "_tnext_localtime",
-            "_tidlestart", "_tidleend")
+            "_tidlestart", "_tidleend", "_trollup_tbcount")
 
 
 def column_of(name: str) -> str:
@@ -61,7 +61,9 @@ class TriggerSource:
 
     path: str  # the Delta table (a supertable's, for a subtable)
     ts_column: str
-    keys: tuple[str, ...] = ()  # PARTITION BY columns
+    keys: tuple[str, ...] = ()  # PARTITION BY columns (or the ROLLUP BY tag)
+    #: ROLLUP BY: the group's rows are those whose tag lies under its path (%%1), not equal to it
+    rollup: bool = False
     subtable: str | None = None  # the trigger table is this subtable of ``path``
     pre_filter: str | None = None  # PRE_FILTER, as Spark SQL
     count_columns: tuple[str, ...] = ()  # COUNT_WINDOW trigger columns: a row counts if one is not NULL

@@ -21,6 +21,7 @@ from pyspark.sql import functions as F
 
 from airflow_stream_provider.model.events import TriggerKind
 from airflow_stream_provider.spark.session import setting
+from airflow_stream_provider.windows import rollup
 from airflow_stream_provider.windows.columns import concat_windows
 from airflow_stream_provider.windows.core import first_window, interval_windows, scan
 from airflow_stream_provider.windows.events import (
@@ -46,6 +47,8 @@ def detect(df: DataFrame, plan: TriggerPlan, *, final: bool = False) -> DataFram
         df = df.where(F.col("tbname") == plan.subtable)
     if plan.since is not None:
         df = df.where(F.col(plan.ts_column) >= F.timestamp_micros(F.lit(plan.since)))
+    if plan.rollup:  # once per rollup group, as the live detector reads them
+        df = rollup.spark_expand(df, plan.keys[0])
     if final and plan.spec.kind is TriggerKind.INTERVAL and plan.pre_filter is None:
         return _interval_counts(df, plan)
     return scan_groups(df, plan, final=final)

@@ -455,6 +455,7 @@ class Detector:
         if plan.since is not None:
             ts = table[plan.ts_column]
             table = table.filter(pc.greater_equal(ts, stamp(plan.since, ts.type)))
+        table = plan.expand(table)  # (ROLLUP BY: once per rollup group)
         if not table.num_rows:
             return None
         frame, groups = _frame(table, plan)

@@ -73,6 +73,8 @@ def spark_refusal(plan: TriggerPlan) -> str | None:
         return "IDLE_TIMEOUT"
     if plan.history:
         return "FILL_HISTORY"
+    if plan.rollup:
+        return "ROLLUP BY (its rows are read once per rollup group in the process: use the in-process engine)"
     return None
 
 
