@@ -47,10 +47,10 @@ def detect(df: DataFrame, plan: TriggerPlan, *, final: bool = False) -> DataFram
         df = df.where(F.col("tbname") == plan.subtable)
     if plan.since is not None:
         df = df.where(F.col(plan.ts_column) >= F.timestamp_micros(F.lit(plan.since)))
-    if plan.rollup:  # once per rollup group, as the live detector reads them
-        df = rollup.spark_expand(df, plan.keys[0])
     if final and plan.spec.kind is TriggerKind.INTERVAL and plan.pre_filter is None:
         return _interval_counts(df, plan)
+    if plan.rollup:  # once per rollup group, as the live detector reads them
+        df = rollup.spark_expand(df, plan.keys[0])
     return scan_groups(df, plan, final=final)
 
 
@@ -109,6 +109,9 @@ def _interval_counts(df: DataFrame, plan: TriggerPlan) -> DataFrame:
     t = F.unix_micros(F.col(plan.ts_column))
     counts = (df.select(*plan.keys, t.alias("_t"), _floor_div(t - F.lit(spec.offset), pane).alias("_p"))
               .groupBy(*plan.keys, "_p").agg(F.count("*").alias("_n"), F.min("_t").alias("_first")))
+    if plan.rollup:  # ROLLUP BY: each path's pane counts added up in each of its rollup groups
+        counts = (rollup.spark_expand(counts, plan.keys[0]).groupBy(*plan.keys, "_p")
+                  .agg(F.sum("_n").alias("_n"), F.min("_first").alias("_first")))
 
     def fn(batches):  # no type hints: Spark would read them as a UDF eval type
         # every row of a group is in this partition: they were partitioned by the group keys

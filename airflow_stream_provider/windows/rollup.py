@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import unicodedata
 from collections.abc import Iterable
-
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -168,8 +167,3 @@ def spark_expand(df: DataFrame, column: str) -> DataFrame:
                     f"transform(sequence(1, size({parts})), n -> array_join(slice({parts}, 1, n), '.')) END")
     return df.withColumn(column, F.explode(groups))
 
-
-def spark_member(column: str, group_sql: str) -> str:
-    """A Spark SQL condition: the row's ``column`` path lies in the rollup group ``group_sql``."""
-    name = f"`{column}`"
-    return f"({name} = {group_sql} OR startswith({name}, concat({group_sql}, '.')))"

@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from airflow_stream_provider import statements
+from airflow_stream_provider.streams import duckdb
 from airflow_stream_provider.streams.run import run
 from airflow_stream_provider.windows.rollup import RollupPathError
 from tests.conftest import sql
@@ -77,8 +78,14 @@ def wh(wh):
     return wh
 
 
-def test_live_windows_per_rollup_group(wh):
-    sql(wh, STREAM.format(options=""))
+@pytest.mark.parametrize("road", ["aggregates", "duckdb", "spark"])
+def test_live_windows_per_rollup_group(wh, road, monkeypatch):
+    # the same windows whichever road computes them: aggregates of the rows in the process, DuckDB's
+    # SQL (an expression over an aggregate), or Spark's (no local compute)
+    if road == "spark":
+        monkeypatch.setattr(duckdb, "LOCAL_ROWS", 0)
+    text = STREAM.format(options="")
+    sql(wh, text if road != "duckdb" else text.replace("sum(current) total", "sum(current) + 0 total"))
     insert(wh, ROWS)
     report = run(wh, "r", "s")
     assert report.written == 10, report
@@ -89,7 +96,10 @@ def test_live_windows_per_rollup_group(wh):
         ("r_a", "A", "A"), ("r_b", "A.B", "B"), ("r_c", "A.B.C", "C"), ("r_d", "A.B.D", "D"), ("r_e", "A.E", "E")]
 
 
-def test_history_and_recalculate_find_the_same_windows(wh):
+@pytest.mark.parametrize("local", [True, False])
+def test_history_and_recalculate_find_the_same_windows(wh, local, monkeypatch):
+    if not local:  # batch mode on Spark: the rows expanded there
+        monkeypatch.setattr(duckdb, "LOCAL_ROWS", 0)
     insert(wh, ROWS)
     sql(wh, STREAM.format(options="STREAM_OPTIONS(FILL_HISTORY_FIRST)"))
     assert run(wh, "r", "s").written == 10
@@ -113,8 +123,8 @@ def test_a_late_row_recomputes_its_groups_only(wh):
 
 
 def test_an_illegal_path_fails_the_stream(wh):
-    sql(wh, STREAM.format(options=""))
-    sql(wh, "CREATE TABLE bad USING meters TAGS ('A..B')")  # CREATE STREAM took it; its rows fail the stream
+    sql(wh, "CREATE TABLE bad USING meters TAGS ('A..B')")
+    sql(wh, STREAM.format(options=""))  # created all the same, as in TDengine: the run fails
     insert(wh, [("bad", 1, 1.0), ("t1", 1, 1.0)])
     with pytest.raises(RollupPathError, match="the value 'A..B' of subtable bad is not a rollup path"):
         run(wh, "r", "s")
