@@ -367,7 +367,7 @@ class Detector:
                 return self.run_once()
             self.checkpoint.plan(batch, offset)
             self.planned = offset
-        read = 0 if rows is None else len(rows)
+        read = 0 if rows is None else rows.attrs.get("read", len(rows))  # (ROLLUP BY: not its copies)
         events, changed, groups = self._scan(rows, int(offset["at_ms"]))
         written = event_table(events, batch, offset["at_ms"])
         count = 0 if written is None else written.num_rows
@@ -455,11 +455,13 @@ class Detector:
         if plan.since is not None:
             ts = table[plan.ts_column]
             table = table.filter(pc.greater_equal(ts, stamp(plan.since, ts.type)))
+        read = table.num_rows
         table = plan.expand(table)  # (ROLLUP BY: once per rollup group)
         if not table.num_rows:
             return None
         frame, groups = _frame(table, plan)
         frame.attrs["groups"] = groups
+        frame.attrs["read"] = read
         return frame
 
     def _scan(self, rows: pd.DataFrame | None, now_ms: int) -> tuple[list[pd.DataFrame], dict[str, list | None], int]:

@@ -62,11 +62,13 @@ def insert(wh, rows) -> None:
     sql(wh, f"INSERT INTO {values}")
 
 
-def outputs(wh) -> dict:
+def outputs(wh, *, shift: int = 0) -> dict:
+    """(path, window number) -> (count, sum, %%rollup_tag, _trollup_tbcount) of the output table;
+    ``shift``: the first column is the window's end (a SLIDING instant), not its start."""
     table = sql(wh, "SELECT *, tbname FROM out")[-1].table.to_pylist()
     got = {}
     for row in table:
-        window = (row["ws"].astimezone(UTC) - T0) // TEN
+        window = (row["ws"].astimezone(UTC) - T0) // TEN - shift
         assert row["tbname"] == f"r_{row['leaf'].lower()}" and row["leaf"] == row["node"]
         got[(row["loc"], window)] = (row["n"], row["total"], row["node"], row["tables"])
     return got
@@ -89,6 +91,7 @@ def test_live_windows_per_rollup_group(wh, road, monkeypatch):
     insert(wh, ROWS)
     report = run(wh, "r", "s")
     assert report.written == 10, report
+    assert (report.local > 0) == (road != "spark"), report
     assert outputs(wh) == EXPECTED
     # one output subtable per group, tagged with its path and segment
     tags = sql(wh, "SELECT DISTINCT tbname, loc, leaf FROM out")[-1].table.to_pylist()
@@ -107,6 +110,17 @@ def test_history_and_recalculate_find_the_same_windows(wh, local, monkeypatch):
     sql(wh, "DELETE FROM out")
     list(statements.run(wh, "RECALCULATE STREAM s FROM '2025-01-01 00:00:00' TO '2025-01-01 00:00:20'"))
     assert outputs(wh) == EXPECTED
+
+
+def test_sliding_instants_per_rollup_group(wh):
+    # each group's instants are those its own rows passed: 10 s and 20 s for every group (their latest
+    # row is at 25 s); %%trows of an instant holds the group's rows since the previous one, so the
+    # values are those of the INTERVAL windows [0, 10) and [10, 20) above
+    sql(wh, STREAM.format(options="").replace("INTERVAL(10s) SLIDING(10s)", "SLIDING(10s)")
+        .replace("_twstart ws", "_tcurrent_ts ws"))
+    insert(wh, ROWS)
+    assert run(wh, "r", "s").written == 10
+    assert outputs(wh, shift=1) == EXPECTED
 
 
 def test_a_late_row_recomputes_its_groups_only(wh):
