@@ -147,7 +147,7 @@ def measure(spark: SparkSession, work: Path, rows: int, groups: int, types: Sequ
         (stmt,) = parse(f"CREATE STREAM b {trigger} FROM meters {groups} INTO out "
                         "AS SELECT _twstart, count(*) FROM meters")
         return TriggerPlan.build(stmt, "meters", path=str(table), columns=COLUMNS,
-                                 ts_column="ts")
+                                 ts_column="ts", row_key=("tbname", "ts"))  # a supertable's, as a stream's
 
     native = {
         "window": lambda: df.groupBy("tbname", F.window("ts", "1 minute")).count().write.format("noop")

@@ -531,9 +531,18 @@ class Detector:
         if not bool(np.all(rows["_change_type"].to_numpy(object) == "insert")):
             return {}
         ts = rows[plan.ts_column].to_numpy(np.int64)
-        order = np.lexsort((ts, codes))
-        codes, ts = codes[order], ts[order]
-        if bool(np.any((codes[1:] == codes[:-1]) & (ts[1:] <= ts[:-1]))):  # two rows of a group at one time
+        if plan.rollup and "tbname" in rows:
+            # a rollup group gathers many subtables' rows, often at one time: ordered as the general
+            # road orders them (time, then subtable), and only a subtable's two rows at one time wait
+            tables = np.unique(rows["tbname"].to_numpy(object).astype(str), return_inverse=True)[1]
+            order = np.lexsort((tables, ts, codes))
+            codes, ts, tables = codes[order], ts[order], tables[order]
+            tie = (tables[1:] == tables[:-1]) & (ts[1:] == ts[:-1])
+        else:
+            order = np.lexsort((ts, codes))
+            codes, ts = codes[order], ts[order]
+            tie = ts[1:] <= ts[:-1]
+        if bool(np.any((codes[1:] == codes[:-1]) & tie)):  # two rows of a group at one time
             return {}
         groups = np.arange(len(texts) + 1)
         raw_bounds = np.searchsorted(codes, groups)

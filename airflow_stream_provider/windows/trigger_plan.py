@@ -202,7 +202,7 @@ class TriggerPlan:
     def columns(self) -> tuple[str, ...]:
         """The trigger-table columns to read: timestamp, keys, then what the expressions use."""
         out = [self.ts_column, *self.keys, *self.reads, *self.row_key]
-        if self.subtable:
+        if self.subtable or self.rollup:  # (ROLLUP BY: a supertable's, whose subtable names a bad path)
             out.append("tbname")
         return tuple(dict.fromkeys(out))
 
