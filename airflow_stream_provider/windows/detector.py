@@ -534,7 +534,7 @@ class Detector:
         if plan.rollup and "tbname" in rows:
             # a rollup group gathers many subtables' rows, often at one time: ordered as the general
             # road orders them (time, then subtable), and only a subtable's two rows at one time wait
-            tables = np.unique(rows["tbname"].to_numpy(object).astype(str), return_inverse=True)[1]
+            tables = pd.factorize(rows["tbname"], sort=True)[0]
             order = np.lexsort((tables, ts, codes))
             codes, ts, tables = codes[order], ts[order], tables[order]
             tie = (tables[1:] == tables[:-1]) & (ts[1:] == ts[:-1])

@@ -139,11 +139,11 @@ def expand_arrow(table: pa.Table, column: str, *, table_column: str | None = "tb
     counts = np.array([len(p) for p in paths] + [0], dtype=np.int64)  # the last: NULL
     per_row = counts[codes]
     rows = np.repeat(np.arange(len(codes)), per_row)
-    flat = np.array([g for p in paths for g in p] + [None], dtype=object)
+    flat = pa.array([g for p in paths for g in p], pa.string())  # each distinct path's groups, in turn
     starts = np.concatenate([[0], np.cumsum(counts[:-1])])[:len(paths) + 1]
     offsets = np.arange(len(rows)) - np.repeat(np.cumsum(per_row) - per_row, per_row)
     out = table.take(pa.array(rows, pa.int64()))
-    groups = pa.array(flat[starts[codes[rows]] + offsets] if len(rows) else [], pa.string())
+    groups = flat.take(pa.array(starts[codes[rows]] + offsets, pa.int64()))  # (one take in Arrow)
     return out.set_column(out.schema.get_field_index(column), column, groups)
 
 
