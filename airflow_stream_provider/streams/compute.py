@@ -52,6 +52,7 @@ from airflow_stream_provider.storage import is_remote
 from airflow_stream_provider.streams.fired import (
     IDX,
     INTEGERS,
+    ROLLUP_BELOW,
     TIMESTAMPS,
     TROWS_FROM,
     TROWS_TO,
@@ -392,6 +393,7 @@ class Compute:
         if self.trows or any(t.name == "%%tbname" for t in self.tree.find_all(PlaceholderTable)):
             names += [f"%%{i}" for i in range(1, len(self.source.keys) + 1)] if self.source else []
             names += ["%%tbname"] if "%%tbname" in self.group_types else []
+            names += [ROLLUP_BELOW] if self.trows and self.source and self.source.rollup else []
         if self.trows and self.source and not self.source.changes:
             names += [TROWS_FROM, TROWS_TO]
         return list(dict.fromkeys(names))
@@ -445,7 +447,7 @@ def _in_group(src: TriggerSource, key: str, index: int) -> exp.Expr:
     column, value = exp.column(key, quoted=True), StreamPlaceholder(this=f"%%{index}")
     if not src.rollup:
         return exp.NullSafeEQ(this=column, expression=value)
-    below = exp.StartsWith(this=column.copy(), expression=exp.func("concat", value.copy(), exp.Literal.string(".")))
+    below = exp.StartsWith(this=column.copy(), expression=StreamPlaceholder(this=ROLLUP_BELOW))
     return exp.paren(exp.or_(exp.EQ(this=column, expression=value), below))
 
 

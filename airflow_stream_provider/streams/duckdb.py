@@ -61,6 +61,7 @@ _NODES: tuple[type[exp.Expr], ...] = (
     exp.NullSafeEQ, exp.Is, exp.Between, exp.In, exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Neg,
     exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max, exp.Coalesce, exp.Case, exp.If, exp.Abs,
     exp.Cast, exp.TryCast, exp.DataType, exp.Distinct,
+    exp.StartsWith,  # (a ROLLUP BY group's rows: a string prefix, compared byte for byte in both)
 )
 #: casts DuckDB makes as Spark does: to floating point, which never overflows (not to integers, where
 #: the two treat a value out of range apart, nor to or from text or time, which depend on formats

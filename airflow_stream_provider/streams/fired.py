@@ -17,6 +17,9 @@ from airflow_stream_provider.windows.events import WindowEvent
 IDX = "__idx"
 #: internal values a trigger carries besides the placeholders: the bounds of %%trows
 TROWS_FROM, TROWS_TO = "__trows_from", "__trows_to"
+#: ROLLUP BY: the group's path and its separator, the prefix of the paths below it (a value of the
+#: trigger's, which %%trows's condition reads)
+ROLLUP_BELOW = "__rollup_below"
 #: Spark types of the placeholder columns; %%n and %%tbname take the grouping columns' types
 TIMESTAMPS = ("_twstart", "_twend", "_tprev_ts", "_tcurrent_ts", "_tnext_ts", TROWS_FROM, TROWS_TO)
 INTEGERS = ("_twduration", "_twrownum", "_tgrpid", "_tlocaltime", "_tprev_localtime", "_tnext_localtime",

@@ -30,7 +30,7 @@ from airflow_stream_provider.sql import to_spark
 from airflow_stream_provider.streams import output as out
 from airflow_stream_provider.streams.compute import Compute
 from airflow_stream_provider.streams.duckdb import DuckDBCompute
-from airflow_stream_provider.streams.fired import TIMESTAMPS, TROWS_FROM, TROWS_TO, Fired, TriggerSource
+from airflow_stream_provider.streams.fired import ROLLUP_BELOW, TIMESTAMPS, TROWS_FROM, TROWS_TO, Fired, TriggerSource
 from airflow_stream_provider.values import epoch_micros
 from airflow_stream_provider.warehouse import Warehouse, mapping
 from airflow_stream_provider.warehouse.catalog import TBNAME, Column, SubTable, TableInfo
@@ -132,6 +132,7 @@ class StreamRuntime:
             self.group_types["%%tbname"] = "string"
         if stmt.rollup_by is not None:  # (TDengine 3.4.2) the group's last path segment
             self.group_types["%%rollup_tag"] = "string"
+            self.group_types[ROLLUP_BELOW] = "string"
         self._rollup_counts: tuple[int, dict[str, int]] | None = None
         self.source = self._source()
         self.compute = (Compute(warehouse, stmt.query.tree, self.source, group_types=self.group_types,
@@ -214,8 +215,8 @@ class StreamRuntime:
         assert self.compute is not None
         names = set(self.compute.used) | set(self.group_types) | {TROWS_FROM, TROWS_TO}
         for name in names:
-            kind = "timestamp" if name in TIMESTAMPS else "bigint" if not name.startswith("%%") else \
-                self.group_types.get(name, "string")
+            kind = "timestamp" if name in TIMESTAMPS else self.group_types.get(name) or \
+                ("bigint" if not name.startswith("%%") else "string")
             values[name] = _SAMPLE.get(kind, 0)
         return Fired(0, values, version=self.table_version(), since_version=self.table_version())
 
@@ -274,6 +275,7 @@ class StreamRuntime:
         if self.stmt.rollup_by is not None:
             path = ordered[0] if ordered else None
             values["%%rollup_tag"] = rollup.leaf(path) if isinstance(path, str) else None
+            values[ROLLUP_BELOW] = path + rollup.SEPARATOR if isinstance(path, str) else None
             values["_trollup_tbcount"] = self.rollup_counts().get(path, 0) if isinstance(path, str) else 0
         return values
 

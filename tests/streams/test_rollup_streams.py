@@ -144,3 +144,11 @@ def test_an_illegal_path_fails_the_stream(wh):
         run(wh, "r", "s")
     (row,) = list(statements.run(wh, "SHOW r.STREAMS"))[0].table.to_pylist()
     assert row["status"] == "failed" and "segment 2 is empty" in row["last_error"]
+
+
+def test_nodelay_create_subtable_makes_every_rollup_group(wh):
+    # the subtables' paths A.B.C, A.B.D and A.E make five groups (t4's empty and t5's NULL none)
+    (result,) = sql(wh, STREAM.format(options="").replace("INTO out ", "INTO out NODELAY_CREATE_SUBTABLE "))
+    assert "5 output subtables created" in result.message
+    rows = sql(wh, "SHOW TABLES")[0].table.to_pylist()
+    assert sorted(r["table_name"] for r in rows if r["stable_name"] == "out") == ["r_a", "r_b", "r_c", "r_d", "r_e"]
