@@ -115,3 +115,16 @@ def test_member_mask_is_covers_over_a_column():
     values = pd.Series(["A.B", "A.B.C", "A.BC", None, "A"])
     assert rollup.member_mask(values, "A.B").tolist() == [True, True, False, False, False]
     assert rollup.member_mask(values, None).tolist() == [False] * 5
+
+
+def test_a_rollup_plan_groups_by_the_tag_and_the_spark_engine_refuses_it():
+    from airflow_stream_provider.sql import parse
+    from airflow_stream_provider.windows.spark_detector import spark_refusal
+    from airflow_stream_provider.windows.trigger_plan import TriggerPlan
+
+    (stmt,) = parse("CREATE STREAM s INTERVAL(1m) SLIDING(1m) FROM meters ROLLUP BY Location INTO o "
+                    "AS SELECT _twstart, count(*) FROM %%trows")
+    plan = TriggerPlan.build(stmt, "meters", path="/nowhere", columns=["ts", "v", "tbname", "location"],
+                             ts_column="ts", row_key=("tbname", "ts"))
+    assert plan.rollup and plan.keys == ("location",) and "tbname" in plan.columns
+    assert "ROLLUP BY" in (spark_refusal(plan) or "")
