@@ -52,6 +52,7 @@ from airflow_stream_provider.storage import is_remote
 from airflow_stream_provider.streams.fired import (
     IDX,
     INTEGERS,
+    ROLLUP_BELOW,
     TIMESTAMPS,
     TROWS_FROM,
     TROWS_TO,
@@ -297,9 +298,7 @@ class Compute:
             view = view_of()
             assert view is not None  # the query reads %%trows, so its caller made the view
             inner = exp.select("*").from_(exp.to_identifier(view, quoted=True))
-            conditions: list[exp.Expr] = [
-                exp.NullSafeEQ(this=exp.column(k, quoted=True), expression=StreamPlaceholder(this=f"%%{i}"))
-                for i, k in enumerate(src.keys, start=1)]
+            conditions: list[exp.Expr] = [_in_group(src, k, i) for i, k in enumerate(src.keys, start=1)]
             if not src.changes:
                 ts = exp.column(src.ts_column, quoted=True)
                 conditions.append(exp.GTE(this=ts.copy(), expression=StreamPlaceholder(this=TROWS_FROM)))
@@ -395,6 +394,7 @@ class Compute:
         if self.trows or any(t.name == "%%tbname" for t in self.tree.find_all(PlaceholderTable)):
             names += [f"%%{i}" for i in range(1, len(self.source.keys) + 1)] if self.source else []
             names += ["%%tbname"] if "%%tbname" in self.group_types else []
+            names += [ROLLUP_BELOW] if self.trows and self.source and self.source.rollup else []
         if self.trows and self.source and not self.source.changes:
             names += [TROWS_FROM, TROWS_TO]
         return list(dict.fromkeys(names))
@@ -440,6 +440,16 @@ class Compute:
             bound = body.copy().transform(trigger_column)
             columns.append(F.expr(translate(bound)).cast(fld.dataType).alias(fld.name))
         return df.select(*columns)
+
+
+def _in_group(src: TriggerSource, key: str, index: int) -> exp.Expr:
+    """The %%trows condition of group key ``key`` (%%``index``): equal to the trigger's value (NULL
+    to NULL); ROLLUP BY: the row's path is the group's or lies below it."""
+    column, value = exp.column(key, quoted=True), StreamPlaceholder(this=f"%%{index}")
+    if not src.rollup:
+        return exp.NullSafeEQ(this=column, expression=value)
+    below = exp.StartsWith(this=column.copy(), expression=StreamPlaceholder(this=ROLLUP_BELOW))
+    return exp.paren(exp.or_(exp.EQ(this=column, expression=value), below))
 
 
 def _local_frame(spark: SparkSession, records: list[dict], schema: T.StructType) -> DataFrame:

@@ -41,6 +41,7 @@ from airflow_stream_provider.streams.compute import Compute
 from airflow_stream_provider.streams.fired import IDX, TROWS_FROM, TROWS_TO, Fired, column_of
 from airflow_stream_provider.streams.lateral import Unbatchable
 from airflow_stream_provider.warehouse.snapshots import table_scan
+from airflow_stream_provider.windows import rollup
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +61,7 @@ _NODES: tuple[type[exp.Expr], ...] = (
     exp.NullSafeEQ, exp.Is, exp.Between, exp.In, exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Neg,
     exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max, exp.Coalesce, exp.Case, exp.If, exp.Abs,
     exp.Cast, exp.TryCast, exp.DataType, exp.Distinct,
+    exp.StartsWith,  # (a ROLLUP BY group's rows: a string prefix, compared byte for byte in both)
 )
 #: casts DuckDB makes as Spark does: to floating point, which never overflows (not to integers, where
 #: the two treat a value out of range apart, nor to or from text or time, which depend on formats
@@ -251,6 +253,10 @@ class DuckDBCompute:
         src = self.compute.source
         if not self._items or src is None:
             return None
+        if src.rollup:  # each row once per rollup group, so that a group's rows are those of its path
+            if any(item.column is not None and item.column.lower() == src.keys[0].lower() for item in self._items):
+                return None  # (an aggregate of the tag itself reads the subtables' own paths: DuckDB)
+            rows = rollup.expand_arrow(rows, src.keys[0])
         slices = aggregates.window_slices(rows, src.ts_column, src.keys, [self.compute.bindings(t) for t in fired],
                                           end_inclusive=src.end_inclusive, bounds=(TROWS_FROM, TROWS_TO))
         if slices is None:

@@ -17,10 +17,13 @@ from airflow_stream_provider.windows.events import WindowEvent
 IDX = "__idx"
 #: internal values a trigger carries besides the placeholders: the bounds of %%trows
 TROWS_FROM, TROWS_TO = "__trows_from", "__trows_to"
+#: ROLLUP BY: the group's path and its separator, the prefix of the paths below it (a value of the
+#: trigger's, which %%trows's condition reads)
+ROLLUP_BELOW = "__rollup_below"
 #: Spark types of the placeholder columns; %%n and %%tbname take the grouping columns' types
 TIMESTAMPS = ("_twstart", "_twend", "_tprev_ts", "_tcurrent_ts", "_tnext_ts", TROWS_FROM, TROWS_TO)
 INTEGERS = ("_twduration", "_twrownum", "_tgrpid", "_tlocaltime", "_tprev_localtime", "_tnext_localtime",
-            "_tidlestart", "_tidleend")
+            "_tidlestart", "_tidleend", "_trollup_tbcount")
 
 
 def base_name(name: str) -> str:
@@ -70,7 +73,9 @@ class TriggerSource:
 
     path: str  # the Delta table (a supertable's, for a subtable)
     ts_column: str
-    keys: tuple[str, ...] = ()  # PARTITION BY columns
+    keys: tuple[str, ...] = ()  # PARTITION BY columns (or the ROLLUP BY tag)
+    #: ROLLUP BY: the group's rows are those whose tag lies under its path (%%1), not equal to it
+    rollup: bool = False
     subtable: str | None = None  # the trigger table is this subtable of ``path``
     pre_filter: str | None = None  # PRE_FILTER, as Spark SQL
     count_columns: tuple[str, ...] = ()  # COUNT_WINDOW trigger columns: a row counts if one is not NULL

@@ -39,7 +39,6 @@ from airflow_stream_provider.streams.write import table_names
 from airflow_stream_provider.warehouse import Result, Warehouse, WarehouseError
 from airflow_stream_provider.warehouse.catalog import TBNAME, SubTable, TableInfo
 from airflow_stream_provider.warehouse.metastore import register_table
-from airflow_stream_provider.windows import rollup
 
 
 def create(warehouse: Warehouse, stmt: m.CreateStream, store: StreamStore | None = None) -> Result:
@@ -88,10 +87,9 @@ ROLLUP_TAG_TYPES = ("VARCHAR", "BINARY", "NCHAR")
 
 
 def _check_rollup(warehouse: Warehouse, stmt: m.CreateStream, db: str) -> None:
-    """ROLLUP BY against the catalog: a string tag of a supertable. The window engine groups rows by
-    their own keys and the computation reads a group's rows by equality, so a rollup group (a path
-    prefix gathering many subtables) is not computed yet; the stream is refused here, its statement
-    checked, rather than run as if ungrouped."""
+    """ROLLUP BY against the catalog: a string tag of a supertable. Its values are checked as paths
+    where the rows are read: a subtable whose tag is not a path fails the stream, as TDengine's does
+    (SHOW STREAMS), rather than its CREATE."""
     assert stmt.trigger_table is not None and stmt.rollup_by is not None  # the parser's checks
     line, column = position_in("ROLLUP BY", stmt.text, stmt.position)
 
@@ -108,23 +106,13 @@ def _check_rollup(warehouse: Warehouse, stmt: m.CreateStream, db: str) -> None:
                    hint=did_you_mean(stmt.rollup_by, [c.name for c in found.tags]))
     if tag.dtype.name not in ROLLUP_TAG_TYPES:
         raise fail(f"ROLLUP BY {tag.name}: the tag is {tag.dtype}; a rollup path is a VARCHAR or NCHAR tag")
-    catalog = warehouse.catalog
-    subs = [sub for sub in (catalog.lookup(m.TableName(n), found.db) for n in catalog.subtables(found))
-            if isinstance(sub, SubTable)]
-    try:
-        counts = rollup.table_counts(((sub.name, sub.tags.get(tag.name)) for sub in subs), tag=tag.name)
-    except rollup.RollupPathError as err:
-        raise fail(str(err)) from None
-    groups = f"its {len(subs)} subtable{'s' if len(subs) != 1 else ''} make {len(counts)} rollup group" + \
-        ("s" if len(counts) != 1 else "")
-    raise fail(f"ROLLUP BY {tag.name} (TDengine 3.4.2) is checked but not computed yet ({groups}): a rollup group "
-               "gathers the rows of every subtable under its path, which the window engine does not do",
-               hint=f"PARTITION BY {tag.name} computes each full path as its own group")
 
 
 def known_groups(runtime: StreamRuntime) -> list[tuple]:
     """NODELAY_CREATE_SUBTABLE: the groups the trigger table already has, the distinct PARTITION BY
     values (subtable names and tags) of its subtables, from the catalog."""
+    if runtime.stmt.rollup_by is not None:  # every path prefix of the subtables' tags
+        return [(path,) for path in sorted(runtime.rollup_counts())]
     columns = runtime.group_columns
     value_columns = [c.name for c in columns if c.role not in (TBNAME, "tag")]
     if value_columns:

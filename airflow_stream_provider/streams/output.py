@@ -162,7 +162,7 @@ class OutputPlan:
         columns = tuple(Column(n, t, "ts" if i == 0 else "key" if i == 1 and composite else "metric")
                         for i, (n, t) in enumerate(zip(names, types)))
         into = stmt.into
-        grouped = bool(stmt.partition_by)
+        grouped = stmt.grouped  # (PARTITION BY or ROLLUP BY)
         tags: list[Tag] = []
         if grouped and stmt.tags:
             for t in stmt.tags:

@@ -34,6 +34,7 @@ from airflow_stream_provider.streams.write import compute_all, delete_outputs, r
 from airflow_stream_provider.warehouse import Warehouse
 from airflow_stream_provider.warehouse.catalog import AttachedTableBroken, Catalog, WarehouseError
 from airflow_stream_provider.windows.events import WindowEvent
+from airflow_stream_provider.windows.rollup import RollupPathError
 from airflow_stream_provider.windows.turns import elsewhere
 
 
@@ -76,11 +77,13 @@ def _locked_run(warehouse: Warehouse, stored: StoredStream, store: StreamStore, 
                 if exclusive and not request.commit:  # (the batch marks only: a later commit of the rest moves nothing)
                     commit_progress(stored.db, stored.name, {k: v for k, v in report.progress.items()
                                                              if k in BATCH_MARKS}, store=store)
-    except (windows.CheckpointLost, AttachedTableBroken) as err:  # SHOW STREAMS says so until it is back
+    # SHOW STREAMS says so until it is back (an illegal ROLLUP BY path: until a run passes)
+    except (windows.CheckpointLost, AttachedTableBroken, RollupPathError) as err:
         with store.updating(stored.db, stored.name) as saving:
             saving.state = saving.state.replace(failed=str(err))
         raise
-    if state.failed and state.failed.startswith(AttachedTableBroken.PREFIX) and request.commit:
+    cleared = (AttachedTableBroken.PREFIX, RollupPathError.PREFIX)
+    if state.failed and state.failed.startswith(cleared) and request.commit:
         with store.updating(stored.db, stored.name) as saving:  # the attached table fits its mapping again
             saving.state = saving.state.replace(failed=None)
     return report

@@ -31,11 +31,13 @@ from airflow_stream_provider.sql.tdengine.nested import bind_layers
 from airflow_stream_provider.streams import output as out
 from airflow_stream_provider.streams.compute import Compute
 from airflow_stream_provider.streams.duckdb import DuckDBCompute
-from airflow_stream_provider.streams.fired import TIMESTAMPS, TROWS_FROM, TROWS_TO, Fired, TriggerSource, base_name
+from airflow_stream_provider.streams.fired import (ROLLUP_BELOW, TIMESTAMPS, TROWS_FROM, TROWS_TO, Fired, TriggerSource,
+                                                   base_name)
 from airflow_stream_provider.values import epoch_micros
 from airflow_stream_provider.warehouse import Warehouse, mapping
 from airflow_stream_provider.warehouse.catalog import TBNAME, Column, SubTable, TableInfo
 from airflow_stream_provider.warehouse.types import spark_type
+from airflow_stream_provider.windows import rollup
 from airflow_stream_provider.windows.trigger_plan import TriggerPlan
 
 #: fired triggers computed and written together
@@ -130,6 +132,10 @@ class StreamRuntime:
         self.group_types = {f"%%{i}": spark_type(c.dtype) for i, c in enumerate(self.group_columns, start=1)}
         if any(c.name == TBNAME for c in self.group_columns):
             self.group_types["%%tbname"] = "string"
+        if stmt.rollup_by is not None:  # (TDengine 3.4.2) the group's last path segment
+            self.group_types["%%rollup_tag"] = "string"
+            self.group_types[ROLLUP_BELOW] = "string"
+        self._rollup_counts: tuple[int, dict[str, int]] | None = None
         self.source = self._source()
         self.compute = (Compute(warehouse, bind_layers(stmt.query.tree, stmt), self.source,
                                 group_types=self.group_types, also=(self.info,) if self.info else ())
@@ -162,15 +168,18 @@ class StreamRuntime:
         return self.info.precision if self.info else self.warehouse.catalog.precision(self.db)
 
     def _group_columns(self) -> list[Column]:
-        if not self.stmt.partition_by:
+        """The columns %%1, %%2... name: PARTITION BY's, or the ROLLUP BY tag (its values then the
+        groups' paths)."""
+        if not self.stmt.group_columns:
             return []
         assert self.info is not None
+        clause = "PARTITION BY" if self.stmt.rollup_by is None else "ROLLUP BY"
         cols = []
-        for name in self.stmt.partition_by:
+        for name in self.stmt.group_columns:
             col = self.info.column(name)
             if col is None:
                 raise StreamDefinitionError(
-                    f"PARTITION BY: column {name} is not in {self.info.qualified}", clause="PARTITION BY",
+                    f"{clause}: column {name} is not in {self.info.qualified}", clause=clause,
                     hint=did_you_mean(name, [c.name for c in self.info.columns]))
             if col.role == "ts":
                 raise StreamDefinitionError(f"PARTITION BY: {name} is the timestamp column; a group needs a "
@@ -189,6 +198,7 @@ class StreamRuntime:
             keys=tuple(c.name for c in self.group_columns),
             subtable=self.found.name if isinstance(self.found, SubTable) else None, pre_filter=pre,
             count_columns=tuple(c.lower() for c in trig.columns) if isinstance(trig, m.CountWindow) else (),
+            rollup=self.stmt.rollup_by is not None,
             end_inclusive=not isinstance(trig, (m.IntervalWindow, m.SlidingTrigger)),
             changes=isinstance(trig, m.PeriodTrigger),
             # RESUME ... IGNORE UNTREATED: the rows written while paused fire nothing; into incremental
@@ -208,8 +218,8 @@ class StreamRuntime:
         assert self.compute is not None
         names = set(self.compute.used) | set(self.group_types) | {TROWS_FROM, TROWS_TO}
         for name in names:
-            kind = "timestamp" if base_name(name) in TIMESTAMPS else "bigint" if not name.startswith("%%") else \
-                self.group_types.get(name, "string")
+            kind = "timestamp" if base_name(name) in TIMESTAMPS else self.group_types.get(name) or \
+                ("bigint" if not name.startswith("%%") else "string")
             values[name] = _SAMPLE.get(kind, 0)
         return Fired(0, values, version=self.table_version(), since_version=self.table_version())
 
@@ -265,7 +275,26 @@ class StreamRuntime:
             values[f"%%{i}"] = value
             if col.name == TBNAME:
                 values["%%tbname"] = value
+        if self.stmt.rollup_by is not None:
+            path = ordered[0] if ordered else None
+            values["%%rollup_tag"] = rollup.leaf(path) if isinstance(path, str) else None
+            values[ROLLUP_BELOW] = path + rollup.SEPARATOR if isinstance(path, str) else None
+            values["_trollup_tbcount"] = self.rollup_counts().get(path, 0) if isinstance(path, str) else 0
         return values
+
+    def rollup_counts(self) -> dict[str, int]:
+        """``_trollup_tbcount`` of each rollup group: the subtables of the trigger supertable under
+        its path, from the catalog (found again when the subtables change). A subtable whose tag is
+        not a rollup path raises :class:`~airflow_stream_provider.windows.rollup.RollupPathError`:
+        the stream fails, as TDengine's does."""
+        assert self.info is not None and self.stmt.rollup_by is not None
+        catalog = self.warehouse.catalog
+        names = catalog.subtables(self.info)
+        if self._rollup_counts is None or self._rollup_counts[0] != len(names):
+            tag = self.group_columns[0].name
+            subs = [s for s in (catalog.lookup(m.TableName(n), self.info.db) for n in names) if isinstance(s, SubTable)]
+            self._rollup_counts = (len(names), rollup.table_counts(((s.name, s.tags.get(tag)) for s in subs), tag=tag))
+        return self._rollup_counts[1]
 
 
 class StreamStopped(StreamError):

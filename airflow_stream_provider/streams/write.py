@@ -326,6 +326,11 @@ def _spark_group_rows(runtime: StreamRuntime, plan: out.OutputPlan, seen: dict[s
         df = df.withColumn(column_of(f"%%{i}"), F.col(f"`{c.name}`"))
     if any(c.name == TBNAME for c in cols):
         df = df.withColumn("__tbname", F.col(TBNAME))
+    if runtime.stmt.rollup_by is not None:  # %%rollup_tag: the last segment of the group's path
+        leaves = {gid: runtime.group_values(f.group).get("%%rollup_tag") for gid, f in seen.items()}
+        leaf = F.create_map(*[F.lit(x) for kv in leaves.items() for x in kv]) if leaves else None
+        df = df.withColumn(column_of("%%rollup_tag"), leaf[F.col("__gid")] if leaf is not None
+                           else F.lit(None).cast("string"))
 
     def spark_expr(tree: exp.Expr) -> str:
         bound = tree.copy().transform(

@@ -23,6 +23,7 @@ from pyspark.sql import functions as F
 
 from airflow_stream_provider.model.events import TriggerKind
 from airflow_stream_provider.spark.session import setting
+from airflow_stream_provider.windows import rollup
 from airflow_stream_provider.windows.columns import concat_windows
 from airflow_stream_provider.windows.core import first_window, interval_windows, scan
 from airflow_stream_provider.windows.events import (
@@ -52,6 +53,8 @@ def detect(df: DataFrame, plan: TriggerPlan, *, final: bool = False) -> DataFram
     if final and plan.spec.kind is TriggerKind.INTERVAL and plan.pre_filter is None and plan.spec.grid is None \
             and not plan.nested:
         return _interval_counts(df, plan)
+    if plan.rollup:  # once per rollup group, as the live detector reads them
+        df = rollup.spark_expand(df, plan.keys[0])
     return scan_groups(df, plan, final=final)
 
 
@@ -115,6 +118,9 @@ def _interval_counts(df: DataFrame, plan: TriggerPlan) -> DataFrame:
     t = F.unix_micros(F.col(plan.ts_column))
     counts = (df.select(*plan.keys, t.alias("_t"), _floor_div(t - F.lit(spec.offset), pane).alias("_p"))
               .groupBy(*plan.keys, "_p").agg(F.count("*").alias("_n"), F.min("_t").alias("_first")))
+    if plan.rollup:  # ROLLUP BY: each path's pane counts added up in each of its rollup groups
+        counts = (rollup.spark_expand(counts, plan.keys[0]).groupBy(*plan.keys, "_p")
+                  .agg(F.sum("_n").alias("_n"), F.min("_first").alias("_first")))
 
     def fn(batches):  # no type hints: Spark would read them as a UDF eval type
         # every row of a group is in this partition: they were partitioned by the group keys

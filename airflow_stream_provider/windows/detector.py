@@ -368,7 +368,7 @@ class Detector:
                 return self.run_once()
             self.checkpoint.plan(batch, offset)
             self.planned = offset
-        read = 0 if rows is None else len(rows)
+        read = 0 if rows is None else rows.attrs.get("read", len(rows))  # (ROLLUP BY: not its copies)
         events, changed, groups = self._scan(rows, int(offset["at_ms"]))
         written = event_table(events, batch, offset["at_ms"])
         count = 0 if written is None else written.num_rows
@@ -456,10 +456,13 @@ class Detector:
         if plan.since is not None:
             ts = table[plan.ts_column]
             table = table.filter(pc.greater_equal(ts, stamp(plan.since, ts.type)))
+        read = table.num_rows
+        table = plan.expand(table)  # (ROLLUP BY: once per rollup group)
         if not table.num_rows:
             return None
         frame, groups = _frame(table, plan)
         frame.attrs["groups"] = groups
+        frame.attrs["read"] = read
         return frame
 
     def _scan(self, rows: pd.DataFrame | None, now_ms: int) -> tuple[list[pd.DataFrame], dict[str, list | None], int]:
@@ -529,9 +532,18 @@ class Detector:
         if not bool(np.all(rows["_change_type"].to_numpy(object) == "insert")):
             return {}
         ts = rows[plan.ts_column].to_numpy(np.int64)
-        order = np.lexsort((ts, codes))
-        codes, ts = codes[order], ts[order]
-        if bool(np.any((codes[1:] == codes[:-1]) & (ts[1:] <= ts[:-1]))):  # two rows of a group at one time
+        if plan.rollup and "tbname" in rows:
+            # a rollup group gathers many subtables' rows, often at one time: ordered as the general
+            # road orders them (time, then subtable), and only a subtable's two rows at one time wait
+            tables = pd.factorize(rows["tbname"], sort=True)[0]
+            order = np.lexsort((tables, ts, codes))
+            codes, ts, tables = codes[order], ts[order], tables[order]
+            tie = (tables[1:] == tables[:-1]) & (ts[1:] == ts[:-1])
+        else:
+            order = np.lexsort((ts, codes))
+            codes, ts = codes[order], ts[order]
+            tie = ts[1:] <= ts[:-1]
+        if bool(np.any((codes[1:] == codes[:-1]) & tie)):  # two rows of a group at one time
             return {}
         groups = np.arange(len(texts) + 1)
         raw_bounds = np.searchsorted(codes, groups)

@@ -27,6 +27,7 @@ from deltalake import DeltaTable
 from airflow_stream_provider.model.events import TriggerKind
 from airflow_stream_provider.warehouse import mapping, snapshots
 from airflow_stream_provider.warehouse.features import features_of
+from airflow_stream_provider.windows import rollup
 from airflow_stream_provider.windows.columns import WINDOW_COLUMNS
 from airflow_stream_provider.windows.core import json_safe, scan
 from airflow_stream_provider.windows.state_keys import state_column
@@ -65,6 +66,10 @@ def read_group(plan: TriggerPlan, key_values: tuple, version: int, lo: int, hi: 
     keep = np.ones(len(rows), bool)
     for name, value in zip(plan.keys, key_values):
         value = json_safe(value)
+        if plan.rollup:  # the rows of every subtable under the group's path, the tag naming the group
+            keep &= rollup.member_mask(rows[name], value)
+            rows[name] = value
+            continue
         keep &= rows[name].isna().to_numpy() if value is None else (rows[name] == value).to_numpy(bool)
     if plan.subtable is not None:
         keep &= (rows["tbname"] == plan.subtable).to_numpy(bool)

@@ -12,11 +12,17 @@ from __future__ import annotations
 
 import unicodedata
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from airflow_stream_provider.exceptions import StreamDefinitionError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
 SEPARATOR = "."
 CLAUSE = "ROLLUP BY"
@@ -24,6 +30,9 @@ CLAUSE = "ROLLUP BY"
 
 class RollupPathError(StreamDefinitionError):
     """A ROLLUP BY tag value that is not a dotted path: the stream stops with this as its error."""
+
+    #: how its message begins (a stream failed by it is well again once a run passes)
+    PREFIX = "ROLLUP BY "
 
 
 def path_problem(value: str) -> str | None:
@@ -105,3 +114,56 @@ def expand(frame: pd.DataFrame, column: str, *, table_column: str | None = "tbna
     out = frame.take(rows).reset_index(drop=True)
     out[column] = flat[starts[row_codes] + offsets] if len(rows) else np.empty(0, object)
     return out
+
+
+def expand_arrow(table: pa.Table, column: str, *, table_column: str | None = "tbname") -> pa.Table:
+    """:func:`expand` of an Arrow table: each row once per rollup group of its ``column`` value,
+    that column then naming the group (a string column)."""
+    if not table.num_rows:
+        return table.set_column(table.schema.get_field_index(column), column, pa.array([], pa.string()))
+    values = table[column].combine_chunks()
+    if pa.types.is_dictionary(values.type):
+        values = values.dictionary_decode()
+    encoded = pc.dictionary_encode(values.cast(pa.string()))
+    distinct = encoded.dictionary.to_pylist()
+    codes = encoded.indices.fill_null(len(distinct)).to_numpy(zero_copy_only=False).astype(np.int64)
+    tables = table[table_column] if table_column is not None and table_column in table.column_names else None
+    paths: list[tuple[str, ...]] = []
+    if tables is not None:
+        first = np.full(len(distinct), -1, np.int64)
+        seen = codes < len(distinct)
+        first[codes[seen][::-1]] = np.nonzero(seen)[0][::-1]
+    for code, value in enumerate(distinct):
+        owner = tables[int(first[code])].as_py() if tables is not None and first[code] >= 0 else None
+        paths.append(prefixes(value, tag=column, table=owner))
+    counts = np.array([len(p) for p in paths] + [0], dtype=np.int64)  # the last: NULL
+    per_row = counts[codes]
+    rows = np.repeat(np.arange(len(codes)), per_row)
+    flat = pa.array([g for p in paths for g in p], pa.string())  # each distinct path's groups, in turn
+    starts = np.concatenate([[0], np.cumsum(counts[:-1])])[:len(paths) + 1]
+    offsets = np.arange(len(rows)) - np.repeat(np.cumsum(per_row) - per_row, per_row)
+    out = table.take(pa.array(rows, pa.int64()))
+    groups = flat.take(pa.array(starts[codes[rows]] + offsets, pa.int64()))  # (one take in Arrow)
+    return out.set_column(out.schema.get_field_index(column), column, groups)
+
+
+def member_mask(values: pd.Series, group: object) -> np.ndarray:
+    """The rows of ``values`` (ROLLUP BY tag values) that belong to the rollup ``group``."""
+    if not isinstance(group, str):
+        return np.zeros(len(values), bool)
+    text = values.astype(object)
+    return np.fromiter((covers(group, v) for v in text), bool, len(text))
+
+
+def spark_expand(df: DataFrame, column: str) -> DataFrame:
+    """:func:`expand` in Spark: each row once per path prefix of its ``column`` value (the column then
+    naming the group); NULL and empty values make none. The values are checked where the rows are
+    read in the process (:func:`expand`, :func:`table_counts`); here a path is split as it stands."""
+    from pyspark.sql import functions as F
+
+    name = f"`{column}`"
+    parts = f"split({name}, '[.]')"
+    groups = F.expr(f"CASE WHEN {name} IS NULL OR {name} = '' THEN array() ELSE "
+                    f"transform(sequence(1, size({parts})), n -> array_join(slice({parts}, 1, n), '.')) END")
+    return df.withColumn(column, F.explode(groups))
+

@@ -75,6 +75,8 @@ def spark_refusal(plan: TriggerPlan) -> str | None:
         return "FILL_HISTORY"
     if plan.nested:
         return "nested windows (WINDOW(...)): the in-process engine detects them"
+    if plan.rollup:
+        return "ROLLUP BY (its rows are read once per rollup group in the process: use the in-process engine)"
     return None
 
 

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 from sqlglot import exp
 
 from airflow_stream_provider import config
@@ -26,7 +27,7 @@ from airflow_stream_provider.model.events import STREAM_KINDS, EventType, Stream
 from airflow_stream_provider.sql.tdengine.dialect import parse_fragment
 from airflow_stream_provider.values import epoch_micros
 from airflow_stream_provider.warehouse.catalog import Catalog, SubTable
-from airflow_stream_provider.windows import expr
+from airflow_stream_provider.windows import expr, rollup
 from airflow_stream_provider.windows.core import json_safe, state_column
 from airflow_stream_provider.windows.nested import lineage_key
 from airflow_stream_provider.windows.spec import WindowSpec
@@ -71,7 +72,10 @@ class TriggerPlan:
     table: str  # qualified name of the trigger table, for messages
     path: str  # the Delta table holding its rows
     ts_column: str
-    keys: tuple[str, ...] = ()  # PARTITION BY columns, as the table spells them
+    keys: tuple[str, ...] = ()  # PARTITION BY columns (or the ROLLUP BY tag), as the table spells them
+    #: ROLLUP BY (TDengine 3.4.2): ``keys`` is the one tag whose dotted paths make the groups; the rows
+    #: are read once per path prefix (:meth:`expand`), the tag then naming the group
+    rollup: bool = False
     subtable: str | None = None  # the trigger table is this subtable of ``path``
     state: str | None = None  # STATE_WINDOW expression (its first key)
     more_states: tuple[str, ...] = ()  # the further keys of a STATE_WINDOW of several
@@ -140,7 +144,8 @@ class TriggerPlan:
                                             hint=did_you_mean(name, columns))
             return found
 
-        keys = tuple(real(k, "PARTITION BY") for k in stmt.partition_by)
+        keys = tuple(real(k, "PARTITION BY") for k in stmt.partition_by) if stmt.rollup_by is None else \
+            (real(stmt.rollup_by, "ROLLUP BY"),)
         texts: dict[str, str | None] = {"state": None, "start": None, "end": None}
         more_states: tuple[str, ...] = ()
         more_starts: tuple[str, ...] = ()
@@ -202,6 +207,7 @@ class TriggerPlan:
             max_delay=opts.max_delay.micros if opts.max_delay else None,
             idle_timeout=opts.idle_timeout.micros if opts.idle_timeout else None,
             history=fill is not None, since=since, incremental=incremental, more_states=more_states,
+            rollup=stmt.rollup_by is not None,
             more_starts=more_starts, outer=outer, flush=stmt.options.flush_on_outer_close, **texts,
         )
 
@@ -213,9 +219,16 @@ class TriggerPlan:
         out = [self.ts_column, *self.keys, *self.reads, *self.row_key]
         for layer in self.outer:
             out += layer.reads
-        if self.subtable:
+        if self.subtable or self.rollup:  # (ROLLUP BY: a supertable's, whose subtable names a bad path)
             out.append("tbname")
         return tuple(dict.fromkeys(out))
+
+    def expand(self, table: pa.Table) -> pa.Table:
+        """Raw trigger-table rows as the groups read them: a ROLLUP BY stream's rows once per rollup
+        group of their tag, the tag then naming the group (:func:`.rollup.expand_arrow`); others' as
+        they are. Every road that groups raw rows (live batches, rescans, batch mode in the process)
+        comes through here."""
+        return rollup.expand_arrow(table, self.keys[0]) if self.rollup else table
 
     @functools.cached_property
     def _trees(self) -> dict[str, exp.Expr]:

@@ -92,3 +92,39 @@ def test_expand_of_no_rows_is_no_rows():
     rows = pd.DataFrame({"ts": pd.Series([], dtype="int64"), "tbname": pd.Series([], dtype=object),
                          "location": pd.Series([], dtype=object)})
     assert rollup.expand(rows, "location").empty
+
+
+def test_expand_arrow_matches_expand_row_for_row():
+    import pyarrow as pa
+
+    rows = pa.table({"ts": [10, 20, 30, 40, 50], "tbname": ["t1", "t2", "t3", "t1", "t4"],
+                     "location": ["A.B.C", "A.B.D", None, "A.B.C", ""]})
+    out = rollup.expand_arrow(rows, "location")
+    # by hand: t1's rows in A, A.B, A.B.C; t2's in A, A.B, A.B.D; the NULL and the empty path in none
+    assert out.to_pydict() == {
+        "ts": [10, 10, 10, 20, 20, 20, 40, 40, 40],
+        "tbname": ["t1"] * 3 + ["t2"] * 3 + ["t1"] * 3,
+        "location": ["A", "A.B", "A.B.C", "A", "A.B", "A.B.D", "A", "A.B", "A.B.C"],
+    }
+    assert rollup.expand_arrow(rows.slice(0, 0), "location").num_rows == 0
+    with pytest.raises(rollup.RollupPathError, match="'A. B' of subtable t9"):
+        rollup.expand_arrow(pa.table({"tbname": ["t9"], "location": ["A. B"]}), "location")
+
+
+def test_member_mask_is_covers_over_a_column():
+    values = pd.Series(["A.B", "A.B.C", "A.BC", None, "A"])
+    assert rollup.member_mask(values, "A.B").tolist() == [True, True, False, False, False]
+    assert rollup.member_mask(values, None).tolist() == [False] * 5
+
+
+def test_a_rollup_plan_groups_by_the_tag_and_the_spark_engine_refuses_it():
+    from airflow_stream_provider.sql import parse
+    from airflow_stream_provider.windows.spark_detector import spark_refusal
+    from airflow_stream_provider.windows.trigger_plan import TriggerPlan
+
+    (stmt,) = parse("CREATE STREAM s INTERVAL(1m) SLIDING(1m) FROM meters ROLLUP BY Location INTO o "
+                    "AS SELECT _twstart, count(*) FROM %%trows")
+    plan = TriggerPlan.build(stmt, "meters", path="/nowhere", columns=["ts", "v", "tbname", "location"],
+                             ts_column="ts", row_key=("tbname", "ts"))
+    assert plan.rollup and plan.keys == ("location",) and "tbname" in plan.columns
+    assert "ROLLUP BY" in (spark_refusal(plan) or "")

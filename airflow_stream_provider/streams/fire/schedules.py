@@ -19,6 +19,7 @@ from airflow_stream_provider.streams.runtime import RunReport, StreamRuntime, gr
 from airflow_stream_provider.values import epoch_micros
 from airflow_stream_provider.warehouse import mapping
 from airflow_stream_provider.warehouse.catalog import TBNAME
+from airflow_stream_provider.windows import rollup
 
 
 def sliding_instants(schedule: Schedule, after: datetime, until: datetime,
@@ -92,8 +93,18 @@ def _groups(runtime: StreamRuntime, version: int | None) -> list[tuple]:
     df = reader.load(str(runtime.info.path)).transform(mapping.renamer(str(runtime.info.path)))
     if runtime.source and runtime.source.subtable:
         df = df.where(F.col(TBNAME) == runtime.source.subtable)
+    df = _by_group(runtime, df)
     rows = df.select(*[F.col(f"`{c.name}`") for c in runtime.group_columns]).distinct().collect()
     return sorted((tuple(r) for r in rows), key=lambda t: tuple(str(v) for v in t))
+
+
+def _by_group(runtime: StreamRuntime, df: DataFrame) -> DataFrame:
+    """The trigger table's rows as its groups read them: ROLLUP BY's once per rollup group, the tag
+    naming the group (its paths checked first: an invalid one fails the stream)."""
+    if runtime.stmt.rollup_by is None:
+        return df
+    runtime.rollup_counts()
+    return rollup.spark_expand(df, runtime.group_columns[0].name)
 
 
 def _changed_groups(runtime: StreamRuntime, since: int | None, until: int | None) -> dict[tuple, list[int]]:
@@ -106,6 +117,7 @@ def _changed_groups(runtime: StreamRuntime, since: int | None, until: int | None
           .where(F.col("_change_type").isin("insert", "update_postimage")))
     if runtime.source and runtime.source.pre_filter:
         df = df.where(F.expr(runtime.source.pre_filter))
+    df = _by_group(runtime, df)
     keys = [F.col(f"`{c.name}`") for c in runtime.group_columns]
     out: dict[tuple, list[int]] = {}
     for row in df.select(*keys, "_commit_version").distinct().collect():
@@ -135,6 +147,7 @@ def sliding_triggers(runtime: StreamRuntime, state: StreamState, report: RunRepo
         df = df.where(F.col(TBNAME) == runtime.source.subtable)
     if runtime.source and runtime.source.pre_filter:
         df = df.where(F.expr(runtime.source.pre_filter))
+    df = _by_group(runtime, df)
     keys = [F.col(f"`{c.name}`") for c in runtime.group_columns]
     spans = df.groupBy(*keys).agg(F.min(F.col(f"`{ts}`")).alias("lo"), F.max(F.col(f"`{ts}`")).alias("hi")).collect()
     watermark = opts.watermark.to_timedelta() if opts.watermark else timedelta(0)
@@ -200,6 +213,7 @@ def sliding_in_range(runtime: StreamRuntime, rows: DataFrame, start: datetime, e
         rows = rows.where(F.col(TBNAME) == runtime.source.subtable)
     if runtime.source and runtime.source.pre_filter:
         rows = rows.where(F.expr(runtime.source.pre_filter))
+    rows = _by_group(runtime, rows)
     keys = [F.col(f"`{c.name}`") for c in runtime.group_columns]
     spans = rows.groupBy(*keys).agg(F.max(F.col(f"`{runtime.info.timestamp_column}`")).alias("hi")).collect()
     watermark = opts.watermark.to_timedelta() if opts.watermark else timedelta(0)

@@ -271,6 +271,7 @@ def windows_in_range_locally(runtime: StreamRuntime, start: datetime, end: datet
         table = table.filter(pc.equal(table["tbname"], plan.subtable))
     if plan.since is not None:
         table = table.filter(pc.greater_equal(table[plan.ts_column], _stamp(plan.since, ts.type)))
+    table = plan.expand(table)  # (ROLLUP BY: once per rollup group)
     # the groups' PARTITION BY values as the live detector takes them, so the trigger ids are its own
     codes, keys = detector.group_codes(table, plan.keys)
     rows = detector.group_slices(table.to_pandas(), codes, len(keys))
