@@ -31,8 +31,15 @@ from airflow_stream_provider.sql.tdengine.nested import bind_layers
 from airflow_stream_provider.streams import output as out
 from airflow_stream_provider.streams.compute import Compute
 from airflow_stream_provider.streams.duckdb import DuckDBCompute
-from airflow_stream_provider.streams.fired import (ROLLUP_BELOW, TIMESTAMPS, TROWS_FROM, TROWS_TO, Fired, TriggerSource,
-                                                   base_name)
+from airflow_stream_provider.streams.fired import (
+    ROLLUP_BELOW,
+    TIMESTAMPS,
+    TROWS_FROM,
+    TROWS_TO,
+    Fired,
+    TriggerSource,
+    base_name,
+)
 from airflow_stream_provider.values import epoch_micros
 from airflow_stream_provider.warehouse import Warehouse, mapping
 from airflow_stream_provider.warehouse.catalog import TBNAME, Column, SubTable, TableInfo
