@@ -223,7 +223,7 @@ class SparkTableDetector:
             if member.mirror is not None:
                 from airflow_stream_provider.windows.spark_mirror import Mirror
 
-                self.mirrors[member.plan.stream] = Mirror(member)
+                self.mirrors[member.plan.stream] = Mirror(member, str(checkpoint))
 
     def _windows(self) -> DataFrame:
         from pyspark.sql import functions as F

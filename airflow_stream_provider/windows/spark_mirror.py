@@ -12,8 +12,8 @@ the step's text, as the in-process detector keeps it), then ``commits/<N>``. So:
 - a stream moves to the in-process engine by starting its detector on that checkpoint, and to the
   spark engine by catching its checkpoint up with the in-process detector to the table's version
   and joining the query from the next version, its groups' state as the checkpoint holds it;
-- a query batch replayed after a crash is mirrored once: a mirrored batch records the query's batch
-  id, and one planned and not committed is finished with the same offset.
+- a query batch replayed after a crash is mirrored once: a mirrored batch records the query's
+  checkpoint and batch id, and one planned and not committed is finished with the same offset.
 
 A query batch that reads no row of the stream writes nothing to its checkpoint (the in-process
 detector also passes over versions without its rows): those versions, read again by the in-process
@@ -39,9 +39,10 @@ if TYPE_CHECKING:
 class Mirror:
     """One member's checkpoint as the table query writes it (on the driver, in ``foreachBatch``)."""
 
-    def __init__(self, member: Member) -> None:
+    def __init__(self, member: Member, query: str) -> None:
         assert member.mirror is not None
         self.member = member
+        self.query = query  # the query's checkpoint: its batch ids count from 0 in each
         self.checkpoint = Checkpoint(member.mirror)
         found = self.checkpoint.recover(member.first_version - 1)
         self.batch = found.committed
@@ -56,7 +57,8 @@ class Mirror:
             from airflow_stream_provider import storage
 
             offset = json.loads(storage.read_text(storage.join(member.mirror, "offsets", str(found.committed))))
-            self.query_batch = offset.get("query_batch")
+            if offset.get("query") == query:
+                self.query_batch = offset.get("query_batch")
 
     def write(self, query_batch: int, events: pd.DataFrame, states: dict[str, str], last_version: int | None,
               rows: int, at_ms: int, after_batch: Callable[[DetectedBatch], None] | None = None) -> BatchReport | None:
@@ -69,10 +71,10 @@ class Mirror:
             return None
         batch = self.batch + 1
         offset = self.planned
-        if offset is None or offset.get("query_batch") != query_batch:
+        if offset is None or (offset.get("query"), offset.get("query_batch")) != (self.query, query_batch):
             first = None if self.position is None else self.position + 1
             offset = {"first": first, "last": max(last_version, -1 if self.position is None else self.position),
-                      "at_ms": at_ms, "query_batch": query_batch}
+                      "at_ms": at_ms, "query": self.query, "query_batch": query_batch}
             self.checkpoint.plan(batch, offset)
         written = event_table([events], batch, int(offset["at_ms"])) if len(events) else None
         count = 0 if written is None else written.num_rows
