@@ -160,7 +160,8 @@ def node_master() -> str:
     try:
         import json
 
-        return str(json.loads((home() / "node" / "status.json").read_text(encoding="utf-8")).get("master") or "local[*]")
+        status = json.loads((home() / "node" / "status.json").read_text(encoding="utf-8"))
+        return str(status.get("master") or "local[*]")
     except (OSError, ValueError):
         return "local[*]"
 

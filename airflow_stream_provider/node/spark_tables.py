@@ -85,7 +85,7 @@ class SparkMember:
         return self.tables.tables.get(self.path)
 
     @property
-    def isActive(self) -> bool:  # noqa: N802 (a Structured Streaming query's name)
+    def isActive(self) -> bool:
         table = self._table
         return table is not None and (table.dirty or (table.query is not None and table.query.isActive))
 
@@ -98,7 +98,7 @@ class SparkMember:
         return table.query.exception() if table.query is not None else None
 
     @property
-    def lastProgress(self) -> dict | None:  # noqa: N802
+    def lastProgress(self) -> dict | None:
         table = self._table
         progress = table.query.lastProgress if table is not None and table.query is not None else None
         return dict(progress) if progress is not None else None

@@ -2,13 +2,14 @@
 streams, so that detection and the computations done in process (Python, one core per process) use
 every core of the machine.
 
-The node starts ``workers`` of these (``AIRFLOW_STREAM_NODE_WORKERS`` or ``[node] workers``, by
-default one per core the node may use) and keeps them running: a worker that dies is started again within a few seconds, and
-its streams resume from their checkpoints. Worker ``i`` of ``n`` hosts the window streams whose
-name falls in slot ``i`` (:func:`~.host.slot_of`), so that many streams on one table use every
-core, each worker reading the table's change feed once for its streams; the node itself keeps the
-row streams, whose queries run on its Spark session. A worker reaches Spark, when a computation needs it, through the
-node's Spark Connect endpoint, and answers the requests of its streams' tasks. It reports its
+The node starts ``workers`` of these (``AIRFLOW_STREAM_NODE_WORKERS`` or ``[node] workers``,
+by default one per core the node may use) and keeps them running: a worker that dies is started
+again within a few seconds, and its streams resume from their checkpoints. Worker ``i`` of ``n``
+hosts the in-process window streams whose name falls in slot ``i`` (:func:`~.host.slot_of`), so
+that many streams on one table use every core, each worker reading the table's change feed once
+for its streams; the node itself keeps the row streams and the spark engine's window streams,
+whose queries run on its Spark session. A worker reaches Spark, when a computation needs it,
+through the node's Spark Connect endpoint, and answers the requests of its streams' tasks. It reports its
 detectors in ``node/workers/<i>.json``, which the node's status merges, and ends with the node: it
 asks the kernel to be killed when its parent dies, and looks every second.
 
