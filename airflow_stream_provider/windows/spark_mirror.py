@@ -80,10 +80,10 @@ class Mirror:
         count = 0 if written is None else written.num_rows
         if written is not None:
             commit_events(written, self.member.events_path, self.member.app_id, batch)
-        changed: dict[str, list | None] = {key: [state, None] for key, state in states.items()}
-        merged = {**self.groups, **changed}
+        ran: dict[str, list] = {key: [state, None] for key, state in states.items()}
+        merged = {**self.groups, **ran}
         snapshot = batch - self.snapshot >= SNAPSHOT_EVERY
-        self.checkpoint.save(batch, changed, merged if snapshot else None)
+        self.checkpoint.save(batch, dict(ran), merged if snapshot else None)
         if count:
             self.checkpoint.mark_events(batch)
         if after_batch is not None:
