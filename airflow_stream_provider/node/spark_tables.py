@@ -125,8 +125,12 @@ class SparkTables:
         return SparkMember(self, key, path)
 
     def leave(self, key: str, path: str) -> None:
+        """``key`` leaves its table's query, which stops at once (before the stream's detector lock
+        is let go of, so that no other detector writes its checkpoint while the query does) and
+        starts again without it at the next :meth:`apply`."""
         table = self.tables.get(path)
         if table is not None and table.members.pop(key, None) is not None:
+            self._halt(table)
             table.dirty = True
 
     def apply(self) -> None:

@@ -1,8 +1,8 @@
 """The node's host runs the spark detector engine: a stream naming ENGINE('spark') is detected by
 its table's Structured Streaming query on the host's Spark session (local[2] here), its events and
 results equal to its in-process twin's on the same rows; and a stream moved from the in-process
-engine to the spark engine (the node's engine setting changed) keeps its open window, writing each
-window and event once."""
+engine to the spark engine and back (the node's engine setting changed) keeps its open windows,
+writing each window and event once."""
 
 from __future__ import annotations
 
@@ -107,7 +107,7 @@ def test_a_spark_engine_stream_writes_what_its_in_process_twin_writes(home):
     assert results(wh, "sp") == [*want, ("00:00:20", 1, 5)]
 
 
-def test_a_stream_moved_to_the_spark_engine_keeps_its_open_window(home, monkeypatch):
+def test_a_stream_moved_to_the_spark_engine_and_back_keeps_its_open_windows(home, monkeypatch):
     wh, host = home
     list(statements.run(wh, STREAM.format(name="mv", options="")))
     host.reconcile()
@@ -129,3 +129,14 @@ def test_a_stream_moved_to_the_spark_engine_keeps_its_open_window(home, monkeypa
         ("WINDOW_CLOSE", "2025-01-01 00:00:10+00:00", "2025-01-01 00:00:20+00:00")]
     # the window open across the move counts the row read before it and the one after
     assert results(wh, "mv") == [("00:00:00", 3, 6), ("00:00:10", 2, 30)]
+    # and back: the in-process detector goes on from the checkpoint the query kept ([20s, 30s) open
+    # with the row at 25 s, which the row at 33 s closes)
+    monkeypatch.setenv("AIRFLOW_STREAM_DETECTOR_ENGINE", "in-process")
+    host.reconcile()
+    assert host.hosted["e.mv"].engine == "in-process"
+    insert(wh, (33, 4))
+    wait_for_closes(host, wh, {"mv": 3})
+    time.sleep(1.0)
+    found = events(wh, "mv")
+    assert len({row[0] for row in found if row[1] == "WINDOW_CLOSE"}) == sum(row[1] == "WINDOW_CLOSE" for row in found)
+    assert results(wh, "mv") == [("00:00:00", 3, 6), ("00:00:10", 2, 30), ("00:00:20", 1, 5)]
