@@ -130,16 +130,59 @@ def tdengine_semantics() -> str:
     return semantics
 
 
+#: the detector engines a stream or a node can name
+DETECTOR_ENGINES = ("in-process", "spark", "auto")
+
+
 def detector_engine() -> str:
-    """The node's detector engine: ``AIRFLOW_STREAM_DETECTOR_ENGINE``, else ``[node] detector_engine``
-    of ``airflow-stream.toml``; ``in-process``, the default and the one engine the node hosts (the
-    spark engine's table queries are started from Python)."""
+    """The node's detector engine for the window streams that name none:
+    ``AIRFLOW_STREAM_DETECTOR_ENGINE``, else ``[node] detector_engine`` of ``airflow-stream.toml``;
+    ``in-process`` (the default), ``spark`` or ``auto`` (spark when the node drives a cluster)."""
     value = os.environ.get("AIRFLOW_STREAM_DETECTOR_ENGINE") or settings().get("node", {}).get("detector_engine")
     engine = str(value).strip().lower() if value else "in-process"
-    if engine != "in-process":
+    if engine not in DETECTOR_ENGINES:
         raise ValueError(f"detector engine {value!r} (AIRFLOW_STREAM_DETECTOR_ENGINE or [node] detector_engine): "
-                         "the stream node hosts the in-process engine only")
+                         f"expected one of {', '.join(DETECTOR_ENGINES)}")
     return engine
+
+
+def node_workers() -> int | None:
+    """The stream node's worker processes as configured: ``AIRFLOW_STREAM_NODE_WORKERS``, else
+    ``[node] workers`` of ``airflow-stream.toml`` (None: one per usable core)."""
+    value = os.environ.get("AIRFLOW_STREAM_NODE_WORKERS")
+    if value is None or not value.strip():
+        value = settings().get("node", {}).get("workers")
+    if value is None or not str(value).strip():
+        return None
+    try:
+        return max(0, int(str(value).strip()))
+    except ValueError:
+        raise ValueError(f"node workers {value!r} (AIRFLOW_STREAM_NODE_WORKERS or [node] workers): "
+                         "expected a number of processes") from None
+
+
+def node_master() -> str:
+    """The Spark master of this home's stream node: ``AIRFLOW_STREAM_NODE_MASTER`` (which the node
+    sets for itself and its workers), else what the running node's ``status.json`` reports, else
+    ``local[*]`` (no node reported one)."""
+    value = os.environ.get("AIRFLOW_STREAM_NODE_MASTER", "").strip()
+    if value:
+        return value
+    try:
+        import json
+
+        status = json.loads((home() / "node" / "status.json").read_text(encoding="utf-8"))
+        return str(status.get("master") or "local[*]")
+    except (OSError, ValueError):
+        return "local[*]"
+
+
+def resolve_engine(named: str, master: str) -> str:
+    """The engine that runs a stream naming ``named`` on a node whose Spark master is ``master``:
+    ``auto`` is ``spark`` on a standalone cluster (``spark://...``) and ``in-process`` on ``local[*]``."""
+    if named == "auto":
+        return "spark" if master.startswith("spark://") else "in-process"
+    return named
 
 
 def stream_settings(db: str, name: str) -> dict:

@@ -109,6 +109,7 @@ from airflow_stream_provider.model.statements import (
     TagDefinition,
     UseDatabase,
     VerifyStream,
+    spark_refusal_of,
 )
 from airflow_stream_provider.model.time import (
     ALL_UNITS,
@@ -138,6 +139,7 @@ from airflow_stream_provider.model.triggers import (
 from airflow_stream_provider.model.types import DataType, Position, SqlExpression, TableName, Value
 
 __all__ = [
+    "spark_refusal_of",
     "AttachTable",
     "Describe",
     "ShowTables",

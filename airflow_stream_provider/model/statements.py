@@ -358,3 +358,23 @@ class DropDatabase(Statement):
 class Select(Statement):
     query: SqlExpression
     kind = "SELECT"
+
+
+def spark_refusal_of(stmt: CreateStream) -> tuple[str, str] | None:
+    """What of ``stmt`` the ``spark`` detector engine does not run: (the option's word, what it is),
+    or None (the engine runs it). The engine's query has no processing-time timers (MAX_DELAY,
+    IDLE_TIMEOUT), computes nothing inside its batches (LOW_LATENCY_CALC), reads no snapshot before
+    the changes (FILL_HISTORY) and runs the window step of TDengine 3.3.7 only."""
+    options = stmt.options
+    if stmt.legacy is not None:
+        return "trigger", "the triggers of TDengine's engine before 3.3.7 (AT_ONCE, WINDOW_CLOSE, MAX_DELAY, ...)"
+    if options.max_delay is not None:
+        return "MAX_DELAY", "MAX_DELAY (a processing-time timer per window)"
+    if options.idle_timeout is not None:
+        return "IDLE_TIMEOUT", "IDLE_TIMEOUT (a processing-time timer per group)"
+    if options.low_latency_calc:
+        return "LOW_LATENCY_CALC", "LOW_LATENCY_CALC (results computed inside the detector's batch)"
+    if options.fill_history is not None:
+        word = "FILL_HISTORY_FIRST" if options.fill_history.first else "FILL_HISTORY"
+        return word, f"{word} (the table's snapshot read before its changes)"
+    return None

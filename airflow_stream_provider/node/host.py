@@ -29,16 +29,18 @@ import zlib
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pyspark.sql import SparkSession
 
+from airflow_stream_provider import config
 from airflow_stream_provider import model as m
 from airflow_stream_provider.files import write_json
 from airflow_stream_provider.model.events import StreamKind
 from airflow_stream_provider.node.answers import Answers
 from airflow_stream_provider.node.hosted import Batches, Hosted
 from airflow_stream_provider.plan.state import StreamState
-from airflow_stream_provider.plan.stream import computed_live, kind_of, plan_stream
+from airflow_stream_provider.plan.stream import computed_live, detector_engine_of, kind_of, plan_stream
 from airflow_stream_provider.streams.fire import rows
 from airflow_stream_provider.streams.fire.windows import detector_options, trigger_plan
 from airflow_stream_provider.streams.runtime import StreamRuntime
@@ -49,7 +51,8 @@ from airflow_stream_provider.windows.changes import FeedRegistry
 from airflow_stream_provider.windows.live import HostedQuery, LiveDetector
 from airflow_stream_provider.windows.turns import Turns
 
-log = logging.getLogger(__name__)
+if TYPE_CHECKING:
+    from airflow_stream_provider.node.spark_tables import SparkTables
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +86,10 @@ class Requests:
 
 def _hosting(query: object) -> str:
     """What the host runs for a stream, as its log says it."""
+    from airflow_stream_provider.node.spark_tables import SparkMember
+
+    if isinstance(query, SparkMember):
+        return "spark detector query"
     return "requests only" if isinstance(query, Requests) else "live detector"
 
 
@@ -101,18 +108,19 @@ def _report(path: Path, payload: dict) -> None:
     write_json(path, payload, default=str)
 
 
-#: which streams a host takes: (its kind, its db.name) -> yes or no
-Selection = Callable[[StreamKind, str], bool]
+#: which streams a host takes: (its kind, its db.name, its detector engine) -> yes or no
+Selection = Callable[[StreamKind, str, str | None], bool]
 
 
-def every_stream(kind: StreamKind, key: str) -> bool:
+def every_stream(kind: StreamKind, key: str, engine: str | None) -> bool:
     return True
 
 
-def node_keeps(kind: StreamKind, key: str) -> bool:
-    """The streams a node with workers hosts itself: the row streams and the PERIOD instants, which
-    run on its Spark session (the window streams go to its workers)."""
-    return kind in (StreamKind.ROW, StreamKind.PERIOD)
+def node_keeps(kind: StreamKind, key: str, engine: str | None) -> bool:
+    """The streams a node with workers hosts itself: the row streams, the PERIOD instants and the
+    window streams of the spark engine, which run on its Spark session (the other window streams go
+    to its workers)."""
+    return kind in (StreamKind.ROW, StreamKind.PERIOD) or engine == "spark"
 
 
 def slot_of(key: str, slots: int) -> int:
@@ -130,10 +138,14 @@ class DetectorHost:
     """
 
     def __init__(self, session: SparkSession | Callable[[], SparkSession], store: StreamStore | None = None,
-                 selects: Selection = every_stream) -> None:
+                 selects: Selection = every_stream, master: str | None = None) -> None:
         self.session = session
         self.store = store or StreamStore()
         self.selects = selects
+        #: the node's Spark master, which ``auto`` streams follow (spark on a cluster)
+        self.master = master or config.node_master()
+        self.spark_tables: SparkTables | None = None  # the spark engine's table queries, made when first needed
+        self.engines: dict[str, str | None] = {}  # each wanted stream's engine, as the last reconciliation found it
         self.hosted: dict[str, Hosted] = {}
         self.failed_at: dict[str, float] = {}
         self.feeds = FeedRegistry()
@@ -151,18 +163,24 @@ class DetectorHost:
                 log.warning("stream %s.%s: cannot read its definition: %s", db, name, err)
                 continue
             kind = kind_of(stored.statement)
-            if not kind.served or not self.selects(kind, stored.qualified):
+            try:
+                engine = detector_engine_of(stored.statement, self.master)
+            except ValueError as err:  # the node's engine setting is wrong: the in-process detector runs
+                log.warning("stream %s.%s: %s", db, name, err)
+                engine = "in-process"
+            if not kind.served or not self.selects(kind, stored.qualified, engine):
                 continue  # (a worker reads the state of its own streams only)
             if plan_stream(stored.statement, db, self.store.load_state(db, name)).paused:
                 continue
             out[stored.qualified] = stored
+            self.engines[stored.qualified] = engine
         return out
 
     def reconcile(self) -> None:
         wanted = self.wanted()
         for key in list(self.hosted):
             hosted = self.hosted[key]
-            if key not in wanted or wanted[key].text != hosted.stored.text:
+            if key not in wanted or wanted[key].text != hosted.stored.text or self.engines.get(key) != hosted.engine:
                 self._stop(key, "stopped" if key in wanted or hosted.stored.state_dir.exists() else "dropped")
             elif hosted.query.exception() is not None or not hosted.query.isActive:
                 self._fail(key, str(hosted.query.exception() or "the query stopped"))
@@ -172,6 +190,8 @@ class DetectorHost:
             if key in self.hosted or time.monotonic() - self.failed_at.get(key, -RETRY_AFTER_S) < RETRY_AFTER_S:
                 continue
             self._start(key, stored)
+        if self.spark_tables is not None:
+            self.spark_tables.apply()  # (a query restarts once for the streams that joined or left it)
 
     def _start(self, key: str, stored: StoredStream) -> None:
         fd = take_detector_lock(stored)
@@ -186,6 +206,11 @@ class DetectorHost:
             batches = Batches()
             if isinstance(stored.statement.trigger, m.PeriodTrigger):  # no detector: its instants are its DAG's
                 query = Requests()
+            elif self.engines.get(key) == "spark":
+                plan = trigger_plan(runtime)
+                after = self.answers.detected(stored, batches)
+                query = self._spark_tables().join(key, stored, plan, detector_options(stored, state),
+                                                  after, batches.done)
             elif isinstance(stored.statement.trigger, m.RowTrigger):
                 query = rows.start(runtime, stored, detector_options(stored, state), available_now=False,
                                    interval="250 milliseconds", after_batch=self.answers.consumed(stored))
@@ -201,10 +226,20 @@ class DetectorHost:
                                            "at": datetime.now(UTC).isoformat()})
             log.warning("stream %s: the detector did not start: %s\n%s", key, err, traceback.format_exc())
             return
-        self.hosted[key] = Hosted(stored, query, fd, runtime, batches=batches)
+        self.hosted[key] = Hosted(stored, query, fd, runtime, batches=batches, engine=self.engines.get(key))
         self.failed_at.pop(key, None)
         log.info("stream %s: %s started (%s)", key, _hosting(query), query.id)
         self._progress(self.hosted[key])
+
+    def _spark_tables(self) -> SparkTables:
+        """The spark engine's table queries, on the host's own Spark session (the node's)."""
+        from airflow_stream_provider.node.spark_tables import SparkTables
+        from airflow_stream_provider.spark.endpoint import folder
+
+        if self.spark_tables is None:
+            session = self.session if isinstance(self.session, SparkSession) else self.session()
+            self.spark_tables = SparkTables(session, folder() / "spark-detectors")
+        return self.spark_tables
 
     def runtime(self, stored: StoredStream, state: StreamState) -> StreamRuntime:
         """The stream resolved for its detector's batches, on a warehouse of its own over the host's
@@ -229,6 +264,7 @@ class DetectorHost:
             progress = dict(progress)
         _report(hosted.stored.detector_path, {
             "host": "node", "pid": os.getpid(), "status": "running", "query_id": str(hosted.query.id),
+            "engine": hosted.engine,
             "started": hosted.started, "at": datetime.now(UTC).isoformat(),
             "last_progress": {k: progress.get(k) for k in ("batchId", "numInputRows", "inputRowsPerSecond",
                                                            "processedRowsPerSecond", "timestamp")}
@@ -263,6 +299,8 @@ class DetectorHost:
         self.answers.shutdown()
         for key in list(self.hosted):
             self._stop(key, "stopped")
+        if self.spark_tables is not None:
+            self.spark_tables.stop_all()
         self.answers.join()
 
     def serve_requests(self) -> int:
@@ -274,4 +312,4 @@ class DetectorHost:
         """The live detectors as the node's status lists its queries."""
         return [{"id": str(h.query.id), "run_id": str(getattr(h.query, "run_id", "")), "name": f"detector:{key}",
                  "active": h.query.isActive, "last_progress": h.query.lastProgress}
-                for key, h in self.hosted.items() if isinstance(h.query, LiveDetector)]
+                for key, h in self.hosted.items() if isinstance(h.query, LiveDetector) or h.engine == "spark"]

@@ -61,3 +61,4 @@ class Hosted:
     #: the rounds computed since the last compute that goes on answered, for the next one to tell
     between_runs: list[str] = field(default_factory=list)
     released: bool = False  # no longer hosted: a compute that goes on ends
+    engine: str | None = None  # the detector engine that runs it (None: no detector)

@@ -355,9 +355,13 @@ class Node:
         write_json(self.folder / "node.json", {"pid": os.getpid(), "port": self.port, "started": started.isoformat(),
                                                "instance": self.instance, "home": home_key()})
         log.info("stream node serving Spark Connect on sc://%s:%s", HOST, self.port)
+        # the node's master tells the node, its workers and SHOW STREAMS which streams ENGINE('auto')
+        # puts on the spark engine
+        os.environ["AIRFLOW_STREAM_NODE_MASTER"] = self.master
         slots = default_workers()
         self.pool = WorkerPool(slots) if slots else None
-        self.host = DetectorHost(self.session, selects=every_stream if self.pool is None else node_keeps)
+        self.host = DetectorHost(self.session, selects=every_stream if self.pool is None else node_keeps,
+                                 master=self.master)
         threading.Thread(target=self._serve_requests, name="stream-requests", daemon=True).start()
 
     def _spark_conf(self) -> dict[str, str | None]:

@@ -2,13 +2,14 @@
 streams, so that detection and the computations done in process (Python, one core per process) use
 every core of the machine.
 
-The node starts ``workers`` of these (``AIRFLOW_STREAM_NODE_WORKERS``, by default one per core up
-to four) and keeps them running: a worker that dies is started again within a few seconds, and
-its streams resume from their checkpoints. Worker ``i`` of ``n`` hosts the window streams whose
-name falls in slot ``i`` (:func:`~.host.slot_of`), so that many streams on one table use every
-core, each worker reading the table's change feed once for its streams; the node itself keeps the
-row streams, whose queries run on its Spark session. A worker reaches Spark, when a computation needs it, through the
-node's Spark Connect endpoint, and answers the requests of its streams' tasks. It reports its
+The node starts ``workers`` of these (``AIRFLOW_STREAM_NODE_WORKERS`` or ``[node] workers``,
+by default one per core the node may use) and keeps them running: a worker that dies is started
+again within a few seconds, and its streams resume from their checkpoints. Worker ``i`` of ``n``
+hosts the in-process window streams whose name falls in slot ``i`` (:func:`~.host.slot_of`), so
+that many streams on one table use every core, each worker reading the table's change feed once
+for its streams; the node itself keeps the row streams and the spark engine's window streams,
+whose queries run on its Spark session. A worker reaches Spark, when a computation needs it,
+through the node's Spark Connect endpoint, and answers the requests of its streams' tasks. It reports its
 detectors in ``node/workers/<i>.json``, which the node's status merges, and ends with the node: it
 asks the kernel to be killed when its parent dies, and looks every second.
 
@@ -48,12 +49,12 @@ _PR_SET_PDEATHSIG = 1
 
 
 def default_workers() -> int:
-    """``AIRFLOW_STREAM_NODE_WORKERS``, else one per core the process may use (0: the node hosts every
-    detector itself)."""
-    value = os.environ.get("AIRFLOW_STREAM_NODE_WORKERS")
-    if value is not None and value.strip():
-        return max(0, int(value))
-    return max(1, usable_cores())
+    """``AIRFLOW_STREAM_NODE_WORKERS`` or ``[node] workers``, else one per core the process may use
+    (0: the node hosts every detector itself)."""
+    from airflow_stream_provider import config
+
+    configured = config.node_workers()
+    return max(1, usable_cores()) if configured is None else configured
 
 
 def usable_cores() -> int:
@@ -94,8 +95,9 @@ def serve(slot: int, slots: int, parent: int | None = None) -> int:
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
 
-    def selects(kind: StreamKind, key: str) -> bool:
-        return kind is StreamKind.WINDOW and slot_of(key, slots) == slot
+    def selects(kind: StreamKind, key: str, engine: str | None) -> bool:
+        # (the spark engine's streams run on the node's own Spark session)
+        return kind is StreamKind.WINDOW and engine != "spark" and slot_of(key, slots) == slot
 
     log_to_console(f"[worker {slot}] ")
     host = DetectorHost(spark_session, selects=selects)

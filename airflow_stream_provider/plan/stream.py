@@ -19,6 +19,7 @@ from typing import Any
 from airflow_stream_provider import config
 from airflow_stream_provider import model as m
 from airflow_stream_provider.model.events import STREAM_KINDS, StreamKind
+from airflow_stream_provider.model.statements import spark_refusal_of
 from airflow_stream_provider.plan import ids
 from airflow_stream_provider.plan.schedule import ResampleSchedule, Schedule, recalc_step, schedule_of
 from airflow_stream_provider.plan.state import StreamState
@@ -103,6 +104,21 @@ def kind_of(stmt: m.CreateStream) -> StreamKind:
     """What drives the stream, as its trigger's kind says
     (:data:`~airflow_stream_provider.model.events.STREAM_KINDS`)."""
     return STREAM_KINDS[stmt.trigger.keyword]
+
+
+def detector_engine_of(stmt: m.CreateStream, master: str) -> str | None:
+    """The engine that detects a window stream's windows on a node whose Spark master is
+    ``master`` (None: the stream has no detector). ``ENGINE(...)``, else the node's
+    (:func:`~airflow_stream_provider.config.detector_engine`); ``auto`` is ``spark`` on a cluster.
+    A stream that does not name ``spark`` and uses what the spark engine does not run
+    (:func:`spark_refusal_of`) stays on the in-process engine."""
+    if kind_of(stmt) is not StreamKind.WINDOW:
+        return None
+    named = stmt.options.engine or config.detector_engine()
+    engine = config.resolve_engine(named, master)
+    if engine == "spark" and stmt.options.engine != "spark" and spark_refusal_of(stmt) is not None:
+        return "in-process"
+    return engine
 
 
 def computed_live(stmt: m.CreateStream) -> bool:

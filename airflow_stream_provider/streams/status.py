@@ -23,7 +23,7 @@ from airflow_stream_provider.files import append_file, write_text
 from airflow_stream_provider.model.events import STREAM_KINDS, EventType, StreamKind
 from airflow_stream_provider.plan.freshness import Freshness, configured
 from airflow_stream_provider.plan.state import RECENT_S, StreamState
-from airflow_stream_provider.plan.stream import plan_stream
+from airflow_stream_provider.plan.stream import detector_engine_of, plan_stream
 from airflow_stream_provider.streams.notifications import outbox_of
 from airflow_stream_provider.streams.probes import last_write_at, max_event_time, open_delta, progress_time
 from airflow_stream_provider.streams.store import StoredStream, StreamStore
@@ -82,10 +82,9 @@ def language(stmt: m.CreateStream) -> str:
 
 
 def engine_of(stmt: m.CreateStream) -> str | None:
-    """The detector engine of a window stream (None: the stream has no detector)."""
-    if STREAM_KINDS[stmt.trigger.keyword] is not StreamKind.WINDOW:
-        return None
-    return stmt.options.engine or config.detector_engine()
+    """The detector engine that runs a window stream on this home's node (None: the stream has no
+    detector): its ENGINE, else the node's, with ``auto`` resolved by the node's Spark master."""
+    return detector_engine_of(stmt, config.node_master())
 
 
 def _event_counts(stored: StoredStream) -> dict[str, int]:
@@ -307,7 +306,10 @@ def stream_status(warehouse: Warehouse, stored: StoredStream, store: StreamStore
     recalculated = state.recalculated_triggers + reclosed
     return {
         "stream_name": stored.name, "db_name": stored.db, "status": status, "trigger": str(stmt.trigger),
-        "language": language(stmt), "engine": engine_of(stmt),
+        "language": language(stmt),
+        # the engine the node runs it on, as it reported it; else the one it would run it on
+        "engine": detector.get("engine") if detector.get("status") == "running" and detector.get("engine")
+        else engine_of(stmt),
         "timezone": stmt.timezone or config.timezone_name(), "semantics": state.semantics,
         "create_time": state.created,
         "progress": progress, "lag_s": lag, "next_instant": next_instant,

@@ -135,8 +135,15 @@ class DetectedBatch:
     rows: int = 0
 
 
-def _key_text(key: tuple) -> str:
+def key_text(key: tuple) -> str:
+    """The text a group's state is kept under in a detector checkpoint."""
     return json.dumps([json_safe(v) for v in key], default=str)
+
+
+def app_id_of(stream: str, checkpoint: str) -> str:
+    """The Delta transaction id the event commits of ``stream``'s detector on ``checkpoint`` record."""
+    place = checkpoint if is_remote(checkpoint) else Path(checkpoint).resolve()
+    return "airflow-stream-detector-" + hashlib.sha1(f"{stream}\x1f{place}".encode()).hexdigest()[:16]
 
 
 def group_codes(table: pa.Table, keys: tuple[str, ...]) -> tuple[np.ndarray, list[tuple]]:
@@ -206,8 +213,9 @@ class Detector:
             plan, timeouts=self.timeouts)
         self.after_batch = after_batch
         self.results_first = results_first and after_batch is not None
-        place = options.checkpoint if is_remote(options.checkpoint) else Path(options.checkpoint).resolve()
-        self.app_id = "airflow-stream-detector-" + hashlib.sha1(f"{plan.stream}\x1f{place}".encode()).hexdigest()[:16]
+        self.app_id = app_id_of(plan.stream, options.checkpoint)
+        #: the last table version its batches read (None: the table's latest; a catch-up's end)
+        self.until: int | None = None
         self.checkpoint = Checkpoint(options.checkpoint)
         # the last version before the feed: the table as the stream was created, or as it is now
         after: int | None
@@ -244,6 +252,8 @@ class Detector:
         if self.planned is not None:
             return self.planned
         latest = self.feed.latest()
+        if self.until is not None and latest is not None:
+            latest = min(latest, self.until)
         if self.position is None and self.plan.history:  # FILL_HISTORY: the table as it is, first
             if latest is None:
                 return None
@@ -339,7 +349,7 @@ class Detector:
         """The text a group's state is kept under, made once per key (every batch names its groups)."""
         text = self._texts.get(key)
         if text is None:
-            text = self._texts[key] = _key_text(key)
+            text = self._texts[key] = key_text(key)
         return text
 
     def next_timeout(self) -> float | None:

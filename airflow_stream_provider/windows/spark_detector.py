@@ -29,8 +29,8 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -61,6 +61,13 @@ ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateS
 #: the state function's state: the step's JSON text
 STATE_SCHEMA = "state string"
 _STREAM, _KEY, _KEEP = "__stream", "__key", "__keep"
+#: what the state function gives beside a group's events: one row per group it ran, its state as
+#: the in-process detector keys it, and the last table version among its rows
+_STATE_KEY, _STATE, _VERSION = "__state_key", "__state", "__version"
+OUTPUT_SCHEMA = f"{EVENT_SCHEMA}, {_STATE_KEY} string, {_STATE} string, {_VERSION} long"
+#: as many data files as a batch may read: a batch reads whole table versions, so a version is
+#: never split between two batches (what a member caught up with is then a version boundary)
+ALL_FILES = str(2**31 - 1)
 
 
 def spark_refusal(plan: TriggerPlan) -> str | None:
@@ -89,10 +96,27 @@ class Member:
     events_path: str
     first_version: int = 0
     skip_versions: tuple[tuple[int, int], ...] = ()
+    #: the stream's own detector checkpoint (the in-process format), which the query keeps up to date
+    #: batch by batch (:mod:`.spark_mirror`): None, the query's batch ids and no checkpoint of its own
+    mirror: str | None = None
+    #: the groups' state to start from (the in-process key text -> the step's state text)
+    seeds: Mapping[str, str] = field(default_factory=dict)
+    #: what the query keys the stream's groups under in its state store (default: the stream's name);
+    #: a member joining a query again takes a new one, so no state of an earlier run is read
+    tag: str = ""
+
+    @property
+    def key(self) -> str:
+        return self.tag or self.plan.stream
 
     @property
     def app_id(self) -> str:
-        """The Delta transaction id its event commits record (one per stream and table query)."""
+        """The Delta transaction id its event commits record: with a mirror, the in-process
+        detector's on the same checkpoint (the stream's batch ids go on across engines)."""
+        if self.mirror is not None:
+            from airflow_stream_provider.windows.detector import app_id_of
+
+            return app_id_of(self.plan.stream, self.mirror)
         return "airflow-stream-spark-detector-" + hashlib.sha1(
             f"{self.plan.stream}\x1f{self.plan.path}".encode()).hexdigest()[:16]
 
@@ -128,14 +152,22 @@ def _keeps(member: Member, types: dict[str, str]) -> Column:
     return keep
 
 
+#: what a member's batches tell: (before its checkpoint commits one, after), as the in-process
+#: detector's ``after_batch`` and ``on_batch`` are told
+Hooks = tuple[Callable[[Any], None] | None, Callable[[Any], None] | None]
+
+
 class GroupStep:
     """The state function: one group of one stream through its :class:`.step.Step`, its windows as
     event rows. It runs on the executors, so it holds only plans (plain data)."""
 
-    def __init__(self, plans: Sequence[TriggerPlan]) -> None:
-        self.plans = {plan.stream: plan for plan in plans}
+    def __init__(self, members: Sequence[Member]) -> None:
+        self.plans = {member.key: member.plan for member in members}
+        self.seeds = {member.key: dict(member.seeds) for member in members}
 
     def __call__(self, key: tuple, frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
+        from airflow_stream_provider.windows.detector import key_text as state_key
+
         stream, key_text = str(key[0]), str(key[1])
         plan = self.plans[stream]
         raw = pd.concat(list(frames), ignore_index=True)
@@ -144,9 +176,14 @@ class GroupStep:
         order = np.lexsort((rank, raw["_commit_version"].to_numpy(np.int64)))
         raw = raw.iloc[order].reset_index(drop=True).drop(columns=[_STREAM, _KEY])
         values = tuple(json.loads(key_text).values())
-        saved = state.get[0] if state.exists else None
+        text = state_key(values if plan.keys else (0,))  # (the in-process detector's one group is (0,))
+        last_version = int(raw["_commit_version"].max())
+        saved = state.get[0] if state.exists else self.seeds[stream].get(text)
         done = Step(plan, timeouts=False).advance(values, raw, saved, int(time.time() * 1000))
         state.update((done.state,))
+        yield pd.DataFrame({**{name: [None] for name in EVENT_COLUMNS}, "stream": [plan.stream],
+                            "row_count": [len(raw)], _STATE_KEY: [text], _STATE: [done.state],
+                            _VERSION: [last_version]})
         if not done.parts:
             return
         found: dict[str, list] = {}
@@ -156,7 +193,7 @@ class GroupStep:
                   for kind, parts in found.items()}
         events = batch_event_rows(plan, [plan.group_keys(values)], joined)
         if len(events):
-            yield events[list(EVENT_COLUMNS)]
+            yield events[list(EVENT_COLUMNS)].assign(**{_STATE_KEY: None, _STATE: None, _VERSION: None})
 
 
 class SparkTableDetector:
@@ -168,7 +205,7 @@ class SparkTableDetector:
     """
 
     def __init__(self, spark: SparkSession, path: str, members: Sequence[Member], checkpoint: str,
-                 starting_version: int) -> None:
+                 starting_version: int, hooks: Mapping[str, Hooks] | None = None) -> None:
         if not members:
             raise ValueError("a table's detector query needs at least one stream")
         path = str(path)
@@ -183,25 +220,34 @@ class SparkTableDetector:
         self.members = {member.plan.stream: member for member in members}
         self.checkpoint = checkpoint
         self.starting_version = starting_version
+        #: per member with a mirror: what is told of each batch of its checkpoint, before and after it commits
+        self.hooks = dict(hooks or {})
+        self.mirrors: dict[str, Any] = {}
+        for member in members:
+            if member.mirror is not None:
+                from airflow_stream_provider.windows.spark_mirror import Mirror
+
+                self.mirrors[member.plan.stream] = Mirror(member, str(checkpoint))
 
     def _windows(self) -> DataFrame:
         from pyspark.sql import functions as F
 
         spark = self.spark
         feed = (spark.readStream.format("delta").option("readChangeFeed", "true")
-                .option("startingVersion", str(self.starting_version)).load(self.path))
+                .option("startingVersion", str(self.starting_version))
+                .option("maxFilesPerTrigger", ALL_FILES).load(self.path))
         types = dict(feed.dtypes)
         columns = list(dict.fromkeys(c for m in self.members.values() for c in m.plan.columns))
         copies = F.explode(F.array(*[
-            F.struct(F.lit(name).alias(_STREAM), _key_json(m.plan, types).alias(_KEY), _keeps(m, types).alias(_KEEP))
-            for name, m in self.members.items()])).alias("__copy")
+            F.struct(F.lit(m.key).alias(_STREAM), _key_json(m.plan, types).alias(_KEY), _keeps(m, types).alias(_KEEP))
+            for m in self.members.values()])).alias("__copy")
         rows = feed.select(*[F.col(f"`{c}`") for c in columns], "_change_type", "_commit_version", copies)
         rows = rows.where(F.col("__copy." + _KEEP)).select(
             F.col("__copy." + _STREAM).alias(_STREAM), F.col("__copy." + _KEY).alias(_KEY),
             *[F.col(f"`{c}`") for c in columns], "_change_type", "_commit_version")
-        step = GroupStep([m.plan for m in self.members.values()])
+        step = GroupStep(list(self.members.values()))
         return rows.groupBy(_STREAM, _KEY).applyInPandasWithState(
-            step, EVENT_SCHEMA, STATE_SCHEMA, "append", "NoTimeout")
+            step, OUTPUT_SCHEMA, STATE_SCHEMA, "append", "NoTimeout")
 
     def _write(self, events: DataFrame, batch_id: int) -> None:
         """One batch's events, each stream's in one commit of its event table (once per batch)."""
@@ -209,10 +255,22 @@ class SparkTableDetector:
         found = pd.DataFrame(events.toPandas())
         if not len(found):
             return
-        for stream, rows in found.groupby("stream", sort=True):
-            member = self.members[str(stream)]
-            rows = _in_order(rows, member.plan.spec.conditions > 1)
-            written = event_table([rows], batch_id, at_ms)
+        states = found[found[_STATE_KEY].notna()]
+        found = found[found[_STATE_KEY].isna()]
+        for stream, member in self.members.items():
+            rows = found[found["stream"] == stream]
+            rows = _in_order(rows, member.plan.spec.conditions > 1) if len(rows) else rows[list(EVENT_COLUMNS)]
+            mirror = self.mirrors.get(stream)
+            if mirror is not None:
+                mine = states[states["stream"] == stream]
+                after, done = self.hooks.get(stream, (None, None))
+                report = mirror.write(batch_id, rows, dict(zip(mine[_STATE_KEY], mine[_STATE], strict=True)),
+                                      int(mine[_VERSION].max()) if len(mine) else None,
+                                      int(mine["row_count"].sum()), at_ms, after)
+                if report is not None and done is not None:
+                    done(report)
+                continue
+            written = event_table([rows], batch_id, at_ms) if len(rows) else None
             if written is not None:
                 commit_events(written, member.events_path, member.app_id, batch_id)
 

@@ -230,6 +230,53 @@ def test_node_hosts_the_live_detector_of_each_running_window_stream(running_node
     assert "detector:live.avg1m" not in {q["name"] for q in node.status()["queries"]}
 
 
+def test_the_node_runs_a_spark_engine_stream_as_its_in_process_twin(running_node, spark, monkeypatch):
+    """ENGINE('spark') on the node (local[2]): the table's Structured Streaming query in the node's
+    own process detects the windows, the DAG's sensor sees its commits, and the stream writes what
+    its in-process twin writes; SHOW STREAMS names the engine of each."""
+    from airflow_stream_provider.streams.run import run as run_stream
+    from airflow_stream_provider.streams.store import StreamStore
+    from airflow_stream_provider.triggers import check_windows
+
+    home, _ = running_node
+    monkeypatch.setenv("AIRFLOW_STREAM_HOME", str(home))
+    monkeypatch.setenv("AIRFLOW_STREAM_API_URL", "http://127.0.0.1:9")  # no Airflow here
+    wh = Warehouse(home / "warehouse", spark=spark)
+    stream = ("CREATE STREAM {name} INTERVAL(10s) SLIDING(10s) FROM m STREAM_OPTIONS(ENGINE('{engine}')) "
+              "INTO {name}_out AS SELECT _twstart ts, count(*) n, sum(v) total FROM %%trows;")
+    list(statements.run(wh, "CREATE DATABASE twins; USE twins; CREATE TABLE m (ts TIMESTAMP, v INT);"
+                        + stream.format(name="ip", engine="in-process") + stream.format(name="sp", engine="spark")))
+    store = StreamStore()
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        reports = [store.get("twins", n).detector_path for n in ("ip", "sp")]
+        if all(p.exists() and json.loads(p.read_text()).get("status") == "running" for p in reports):
+            break
+        time.sleep(0.5)
+    assert json.loads(store.get("twins", "sp").detector_path.read_text())["engine"] == "spark", \
+        (home / "node" / "node.log").read_text()[-3000:]
+    shown = list(statements.run(wh, "SHOW twins.STREAMS"))[-1].table.to_pylist()
+    shown = {r["stream_name"]: r["engine"] for r in shown}
+    assert shown == {"ip": "in-process", "sp": "spark"}
+    for rows in ("('2025-01-01 00:00:01', 1) ('2025-01-01 00:00:02', 2) ('2025-01-01 00:00:03', 3)",
+                 "('2025-01-01 00:00:12', 10) ('2025-01-01 00:00:15', 20)", "('2025-01-01 00:00:25', 5)"):
+        list(statements.run(wh, f"INSERT INTO m VALUES {rows}"))
+    # by hand: [0s, 10s) holds 1, 2, 3; [10s, 20s) holds 10 and 20; the row at 25 s closes both
+    want = [(3, 6), (2, 30)]
+    got: dict[str, list] = {}
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and any(got.get(n) != want for n in ("ip", "sp")):
+        for name in ("ip", "sp"):
+            stored = store.get("twins", name)
+            if got.get(name) != want and check_windows(str(stored.state_dir), str(home / "warehouse" / "twins" / "m")):
+                run_stream(wh, "twins", name)
+                table = list(statements.run(wh, f"SELECT n, total FROM {name}_out ORDER BY ts"))[-1].table
+                got[name] = [(r["n"], r["total"]) for r in table.to_pylist()]
+        time.sleep(0.5)
+    assert got == {"ip": want, "sp": want}, (home / "node" / "node.log").read_text()[-3000:]
+    list(statements.run(wh, "DROP STREAM ip; DROP STREAM sp"))
+
+
 def test_low_latency_calc_computes_and_notifies_inside_the_node_detector(running_node, spark, monkeypatch,
                                                                        tmp_path):
     """LOW_LATENCY_CALC: with no run and no Airflow at all, each closed window is computed, written and

@@ -36,3 +36,16 @@ def test_the_variable_overrides_the_cores(monkeypatch):
     assert default_workers() == 7
     monkeypatch.setenv("AIRFLOW_STREAM_NODE_WORKERS", "0")
     assert default_workers() == 0
+
+
+def test_the_home_config_sets_the_workers_and_the_variable_wins(monkeypatch, tmp_path):
+    monkeypatch.delenv("AIRFLOW_STREAM_NODE_WORKERS", raising=False)
+    monkeypatch.setenv("AIRFLOW_STREAM_HOME", str(tmp_path))
+    (tmp_path / "airflow-stream.toml").write_text("[node]\nworkers = 12\n")
+    assert default_workers() == 12
+    monkeypatch.setenv("AIRFLOW_STREAM_NODE_WORKERS", "3")
+    assert default_workers() == 3
+    (tmp_path / "airflow-stream.toml").write_text("[node]\nworkers = 'many'\n")
+    monkeypatch.delenv("AIRFLOW_STREAM_NODE_WORKERS")
+    with pytest.raises(ValueError, match=r"\[node\] workers"):
+        default_workers()

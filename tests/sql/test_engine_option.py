@@ -24,8 +24,10 @@ def test_a_window_stream_names_the_in_process_engine():
 @pytest.mark.parametrize(("options", "column", "message"), [
     ("ENGINE('sprak')", AT + 7, "unknown detector engine 'sprak'"),
     ("ENGINE(spark)", AT + 7, "ENGINE takes a quoted engine name"),
-    ("ENGINE('spark')", AT, "the stream node hosts window detectors on the in-process engine only"),
-    ("WATERMARK(1s)|ENGINE('auto')", AT + 14, "ENGINE('auto')"),
+    ("ENGINE('spark')|MAX_DELAY(5s)", AT + 16, "the spark detector engine does not run MAX_DELAY"),
+    ("ENGINE('spark')|LOW_LATENCY_CALC", AT + 16, "does not run LOW_LATENCY_CALC"),
+    ("FILL_HISTORY|ENGINE('spark')", AT, "does not run FILL_HISTORY"),
+    ("ENGINE('spark')|IDLE_TIMEOUT(1m)|EVENT_TYPE(IDLE)", AT + 16, "does not run IDLE_TIMEOUT"),
     ("ENGINE('in-process')|ENGINE('in-process')", AT + 21, "option ENGINE is given twice"),
 ])
 def test_engine_refusals_are_positioned(options, column, message):
@@ -52,5 +54,29 @@ def test_show_streams_names_the_engine_of_a_window_stream(monkeypatch):
     (period,) = parse("CREATE STREAM s PERIOD(10s) INTO o AS SELECT now(), 1")
     assert (engine_of(window), engine_of(named), engine_of(period)) == ("in-process", "in-process", None)
     monkeypatch.setenv("AIRFLOW_STREAM_DETECTOR_ENGINE", "spark")
-    with pytest.raises(ValueError, match="the stream node hosts the in-process engine only"):
+    assert (engine_of(window), engine_of(named)) == ("spark", "in-process")
+    monkeypatch.setenv("AIRFLOW_STREAM_DETECTOR_ENGINE", "sprak")
+    with pytest.raises(ValueError, match="expected one of in-process, spark, auto"):
         engine_of(window)
+
+
+def test_auto_is_spark_on_a_cluster_for_what_the_spark_engine_runs(monkeypatch):
+    from airflow_stream_provider.plan.stream import detector_engine_of
+
+    monkeypatch.delenv("AIRFLOW_STREAM_DETECTOR_ENGINE", raising=False)
+    (auto,) = parse(HEAD + "ENGINE('auto')" + TAIL)
+    (spark,) = parse(HEAD + "ENGINE('spark')" + TAIL)
+    (timed,) = parse(HEAD + "ENGINE('auto')|MAX_DELAY(5s)" + TAIL)
+    cluster, local = "spark://10.0.0.1:7077", "local[2]"
+    assert [detector_engine_of(s, local) for s in (auto, spark, timed)] == ["in-process", "spark", "in-process"]
+    assert [detector_engine_of(s, cluster) for s in (auto, spark, timed)] == ["spark", "spark", "in-process"]
+    # the node's setting: a stream naming no engine follows it, unless the spark engine cannot run it
+    monkeypatch.setenv("AIRFLOW_STREAM_DETECTOR_ENGINE", "auto")
+    (plain,) = parse(HEAD + "WATERMARK(1s)" + TAIL)
+    (legacy,) = parse("CREATE STREAM s TRIGGER AT_ONCE INTO o AS SELECT _wstart, count(*) FROM m INTERVAL(10s)")
+    assert [detector_engine_of(s, cluster) for s in (plain, legacy)] == ["spark", "in-process"]
+    assert detector_engine_of(plain, local) == "in-process"
+    monkeypatch.setenv("AIRFLOW_STREAM_NODE_MASTER", cluster)
+    from airflow_stream_provider.streams.status import engine_of
+
+    assert engine_of(plain) == "spark"

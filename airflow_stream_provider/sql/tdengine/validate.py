@@ -250,21 +250,22 @@ def _check_idle(c: _Checker, window: bool) -> None:
 
 
 def _check_engine(c: _Checker, window: bool) -> None:
-    """ENGINE names a window stream's detector engine. The stream node hosts the in-process engine;
-    the spark engine's table query is started through its Python API
-    (:class:`airflow_stream_provider.windows.spark_detector.SparkTableDetector`), so a stream asking
-    the node for it (or for ``auto``, which would pick it on a cluster) is refused rather than run
-    on another engine than it names."""
+    """ENGINE names a window stream's detector engine: ``in-process``, ``spark`` (one Structured
+    Streaming query per trigger table, which the stream node starts on its Spark session) or
+    ``auto`` (spark when the node drives a cluster). A stream naming ``spark`` is refused, at the
+    option, when it uses what that engine does not run; one naming ``auto`` runs in process then."""
     engine = c.stmt.options.engine
     if engine is None:
         return
     if not window:
         c.fail("ENGINE", f"ENGINE chooses a window detector; a {c.stmt.trigger.keyword} trigger has none")
-    if engine != "in-process":
-        c.fail("ENGINE", f"ENGINE('{engine}'): the stream node hosts window detectors on the in-process engine "
-                         "only; the spark engine runs a trigger table's streams as one Structured Streaming query "
-                         "started from Python (SparkTableDetector), not as a stream option",
-               hint="write ENGINE('in-process'), or leave ENGINE out")
+    if engine != "spark":
+        return
+    refused = m.spark_refusal_of(c.stmt)
+    if refused is not None:
+        word, what = refused
+        c.fail(word, f"ENGINE('spark'): the spark detector engine does not run {what}",
+               hint="write ENGINE('in-process') or ENGINE('auto'), or leave the option out")
 
 
 def _check_notify(c: _Checker) -> None:
