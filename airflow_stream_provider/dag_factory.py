@@ -40,7 +40,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from airflow.sdk import DAG, BaseOperator, AsyncCallback, DeadlineAlert, DeadlineReference
+from airflow.sdk import DAG, BaseOperator
+from airflow.sdk.definitions.callback import AsyncCallback
+from airflow.sdk.definitions.deadline import DeadlineAlert, DeadlineReference
 
 from airflow_stream_provider import config
 from airflow_stream_provider import model as m

@@ -50,14 +50,13 @@ class StreamFreshnessOperator(StreamTask, BaseOperator):
 
 
 async def freshness_deadline_missed(*, stream: str, notifier: str | None = None, context: dict | None = None) -> None:
-    """The callback of a freshness DAG's ``DeadlineAlert``, run by the triggerer, which Airflow's scheduler queues when a
-    check run has not succeeded by the time the next is due (the DAG's interval after it was queued):
-    the check found the stream late or silent (its run failed), or could not say (its run is still
-    queued or running).
-    Logs which, and hands it to the ``on_stale`` notifier ``notifier`` when one is named, with a
-    context as a DAG callback's (without the DAG itself, which Airflow does not hand a deadline
-    callback): ``dag_id``, ``dag_run``, ``run_id``, ``logical_date``, ``reason`` (``"deadline
-    missed"``), ``deadline`` and ``stream``.
+    """The callback of a freshness DAG's ``DeadlineAlert``, run by the triggerer, which Airflow's
+    scheduler queues when a check run has not succeeded by the time the next is due (the DAG's
+    interval after it was queued): the check found the stream late or silent (its run failed), or
+    could not say (its run is still queued or running). Logs which, and hands it to the ``on_stale``
+    notifier ``notifier`` when one is named, with a context as a DAG callback's (without the DAG
+    itself, which Airflow does not hand a deadline callback): ``dag_id``, ``dag_run``, ``run_id``,
+    ``logical_date``, ``reason`` (``"deadline missed"``), ``deadline`` and ``stream``.
 
     :param stream: the stream, written ``db.name``.
     :param notifier: the ``[notifiers.<name>]`` table of ``airflow-stream.toml``; default None: none.

@@ -42,7 +42,8 @@ def test_a_late_and_a_silent_stream_fail_their_checks_and_miss_their_deadlines(w
         '[notifiers.ops]\nclass = "airflow_stream_provider.notifications.websocket.WebSocketNotifier"\n'
         f'urls = "{receiver.url}"\nresult = {{ reason = "{{{{ reason }}}}" }}\n')
     sql(wh, "CREATE DATABASE d; USE d; CREATE TABLE m (ts TIMESTAMP, v DOUBLE);"
-            "CREATE STREAM s1 INTERVAL(1m) SLIDING(1m) FROM m INTO s1_out AS SELECT _twstart ts, count(*) n FROM %%trows;"
+            "CREATE STREAM s1 INTERVAL(1m) SLIDING(1m) FROM m INTO s1_out "
+            "AS SELECT _twstart ts, count(*) n FROM %%trows;"
             "CREATE STREAM s2 COUNT_WINDOW(10) FROM m INTO s2_out AS SELECT _twstart ts, count(*) n FROM %%trows")
     time.sleep(SILENCE_S + 0.5)
     sql(wh, "INSERT INTO m VALUES ('2025-01-01 00:00:10', 1) ('2025-01-01 00:00:50', 3) "
