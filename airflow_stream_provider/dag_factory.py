@@ -41,6 +41,8 @@ from pathlib import Path
 from typing import Any
 
 from airflow.sdk import DAG, BaseOperator
+from airflow.sdk.definitions.callback import AsyncCallback
+from airflow.sdk.definitions.deadline import DeadlineAlert, DeadlineReference
 
 from airflow_stream_provider import config
 from airflow_stream_provider import model as m
@@ -53,7 +55,7 @@ from airflow_stream_provider.operators import (
     StreamNotifyOperator,
     StreamRecalculateOperator,
 )
-from airflow_stream_provider.operators.freshness import StreamFreshnessOperator
+from airflow_stream_provider.operators.freshness import StreamFreshnessOperator, freshness_deadline_missed
 from airflow_stream_provider.operators.retention import StreamRetentionOperator
 from airflow_stream_provider.operators.verify import StreamVerifyOperator
 from airflow_stream_provider.plan import freshness
@@ -199,9 +201,15 @@ def _freshness_dag(stored: StoredStream, state: StreamState, plan: StreamPlan, h
     if bound is None:
         return None
     every = check_every(bound)
+    # each check run must succeed before the next is due: Airflow's scheduler marks the deadline
+    # missed, and queues its callback, for a check that failed or did not end in time
+    deadline = DeadlineAlert(reference=DeadlineReference.DAGRUN_QUEUED_AT, interval=every,
+                             name=f"freshness of {stored.qualified}",
+                             callback=AsyncCallback(freshness_deadline_missed, kwargs={
+                                 "stream": stored.qualified, "notifier": str(named) if named else None}))
     with DAG(freshness_dag_id(stored.db, stored.name), schedule=every, start_date=plan.created, catchup=False,
              max_active_runs=1, is_paused_upon_creation=plan.paused, default_args={**retry, "retries": 0},
-             on_failure_callback=callback, tags=[*_tags(stored), "freshness"],
+             on_failure_callback=callback, deadline=deadline, tags=[*_tags(stored), "freshness"],
              doc_md=_doc(stored, "freshness", state) + f"\nEvery {every}: the check fails when the stream is late "
                     f"(its realtime lag over {bound.bound}) or silent (rows arriving, no window fired for "
                     f"{bound.silence(stored.statement)}).\n",

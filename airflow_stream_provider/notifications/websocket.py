@@ -66,7 +66,8 @@ class WebSocketNotifier(BaseNotifier):
         dag = context.get("dag")
         ti = context.get("ti") or context.get("task_instance")
         run = context.get("dag_run")
-        dag_id = getattr(dag, "dag_id", None) or getattr(ti, "dag_id", None) or "dag"
+        dag_id = getattr(dag, "dag_id", None) or getattr(ti, "dag_id", None) or getattr(run, "dag_id", None) \
+            or context.get("dag_id") or "dag"
         task_id = getattr(ti, "task_id", None)
         run_id = context.get("run_id") or getattr(run, "run_id", None) or ""
         try_number = getattr(ti, "try_number", None)

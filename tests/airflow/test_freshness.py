@@ -13,6 +13,7 @@ Worked by hand: d.m gets 00:00:10, 00:00:50, 00:01:30, 00:02:40; s1, INTERVAL(1m
 from __future__ import annotations
 
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -52,6 +53,14 @@ def check(folder: Path, stream: str):
     assert dag.task_ids == ["check_freshness"] and not dag.is_paused_upon_creation
     callbacks = dag.on_failure_callback if isinstance(dag.on_failure_callback, list) else [dag.on_failure_callback]
     assert [type(c).__name__ for c in callbacks if c] == (["WebSocketNotifier"] if stream == "s2" else [])
+    # the deadline of each check: the next check's time, half the bound (5 min -> 150 s; 1 h -> 30 min,
+    # at most 5 min); its callback, run by the triggerer, names the stream and its on_stale notifier
+    (alert,) = dag.deadline
+    assert (type(alert.reference).__name__, alert.interval, alert.name) == (
+        "DagRunQueuedAtDeadline", timedelta(seconds=300 if stream == "s2" else 150), f"freshness of d.{stream}")
+    assert (type(alert.callback).__name__, alert.callback.path, alert.callback.kwargs) == (
+        "AsyncCallback", "airflow_stream_provider.operators.freshness.freshness_deadline_missed",
+        {"stream": f"d.{stream}", "notifier": "ops" if stream == "s2" else None})
     return dag.get_task("check_freshness").execute({})
 
 
