@@ -27,9 +27,9 @@ import pandas as pd
 
 from airflow_stream_provider.values import json_default
 from airflow_stream_provider.windows.columns import window_columns
-from airflow_stream_provider.windows.late import DATA_CHANGES, read_group
+from airflow_stream_provider.windows.late import read_group
 from airflow_stream_provider.windows.nested import lineage_key, scan_nested
-from airflow_stream_provider.windows.step import Advanced, expired
+from airflow_stream_provider.windows.step import Advanced, sort_rows
 from airflow_stream_provider.windows.trigger_plan import TriggerPlan, micros
 
 #: closed outermost windows a group remembers for late rows (with the leaf windows closed in them)
@@ -63,17 +63,7 @@ class NestedStep:
         history: list[list[int]] = saved.get("history", [])  # closed outermost windows: [start, first row]
         times = micros(raw[ts])
         raw = raw.assign(**{ts: times})
-        data = np.isin(raw["_change_type"].to_numpy(object), DATA_CHANGES)
-        written_before = max_ts
-        if data.any():
-            top = int(times[data].max())
-            max_ts = top if max_ts is None else max(max_ts, top)
-        late = times <= decided if decided is not None else np.zeros(len(times), bool)
-        drop = np.zeros(len(times), bool)
-        if plan.expired_time is not None:
-            drop |= expired(times, raw["_commit_version"].to_numpy(np.int64), data, written_before, plan.expired_time)
-        if not plan.recalculates:
-            drop |= late
+        data, late, drop, max_ts = sort_rows(plan, raw, times, decided, max_ts)
         retained_from = int(rows[ts].min()) if rows is not None and len(rows) else None
         rescan_from = None
         changed = late & ~drop

@@ -92,18 +92,7 @@ class Step:
             # needed, keep the step at a fraction of a millisecond (it runs once per group and batch)
             times = micros(raw[ts])
             raw[ts] = times
-            data = np.isin(raw["_change_type"].to_numpy(object), DATA_CHANGES)
-            written_before = max_ts
-            if data.any():
-                top = int(times[data].max())
-                max_ts = top if max_ts is None else max(max_ts, top)
-            late = times <= decided if decided is not None else np.zeros(len(times), bool)
-            drop = np.zeros(len(times), bool)
-            if plan.expired_time is not None:
-                drop |= expired(times, raw["_commit_version"].to_numpy(np.int64), data, written_before,
-                                plan.expired_time)
-            if not plan.recalculates:
-                drop |= late
+            data, late, drop, max_ts = sort_rows(plan, raw, times, decided, max_ts)
             if (drop & data).any():
                 saved["dropped"] = saved.get("dropped", 0) + int((drop & data).sum())
             if late.any() or drop.any():
@@ -215,6 +204,26 @@ def idle_span(start: int, end: int) -> Windows:
     """An IDLE or RESUME event's span in the window columns the events read: from the group's last rows
     to the event, processing time in microseconds (``ordinal`` -1: never a window's trigger id)."""
     return window_columns([start], [end], [0], [False], [False], ordinal=[-1])
+
+
+def sort_rows(plan: TriggerPlan, raw: pd.DataFrame, times: np.ndarray, decided: int | None,
+              max_ts: int | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, int | None]:
+    """A group's new rows ``raw`` (event ``times`` in microseconds) sorted out against its state:
+    which carry data (not a delete), which are late (at or before the ``decided`` time), which are
+    dropped (expired, or late where the stream does not recalculate), and the latest event time seen
+    with them (from ``max_ts``)."""
+    data = np.isin(raw["_change_type"].to_numpy(object), DATA_CHANGES)
+    written_before = max_ts
+    if data.any():
+        top = int(times[data].max())
+        max_ts = top if max_ts is None else max(max_ts, top)
+    late = times <= decided if decided is not None else np.zeros(len(times), bool)
+    drop = np.zeros(len(times), bool)
+    if plan.expired_time is not None:
+        drop |= expired(times, raw["_commit_version"].to_numpy(np.int64), data, written_before, plan.expired_time)
+    if not plan.recalculates:
+        drop |= late
+    return data, late, drop, max_ts
 
 
 def expired(times: np.ndarray, versions: np.ndarray, data: np.ndarray, before: int | None,

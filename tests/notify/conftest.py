@@ -10,12 +10,25 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
 
 from airflow_stream_provider.processes import free_port
+
+
+def notify_database(wh, monkeypatch, more: str = "") -> Iterator:
+    """A warehouse fixture's body for stream notification tests: database ``d`` in use (and
+    ``more`` statements run), no Airflow connection looked up for the receivers, and the process's
+    receiver connections closed afterwards."""
+    from airflow_stream_provider import statements
+    from airflow_stream_provider.notify import delivery
+
+    monkeypatch.setenv("AIRFLOW_STREAM_NOTIFY_CONN_IDS", "none")
+    list(statements.run(wh, f"CREATE DATABASE d; USE d; {more}"))
+    yield wh
+    delivery.close_all()
 
 
 class ReceiverProcess:

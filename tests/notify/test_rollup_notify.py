@@ -11,11 +11,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from airflow_stream_provider.notify import delivery
 from airflow_stream_provider.notify.message import validate
 from airflow_stream_provider.streams.run import run as run_stream
 from tests.conftest import sql
-from tests.notify.conftest import events_of
+from tests.notify.conftest import events_of, notify_database
 
 pytestmark = pytest.mark.spark
 
@@ -25,10 +24,7 @@ MIN = 60_000
 
 @pytest.fixture
 def wh(wh, monkeypatch):
-    monkeypatch.setenv("AIRFLOW_STREAM_NOTIFY_CONN_IDS", "none")
-    sql(wh, "CREATE DATABASE d; USE d")
-    yield wh
-    delivery.close_all()
+    yield from notify_database(wh, monkeypatch)
 
 
 def test_each_rollup_group_notifies_its_window(wh, receivers):

@@ -19,7 +19,7 @@ from airflow_stream_provider.streams.run import run as run_stream
 from airflow_stream_provider.streams.run_request import RunRequest
 from airflow_stream_provider.streams.store import StreamStore
 from tests.conftest import sql
-from tests.notify.conftest import events_of
+from tests.notify.conftest import events_of, notify_database
 
 pytestmark = pytest.mark.spark
 
@@ -30,10 +30,7 @@ MIN = 60_000
 
 @pytest.fixture
 def wh(wh, monkeypatch):
-    monkeypatch.setenv("AIRFLOW_STREAM_NOTIFY_CONN_IDS", "none")
-    sql(wh, "CREATE DATABASE d; USE d")
-    yield wh
-    delivery.close_all()
+    yield from notify_database(wh, monkeypatch)
 
 
 def select(wh, text: str) -> list[dict]:
