@@ -19,13 +19,16 @@ commit, so a delta written by a batch that never committed is never read.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from airflow_stream_provider import storage
 from airflow_stream_provider.exceptions import StreamError
-from airflow_stream_provider.storage import Location
+from airflow_stream_provider.storage import Location, is_remote
+from airflow_stream_provider.windows.core import json_safe
 
 #: the ``engine`` a checkpoint of this format names in its ``metadata``
 ENGINE = "airflow-stream-detector"
@@ -141,3 +144,14 @@ class Checkpoint:
                 for n in _numbered(self._at(folder), suffix):
                     if n < before:
                         storage.delete(self._at(folder, f"{n}{suffix}"))
+
+
+def key_text(key: tuple) -> str:
+    """The text a group's state is kept under in a detector checkpoint."""
+    return json.dumps([json_safe(v) for v in key], default=str)
+
+
+def app_id_of(stream: str, checkpoint: str) -> str:
+    """The Delta transaction id the event commits of ``stream``'s detector on ``checkpoint`` record."""
+    place = checkpoint if is_remote(checkpoint) else Path(checkpoint).resolve()
+    return "airflow-stream-detector-" + hashlib.sha1(f"{stream}\x1f{place}".encode()).hexdigest()[:16]

@@ -37,13 +37,11 @@ Time semantics (reference 000, "Atypical Data Ingestion Scenarios"):
 from __future__ import annotations
 
 import collections
-import hashlib
 import json
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -52,11 +50,10 @@ import pyarrow.compute as pc
 
 from airflow_stream_provider.model import TriggerMode
 from airflow_stream_provider.model.events import EventType, TriggerKind
-from airflow_stream_provider.storage import is_remote
 from airflow_stream_provider.windows.changes import ChangeFeed
-from airflow_stream_provider.windows.checkpoint import RETAIN, SNAPSHOT_EVERY, Checkpoint
+from airflow_stream_provider.windows.checkpoint import RETAIN, SNAPSHOT_EVERY, Checkpoint, app_id_of, key_text
 from airflow_stream_provider.windows.columns import Windows, concat_windows
-from airflow_stream_provider.windows.core import Chunk, json_safe
+from airflow_stream_provider.windows.core import Chunk
 from airflow_stream_provider.windows.events import batch_event_rows, commit_events, event_table
 from airflow_stream_provider.windows.late import DATA_CHANGES, stamp
 from airflow_stream_provider.windows.nested_step import NestedStep
@@ -133,17 +130,6 @@ class DetectedBatch:
     version: int | None
     store_events: Callable[[], None] | None = None
     rows: int = 0
-
-
-def key_text(key: tuple) -> str:
-    """The text a group's state is kept under in a detector checkpoint."""
-    return json.dumps([json_safe(v) for v in key], default=str)
-
-
-def app_id_of(stream: str, checkpoint: str) -> str:
-    """The Delta transaction id the event commits of ``stream``'s detector on ``checkpoint`` record."""
-    place = checkpoint if is_remote(checkpoint) else Path(checkpoint).resolve()
-    return "airflow-stream-detector-" + hashlib.sha1(f"{stream}\x1f{place}".encode()).hexdigest()[:16]
 
 
 def group_codes(table: pa.Table, keys: tuple[str, ...]) -> tuple[np.ndarray, list[tuple]]:

@@ -114,7 +114,7 @@ class Member:
         """The Delta transaction id its event commits record: with a mirror, the in-process
         detector's on the same checkpoint (the stream's batch ids go on across engines)."""
         if self.mirror is not None:
-            from airflow_stream_provider.windows.detector import app_id_of
+            from airflow_stream_provider.windows.checkpoint import app_id_of
 
             return app_id_of(self.plan.stream, self.mirror)
         return "airflow-stream-spark-detector-" + hashlib.sha1(
@@ -166,7 +166,7 @@ class GroupStep:
         self.seeds = {member.key: dict(member.seeds) for member in members}
 
     def __call__(self, key: tuple, frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
-        from airflow_stream_provider.windows.detector import key_text as state_key
+        from airflow_stream_provider.windows.checkpoint import key_text as state_key
 
         stream, key_text = str(key[0]), str(key[1])
         plan = self.plans[stream]
