@@ -402,7 +402,7 @@ class Node:
     def report(self, queries: list[dict]) -> None:
         write_json(self.folder / "status.json", {"reported": datetime.now(UTC).isoformat(),
                                                  "spark_version": self.session.version, "master": self.master,
-                                                 "queries": queries})
+                                                 "queries": queries}, default=str)
 
     def loop(self) -> None:
         """Until stopped: every :data:`STATUS_EVERY_S`, follow a cluster's cores, keep the workers running,

@@ -24,6 +24,7 @@ its streams' ``detector.json`` and started again after a pause (:mod:`.host`).
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import shutil
 import time
@@ -101,7 +102,8 @@ class SparkMember:
     def lastProgress(self) -> dict | None:
         table = self._table
         progress = table.query.lastProgress if table is not None and table.query is not None else None
-        return dict(progress) if progress is not None else None
+        # as JSON gives it (Spark's progress holds the query's ids as UUIDs), so the status can keep it
+        return json.loads(json.dumps(dict(progress), default=str)) if progress is not None else None
 
     def stop(self) -> None:
         self.tables.leave(self.key, self.path)
