@@ -82,7 +82,9 @@ async def freshness_deadline_missed(*, stream: str, notifier: str | None = None,
                  "logical_date": run.get("logical_date"), "reason": "deadline missed", "deadline": deadline,
                  "stream": stream}
     found.render_template_fields(said)
-    try:
-        await found.async_notify(said)
-    except NotImplementedError:  # a notifier that only notifies synchronously
+    from airflow.sdk import BaseNotifier
+
+    if type(found).async_notify is BaseNotifier.async_notify:  # it notifies synchronously only
         await asyncio.to_thread(found.notify, said)
+    else:
+        await found.async_notify(said)
